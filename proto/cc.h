@@ -1,0 +1,131 @@
+/*
+ * Congestion control framework.
+ *
+ * Windows are per path (PWND, bytes) and a connection's window is their sum
+ * (QWND). An algorithm is an ops table selected by name; the engine calls it
+ * on every ACK, CE report, loss, rate hint and RTO of a path. The baseline
+ * ("baseline") is one entry of the table:
+ *   - a CE mark cuts only the path that saw it, multiplicatively, at most once
+ *     per RTT, by an amount that grows with the marked fraction (DCTCP-style
+ *     alpha per path);
+ *   - `loss_cut_count` or more losses on a path within one RTT cut it too;
+ *     fewer (isolated random loss) do not;
+ *   - additive increase is coupled across the connection's paths: all paths
+ *     together grow by about one MTU per RTT, so a many-path connection is no
+ *     more aggressive at a shared bottleneck than a single-path one;
+ *   - a path starts in slow start (cwnd += bytes acked, so QWND doubles per
+ *     RTT however many paths there are) until its first cut; after an RTO
+ *     (cwnd = min) it slow-starts back to half its old window;
+ *   - windows stay within [min_cwnd, max_cwnd] (the max is capped by the
+ *     256-packet SACK span);
+ *   - the receiver's rate hint caps the connection's pacing rate and QWND.
+ *
+ * Pure computation: no clock, no allocation. Times in ns, rates in bit/s.
+ */
+#ifndef MRP_CC_H
+#define MRP_CC_H
+
+#include <stdint.h>
+
+/* Bounds mrp_cc_conn_init() checks params against. The window ceiling is the
+ * span of the 256-bit per-path SACK bitmap (MRP_SACK_BITS in wire.h); the MTU
+ * bounds are wire.h's MRP_MTU_MIN/MAX. */
+#define MRP_CC_MAX_CWND_PKTS 256
+#define MRP_CC_MTU_MIN 256
+#define MRP_CC_MTU_MAX 9000
+#define MRP_CC_MAX_GAIN_SHIFT 16
+/* RTT assumed for "once per RTT" decisions while a path has no srtt_ns yet. */
+#define MRP_CC_DEFAULT_RTT_NS 10000
+
+typedef struct mrp_cc_params {
+	uint32_t mtu;             /* payload bytes per packet */
+	uint32_t init_cwnd_pkts;  /* initial PWND, packets (default 16) */
+	uint32_t min_cwnd_pkts;   /* floor, packets (default 1) */
+	uint32_t max_cwnd_pkts;   /* ceiling, packets, <= 256 (default 256) */
+	uint32_t loss_cut_count;  /* losses within an RTT that cut (default 3) */
+	uint32_t ai_pkts_per_rtt; /* connection-wide additive increase (default 1) */
+	uint32_t alpha_gain_shift; /* DCTCP g = 1/2^shift (default 4) */
+	uint64_t line_rate_bps;   /* local link rate, caps pacing (0 = none) */
+} mrp_cc_params;
+
+/* Fill params with the defaults above for the given MTU. */
+void mrp_cc_params_default(mrp_cc_params *p, uint32_t mtu);
+
+/* Per-path congestion state, embedded in each path. */
+typedef struct mrp_cc_path {
+	uint64_t cwnd;          /* PWND, bytes */
+	uint64_t inflight;      /* bytes sent and not yet acked or lost (engine keeps it) */
+	uint64_t srtt_ns;       /* smoothed RTT (engine keeps it, RFC 6298) */
+	uint64_t min_rtt_ns;
+	uint64_t last_cut_ns;   /* time of the last multiplicative cut */
+	uint64_t loss_epoch_ns; /* start of the current loss-counting RTT */
+	uint32_t losses;        /* losses in the current epoch */
+	uint32_t alpha_q16;     /* marked-fraction EWMA, 1.0 = 65536 */
+	uint64_t acked_epoch;   /* bytes acked since the alpha epoch began */
+	uint64_t marked_epoch;  /* bytes marked in that epoch */
+	uint64_t alpha_epoch_ns;
+	uint64_t ai_frac;       /* sub-byte remainder of additive increase, 1/65536 bytes */
+	uint64_t ssthresh;      /* slow start while cwnd < ssthresh; UINT64_MAX until
+				 * the first cut (set by path_init, cuts and RTO) */
+} mrp_cc_path;
+
+/* Per-connection congestion state. */
+typedef struct mrp_cc_conn {
+	const struct mrp_cc_ops *ops;
+	mrp_cc_params params;
+	uint64_t qwnd;           /* sum of the active paths' cwnd (engine keeps it) */
+	uint64_t rate_hint_bps;  /* latest hint from the receiver; 0 = none */
+	uint64_t pacing_bps;     /* rate the engine paces the connection at, 0 = no
+				  * limit: min of line_rate_bps, the hint and
+				  * 5/4 * QWND / RTT, those that are known */
+	uint64_t hint_rtt_ns;    /* RTT used to turn the hint into a window and QWND
+				  * into a pacing rate (engine sets it, e.g. the
+				  * connection's smoothed RTT); 0 = use the path's srtt_ns */
+} mrp_cc_conn;
+
+typedef struct mrp_cc_ops {
+	const char *name;
+	/* A new path joins (or a path restarts after failure/re-port). Sets
+	 * every field of p the algorithm owns; leaves inflight, srtt_ns and
+	 * min_rtt_ns (the engine's) alone. */
+	void (*path_init)(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns);
+	/* acked_bytes newly acknowledged on p, with marked_bytes of them CE-marked
+	 * (marked_bytes <= acked_bytes). Called once per processed ACK. */
+	void (*on_ack)(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_bytes,
+		       uint64_t marked_bytes, uint64_t now_ns);
+	/* lost_pkts packets detected lost on p (SACK gap). */
+	void (*on_loss)(mrp_cc_conn *cc, mrp_cc_path *p, uint32_t lost_pkts,
+			uint64_t now_ns);
+	/* The receiver's rate hint changed (0 = no hint). Every algorithm
+	 * must store it in cc->rate_hint_bps: mrp_cc_path_room() reads it. */
+	void (*on_rate_hint)(mrp_cc_conn *cc, uint64_t hint_bps, uint64_t now_ns);
+	/* Retransmission timeout on p. */
+	void (*on_rto)(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns);
+} mrp_cc_ops;
+
+/* The algorithm called name, or NULL. */
+const mrp_cc_ops *mrp_cc_find(const char *name);
+/* The i-th registered algorithm (for listing), NULL past the end. */
+const mrp_cc_ops *mrp_cc_get(unsigned i);
+
+/* Set up cc with the named algorithm. MRP_ERR_INVAL if an argument is NULL
+ * or params are out of range (mtu outside MRP_CC_MTU_MIN..MAX; not
+ * 1 <= min_cwnd_pkts <= init_cwnd_pkts <= max_cwnd_pkts <= MRP_CC_MAX_CWND_PKTS;
+ * loss_cut_count or ai_pkts_per_rtt 0; ai_pkts_per_rtt > max_cwnd_pkts;
+ * alpha_gain_shift > MRP_CC_MAX_GAIN_SHIFT), MRP_ERR_NOENT if name is
+ * not a registered algorithm. */
+int mrp_cc_conn_init(mrp_cc_conn *cc, const char *name,
+		     const mrp_cc_params *params);
+
+/*
+ * Bytes the connection may add in flight on path p now: min of the path's
+ * open window (cwnd - inflight) and what the rate hint leaves of QWND.
+ * total_inflight is the connection's bytes in flight over all paths. The
+ * hint's window is rate_hint_bps * rtt / 8e9 bytes plus one MTU, with rtt =
+ * hint_rtt_ns, or p->srtt_ns while that is 0; with neither (or no hint) only
+ * the path's window limits. Never negative.
+ */
+uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
+			  uint64_t total_inflight);
+
+#endif

@@ -1,0 +1,2302 @@
+/*
+ * The MetaRoCE transport engine: one connection. See conn.h for the API and
+ * proto/SPEC.md for the protocol it speaks.
+ *
+ * Send side: posted work requests become messages (txmsg) queued per stream
+ * in MSN order and on a connection-wide send queue in posting order. The
+ * scheduler cuts MTU-sized segments and sprays them over paths with open
+ * window, in small same-path bursts. Each path has its own PSN space and a
+ * scoreboard ring of what it has in flight; an ACK resolves every PSN below
+ * its next_psn: a set SACK bit is delivery, a clear one is loss (paths are in
+ * order), and a lost segment goes to the retransmission queue to leave again
+ * with a fresh PSN on the best path. A message completes when all of its
+ * segments are acknowledged and every earlier message of its stream has.
+ *
+ * Receive side: each data packet is checked (stream, MSN window, placement
+ * through the caller's memory-region lookup or the matched posted receive),
+ * copied to its final address, and recorded in the per-path window; ACKs go
+ * back every ack_every packets, at once on a gap, or after ack_delay_ns. A
+ * message completes when all of its segments are placed and all earlier
+ * messages of its stream have completed.
+ */
+#include <string.h>
+
+#include "conn.h"
+#include "sack.h"
+
+/* Segment state in txmsg.segs[]: low 2 bits state, high 6 bits RTO count. */
+#define SEG_PENDING 0  /* not sent, or waiting in the retransmission queue */
+#define SEG_INFLIGHT 1
+#define SEG_ACKED 2
+#define SEG_STATE(b) ((b) & 3)
+#define SEG_RTOS(b) ((b) >> 2)
+
+/* Scoreboard entry state. */
+#define ENT_INFLIGHT 1
+#define ENT_DONE 2 /* resolved: acked, lost, or NAK'd */
+
+/* Where a path may not carry data, by whom. */
+#define DIS_OPERATOR 0x1
+#define DIS_PLANE_DOWN 0x2
+#define DIS_PLANE_DRAIN 0x4
+
+/* Connection states. */
+#define CONN_OPEN 0
+#define CONN_CLOSING 1 /* CLOSE sent, waiting for the reply */
+#define CONN_CLOSED 2
+
+#define NEVER UINT64_MAX
+#define EVQ_LEN 64
+#define NAKQ_LEN 64
+
+typedef struct txmsg txmsg;
+typedef struct rxmsg rxmsg;
+typedef struct rxrecv rxrecv;
+
+struct txmsg {
+	txmsg *snext;     /* stream queue, MSN order */
+	txmsg *qnext;     /* connection send queue (has unsent segments) */
+	txmsg *rnext;     /* RNR wait list */
+	uint64_t wr_id;
+	const uint8_t *local;
+	uint64_t remote_addr;
+	uint64_t rnr_until;
+	uint32_t rkey, imm, len, msn, recv_idx;
+	uint32_t npkts, next_seg, nacked;
+	uint32_t refs;    /* scoreboard and retransmission-queue entries */
+	uint16_t stream;
+	uint8_t opcode;
+	uint8_t status;   /* MRP_WC_* */
+	uint8_t done;     /* every segment acked, or failed */
+	uint8_t detached; /* completed and off its stream: free when refs == 0 */
+	uint8_t rnr_count;
+	uint8_t in_rnr;
+	uint8_t segs[];
+};
+
+struct rxrecv {
+	rxrecv *next;
+	uint64_t wr_id;
+	uint8_t *buf;
+	uint32_t len;
+};
+
+struct rxmsg {
+	rxmsg *hnext;
+	uint32_t msn, len, npkts, nrecv, imm, recv_idx;
+	uint16_t stream;
+	uint8_t opcode;
+	uint8_t status;   /* MRP_WC_* of a message that failed */
+	rxrecv *recv;     /* matched receive (SEND*, WRITE_IMM) */
+	uint8_t bits[];   /* segments placed */
+};
+
+/* Per-stream state: 56 bytes on LP64 (the issue allows 64). */
+typedef struct stream {
+	txmsg *head, *tail;   /* outstanding sends, MSN order */
+	rxrecv *rq_head, *rq_tail; /* posted receives not yet completed */
+	uint32_t next_msn;    /* send: next MSN to assign */
+	uint32_t next_recv;   /* send: next recv_idx to assign */
+	uint32_t complete_msn; /* receive: next MSN to complete */
+	uint32_t consumed;    /* receive: receives completed so far */
+	uint32_t posted;      /* receive: receives posted so far */
+	uint32_t outstanding; /* send: messages not yet completed */
+} stream;
+
+_Static_assert(sizeof(stream) <= 64, "per-stream state must stay within 64 bytes");
+
+typedef struct txent {
+	txmsg *m;
+	uint64_t sent_ns;
+	uint32_t seg;
+	uint32_t bytes;
+	uint8_t state;
+} txent;
+
+typedef struct path {
+	uint16_t id, gen;
+	uint8_t plane, state, disabled, open;
+	uint16_t sport;
+	mrp_cc_path cc;
+	/* send side */
+	uint32_t snd_nxt, snd_una;
+	txent *ring;
+	uint32_t ring_cap;
+	uint64_t rttvar_ns;
+	uint64_t rto_at, tlp_at;
+	uint32_t rto_count;    /* consecutive RTOs / unanswered probes */
+	uint32_t fails;        /* re-ports since the path last answered */
+	uint8_t tlp_pending;
+	uint8_t have_counts;
+	uint32_t ack_ce, ack_rcv; /* counters of the last ACK */
+	uint64_t last_ack_ns, last_tx_ns;
+	uint32_t probe_seq;
+	uint64_t probe_at;     /* next probe to send, NEVER for none */
+	uint64_t probe_sent_ns;
+	uint8_t probe_pending; /* a PROBE is waiting for its answer */
+	/* receive side: the peer's path with this id */
+	mrp_rxwin rx;
+	uint8_t rx_open, rx_ack_now, rx_plane;
+	uint32_t rx_pending;
+	uint64_t rx_ack_at;
+	uint64_t rx_ts_ns, rx_arrival_ns;
+	uint8_t pack_pending;
+	uint16_t pack_gen;
+	uint32_t pack_seq;
+	uint64_t pack_ts_ns, pack_arrival_ns;
+	/* statistics */
+	uint64_t tx_pkts, tx_bytes, retx_pkts, lost_pkts, acked_pkts, ce_pkts;
+	uint64_t rx_pkts, rx_ce_pkts;
+} path;
+
+typedef struct rqent {
+	txmsg *m;
+	uint32_t seg;
+} rqent;
+
+struct mrp_conn {
+	mrp_conn_params p;
+	mrp_mem mem;
+	mrp_rng rng;
+	mrp_mr_ops mr;
+	mrp_cc_conn cc;
+	uint8_t state;
+	uint8_t close_pending;  /* 1 CLOSE, 2 CLOSE reply, 3 RESET */
+	uint8_t close_tries;
+	uint64_t close_at;
+
+	stream *streams;
+	uint32_t nstreams;      /* allocated */
+
+	path **paths;           /* max_paths slots */
+	uint32_t npaths;        /* slots in use for sending */
+	uint8_t plane_dis[MRP_MAX_PLANES];
+	int burst_path;
+	uint32_t burst_left;
+	uint64_t last_open_ns;
+
+	txmsg *sq_head, *sq_tail;
+	txmsg *rnr_list;
+	rqent *rq;               /* retransmission queue ring */
+	uint32_t rq_cap, rq_head, rq_len;
+	uint64_t total_inflight;
+	uint64_t pace_at;
+
+	rxmsg **rxh;            /* receive messages by (stream, msn) */
+	uint32_t rxh_cap, rxh_len;
+
+	mrp_cqe *cq;
+	uint32_t cq_cap, cq_head, cq_len;
+
+	struct {
+		mrp_nak nak;
+		uint16_t via_path; /* the peer path the NAK is about */
+	} nakq[NAKQ_LEN];
+	uint32_t nakq_head, nakq_len;
+
+	mrp_event evq[EVQ_LEN];
+	uint32_t evq_head, evq_len;
+
+	uint32_t rh_slot;
+	uint64_t last_hint_bps;
+	uint8_t ctl_dirty;      /* some path may have a control packet to send */
+	uint8_t pace_blocked;   /* data waits for pace_at */
+	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
+	mrp_conn_stats st;
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static inline int32_t sdiff(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b);
+}
+
+static inline uint64_t min64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static inline uint64_t max64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+const char *mrp_wc_status_str(int status)
+{
+	switch (status) {
+#define X(name, val, msg)                                                       \
+	case MRP_WC_##name:                                                     \
+		return msg;
+		MRP_WC_STATUS_MAP(X)
+#undef X
+	}
+	return "unknown status";
+}
+
+const char *mrp_wc_status_name(int status)
+{
+	switch (status) {
+#define X(name, val, msg)                                                       \
+	case MRP_WC_##name:                                                     \
+		return #name;
+		MRP_WC_STATUS_MAP(X)
+#undef X
+	}
+	return "UNKNOWN";
+}
+
+const char *mrp_path_state_name(int state)
+{
+	switch (state) {
+#define X(name, val, msg)                                                       \
+	case MRP_PATH_##name:                                                   \
+		return msg;
+		MRP_PATH_STATE_MAP(X)
+#undef X
+	}
+	return "unknown";
+}
+
+void mrp_conn_params_default(mrp_conn_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->mtu = MRP_MTU_DEFAULT;
+	p->max_streams = 1024;
+	p->max_paths = 64;
+	p->initial_paths = 4;
+	p->nplanes = 1;
+	p->sport_min = 49152;
+	p->sport_max = 65535;
+	p->cc_name = "baseline";
+	mrp_cc_params_default(&p->cc, p->mtu);
+	p->rto_min_ns = 100000;
+	p->rto_max_ns = 100000000;
+	p->rto_init_ns = 1000000;
+	p->burst_pkts = 4;
+	p->ack_every = 4;
+	p->ack_delay_ns = 8000;
+	p->retry_max = 8;
+	p->rnr_retry_max = 7;
+	p->rnr_delay_ns = 100000;
+	p->suspect_rtos = 3;
+	p->probe_idle_ns = 1000000000;
+	p->msg_window = 1024;
+}
+
+static void push_event(mrp_conn *c, const path *pa, int old, uint64_t now)
+{
+	if (c->evq_len == EVQ_LEN) {
+		c->evq_head = (c->evq_head + 1) % EVQ_LEN;
+		c->evq_len--;
+		c->st.events_dropped++;
+	}
+	mrp_event *ev = &c->evq[(c->evq_head + c->evq_len++) % EVQ_LEN];
+	ev->ts_ns = now;
+	ev->path_id = pa->id;
+	ev->gen = pa->gen;
+	ev->plane = pa->plane;
+	ev->old_state = (uint8_t)old;
+	ev->new_state = pa->state;
+	ev->sport = pa->sport;
+}
+
+static void set_state(mrp_conn *c, path *pa, int state, uint64_t now)
+{
+	if (pa->state == state)
+		return;
+	int old = pa->state;
+	pa->state = (uint8_t)state;
+	push_event(c, pa, old, now);
+}
+
+/* ---- completion queue ------------------------------------------------- */
+
+static int cq_push(mrp_conn *c, const mrp_cqe *e)
+{
+	if (c->cq_len == c->cq_cap) {
+		uint32_t ncap = c->cq_cap ? c->cq_cap * 2 : 64;
+		mrp_cqe *n = mrp_calloc(&c->mem, ncap, sizeof(*n));
+		if (!n)
+			return MRP_ERR_NOMEM;
+		for (uint32_t i = 0; i < c->cq_len; i++)
+			n[i] = c->cq[(c->cq_head + i) % c->cq_cap];
+		mrp_free(&c->mem, c->cq);
+		c->cq = n;
+		c->cq_cap = ncap;
+		c->cq_head = 0;
+	}
+	c->cq[(c->cq_head + c->cq_len++) % c->cq_cap] = *e;
+	return 0;
+}
+
+int mrp_conn_poll_cq(mrp_conn *c, mrp_cqe *out, int max)
+{
+	int n = 0;
+	while (n < max && c->cq_len) {
+		out[n++] = c->cq[c->cq_head];
+		c->cq_head = (c->cq_head + 1) % c->cq_cap;
+		c->cq_len--;
+	}
+	return n;
+}
+
+/* ---- streams ---------------------------------------------------------- */
+
+static stream *get_stream(mrp_conn *c, uint16_t id)
+{
+	if (id >= c->p.max_streams)
+		return NULL;
+	if (id < c->nstreams)
+		return &c->streams[id];
+	uint32_t n = c->nstreams ? c->nstreams : 1;
+	while (n <= id)
+		n *= 2;
+	if (n > c->p.max_streams)
+		n = c->p.max_streams;
+	stream *s = mrp_calloc(&c->mem, n, sizeof(*s));
+	if (!s)
+		return NULL;
+	if (c->nstreams)
+		memcpy(s, c->streams, c->nstreams * sizeof(*s));
+	mrp_free(&c->mem, c->streams);
+	c->streams = s;
+	c->nstreams = n;
+	return &c->streams[id];
+}
+
+/* ---- send-side messages ----------------------------------------------- */
+
+static void txmsg_put(mrp_conn *c, txmsg *m)
+{
+	if (m->refs == 0 && m->detached)
+		mrp_free(&c->mem, m);
+}
+
+static void txmsg_unref(mrp_conn *c, txmsg *m)
+{
+	m->refs--;
+	txmsg_put(c, m);
+}
+
+/* Complete, in MSN order, the finished messages at the head of a stream. */
+static void stream_complete_tx(mrp_conn *c, stream *s)
+{
+	while (s->head && s->head->done) {
+		txmsg *m = s->head;
+		mrp_cqe e = {
+			.wr_id = m->wr_id,
+			.status = m->status,
+			.opcode = m->opcode,
+			.stream = m->stream,
+			.byte_len = m->status == MRP_WC_SUCCESS ? m->len : 0,
+			.imm = m->imm,
+			.has_imm = m->opcode == MRP_OP_WRITE_IMM || m->opcode == MRP_OP_SEND_IMM,
+		};
+		if (cq_push(c, &e) < 0)
+			return; /* retried on the next event; nothing is lost */
+		s->head = m->snext;
+		if (!s->head)
+			s->tail = NULL;
+		s->outstanding--;
+		m->detached = 1;
+		txmsg_put(c, m);
+	}
+}
+
+static void sq_remove_head(mrp_conn *c)
+{
+	txmsg *m = c->sq_head;
+	c->sq_head = m->qnext;
+	if (!c->sq_head)
+		c->sq_tail = NULL;
+	m->qnext = NULL;
+}
+
+int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
+{
+	(void)now_ns;
+	if (c->state != CONN_OPEN)
+		return MRP_ERR_STATE;
+	if (!wr || !mrp_op_is_data(wr->opcode) || wr->len > MRP_MSG_MAX ||
+	    (wr->len && !wr->local))
+		return MRP_ERR_INVAL;
+	if ((wr->opcode == MRP_OP_WRITE || wr->opcode == MRP_OP_WRITE_IMM) &&
+	    wr->remote_addr > UINT64_MAX - wr->len)
+		return MRP_ERR_INVAL;
+	stream *s = get_stream(c, wr->stream);
+	if (!s)
+		return wr->stream >= c->p.max_streams ? MRP_ERR_INVAL : MRP_ERR_NOMEM;
+	if (s->outstanding >= c->p.msg_window)
+		return MRP_ERR_FULL;
+	uint32_t npkts = wr->len ? (wr->len + c->p.mtu - 1) / c->p.mtu : 1;
+	txmsg *m = mrp_calloc(&c->mem, 1, sizeof(*m) + npkts);
+	if (!m)
+		return MRP_ERR_NOMEM;
+	m->wr_id = wr->wr_id;
+	m->opcode = wr->opcode;
+	m->stream = wr->stream;
+	m->local = wr->local;
+	m->len = wr->len;
+	m->npkts = npkts;
+	m->msn = s->next_msn++;
+	if (wr->opcode == MRP_OP_WRITE || wr->opcode == MRP_OP_WRITE_IMM) {
+		m->remote_addr = wr->remote_addr;
+		m->rkey = wr->rkey;
+	}
+	if (wr->opcode == MRP_OP_WRITE_IMM || wr->opcode == MRP_OP_SEND_IMM)
+		m->imm = wr->imm;
+	if (wr->opcode != MRP_OP_WRITE)
+		m->recv_idx = s->next_recv++;
+	if (s->tail)
+		s->tail->snext = m;
+	else
+		s->head = m;
+	s->tail = m;
+	s->outstanding++;
+	if (c->sq_tail)
+		c->sq_tail->qnext = m;
+	else
+		c->sq_head = m;
+	c->sq_tail = m;
+	return 0;
+}
+
+int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
+		       uint32_t len, uint64_t now_ns)
+{
+	(void)now_ns;
+	if (c->state != CONN_OPEN)
+		return MRP_ERR_STATE;
+	if (len && !buf)
+		return MRP_ERR_INVAL;
+	stream *s = get_stream(c, sid);
+	if (!s)
+		return sid >= c->p.max_streams ? MRP_ERR_INVAL : MRP_ERR_NOMEM;
+	rxrecv *r = mrp_calloc(&c->mem, 1, sizeof(*r));
+	if (!r)
+		return MRP_ERR_NOMEM;
+	r->wr_id = wr_id;
+	r->buf = buf;
+	r->len = len;
+	if (s->rq_tail)
+		s->rq_tail->next = r;
+	else
+		s->rq_head = r;
+	s->rq_tail = r;
+	s->posted++;
+	return 0;
+}
+
+/* ---- retransmission queue --------------------------------------------- */
+
+static int rq_push(mrp_conn *c, txmsg *m, uint32_t seg)
+{
+	if (c->rq_len == c->rq_cap) {
+		uint32_t ncap = c->rq_cap ? c->rq_cap * 2 : 64;
+		rqent *n = mrp_calloc(&c->mem, ncap, sizeof(*n));
+		if (!n)
+			return MRP_ERR_NOMEM;
+		for (uint32_t i = 0; i < c->rq_len; i++)
+			n[i] = c->rq[(c->rq_head + i) % c->rq_cap];
+		mrp_free(&c->mem, c->rq);
+		c->rq = n;
+		c->rq_cap = ncap;
+		c->rq_head = 0;
+	}
+	c->rq[(c->rq_head + c->rq_len++) % c->rq_cap] = (rqent){ m, seg };
+	m->refs++;
+	return 0;
+}
+
+/* ---- paths -------------------------------------------------------------- */
+
+static uint64_t path_rto(const mrp_conn *c, const path *pa)
+{
+	uint64_t rto;
+	if (pa->cc.srtt_ns == 0)
+		rto = c->p.rto_init_ns;
+	else
+		rto = pa->cc.srtt_ns + 4 * pa->rttvar_ns;
+	rto = max64(rto, c->p.rto_min_ns);
+	for (uint32_t i = 0; i < pa->rto_count + pa->fails && rto < c->p.rto_max_ns; i++)
+		rto *= 2;
+	return min64(rto, c->p.rto_max_ns);
+}
+
+static uint16_t pick_sport(mrp_conn *c)
+{
+	uint32_t range = (uint32_t)c->p.sport_max - c->p.sport_min + 1;
+	return (uint16_t)(c->p.sport_min + mrp_rand_below(&c->rng, range));
+}
+
+static void recompute_qwnd(mrp_conn *c)
+{
+	uint64_t q = 0;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		path *pa = c->paths[i];
+		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE) {
+			q += pa->cc.cwnd;
+			n++;
+		}
+	}
+	c->cc.qwnd = q;
+	c->st.npaths_active = n;
+}
+
+static path *path_slot(mrp_conn *c, uint16_t id)
+{
+	if (id >= c->p.max_paths)
+		return NULL;
+	if (!c->paths[id]) {
+		path *pa = mrp_calloc(&c->mem, 1, sizeof(*pa));
+		if (!pa)
+			return NULL;
+		pa->id = id;
+		pa->state = MRP_PATH_CLOSED;
+		pa->rto_at = pa->tlp_at = pa->probe_at = pa->rx_ack_at = NEVER;
+		c->paths[id] = pa;
+	}
+	return c->paths[id];
+}
+
+/* Resolve one in-flight scoreboard entry as lost: queue its segment again. */
+static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto)
+{
+	txmsg *m = e->m;
+	pa->cc.inflight -= e->bytes;
+	c->total_inflight -= e->bytes;
+	e->state = ENT_DONE;
+	pa->lost_pkts++;
+	c->st.lost_pkts++;
+	uint8_t *sb = &m->segs[e->seg];
+	if (SEG_STATE(*sb) == SEG_INFLIGHT && m->status == MRP_WC_SUCCESS && !m->done) {
+		uint8_t rtos = SEG_RTOS(*sb);
+		if (by_rto && rtos < 63)
+			rtos++;
+		*sb = (uint8_t)(SEG_PENDING | (rtos << 2));
+		if (rtos > c->p.retry_max) {
+			m->status = MRP_WC_RETRY_EXC;
+			m->done = 1;
+			c->pending_fail = 1;
+		} else if (!m->in_rnr) {
+			rq_push(c, m, e->seg);
+		}
+	}
+	e->m = NULL;
+	txmsg_unref(c, m);
+}
+
+/* Forget everything in flight on a path (new generation, or closing):
+ * in-flight segments are queued for retransmission elsewhere. */
+static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto)
+{
+	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
+		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+		if (e->state == ENT_INFLIGHT)
+			ent_lost(c, pa, e, by_rto);
+	}
+	pa->snd_una = pa->snd_nxt;
+	pa->rto_at = pa->tlp_at = NEVER;
+	pa->tlp_pending = 0;
+}
+
+/* Start a new generation: fresh PSN space and congestion state. */
+static void path_new_gen(mrp_conn *c, path *pa, uint64_t now)
+{
+	path_drain_inflight(c, pa, 0);
+	pa->gen++;
+	pa->snd_nxt = pa->snd_una = 0;
+	pa->have_counts = 0;
+	pa->rto_count = 0;
+	pa->probe_pending = 0;
+	c->cc.ops->path_init(&c->cc, &pa->cc, now);
+}
+
+static void path_start_probe(mrp_conn *c, path *pa, uint64_t now)
+{
+	pa->probe_at = now;
+	pa->probe_pending = 0;
+	c->ctl_dirty = 1;
+}
+
+static int path_open(mrp_conn *c, uint16_t id, uint8_t plane, uint64_t now,
+		     int probing)
+{
+	path *pa = path_slot(c, id);
+	if (!pa)
+		return MRP_ERR_NOMEM;
+	if (!pa->ring) {
+		pa->ring_cap = 16;
+		pa->ring = mrp_calloc(&c->mem, pa->ring_cap, sizeof(txent));
+		if (!pa->ring)
+			return MRP_ERR_NOMEM;
+	}
+	pa->open = 1;
+	pa->plane = plane;
+	pa->sport = pick_sport(c);
+	pa->gen = (uint16_t)(pa->gen + 1);
+	pa->snd_nxt = pa->snd_una = 0;
+	pa->rto_at = pa->tlp_at = NEVER;
+	pa->probe_at = NEVER;
+	c->cc.ops->path_init(&c->cc, &pa->cc, now);
+	pa->disabled = c->plane_dis[plane];
+	pa->last_ack_ns = now;
+	c->npaths++;
+	c->st.paths_opened++;
+	int old = pa->state;
+	if (pa->disabled)
+		pa->state = MRP_PATH_DISABLED;
+	else if (probing) {
+		pa->state = MRP_PATH_PROBING;
+		path_start_probe(c, pa, now);
+	} else {
+		pa->state = MRP_PATH_ACTIVE;
+	}
+	push_event(c, pa, old, now);
+	recompute_qwnd(c);
+	return 0;
+}
+
+/* Re-port a path: another source port (a new ECMP route) and generation. */
+static void path_report(mrp_conn *c, path *pa, uint16_t sport, uint64_t now)
+{
+	uint16_t old = pa->sport;
+	path_new_gen(c, pa, now);
+	if (sport)
+		pa->sport = sport;
+	else
+		for (int i = 0; i < 8 && pa->sport == old; i++)
+			pa->sport = pick_sport(c);
+	c->st.reports++;
+	if (pa->fails < 16)
+		pa->fails++;
+	if (!pa->disabled) {
+		set_state(c, pa, MRP_PATH_PROBING, now);
+		path_start_probe(c, pa, now);
+	}
+	recompute_qwnd(c);
+}
+
+static int ring_grow(mrp_conn *c, path *pa)
+{
+	uint32_t ncap = pa->ring_cap * 2;
+	txent *n = mrp_calloc(&c->mem, ncap, sizeof(*n));
+	if (!n)
+		return MRP_ERR_NOMEM;
+	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++)
+		n[psn & (ncap - 1)] = pa->ring[psn & (pa->ring_cap - 1)];
+	mrp_free(&c->mem, pa->ring);
+	pa->ring = n;
+	pa->ring_cap = ncap;
+	return 0;
+}
+
+/* Bytes path pa may put in flight now (0 when it may not carry data). */
+static uint64_t path_room(const mrp_conn *c, const path *pa)
+{
+	if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
+		return 0;
+	if (pa->snd_nxt - pa->snd_una >= MRP_SACK_BITS)
+		return 0;
+	return mrp_cc_path_room(&c->cc, &pa->cc, c->total_inflight);
+}
+
+/* ---- connection lifecycle --------------------------------------------- */
+
+static int check_params(const mrp_conn_params *p)
+{
+	if (!p->local_conn_id || !p->peer_conn_id || !p->local_token || !p->peer_token)
+		return 0;
+	if (p->mtu < MRP_MTU_MIN || p->mtu > MRP_MTU_MAX)
+		return 0;
+	if (!p->max_streams || !p->max_paths || p->max_paths > MRP_MAX_PATHS)
+		return 0;
+	if (!p->nplanes || p->nplanes > MRP_MAX_PLANES)
+		return 0;
+	if (p->sport_min == 0 || p->sport_min > p->sport_max)
+		return 0;
+	if (!p->rto_min_ns || p->rto_min_ns > p->rto_max_ns || !p->rto_init_ns)
+		return 0;
+	if (!p->burst_pkts || !p->ack_every || !p->msg_window || !p->suspect_rtos)
+		return 0;
+	return 1;
+}
+
+int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
+		 const mrp_mem *mem, const mrp_rng *rng, const mrp_mr_ops *mr,
+		 uint64_t now_ns)
+{
+	if (!pconn || !params || !mem || !mem->alloc || !mem->free || !rng ||
+	    !rng->next || !mr || !mr->resolve || !check_params(params))
+		return MRP_ERR_INVAL;
+	mrp_conn *c = mrp_calloc(mem, 1, sizeof(*c));
+	if (!c)
+		return MRP_ERR_NOMEM;
+	c->p = *params;
+	c->mem = *mem;
+	c->rng = *rng;
+	c->mr = *mr;
+	c->p.cc.mtu = c->p.mtu;
+	int rv = mrp_cc_conn_init(&c->cc, c->p.cc_name ? c->p.cc_name : "baseline",
+				  &c->p.cc);
+	if (rv < 0) {
+		mrp_free(mem, c);
+		return rv;
+	}
+	c->p.cc_name = NULL; /* the caller's string need not outlive this call */
+	c->burst_path = -1;
+	c->rh_slot = UINT32_MAX;
+	c->paths = mrp_calloc(mem, c->p.max_paths, sizeof(path *));
+	if (!c->paths) {
+		mrp_free(mem, c);
+		return MRP_ERR_NOMEM;
+	}
+	uint32_t n = c->p.initial_paths;
+	if (n < c->p.nplanes)
+		n = c->p.nplanes;
+	if (n > c->p.max_paths)
+		n = c->p.max_paths;
+	for (uint32_t i = 0; i < n; i++) {
+		rv = path_open(c, (uint16_t)i, (uint8_t)(i % c->p.nplanes), now_ns, 0);
+		if (rv < 0) {
+			mrp_conn_del(c);
+			return rv;
+		}
+	}
+	c->last_open_ns = now_ns;
+	*pconn = c;
+	return 0;
+}
+
+static void free_rxmsgs(mrp_conn *c)
+{
+	for (uint32_t i = 0; i < c->rxh_cap; i++) {
+		rxmsg *r = c->rxh[i];
+		while (r) {
+			rxmsg *n = r->hnext;
+			mrp_free(&c->mem, r);
+			r = n;
+		}
+		c->rxh[i] = NULL;
+	}
+	c->rxh_len = 0;
+}
+
+void mrp_conn_del(mrp_conn *c)
+{
+	if (!c)
+		return;
+	/* Messages are owned by their stream until they complete, then by the
+	 * scoreboard and retransmission-queue entries still pointing at them
+	 * (txmsg_unref frees a completed one when its last entry goes). */
+	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		path *pa = c->paths[i];
+		if (!pa)
+			continue;
+		if (pa->ring)
+			for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
+				txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+				if (e->state == ENT_INFLIGHT && e->m)
+					txmsg_unref(c, e->m);
+			}
+		mrp_free(&c->mem, pa->ring);
+		mrp_free(&c->mem, pa);
+	}
+	mrp_free(&c->mem, c->paths);
+	for (uint32_t i = 0; i < c->rq_len; i++)
+		txmsg_unref(c, c->rq[(c->rq_head + i) % c->rq_cap].m);
+	mrp_free(&c->mem, c->rq);
+	for (uint32_t i = 0; i < c->nstreams; i++) {
+		stream *s = &c->streams[i];
+		for (txmsg *m = s->head, *n; m; m = n) {
+			n = m->snext;
+			mrp_free(&c->mem, m);
+		}
+		for (rxrecv *r = s->rq_head, *n; r; r = n) {
+			n = r->next;
+			mrp_free(&c->mem, r);
+		}
+	}
+	mrp_free(&c->mem, c->streams);
+	free_rxmsgs(c);
+	mrp_free(&c->mem, c->rxh);
+	mrp_free(&c->mem, c->cq);
+	if (c->p.rh && c->rh_slot != UINT32_MAX)
+		mrp_rh_release(c->p.rh, c->rh_slot, (uint64_t)(uintptr_t)c);
+	mrp_free(&c->mem, c);
+}
+
+/* ---- flushing and teardown -------------------------------------------- */
+
+/* Complete everything outstanding: messages already failed keep their
+ * status, the rest get `status`; posted receives get FLUSHED. Completions
+ * still come out exactly once and in posting order per stream. */
+static void conn_flush(mrp_conn *c, int status)
+{
+	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		path *pa = c->paths[i];
+		if (!pa || !pa->ring)
+			continue;
+		for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
+			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+			if (e->state == ENT_INFLIGHT) {
+				e->state = ENT_DONE;
+				pa->cc.inflight -= e->bytes;
+				txmsg *m = e->m;
+				e->m = NULL;
+				txmsg_unref(c, m);
+			}
+		}
+		pa->snd_una = pa->snd_nxt;
+		pa->rto_at = pa->tlp_at = pa->probe_at = pa->rx_ack_at = NEVER;
+		pa->tlp_pending = pa->probe_pending = pa->pack_pending = 0;
+		pa->rx_ack_now = 0;
+		pa->rx_pending = 0;
+	}
+	c->total_inflight = 0;
+	while (c->rq_len) {
+		txmsg *m = c->rq[c->rq_head].m;
+		c->rq_head = (c->rq_head + 1) % c->rq_cap;
+		c->rq_len--;
+		txmsg_unref(c, m);
+	}
+	for (txmsg *m = c->sq_head, *n; m; m = n) {
+		n = m->qnext;
+		m->qnext = NULL;
+	}
+	c->sq_head = c->sq_tail = NULL;
+	c->rnr_list = NULL;
+	for (uint32_t i = 0; i < c->nstreams; i++) {
+		stream *s = &c->streams[i];
+		for (txmsg *m = s->head; m; m = m->snext) {
+			m->in_rnr = 0;
+			if (!m->done) {
+				m->done = 1;
+				m->status = (uint8_t)status;
+			}
+		}
+		stream_complete_tx(c, s);
+		while (s->rq_head) {
+			rxrecv *r = s->rq_head;
+			mrp_cqe e = {
+				.wr_id = r->wr_id,
+				.status = MRP_WC_FLUSHED,
+				.opcode = MRP_WC_RECV,
+				.stream = (uint16_t)i,
+			};
+			if (cq_push(&*c, &e) < 0)
+				break;
+			s->rq_head = r->next;
+			mrp_free(&c->mem, r);
+		}
+		if (!s->rq_head)
+			s->rq_tail = NULL;
+	}
+	free_rxmsgs(c);
+	c->ctl_dirty = 1; /* queued NAKs still go out, then CLOSE or RESET */
+}
+
+/* A fatal error: flush and send RESET. */
+static void conn_fail(mrp_conn *c)
+{
+	c->pending_fail = 0;
+	if (c->state == CONN_CLOSED)
+		return;
+	conn_flush(c, MRP_WC_FLUSHED);
+	c->state = CONN_CLOSED;
+	c->close_pending = 3;
+}
+
+void mrp_conn_close(mrp_conn *c, int abort, uint64_t now_ns)
+{
+	if (c->state != CONN_OPEN)
+		return;
+	conn_flush(c, MRP_WC_FLUSHED);
+	if (abort) {
+		c->state = CONN_CLOSED;
+		c->close_pending = 3;
+	} else {
+		c->state = CONN_CLOSING;
+		c->close_pending = 1;
+		c->close_tries = 0;
+		c->close_at = now_ns;
+	}
+}
+
+int mrp_conn_is_closed(const mrp_conn *c)
+{
+	return c->state == CONN_CLOSED && !c->close_pending;
+}
+
+/* ---- receive side: messages by (stream, msn) --------------------------- */
+
+static inline uint32_t rxh_hash(uint16_t sid, uint32_t msn)
+{
+	uint32_t h = (uint32_t)sid * 0x9e3779b1u ^ msn * 0x85ebca77u;
+	return h ^ (h >> 15);
+}
+
+static rxmsg **rxh_find(mrp_conn *c, uint16_t sid, uint32_t msn)
+{
+	if (!c->rxh_cap)
+		return NULL;
+	rxmsg **pp = &c->rxh[rxh_hash(sid, msn) & (c->rxh_cap - 1)];
+	while (*pp && ((*pp)->stream != sid || (*pp)->msn != msn))
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static int rxh_insert(mrp_conn *c, rxmsg *r)
+{
+	if (c->rxh_len + 1 > c->rxh_cap) {
+		uint32_t ncap = c->rxh_cap ? c->rxh_cap * 2 : 64;
+		rxmsg **n = mrp_calloc(&c->mem, ncap, sizeof(*n));
+		if (!n)
+			return MRP_ERR_NOMEM;
+		for (uint32_t i = 0; i < c->rxh_cap; i++)
+			for (rxmsg *x = c->rxh[i], *nx; x; x = nx) {
+				nx = x->hnext;
+				rxmsg **b = &n[rxh_hash(x->stream, x->msn) & (ncap - 1)];
+				x->hnext = *b;
+				*b = x;
+			}
+		mrp_free(&c->mem, c->rxh);
+		c->rxh = n;
+		c->rxh_cap = ncap;
+	}
+	rxmsg **b = &c->rxh[rxh_hash(r->stream, r->msn) & (c->rxh_cap - 1)];
+	r->hnext = *b;
+	*b = r;
+	c->rxh_len++;
+	return 0;
+}
+
+static int nak_to_status(int reason)
+{
+	switch (reason) {
+	case MRP_NAK_INVALID_RKEY:
+	case MRP_NAK_ACCESS:
+		return MRP_WC_REM_ACCESS;
+	case MRP_NAK_OUT_OF_BOUNDS:
+		return MRP_WC_REM_BOUNDS;
+	case MRP_NAK_RNR:
+		return MRP_WC_RNR_RETRY_EXC;
+	default:
+		return MRP_WC_REM_INVALID;
+	}
+}
+
+/* Complete, in MSN order, the messages of stream sid that are whole. */
+static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
+{
+	for (;;) {
+		rxmsg **pp = rxh_find(c, sid, s->complete_msn);
+		rxmsg *r = pp ? *pp : NULL;
+		if (!r || (r->nrecv < r->npkts && !r->status))
+			return;
+		if (r->opcode != MRP_OP_WRITE) {
+			rxrecv *rv = s->rq_head;
+			if (!rv || rv != r->recv || r->recv_idx != s->consumed) {
+				/* The peer numbered its receives out of order. */
+				c->pending_fail = 1;
+				return;
+			}
+			mrp_cqe e = {
+				.wr_id = rv->wr_id,
+				.status = r->status,
+				.opcode = r->opcode == MRP_OP_WRITE_IMM ? MRP_WC_RECV_WRITE_IMM
+									: MRP_WC_RECV,
+				.stream = sid,
+				.byte_len = r->status ? 0 : r->len,
+				.imm = r->imm,
+				.has_imm = r->opcode != MRP_OP_SEND,
+			};
+			if (cq_push(c, &e) < 0)
+				return;
+			s->rq_head = rv->next;
+			if (!s->rq_head)
+				s->rq_tail = NULL;
+			s->consumed++;
+			mrp_free(&c->mem, rv);
+		}
+		*pp = r->hnext;
+		c->rxh_len--;
+		mrp_free(&c->mem, r);
+		s->complete_msn++;
+	}
+}
+
+#define PLACE_OK 0
+
+/*
+ * Place one data packet. Returns PLACE_OK (placed, or a harmless duplicate)
+ * or a NAK reason (MRP_NAK_*). *pfatal is set for reasons that end the
+ * connection (SPEC.md 5.6); RNR is not fatal.
+ */
+static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
+{
+	const mrp_data *d = &pkt->u.data;
+	uint8_t op = pkt->hdr.opcode;
+	uint32_t mtu = c->p.mtu;
+
+	*pfatal = 1;
+	if (d->stream_id >= c->p.max_streams)
+		return MRP_NAK_UNKNOWN_STREAM;
+	stream *s = get_stream(c, d->stream_id);
+	if (!s) {
+		*pfatal = 0;
+		return MRP_NAK_RNR; /* cannot track it now: the sender retries */
+	}
+	int32_t dm = sdiff(d->msn, s->complete_msn);
+	if (dm < 0) {
+		c->st.rx_dup_pkts++; /* a message that already completed */
+		return PLACE_OK;
+	}
+	if ((uint32_t)dm >= c->p.msg_window) {
+		*pfatal = 0;
+		return MRP_NAK_RNR; /* too far ahead to track now */
+	}
+	uint32_t npkts = d->msg_len ? (d->msg_len + mtu - 1) / mtu : 1;
+	uint32_t seg = d->offset / mtu;
+	uint32_t want = d->msg_len - d->offset < mtu ? d->msg_len - d->offset : mtu;
+	if (d->offset % mtu || d->payload_len != want)
+		return MRP_NAK_MALFORMED; /* not cut at the negotiated MTU */
+	int consumes = op != MRP_OP_WRITE;
+
+	rxmsg **pp = rxh_find(c, d->stream_id, d->msn);
+	rxmsg *r = pp ? *pp : NULL;
+	if (!r) {
+		rxrecv *rv = NULL;
+		if (consumes) {
+			int32_t ri = sdiff(d->recv_idx, s->consumed);
+			if (ri < 0)
+				return MRP_NAK_MALFORMED;
+			if ((uint32_t)ri >= s->posted - s->consumed) {
+				*pfatal = 0;
+				return MRP_NAK_RNR;
+			}
+			rv = s->rq_head;
+			for (int32_t k = 0; k < ri; k++)
+				rv = rv->next;
+		}
+		r = mrp_calloc(&c->mem, 1, sizeof(*r) + (npkts + 7) / 8);
+		if (!r) {
+			*pfatal = 0;
+			return MRP_NAK_RNR;
+		}
+		r->stream = d->stream_id;
+		r->msn = d->msn;
+		r->opcode = op;
+		r->len = d->msg_len;
+		r->npkts = npkts;
+		r->imm = d->imm;
+		r->recv_idx = d->recv_idx;
+		r->recv = rv;
+		if (rxh_insert(c, r) < 0) {
+			mrp_free(&c->mem, r);
+			*pfatal = 0;
+			return MRP_NAK_RNR;
+		}
+		if ((op == MRP_OP_SEND || op == MRP_OP_SEND_IMM) && d->msg_len > rv->len) {
+			r->status = MRP_WC_LOC_LEN;
+			stream_complete_rx(c, s, d->stream_id);
+			return MRP_NAK_OUT_OF_BOUNDS;
+		}
+	} else if (r->opcode != op || r->len != d->msg_len || r->imm != d->imm ||
+		   (consumes && r->recv_idx != d->recv_idx)) {
+		return MRP_NAK_MALFORMED; /* packets of one message disagree */
+	}
+
+	if (r->bits[seg / 8] & (1u << (seg % 8))) {
+		c->st.rx_dup_pkts++;
+		return PLACE_OK;
+	}
+	uint8_t *dst;
+	if (op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM) {
+		int nak = MRP_NAK_INVALID_RKEY;
+		uint8_t *base = c->mr.resolve(c->mr.ud, d->rkey, d->remote_addr, d->msg_len,
+					      MRP_ACCESS_REMOTE_WRITE, &nak);
+		if (!base) {
+			if (nak < MRP_NAK_INVALID_RKEY || nak > MRP_NAK_ACCESS)
+				nak = MRP_NAK_INVALID_RKEY;
+			r->status = (uint8_t)nak_to_status(nak);
+			stream_complete_rx(c, s, d->stream_id);
+			return nak;
+		}
+		dst = base + d->offset;
+	} else {
+		dst = r->recv->buf + d->offset;
+	}
+	if (d->payload_len)
+		memcpy(dst, d->payload, d->payload_len);
+	r->bits[seg / 8] |= (uint8_t)(1u << (seg % 8));
+	r->nrecv++;
+	if (r->nrecv == r->npkts)
+		stream_complete_rx(c, s, d->stream_id);
+	*pfatal = 0;
+	return PLACE_OK;
+}
+
+static void queue_nak(mrp_conn *c, const mrp_pkt *pkt, int reason)
+{
+	if (c->nakq_len == NAKQ_LEN)
+		return; /* the sender sees a hole and retransmits: we NAK again */
+	const mrp_data *d = &pkt->u.data;
+	uint32_t i = (c->nakq_head + c->nakq_len++) % NAKQ_LEN;
+	mrp_nak *n = &c->nakq[i].nak;
+	memset(n, 0, sizeof(*n));
+	n->reason = (uint8_t)reason;
+	n->stream_id = d->stream_id;
+	n->msn = d->msn;
+	n->offset = d->offset;
+	n->nak_path_id = pkt->hdr.path_id;
+	n->nak_path_gen = pkt->hdr.path_gen;
+	n->nak_psn = pkt->hdr.psn;
+	if (reason == MRP_NAK_RNR)
+		n->retry_after_us = (uint32_t)(c->p.rnr_delay_ns / 1000);
+	c->nakq[i].via_path = pkt->hdr.path_id;
+	c->st.naks_sent++;
+	c->ctl_dirty = 1;
+}
+
+static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
+		   uint64_t now)
+{
+	const mrp_hdr *h = &pkt->hdr;
+	const mrp_data *d = &pkt->u.data;
+	if (h->path_id >= c->p.max_paths) {
+		/* beyond the negotiated path count: the ends disagree (SPEC 13.2) */
+		c->st.drops_range++;
+		queue_nak(c, pkt, MRP_NAK_MALFORMED);
+		c->pending_fail = 1;
+		return MRP_ERR_RANGE;
+	}
+	path *pa = path_slot(c, h->path_id);
+	if (!pa)
+		return MRP_ERR_NOMEM;
+	if (!pa->rx_open || h->path_gen != pa->rx.gen) {
+		if (pa->rx_open && (int16_t)(h->path_gen - pa->rx.gen) < 0) {
+			c->st.drops_stale++; /* the sender gave this generation up */
+			return MRP_ERR_RANGE;
+		}
+		mrp_rxwin_init(&pa->rx, h->path_gen);
+		pa->rx_open = 1;
+		pa->rx_pending = 0;
+	}
+	pa->rx_plane = (uint8_t)plane;
+	c->st.rx_pkts++;
+	c->st.rx_bytes += d->payload_len;
+	if (c->p.rh)
+		mrp_rh_arrival(c->p.rh, &c->rh_slot, (uint64_t)(uintptr_t)c,
+			       d->payload_len + MRP_DATA_HDR_LEN, now);
+
+	int fatal = 0;
+	int rv = rx_place(c, pkt, &fatal);
+	if (rv > 0) {
+		/* NAK'd packets are not recorded as received: if the NAK is
+		 * lost, the sender sees a hole, retransmits, and is NAK'd again. */
+		queue_nak(c, pkt, rv);
+		if (fatal)
+			c->pending_fail = 1;
+		return 0;
+	}
+	int gap;
+	int r = mrp_rxwin_record(&pa->rx, h->psn, &gap);
+	if (r == MRP_RXWIN_NEW) {
+		pa->rx.rcv_count++;
+		pa->rx_pkts++;
+		if (ce) {
+			pa->rx.ce_count++;
+			pa->rx_ce_pkts++;
+		}
+		if (h->psn == pa->rx.next_psn - 1)
+			pa->rx_ts_ns = d->ts_ns;
+	}
+	pa->rx_arrival_ns = now;
+	pa->rx_pending++;
+	if (gap || r != MRP_RXWIN_NEW || (h->flags & MRP_F_ACK_REQ) ||
+	    pa->rx_pending >= c->p.ack_every) {
+		pa->rx_ack_now = 1;
+		c->ctl_dirty = 1;
+	} else if (pa->rx_ack_at == NEVER) {
+		pa->rx_ack_at = now + c->p.ack_delay_ns;
+	}
+	return 0;
+}
+
+/* ---- send side: ACK, NAK, PROBE_ACK processing -------------------------- */
+
+static void rtt_sample(path *pa, uint64_t rtt)
+{
+	if (rtt == 0)
+		rtt = 1;
+	if (pa->cc.srtt_ns == 0) {
+		pa->cc.srtt_ns = rtt;
+		pa->rttvar_ns = rtt / 2;
+	} else {
+		uint64_t dev = rtt > pa->cc.srtt_ns ? rtt - pa->cc.srtt_ns : pa->cc.srtt_ns - rtt;
+		pa->rttvar_ns = (3 * pa->rttvar_ns + dev) / 4;
+		pa->cc.srtt_ns = (7 * pa->cc.srtt_ns + rtt) / 8;
+	}
+	if (pa->cc.min_rtt_ns == 0 || rtt < pa->cc.min_rtt_ns)
+		pa->cc.min_rtt_ns = rtt;
+}
+
+/* Resolve an in-flight entry as delivered. */
+static void ent_acked(mrp_conn *c, path *pa, txent *e)
+{
+	txmsg *m = e->m;
+	pa->cc.inflight -= e->bytes;
+	c->total_inflight -= e->bytes;
+	e->state = ENT_DONE;
+	e->m = NULL;
+	pa->acked_pkts++;
+	int finished = 0;
+	uint8_t *sb = &m->segs[e->seg];
+	if (SEG_STATE(*sb) != SEG_ACKED && !m->done) {
+		*sb = (uint8_t)((*sb & ~3u) | SEG_ACKED);
+		if (++m->nacked == m->npkts) {
+			m->done = 1;
+			finished = 1;
+		}
+	}
+	m->refs--;
+	if (finished)
+		stream_complete_tx(c, &c->streams[m->stream]);
+	else
+		txmsg_put(c, m);
+}
+
+static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
+{
+	if (pa->snd_una == pa->snd_nxt) {
+		if (!pa->probe_pending)
+			pa->rto_at = NEVER;
+		pa->tlp_at = NEVER;
+		return;
+	}
+	pa->rto_at = now + path_rto(c, pa);
+	uint64_t pto = pa->cc.srtt_ns ? 2 * pa->cc.srtt_ns + c->p.ack_delay_ns
+				      : c->p.rto_init_ns / 2;
+	pa->tlp_at = now + pto;
+}
+
+/* The path answered: it is alive. Only delivered data clears the RTO count:
+ * a path that answers probes but loses data keeps failing until re-ported. */
+static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
+{
+	if (data) {
+		pa->rto_count = 0;
+		pa->fails = 0;
+	}
+	pa->last_ack_ns = now;
+	if (!pa->disabled && (pa->state == MRP_PATH_SUSPECT || pa->state == MRP_PATH_PROBING ||
+			      pa->state == MRP_PATH_FAILED)) {
+		set_state(c, pa, MRP_PATH_ACTIVE, now);
+		recompute_qwnd(c);
+	}
+}
+
+static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
+{
+	const mrp_ack *a = &pkt->u.ack;
+	c->st.acks_rcvd++;
+	uint64_t hint = (uint64_t)a->rate_hint_mbps * 1000000;
+	if (hint != c->last_hint_bps) {
+		c->last_hint_bps = hint;
+		c->cc.ops->on_rate_hint(&c->cc, hint, now);
+	}
+	path *pa = a->acked_path_id < c->p.max_paths ? c->paths[a->acked_path_id] : NULL;
+	if (!pa || !pa->open || a->acked_path_gen != pa->gen) {
+		c->st.drops_stale++;
+		return 0;
+	}
+	uint32_t n = a->next_psn;
+	if (sdiff(n, pa->snd_nxt) > 0) {
+		c->st.drops_range++; /* acknowledges what was never sent */
+		return MRP_ERR_RANGE;
+	}
+	uint64_t acked = 0;
+	uint32_t lost = 0;
+	if (sdiff(n, pa->snd_una) > 0) {
+		for (uint32_t psn = pa->snd_una; psn != n; psn++) {
+			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+			if (e->state != ENT_INFLIGHT)
+				continue;
+			uint32_t age = n - 1 - psn;
+			if (age < MRP_SACK_BITS && mrp_ack_bit(a, age)) {
+				acked += e->bytes;
+				ent_acked(c, pa, e);
+			} else {
+				lost++;
+				ent_lost(c, pa, e, 0);
+			}
+		}
+		pa->snd_una = n;
+	}
+	uint64_t marked = 0;
+	if (pa->have_counts) {
+		uint32_t dce = a->ce_count - pa->ack_ce;
+		uint32_t drcv = a->rcv_count - pa->ack_rcv;
+		if (dce > drcv)
+			dce = drcv;
+		if (drcv)
+			marked = acked * dce / drcv;
+		pa->ce_pkts += dce;
+	}
+	pa->have_counts = 1;
+	pa->ack_ce = a->ce_count;
+	pa->ack_rcv = a->rcv_count;
+	if (acked) {
+		if (a->ts_echo_ns && a->ts_echo_ns <= now) {
+			uint64_t rtt = now - a->ts_echo_ns;
+			if (rtt > a->ack_delay_ns)
+				rtt -= a->ack_delay_ns;
+			rtt_sample(pa, rtt);
+		}
+		path_alive(c, pa, 1, now);
+		c->cc.ops->on_ack(&c->cc, &pa->cc, acked, marked, now);
+	}
+	if (lost)
+		c->cc.ops->on_loss(&c->cc, &pa->cc, lost, now);
+	recompute_qwnd(c);
+	path_arm_timers(c, pa, now);
+	return 0;
+}
+
+static txmsg *find_txmsg(mrp_conn *c, uint16_t sid, uint32_t msn)
+{
+	if (sid >= c->nstreams)
+		return NULL;
+	for (txmsg *m = c->streams[sid].head; m; m = m->snext)
+		if (m->msn == msn)
+			return m;
+	return NULL;
+}
+
+static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
+{
+	const mrp_nak *k = &pkt->u.nak;
+	c->st.naks_rcvd++;
+	if (k->reason == MRP_NAK_UNKNOWN_CONN) {
+		/* The peer lost our connection (restart). Believe it only if it
+		 * proves it saw our packets. */
+		if (k->token_echo != c->p.peer_token) {
+			c->st.drops_token++;
+			return MRP_ERR_TOKEN;
+		}
+		if (c->state != CONN_CLOSED) {
+			conn_flush(c, MRP_WC_RESET);
+			c->state = CONN_CLOSED;
+		}
+		return 0;
+	}
+	txmsg *m = NULL;
+	uint32_t seg = 0;
+	int have_seg = 0;
+	path *pa = k->nak_path_id < c->p.max_paths ? c->paths[k->nak_path_id] : NULL;
+	if (pa && pa->open && pa->gen == k->nak_path_gen &&
+	    sdiff(k->nak_psn, pa->snd_una) >= 0 && sdiff(k->nak_psn, pa->snd_nxt) < 0) {
+		txent *e = &pa->ring[k->nak_psn & (pa->ring_cap - 1)];
+		if (e->state == ENT_INFLIGHT) {
+			m = e->m;
+			seg = e->seg;
+			have_seg = 1;
+			/* Resolved: not delivered, but not a loss either. */
+			pa->cc.inflight -= e->bytes;
+			c->total_inflight -= e->bytes;
+			e->state = ENT_DONE;
+			e->m = NULL;
+			m->refs--;
+		}
+	}
+	if (!m)
+		m = find_txmsg(c, k->stream_id, k->msn);
+	if (!m || m->done) {
+		if (have_seg)
+			txmsg_put(c, m);
+		return 0;
+	}
+	if (have_seg && SEG_STATE(m->segs[seg]) == SEG_INFLIGHT)
+		m->segs[seg] = (uint8_t)(m->segs[seg] & ~3u); /* back to pending */
+	if (k->reason == MRP_NAK_RNR) {
+		if (!m->in_rnr) {
+			if (++m->rnr_count > c->p.rnr_retry_max) {
+				m->status = MRP_WC_RNR_RETRY_EXC;
+				m->done = 1;
+				c->pending_fail = 1;
+			} else {
+				m->in_rnr = 1;
+				m->rnr_until = now + (k->retry_after_us
+							      ? (uint64_t)k->retry_after_us * 1000
+							      : c->p.rnr_delay_ns);
+				m->rnext = c->rnr_list;
+				c->rnr_list = m;
+			}
+		}
+	} else {
+		m->status = (uint8_t)nak_to_status(k->reason);
+		m->done = 1;
+		c->pending_fail = 1;
+	}
+	stream_complete_tx(c, &c->streams[m->stream]);
+	(void)now;
+	return 0;
+}
+
+static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
+{
+	const mrp_probe_ack *k = &pkt->u.probe_ack;
+	path *pa = k->probed_path_id < c->p.max_paths ? c->paths[k->probed_path_id] : NULL;
+	if (!pa || !pa->open || pa->gen != k->probed_path_gen || !pa->probe_pending ||
+	    k->probe_seq != pa->probe_seq) {
+		c->st.drops_stale++;
+		return 0;
+	}
+	pa->probe_pending = 0;
+	if (k->ts_echo_ns <= now) {
+		uint64_t rtt = now - k->ts_echo_ns;
+		if (rtt > k->ack_delay_ns)
+			rtt -= k->ack_delay_ns;
+		rtt_sample(pa, rtt);
+	}
+	path_alive(c, pa, 0, now);
+	path_arm_timers(c, pa, now);
+	return 0;
+}
+
+int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
+		      uint64_t now_ns)
+{
+	const mrp_hdr *h = &pkt->hdr;
+	if (h->dst_conn_id != c->p.local_conn_id)
+		return MRP_ERR_NOCONN;
+	int unknown_conn_nak = h->opcode == MRP_OP_NAK &&
+			       pkt->u.nak.reason == MRP_NAK_UNKNOWN_CONN;
+	if ((h->token != c->p.local_token && !unknown_conn_nak) ||
+	    h->src_conn_id != c->p.peer_conn_id) {
+		c->st.drops_token++;
+		return MRP_ERR_TOKEN;
+	}
+	if (plane >= c->p.nplanes) {
+		c->st.drops_range++;
+		return MRP_ERR_RANGE;
+	}
+	int rv = 0;
+	if (h->opcode == MRP_OP_RESET) {
+		if (c->state != CONN_CLOSED || c->close_pending == 1) {
+			conn_flush(c, MRP_WC_RESET);
+			c->state = CONN_CLOSED;
+			c->close_pending = 0;
+		}
+		return 0;
+	}
+	if (h->opcode == MRP_OP_CLOSE) {
+		if (h->flags & MRP_F_REPLY) {
+			if (c->state == CONN_CLOSING) {
+				c->state = CONN_CLOSED;
+				c->close_pending = 0;
+			}
+		} else if (c->state != CONN_CLOSED || c->close_pending == 0) {
+			if (c->state != CONN_CLOSED)
+				conn_flush(c, MRP_WC_FLUSHED);
+			c->state = CONN_CLOSED;
+			c->close_pending = 2; /* answer it */
+		}
+		return 0;
+	}
+	if (c->state != CONN_OPEN)
+		return MRP_ERR_STATE;
+	switch (h->opcode) {
+	case MRP_OP_WRITE:
+	case MRP_OP_WRITE_IMM:
+	case MRP_OP_SEND:
+	case MRP_OP_SEND_IMM:
+		rv = rx_data(c, pkt, plane, ce, now_ns);
+		break;
+	case MRP_OP_ACK:
+		rv = rx_ack(c, pkt, now_ns);
+		break;
+	case MRP_OP_NAK:
+		rv = rx_nak(c, pkt, now_ns);
+		break;
+	case MRP_OP_PROBE: {
+		path *pa = path_slot(c, h->path_id);
+		if (!pa) {
+			c->st.drops_range++;
+			return MRP_ERR_RANGE;
+		}
+		pa->pack_pending = 1;
+		pa->pack_gen = h->path_gen;
+		pa->pack_seq = pkt->u.probe.probe_seq;
+		pa->pack_ts_ns = pkt->u.probe.ts_ns;
+		pa->pack_arrival_ns = now_ns;
+		pa->rx_plane = (uint8_t)plane;
+		c->ctl_dirty = 1;
+		break;
+	}
+	case MRP_OP_PROBE_ACK:
+		rv = rx_probe_ack(c, pkt, now_ns);
+		break;
+	default:
+		return MRP_ERR_STATE; /* handshake packets belong to the caller */
+	}
+	if (c->pending_fail)
+		conn_fail(c);
+	return rv;
+}
+
+/* ---- send side: writing packets ----------------------------------------- */
+
+static void fill_hdr(const mrp_conn *c, mrp_hdr *h, uint8_t op, const path *via)
+{
+	memset(h, 0, sizeof(*h));
+	h->version = MRP_VERSION;
+	h->opcode = op;
+	h->dst_conn_id = c->p.peer_conn_id;
+	h->src_conn_id = c->p.local_conn_id;
+	h->token = c->p.peer_token;
+	if (via) {
+		h->path_id = via->id;
+		h->path_gen = via->gen;
+	}
+}
+
+static void fill_ti(mrp_tx_info *ti, const path *via, int is_data)
+{
+	ti->plane = via->plane;
+	ti->sport = via->sport;
+	ti->path_id = via->id;
+	ti->ect = (uint8_t)is_data;
+	ti->is_data = (uint8_t)is_data;
+}
+
+static int usable_for_ctl(const path *pa)
+{
+	return pa && pa->open && !pa->disabled && pa->state != MRP_PATH_CLOSED;
+}
+
+/* The path an ACK, NAK or PROBE_ACK about peer path `id` (seen on local
+ * plane `plane`) travels on: our path with the same id if it is on that
+ * plane, else any live path on that plane, else any live path. */
+static path *ctl_route(const mrp_conn *c, uint16_t id, uint8_t plane)
+{
+	path *same = id < c->p.max_paths ? c->paths[id] : NULL;
+	if (usable_for_ctl(same) && same->plane == plane && same->state == MRP_PATH_ACTIVE)
+		return same;
+	path *any = NULL;
+	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		path *pa = c->paths[i];
+		if (!usable_for_ctl(pa) || pa->state != MRP_PATH_ACTIVE)
+			continue;
+		if (pa->plane == plane)
+			return pa;
+		if (!any)
+			any = pa;
+	}
+	if (!any && usable_for_ctl(same))
+		return same;
+	return any;
+}
+
+static ssize_t encode_ctl(const mrp_pkt *k, mrp_tx_info *ti, const path *via,
+			  uint8_t *buf, size_t buflen)
+{
+	ssize_t n = mrp_pkt_encode(buf, buflen, k);
+	if (n > 0 && via)
+		fill_ti(ti, via, 0);
+	return n;
+}
+
+static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+			 size_t buflen, uint64_t now)
+{
+	path *via = ctl_route(c, pa->id, pa->rx_plane);
+	pa->rx_ack_now = 0;
+	pa->rx_ack_at = NEVER;
+	pa->rx_pending = 0;
+	if (!via)
+		return 0;
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	fill_hdr(c, &k.hdr, MRP_OP_ACK, via);
+	mrp_ack *a = &k.u.ack;
+	a->acked_path_id = pa->id;
+	mrp_rxwin_to_ack(&pa->rx, a);
+	uint64_t delay = now - pa->rx_arrival_ns;
+	a->ack_delay_ns = delay > UINT32_MAX ? UINT32_MAX : (uint32_t)delay;
+	a->ts_echo_ns = pa->rx_ts_ns;
+	if (c->p.rh && c->rh_slot != UINT32_MAX) {
+		uint64_t share = mrp_rh_share(c->p.rh, c->rh_slot, (uint64_t)(uintptr_t)c, now);
+		uint64_t mbps = share / 1000000;
+		if (share && !mbps)
+			mbps = 1;
+		a->rate_hint_mbps = mbps > UINT32_MAX ? UINT32_MAX : (uint32_t)mbps;
+	}
+	c->st.acks_sent++;
+	return encode_ctl(&k, ti, via, buf, buflen);
+}
+
+static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+			       size_t buflen, uint64_t now)
+{
+	pa->pack_pending = 0;
+	path *via = ctl_route(c, pa->id, pa->rx_plane);
+	if (!via)
+		return 0;
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	fill_hdr(c, &k.hdr, MRP_OP_PROBE_ACK, via);
+	k.u.probe_ack.probed_path_id = pa->id;
+	k.u.probe_ack.probed_path_gen = pa->pack_gen;
+	k.u.probe_ack.probe_seq = pa->pack_seq;
+	k.u.probe_ack.ts_echo_ns = pa->pack_ts_ns;
+	uint64_t delay = now - pa->pack_arrival_ns;
+	k.u.probe_ack.ack_delay_ns = delay > UINT32_MAX ? UINT32_MAX : (uint32_t)delay;
+	return encode_ctl(&k, ti, via, buf, buflen);
+}
+
+static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+			   size_t buflen, uint64_t now)
+{
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	fill_hdr(c, &k.hdr, MRP_OP_PROBE, pa);
+	k.hdr.flags = MRP_F_ACK_REQ;
+	k.u.probe.probe_seq = ++pa->probe_seq;
+	k.u.probe.ts_ns = now;
+	pa->probe_at = NEVER;
+	pa->probe_pending = 1;
+	pa->probe_sent_ns = now;
+	pa->last_tx_ns = now;
+	if (pa->snd_una == pa->snd_nxt)
+		pa->rto_at = now + path_rto(c, pa);
+	return encode_ctl(&k, ti, pa, buf, buflen);
+}
+
+static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen)
+{
+	uint32_t i = c->nakq_head;
+	c->nakq_head = (c->nakq_head + 1) % NAKQ_LEN;
+	c->nakq_len--;
+	uint16_t id = c->nakq[i].via_path;
+	path *pa = id < c->p.max_paths ? c->paths[id] : NULL;
+	path *via = ctl_route(c, id, pa ? pa->rx_plane : 0);
+	if (!via)
+		return 0;
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	fill_hdr(c, &k.hdr, MRP_OP_NAK, via);
+	k.u.nak = c->nakq[i].nak;
+	return encode_ctl(&k, ti, via, buf, buflen);
+}
+
+static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
+			   uint64_t now)
+{
+	path *via = ctl_route(c, 0, 0);
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	fill_hdr(c, &k.hdr, c->close_pending == 3 ? MRP_OP_RESET : MRP_OP_CLOSE, NULL);
+	k.u.close.reason = MRP_CLOSE_NORMAL;
+	if (c->close_pending == 2)
+		k.hdr.flags = MRP_F_REPLY;
+	if (c->close_pending == 1) {
+		/* Resent until the reply comes, a few times at most. */
+		if (++c->close_tries > 5) {
+			c->state = CONN_CLOSED;
+			c->close_pending = 0;
+			return 0;
+		}
+		c->close_at = now + c->p.rto_init_ns;
+	} else {
+		c->close_pending = 0;
+	}
+	if (!via)
+		return 0;
+	return encode_ctl(&k, ti, via, buf, buflen);
+}
+
+/* Write one data packet of segment seg of m on path pa. */
+static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx,
+			 uint16_t extra_flags, mrp_tx_info *ti, uint8_t *buf,
+			 size_t buflen, uint64_t now)
+{
+	if (pa->snd_nxt - pa->snd_una == pa->ring_cap && ring_grow(c, pa) < 0)
+		return 0;
+	uint32_t off = seg * c->p.mtu;
+	uint32_t plen = m->len - off < c->p.mtu ? m->len - off : c->p.mtu;
+	mrp_hdr h;
+	fill_hdr(c, &h, m->opcode, pa);
+	h.psn = pa->snd_nxt;
+	h.flags = extra_flags;
+	if (off == 0)
+		h.flags |= MRP_F_FIRST;
+	if (off + plen == m->len)
+		h.flags |= MRP_F_LAST;
+	if (retx)
+		h.flags |= MRP_F_RETX;
+	mrp_data d;
+	memset(&d, 0, sizeof(d));
+	d.stream_id = m->stream;
+	d.payload_len = (uint16_t)plen;
+	d.msn = m->msn;
+	d.offset = off;
+	d.msg_len = m->len;
+	d.recv_idx = m->recv_idx;
+	d.ts_ns = now;
+	d.remote_addr = m->remote_addr;
+	d.rkey = m->rkey;
+	d.imm = m->imm;
+	ssize_t n = mrp_data_hdr_encode(buf, buflen, &h, &d);
+	if (n < 0)
+		return n;
+	if (plen)
+		memcpy(buf + n, m->local + off, plen);
+	uint32_t bytes = plen + MRP_DATA_HDR_LEN;
+	txent *e = &pa->ring[pa->snd_nxt & (pa->ring_cap - 1)];
+	e->m = m;
+	e->seg = seg;
+	e->bytes = bytes;
+	e->sent_ns = now;
+	e->state = ENT_INFLIGHT;
+	m->refs++;
+	m->segs[seg] = (uint8_t)((m->segs[seg] & ~3u) | SEG_INFLIGHT);
+	pa->snd_nxt++;
+	pa->cc.inflight += bytes;
+	c->total_inflight += bytes;
+	pa->tx_pkts++;
+	pa->tx_bytes += bytes;
+	pa->last_tx_ns = now;
+	c->st.tx_pkts++;
+	c->st.tx_bytes += bytes;
+	if (retx) {
+		pa->retx_pkts++;
+		c->st.retx_pkts++;
+	}
+	if (pa->rto_at == NEVER || pa->probe_pending)
+		path_arm_timers(c, pa, now);
+	if (c->cc.pacing_bps) {
+		/* Token bucket: a burst of burst_pkts may leave back to back. */
+		uint64_t gap = (uint64_t)bytes * 8 * 1000000000ull / c->cc.pacing_bps;
+		uint64_t slack = gap * c->p.burst_pkts;
+		uint64_t base = c->pace_at + slack < now ? now - slack : c->pace_at;
+		c->pace_at = base + gap;
+	}
+	fill_ti(ti, pa, 1);
+	return n + plen;
+}
+
+static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+			 size_t buflen, uint64_t now)
+{
+	pa->tlp_pending = 0;
+	if (pa->state != MRP_PATH_ACTIVE || pa->snd_nxt - pa->snd_una >= MRP_SACK_BITS)
+		return 0;
+	for (uint32_t psn = pa->snd_nxt; psn != pa->snd_una;) {
+		psn--;
+		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+		if (e->state == ENT_INFLIGHT && !e->m->done) {
+			c->st.tlp_count++;
+			return write_seg(c, pa, e->m, e->seg, 1, MRP_F_ACK_REQ, ti, buf, buflen,
+					 now);
+		}
+	}
+	return 0;
+}
+
+/* The active path with the most room for `bytes`, round robin on ties. */
+static path *best_path(mrp_conn *c, uint32_t bytes)
+{
+	path *best = NULL;
+	uint64_t best_room = 0;
+	uint32_t n = c->p.max_paths;
+	uint32_t start = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
+	for (uint32_t k = 0; k < n; k++) {
+		path *pa = c->paths[(start + k) % n];
+		uint64_t room = path_room(c, pa);
+		if (room >= bytes && room > best_room) {
+			best = pa;
+			best_room = room;
+		}
+	}
+	return best;
+}
+
+/* The connection has data but no window: open another path when every
+ * active path is at its ceiling (the bandwidth-delay product outgrew them). */
+static void maybe_open_path(mrp_conn *c, uint64_t now)
+{
+	if (c->npaths >= c->p.max_paths)
+		return;
+	uint64_t ceiling = (uint64_t)(c->p.cc.max_cwnd_pkts - 1) * c->p.mtu;
+	uint64_t srtt = 0;
+	uint32_t per_plane[MRP_MAX_PLANES] = { 0 };
+	int active = 0;
+	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		path *pa = c->paths[i];
+		if (!pa || !pa->open)
+			continue;
+		per_plane[pa->plane]++;
+		if (pa->state != MRP_PATH_ACTIVE)
+			continue;
+		active++;
+		if (pa->cc.cwnd < ceiling)
+			return;
+		srtt = max64(srtt, pa->cc.srtt_ns);
+	}
+	if (!active || now - c->last_open_ns < srtt / 2)
+		return;
+	int plane = -1;
+	for (uint32_t p = 0; p < c->p.nplanes; p++)
+		if (!c->plane_dis[p] && (plane < 0 || per_plane[p] < per_plane[plane]))
+			plane = (int)p;
+	if (plane < 0)
+		return;
+	for (uint32_t i = 0; i < c->p.max_paths; i++)
+		if (!c->paths[i] || !c->paths[i]->open) {
+			if (path_open(c, (uint16_t)i, (uint8_t)plane, now, 0) == 0)
+				c->last_open_ns = now;
+			return;
+		}
+}
+
+static int rnr_waiting(const txmsg *m, uint64_t now)
+{
+	return m->in_rnr && m->rnr_until > now;
+}
+
+static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
+			  uint64_t now)
+{
+	c->pace_blocked = 0;
+	if (c->cc.pacing_bps && c->pace_at > now) {
+		c->pace_blocked = 1;
+		return 0;
+	}
+	txmsg *m = NULL;
+	uint32_t seg = 0;
+	int retx = 0;
+	while (c->rq_len) {
+		rqent *r = &c->rq[c->rq_head];
+		if (r->m->done || r->m->in_rnr || SEG_STATE(r->m->segs[r->seg]) != SEG_PENDING) {
+			txmsg *dead = r->m;
+			c->rq_head = (c->rq_head + 1) % c->rq_cap;
+			c->rq_len--;
+			txmsg_unref(c, dead);
+			continue;
+		}
+		m = r->m;
+		seg = r->seg;
+		retx = 1;
+		break;
+	}
+	txmsg *prev = NULL;
+	if (!m) {
+		for (txmsg *x = c->sq_head; x; prev = x, x = x->qnext) {
+			if (x->done || x->next_seg >= x->npkts)
+				continue; /* unlinked below when it reaches the head */
+			if (rnr_waiting(x, now))
+				continue;
+			m = x;
+			seg = x->next_seg;
+			break;
+		}
+		while (c->sq_head && (c->sq_head->done || c->sq_head->next_seg >= c->sq_head->npkts)) {
+			if (prev == c->sq_head)
+				prev = NULL;
+			sq_remove_head(c);
+		}
+	}
+	if (!m)
+		return 0;
+	uint32_t off = seg * c->p.mtu;
+	uint32_t bytes = (m->len - off < c->p.mtu ? m->len - off : c->p.mtu) + MRP_DATA_HDR_LEN;
+	path *pa = NULL;
+	if (c->burst_left && c->burst_path >= 0) {
+		path *bp = c->paths[c->burst_path];
+		if (path_room(c, bp) >= bytes)
+			pa = bp;
+	}
+	if (!pa) {
+		pa = best_path(c, bytes);
+		if (!pa) {
+			maybe_open_path(c, now);
+			return 0;
+		}
+		c->burst_path = pa->id;
+		c->burst_left = c->p.burst_pkts;
+	}
+	ssize_t n = write_seg(c, pa, m, seg, retx, 0, ti, buf, buflen, now);
+	if (n <= 0)
+		return n;
+	c->burst_left--;
+	if (retx) {
+		/* The queue's reference moves to the scoreboard entry. */
+		c->rq_head = (c->rq_head + 1) % c->rq_cap;
+		c->rq_len--;
+		m->refs--;
+	} else if (++m->next_seg == m->npkts) {
+		if (c->sq_head == m)
+			sq_remove_head(c);
+		else if (prev && prev->qnext == m) {
+			prev->qnext = m->qnext;
+			if (c->sq_tail == m)
+				c->sq_tail = prev;
+			m->qnext = NULL;
+		}
+	}
+	return n;
+}
+
+ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
+			   uint64_t now)
+{
+	if (!c || !ti || !buf)
+		return MRP_ERR_INVAL;
+	if (buflen < (size_t)MRP_DATA_HDR_LEN + c->p.mtu)
+		return MRP_ERR_NOBUF;
+	memset(ti, 0, sizeof(*ti));
+	ssize_t n;
+	while (c->nakq_len)
+		if ((n = write_nak(c, ti, buf, buflen)) != 0)
+			return n;
+	if (c->ctl_dirty) {
+		for (uint32_t i = 0; i < c->p.max_paths; i++) {
+			path *pa = c->paths[i];
+			if (!pa)
+				continue;
+			if (pa->pack_pending && (n = write_probe_ack(c, pa, ti, buf, buflen, now)))
+				return n;
+			if (pa->rx_open && pa->rx_ack_now &&
+			    (n = write_ack(c, pa, ti, buf, buflen, now)))
+				return n;
+			if (c->state == CONN_OPEN && pa->open && !pa->disabled &&
+			    pa->probe_at <= now)
+				return write_probe(c, pa, ti, buf, buflen, now);
+			if (c->state == CONN_OPEN && pa->tlp_pending &&
+			    (n = write_tlp(c, pa, ti, buf, buflen, now)))
+				return n;
+		}
+		c->ctl_dirty = 0;
+	}
+	if (c->close_pending && (c->close_pending != 1 || c->close_at <= now))
+		return write_close(c, ti, buf, buflen, now);
+	if (c->state != CONN_OPEN)
+		return 0;
+	return write_data(c, ti, buf, buflen, now);
+}
+
+/* ---- timers ------------------------------------------------------------- */
+
+static uint64_t idle_probe_at(const mrp_conn *c, const path *pa)
+{
+	if (!c->p.probe_idle_ns || pa->state != MRP_PATH_ACTIVE || pa->probe_pending ||
+	    pa->snd_una != pa->snd_nxt)
+		return NEVER;
+	return max64(pa->last_ack_ns, pa->last_tx_ns) + c->p.probe_idle_ns;
+}
+
+uint64_t mrp_conn_deadline(const mrp_conn *c)
+{
+	if (c->ctl_dirty || c->nakq_len)
+		return 0;
+	uint64_t t = NEVER;
+	if (c->close_pending)
+		t = c->close_pending == 1 ? c->close_at : 0;
+	if (c->state != CONN_OPEN)
+		return t;
+	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		const path *pa = c->paths[i];
+		if (!pa)
+			continue;
+		t = min64(t, pa->rx_ack_at);
+		if (!pa->open)
+			continue;
+		t = min64(t, pa->rto_at);
+		t = min64(t, pa->tlp_at);
+		t = min64(t, pa->probe_at);
+		t = min64(t, idle_probe_at(c, pa));
+	}
+	for (const txmsg *m = c->rnr_list; m; m = m->rnext)
+		t = min64(t, m->rnr_until);
+	if (c->pace_blocked)
+		t = min64(t, c->pace_at);
+	return t;
+}
+
+static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
+{
+	pa->rto_at = NEVER;
+	if (pa->snd_una != pa->snd_nxt) {
+		c->st.rto_count++;
+		pa->rto_count++;
+		path_drain_inflight(c, pa, 1);
+		c->cc.ops->on_rto(&c->cc, &pa->cc, now);
+	} else if (pa->probe_pending) {
+		pa->rto_count++;
+		pa->probe_pending = 0;
+	} else {
+		return;
+	}
+	if (pa->disabled)
+		return;
+	if (pa->rto_count >= c->p.suspect_rtos) {
+		set_state(c, pa, MRP_PATH_FAILED, now);
+		path_report(c, pa, 0, now);
+	} else {
+		if (pa->state == MRP_PATH_ACTIVE)
+			set_state(c, pa, MRP_PATH_SUSPECT, now);
+		path_start_probe(c, pa, now);
+	}
+	recompute_qwnd(c);
+}
+
+void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
+{
+	if (c->state == CONN_OPEN) {
+		for (uint32_t i = 0; i < c->p.max_paths; i++) {
+			path *pa = c->paths[i];
+			if (!pa)
+				continue;
+			if (pa->rx_ack_at <= now) {
+				pa->rx_ack_at = NEVER;
+				pa->rx_ack_now = 1;
+				c->ctl_dirty = 1;
+			}
+			if (!pa->open)
+				continue;
+			if (pa->rto_at <= now)
+				path_timeout(c, pa, now);
+			if (pa->tlp_at <= now) {
+				pa->tlp_at = NEVER;
+				if (pa->snd_una != pa->snd_nxt) {
+					pa->tlp_pending = 1;
+					c->ctl_dirty = 1;
+				}
+			}
+			if (idle_probe_at(c, pa) <= now)
+				path_start_probe(c, pa, now);
+			if (pa->probe_at <= now)
+				c->ctl_dirty = 1;
+		}
+		for (txmsg **pp = &c->rnr_list; *pp;) {
+			txmsg *m = *pp;
+			if (m->rnr_until > now) {
+				pp = &m->rnext;
+				continue;
+			}
+			*pp = m->rnext;
+			m->rnext = NULL;
+			m->in_rnr = 0;
+			for (uint32_t s = 0; s < m->next_seg; s++)
+				if (SEG_STATE(m->segs[s]) == SEG_PENDING)
+					rq_push(c, m, s);
+		}
+	}
+	if (c->pending_fail)
+		conn_fail(c);
+}
+
+/* ---- planes and steering ------------------------------------------------ */
+
+static void path_set_disabled(mrp_conn *c, path *pa, uint8_t dis, uint64_t now)
+{
+	uint8_t was = pa->disabled;
+	pa->disabled = dis;
+	if (!was && dis) {
+		path_drain_inflight(c, pa, 0);
+		pa->probe_at = NEVER;
+		pa->probe_pending = 0;
+		set_state(c, pa, MRP_PATH_DISABLED, now);
+	} else if (was && !dis) {
+		/* Back in service through a fresh generation and a probe. */
+		path_new_gen(c, pa, now);
+		set_state(c, pa, MRP_PATH_PROBING, now);
+		path_start_probe(c, pa, now);
+	}
+}
+
+int mrp_conn_plane_event(mrp_conn *c, unsigned plane, int event, uint64_t now)
+{
+	if (plane >= c->p.nplanes)
+		return MRP_ERR_INVAL;
+	uint8_t flag;
+	int set;
+	switch (event) {
+	case MRP_PLANE_DOWN: flag = DIS_PLANE_DOWN; set = 1; break;
+	case MRP_PLANE_UP: flag = DIS_PLANE_DOWN; set = 0; break;
+	case MRP_PLANE_DRAIN: flag = DIS_PLANE_DRAIN; set = 1; break;
+	case MRP_PLANE_UNDRAIN: flag = DIS_PLANE_DRAIN; set = 0; break;
+	default: return MRP_ERR_INVAL;
+	}
+	if (set)
+		c->plane_dis[plane] |= flag;
+	else
+		c->plane_dis[plane] &= (uint8_t)~flag;
+	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		path *pa = c->paths[i];
+		if (!pa || !pa->open || pa->plane != plane)
+			continue;
+		uint8_t dis = set ? (uint8_t)(pa->disabled | flag) : (uint8_t)(pa->disabled & ~flag);
+		path_set_disabled(c, pa, dis, now);
+	}
+	recompute_qwnd(c);
+	return 0;
+}
+
+static path *open_path(const mrp_conn *c, uint16_t id)
+{
+	path *pa = id < c->p.max_paths ? c->paths[id] : NULL;
+	return pa && pa->open ? pa : NULL;
+}
+
+int mrp_conn_path_disable(mrp_conn *c, uint16_t id, uint64_t now)
+{
+	path *pa = open_path(c, id);
+	if (!pa)
+		return MRP_ERR_NOENT;
+	path_set_disabled(c, pa, pa->disabled | DIS_OPERATOR, now);
+	recompute_qwnd(c);
+	return 0;
+}
+
+int mrp_conn_path_enable(mrp_conn *c, uint16_t id, uint64_t now)
+{
+	path *pa = open_path(c, id);
+	if (!pa)
+		return MRP_ERR_NOENT;
+	path_set_disabled(c, pa, pa->disabled & (uint8_t)~DIS_OPERATOR, now);
+	recompute_qwnd(c);
+	return 0;
+}
+
+int mrp_conn_path_steer(mrp_conn *c, uint16_t id, uint16_t sport, int plane, uint64_t now)
+{
+	path *pa = open_path(c, id);
+	if (!pa)
+		return MRP_ERR_NOENT;
+	if (plane >= (int)c->p.nplanes || (sport && (sport < c->p.sport_min || sport > c->p.sport_max)))
+		return MRP_ERR_INVAL;
+	if (plane >= 0 && plane != pa->plane) {
+		path_drain_inflight(c, pa, 0);
+		pa->plane = (uint8_t)plane;
+		uint8_t dis = (uint8_t)((pa->disabled & DIS_OPERATOR) | c->plane_dis[plane]);
+		if (dis != pa->disabled) {
+			pa->disabled = dis;
+			if (dis)
+				set_state(c, pa, MRP_PATH_DISABLED, now);
+		}
+	}
+	path_report(c, pa, sport, now);
+	return 0;
+}
+
+/* ---- telemetry and invariants ------------------------------------------- */
+
+int mrp_conn_path_info(const mrp_conn *c, unsigned i, mrp_path_info *o)
+{
+	const path *pa = i < c->p.max_paths ? c->paths[i] : NULL;
+	if (!pa || !pa->open)
+		return MRP_ERR_NOENT;
+	memset(o, 0, sizeof(*o));
+	o->id = pa->id;
+	o->gen = pa->gen;
+	o->plane = pa->plane;
+	o->state = pa->state;
+	o->sport = pa->sport;
+	o->cwnd = pa->cc.cwnd;
+	o->inflight = pa->cc.inflight;
+	o->srtt_ns = pa->cc.srtt_ns;
+	o->min_rtt_ns = pa->cc.min_rtt_ns;
+	o->tx_pkts = pa->tx_pkts;
+	o->tx_bytes = pa->tx_bytes;
+	o->retx_pkts = pa->retx_pkts;
+	o->lost_pkts = pa->lost_pkts;
+	o->acked_pkts = pa->acked_pkts;
+	o->ce_pkts = pa->ce_pkts;
+	o->rx_pkts = pa->rx_pkts;
+	o->rx_ce_pkts = pa->rx_ce_pkts;
+	return 0;
+}
+
+void mrp_conn_get_stats(const mrp_conn *c, mrp_conn_stats *o)
+{
+	*o = c->st;
+	o->qwnd = c->cc.qwnd;
+	o->pacing_bps = c->cc.pacing_bps;
+	o->rate_hint_bps = c->cc.rate_hint_bps;
+}
+
+int mrp_conn_poll_event(mrp_conn *c, mrp_event *ev)
+{
+	if (!c->evq_len)
+		return 0;
+	*ev = c->evq[c->evq_head];
+	c->evq_head = (c->evq_head + 1) % EVQ_LEN;
+	c->evq_len--;
+	return 1;
+}
+
+static int fail(char *err, size_t errlen, const char *what)
+{
+	if (errlen) {
+		size_t n = strlen(what);
+		if (n >= errlen)
+			n = errlen - 1;
+		memcpy(err, what, n);
+		err[n] = 0;
+	}
+	return -1;
+}
+
+int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
+{
+	uint64_t total = 0;
+	uint64_t minw = (uint64_t)c->p.cc.min_cwnd_pkts * c->p.mtu;
+	uint64_t maxw = (uint64_t)c->p.cc.max_cwnd_pkts * c->p.mtu;
+	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		const path *pa = c->paths[i];
+		if (!pa || !pa->open)
+			continue;
+		if (pa->snd_nxt - pa->snd_una > pa->ring_cap || pa->ring_cap > MRP_SACK_BITS)
+			return fail(err, errlen, "path has more in flight than its scoreboard");
+		uint64_t infl = 0;
+		for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
+			const txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+			if (e->state == ENT_INFLIGHT)
+				infl += e->bytes;
+		}
+		if (infl != pa->cc.inflight)
+			return fail(err, errlen, "path inflight bytes disagree with its scoreboard");
+		if (pa->acked_pkts + pa->lost_pkts > pa->tx_pkts)
+			return fail(err, errlen, "path acked + lost exceeds sent");
+		if (pa->cc.cwnd < minw || pa->cc.cwnd > maxw)
+			return fail(err, errlen, "path window outside [min, max]");
+		total += infl;
+	}
+	if (total != c->total_inflight)
+		return fail(err, errlen, "connection inflight disagrees with its paths");
+	for (uint32_t i = 0; i < c->nstreams; i++) {
+		uint32_t n = 0;
+		for (const txmsg *m = c->streams[i].head; m; m = m->snext) {
+			n++;
+			if (m->nacked > m->npkts || m->next_seg > m->npkts)
+				return fail(err, errlen, "message acked or sent beyond its length");
+			if (m->done || m->npkts > 65536)
+				continue;
+			uint32_t acked = 0;
+			for (uint32_t s = 0; s < m->npkts; s++)
+				acked += SEG_STATE(m->segs[s]) == SEG_ACKED;
+			if (acked != m->nacked)
+				return fail(err, errlen, "message acked count disagrees with its segments");
+		}
+		if (n != c->streams[i].outstanding)
+			return fail(err, errlen, "stream outstanding count disagrees with its queue");
+	}
+	if (c->cq_len > c->cq_cap)
+		return fail(err, errlen, "completion queue overflow");
+	return 0;
+}

@@ -1,0 +1,278 @@
+/*
+ * A MetaRoCE connection: the transport engine, sans I/O.
+ *
+ * One mrp_conn is one end of a connection after the handshake. It carries many
+ * ordered streams upward and many paths downward under one congestion
+ * controller. Inputs are function calls with the current time: work requests
+ * posted, decoded packets received, timers expired, plane events, operator
+ * steering. Outputs are packets written into caller buffers (with the path
+ * they belong to), completions, and telemetry events. It never reads a clock,
+ * touches a socket, allocates from the global heap or draws global randomness.
+ *
+ * The caller's loop:
+ *   - on a datagram: mrp_pkt_decode(), find the conn by dst_conn_id,
+ *     mrp_conn_read_pkt();
+ *   - then (and after posting work, and when the deadline passes) call
+ *     mrp_conn_handle_timeout() if mrp_conn_deadline() <= now, and
+ *     mrp_conn_write_pkt() until it returns 0;
+ *   - mrp_conn_poll_cq() for completions, mrp_conn_poll_event() for telemetry.
+ */
+#ifndef MRP_CONN_H
+#define MRP_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cc.h"
+#include "error.h"
+#include "mem.h"
+#include "ratehint.h"
+#include "wire.h"
+
+typedef struct mrp_conn mrp_conn;
+
+/* Completion statuses: X(NAME, value, message). */
+#define MRP_WC_STATUS_MAP(X)                                                    \
+	X(SUCCESS, 0, "success")                                                \
+	X(REM_ACCESS, 1, "remote access error: invalid rkey or access rights") \
+	X(REM_BOUNDS, 2, "remote bounds error: outside the region or receive buffer") \
+	X(RNR_RETRY_EXC, 3, "receiver not ready beyond the retry count")       \
+	X(RETRY_EXC, 4, "retry budget exhausted: the peer does not answer")    \
+	X(RESET, 5, "connection reset by peer")                                 \
+	X(FLUSHED, 6, "flushed: the connection closed")                         \
+	X(LOC_LEN, 7, "local length error: message larger than the receive buffer") \
+	X(REM_INVALID, 8, "remote invalid request: unknown stream or malformed")
+
+enum {
+#define MRP_WC_ENUM(name, val, msg) MRP_WC_##name = (val),
+	MRP_WC_STATUS_MAP(MRP_WC_ENUM)
+#undef MRP_WC_ENUM
+};
+
+const char *mrp_wc_status_str(int status);
+const char *mrp_wc_status_name(int status);
+
+/* Work request opcodes (send side) and completion opcodes. */
+enum {
+	MRP_WR_WRITE = MRP_OP_WRITE,
+	MRP_WR_WRITE_IMM = MRP_OP_WRITE_IMM,
+	MRP_WR_SEND = MRP_OP_SEND,
+	MRP_WR_SEND_IMM = MRP_OP_SEND_IMM,
+	MRP_WC_RECV = 0x40,          /* a SEND or SEND_IMM arrived */
+	MRP_WC_RECV_WRITE_IMM = 0x41, /* a WRITE_IMM arrived (consumed a receive) */
+};
+
+typedef struct mrp_wr {
+	uint64_t wr_id;
+	uint8_t opcode;       /* MRP_WR_* */
+	uint16_t stream;
+	const uint8_t *local; /* source bytes; valid until the completion */
+	uint32_t len;
+	uint64_t remote_addr; /* WRITE*: target address */
+	uint32_t rkey;        /* WRITE*: target key */
+	uint32_t imm;         /* *_IMM */
+} mrp_wr;
+
+typedef struct mrp_cqe {
+	uint64_t wr_id;
+	uint8_t status;   /* MRP_WC_* status */
+	uint8_t opcode;   /* MRP_WR_* on the send side, MRP_WC_RECV* on the receive side */
+	uint8_t has_imm;
+	uint16_t stream;
+	uint32_t byte_len;
+	uint32_t imm;
+} mrp_cqe;
+
+/* Access rights of a memory region. */
+#define MRP_ACCESS_LOCAL_WRITE 0x1
+#define MRP_ACCESS_REMOTE_WRITE 0x2
+#define MRP_ACCESS_REMOTE_READ 0x4
+
+/*
+ * Memory-region lookup supplied by the caller: the local address of
+ * [addr, addr + len) in the region rkey names, if that whole range lies inside
+ * it and it grants access. On failure returns NULL and sets *pnak to
+ * MRP_NAK_INVALID_RKEY, MRP_NAK_OUT_OF_BOUNDS or MRP_NAK_ACCESS.
+ */
+typedef struct mrp_mr_ops {
+	uint8_t *(*resolve)(void *ud, uint32_t rkey, uint64_t addr, uint64_t len,
+			    unsigned access, int *pnak);
+	void *ud;
+} mrp_mr_ops;
+
+/* Path states. */
+#define MRP_PATH_STATE_MAP(X)                                                   \
+	X(ACTIVE, 0, "active")                                                  \
+	X(SUSPECT, 1, "suspect")   /* timed out: probing, carries no new data */ \
+	X(FAILED, 2, "failed")     /* gave up: will be re-ported */             \
+	X(PROBING, 3, "probing")   /* new or re-ported: waits for a PROBE_ACK */ \
+	X(DISABLED, 4, "disabled") /* operator disabled, or its plane is down or drained */ \
+	X(CLOSED, 5, "closed")     /* slot unused */
+
+enum {
+#define MRP_PS_ENUM(name, val, msg) MRP_PATH_##name = (val),
+	MRP_PATH_STATE_MAP(MRP_PS_ENUM)
+#undef MRP_PS_ENUM
+};
+
+const char *mrp_path_state_name(int state);
+
+#define MRP_MAX_PLANES 16
+#define MRP_MAX_PATHS 256
+
+typedef struct mrp_conn_params {
+	uint32_t local_conn_id, peer_conn_id; /* nonzero */
+	uint64_t local_token, peer_token;     /* nonzero */
+	uint32_t mtu;            /* payload bytes per packet (default 4096) */
+	uint16_t max_streams;    /* default 1024 */
+	uint16_t max_paths;      /* default 64, <= MRP_MAX_PATHS */
+	uint16_t initial_paths;  /* default 4 per plane */
+	uint8_t nplanes;         /* plane pairs: local plane i talks to remote plane i */
+	uint16_t sport_min, sport_max; /* source-port range for path entropy */
+	const char *cc_name;     /* default "baseline" */
+	mrp_cc_params cc;        /* mtu is copied in */
+	uint64_t rto_min_ns, rto_max_ns, rto_init_ns;
+	uint32_t burst_pkts;     /* same-path packets handed out in a row (default 4) */
+	uint32_t ack_every;      /* ACK after this many packets (default 4) */
+	uint64_t ack_delay_ns;   /* or after this long (default 8 us) */
+	uint32_t retry_max;      /* RTOs of one packet before RETRY_EXC (default 8) */
+	uint32_t rnr_retry_max;  /* RNR NAKs of one message (default 7) */
+	uint64_t rnr_delay_ns;   /* default wait after an RNR NAK (default 100 us) */
+	uint32_t suspect_rtos;   /* consecutive RTOs that fail a path (default 3) */
+	uint64_t probe_idle_ns;  /* probe a path idle this long (default 1 s; 0 = never) */
+	uint32_t msg_window;     /* outstanding messages per stream (default 1024) */
+	mrp_rh *rh;              /* receiver's rate-hint allocator, or NULL */
+} mrp_conn_params;
+
+/* Fill p with the defaults above. */
+void mrp_conn_params_default(mrp_conn_params *p);
+
+/* Create a connection. Returns 0 and *pconn, or MRP_ERR_INVAL (bad params,
+ * naming nothing more specific: see the comments above), MRP_ERR_NOENT
+ * (unknown CC algorithm) or MRP_ERR_NOMEM. */
+int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
+		 const mrp_mem *mem, const mrp_rng *rng, const mrp_mr_ops *mr,
+		 uint64_t now_ns);
+
+/* Free it and everything in it (outstanding work is dropped without
+ * completions: call mrp_conn_close() first to get them). */
+void mrp_conn_del(mrp_conn *conn);
+
+/* Post a send-side work request. MRP_ERR_INVAL (bad opcode/stream/length),
+ * MRP_ERR_STATE (closed), MRP_ERR_NOMEM. */
+int mrp_conn_post_send(mrp_conn *conn, const mrp_wr *wr, uint64_t now_ns);
+
+/* Post a receive buffer on a stream. */
+int mrp_conn_post_recv(mrp_conn *conn, uint16_t stream, uint64_t wr_id,
+		       uint8_t *buf, uint32_t len, uint64_t now_ns);
+
+/*
+ * Process a decoded packet addressed to this connection (hdr.dst_conn_id ==
+ * local_conn_id). plane is the local plane it arrived on, ce whether its IP
+ * header carried CE. Returns 0, or a negative code for a packet that was
+ * dropped (and counted): MRP_ERR_TOKEN, MRP_ERR_RANGE (path id, stream or MSN
+ * outside what the connection allows), MRP_ERR_STATE.
+ */
+int mrp_conn_read_pkt(mrp_conn *conn, const mrp_pkt *pkt, unsigned plane,
+		      int ce, uint64_t now_ns);
+
+/* Where a packet written by mrp_conn_write_pkt goes. */
+typedef struct mrp_tx_info {
+	uint8_t plane;    /* plane pair index */
+	uint16_t sport;   /* UDP source port */
+	uint16_t path_id;
+	uint8_t ect;      /* send with ECT(0) */
+	uint8_t is_data;
+} mrp_tx_info;
+
+/*
+ * Write the next packet to send into buf. Returns its length, 0 if nothing
+ * can be sent now (see mrp_conn_deadline), or MRP_ERR_NOBUF if buflen is too
+ * small for an MTU-sized packet (MRP_DATA_HDR_LEN + mtu). Consecutive calls
+ * return same-path bursts of up to burst_pkts packets.
+ */
+ssize_t mrp_conn_write_pkt(mrp_conn *conn, mrp_tx_info *ti, uint8_t *buf,
+			   size_t buflen, uint64_t now_ns);
+
+/* The earliest time the connection needs mrp_conn_handle_timeout or
+ * mrp_conn_write_pkt again; UINT64_MAX for never. */
+uint64_t mrp_conn_deadline(const mrp_conn *conn);
+
+/* Run the timers that are due (RTO, tail-loss probe, delayed ACK, RNR
+ * retry, probes). */
+void mrp_conn_handle_timeout(mrp_conn *conn, uint64_t now_ns);
+
+/* Take up to max completions. Returns how many. */
+int mrp_conn_poll_cq(mrp_conn *conn, mrp_cqe *out, int max);
+
+/* Plane events from the host (netlink) or the operator. */
+enum {
+	MRP_PLANE_DOWN = 1,
+	MRP_PLANE_UP = 2,
+	MRP_PLANE_DRAIN = 3,
+	MRP_PLANE_UNDRAIN = 4,
+};
+int mrp_conn_plane_event(mrp_conn *conn, unsigned plane, int event,
+			 uint64_t now_ns);
+
+/* Operator steering of one path. */
+int mrp_conn_path_disable(mrp_conn *conn, uint16_t path_id, uint64_t now_ns);
+int mrp_conn_path_enable(mrp_conn *conn, uint16_t path_id, uint64_t now_ns);
+/* Move a path to another source port (0 = a random one) and/or plane
+ * (-1 = keep): starts a new generation. */
+int mrp_conn_path_steer(mrp_conn *conn, uint16_t path_id, uint16_t sport,
+			int plane, uint64_t now_ns);
+
+/* Close: flush everything outstanding with MRP_WC_FLUSHED and queue a CLOSE
+ * to the peer. Abort instead queues a RESET. */
+void mrp_conn_close(mrp_conn *conn, int abort, uint64_t now_ns);
+
+/* Whether the connection is closed (by either side) and has nothing left to
+ * send. */
+int mrp_conn_is_closed(const mrp_conn *conn);
+
+/* Telemetry. */
+typedef struct mrp_path_info {
+	uint16_t id, gen;
+	uint8_t plane, state;
+	uint16_t sport;
+	uint64_t cwnd, inflight;
+	uint64_t srtt_ns, min_rtt_ns;
+	uint64_t tx_pkts, tx_bytes, retx_pkts, lost_pkts, acked_pkts, ce_pkts;
+	uint64_t rx_pkts, rx_ce_pkts;
+} mrp_path_info;
+
+/* Info of path slot i (0 <= i < max_paths). MRP_ERR_NOENT for a closed slot. */
+int mrp_conn_path_info(const mrp_conn *conn, unsigned i, mrp_path_info *out);
+
+typedef struct mrp_conn_stats {
+	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
+	uint64_t retx_pkts, lost_pkts, rto_count, tlp_count;
+	uint64_t rx_dup_pkts;      /* data segments that had already arrived */
+	uint64_t naks_sent, naks_rcvd, acks_sent, acks_rcvd;
+	uint64_t drops_token, drops_range, drops_stale;
+	uint64_t paths_opened, reports, events_dropped;
+	uint64_t qwnd, pacing_bps, rate_hint_bps;
+	uint32_t npaths_active;
+} mrp_conn_stats;
+
+void mrp_conn_get_stats(const mrp_conn *conn, mrp_conn_stats *out);
+
+typedef struct mrp_event {
+	uint64_t ts_ns;
+	uint16_t path_id, gen;
+	uint8_t plane;
+	uint8_t old_state, new_state;
+	uint16_t sport;
+} mrp_event;
+
+/* Take the next path-state event. Returns 1, or 0 when none is queued. The
+ * queue holds the most recent 64; older ones are dropped and counted. */
+int mrp_conn_poll_event(mrp_conn *conn, mrp_event *ev);
+
+/* Check internal invariants (acked <= sent, windows within bounds, ...).
+ * Returns 0, or -1 with a message in err. For tests and the simulator. */
+int mrp_conn_check(const mrp_conn *conn, char *err, size_t errlen);
+
+#endif

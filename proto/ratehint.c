@@ -1,0 +1,285 @@
+/*
+ * Receiver-driven rate hints: per-sender arrival measurement and a max-min
+ * fair division of the inbound capacity (see ratehint.h).
+ *
+ * Nothing runs on a timer: every entry point first closes the measurement
+ * epoch if epoch_ns has passed (which also expires idle senders), and shares
+ * are recomputed lazily, at most once per change (new sender, expiry,
+ * release, capacity change, epoch end), when a share is next asked for.
+ *
+ * Water-filling without scratch memory: slot->share_bps doubles as the
+ * "still unsaturated" mark (UINT64_MAX) during a recompute. Each round
+ * computes the level remaining / unsaturated and freezes every sender whose
+ * demand is at or below it at its demand; the level only rises from round to
+ * round, so stopping after MAX_ROUNDS and giving the rest the current level
+ * still divides exactly what remains and never over-allocates.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "error.h"
+#include "arith.h"
+#include "ratehint.h"
+
+#define NS_PER_S 1000000000ull
+#define MAX_ROUNDS 32
+/* A measured sender's demand is at least 1/2^FLOOR_SHIFT of an equal share,
+ * so one that paused for an epoch is not told (almost) nothing. */
+#define FLOOR_SHIFT 4
+#define UNSATURATED UINT64_MAX
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* Time from since to now, 0 if the caller's clock went backwards. */
+static uint64_t elapsed_ns(uint64_t now_ns, uint64_t since_ns)
+{
+	return now_ns > since_ns ? now_ns - since_ns : 0;
+}
+
+
+static int slot_expired(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t now_ns)
+{
+	return s->key != 0 && elapsed_ns(now_ns, s->last_ns) > rh->idle_ns;
+}
+
+static void slot_free(mrp_rh *rh, mrp_rh_slot *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (rh->nactive > 0)
+		rh->nactive--;
+	rh->dirty = 1;
+}
+
+/* (Re)start s as a sender first seen at now_ns, demand unknown. */
+static void slot_start(mrp_rh *rh, mrp_rh_slot *s, uint64_t key, uint64_t now_ns)
+{
+	memset(s, 0, sizeof(*s));
+	s->key = key;
+	s->first_ns = now_ns;
+	s->last_ns = now_ns;
+	rh->dirty = 1;
+}
+
+/*
+ * End the measurement epoch if epoch_ns has passed: each sender active for
+ * the whole epoch gets a rate sample (bytes over the time actually elapsed,
+ * which may span several epochs if nobody called), folded into rate_bps with
+ * weight 1/2; a sender that joined during the epoch only starts counting
+ * from the next one. Senders idle longer than idle_ns are expired.
+ */
+static void epoch_tick(mrp_rh *rh, uint64_t now_ns)
+{
+	uint64_t el = elapsed_ns(now_ns, rh->epoch_start_ns);
+
+	if (el == 0 || el < rh->epoch_ns)
+		return;
+	for (uint32_t i = 0; i < rh->nslots; i++) {
+		mrp_rh_slot *s = &rh->slots[i];
+		uint64_t sample;
+
+		if (s->key == 0)
+			continue;
+		if (slot_expired(rh, s, now_ns)) {
+			slot_free(rh, s);
+			continue;
+		}
+		if (s->first_ns <= rh->epoch_start_ns) {
+			sample = mrp_mul_div(s->epoch_bytes, 8 * NS_PER_S, el);
+			if (s->measured)
+				/* (a + b) / 2 without overflow */
+				sample = (s->rate_bps >> 1) + (sample >> 1) +
+					 (s->rate_bps & sample & 1);
+			s->rate_bps = sample;
+			s->measured = 1;
+		}
+		s->epoch_bytes = 0;
+	}
+	rh->epoch_start_ns = now_ns;
+	rh->dirty = 1;
+}
+
+/* What s would use if allowed: unknown (infinite) until measured. */
+static uint64_t demand(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t floor_bps)
+{
+	uint64_t d;
+
+	if (!s->measured)
+		return UINT64_MAX;
+	d = mrp_mul_div(s->rate_bps, 100 + (uint64_t)rh->headroom_pct, 100);
+	return d > floor_bps ? d : floor_bps;
+}
+
+/* Max-min fair water-filling of capacity_bps over the active senders. */
+static void recompute(mrp_rh *rh)
+{
+	uint64_t remaining = rh->capacity_bps, level, floor_bps, extra = 0;
+	uint32_t n = 0, nun;
+
+	for (uint32_t i = 0; i < rh->nslots; i++) {
+		if (rh->slots[i].key == 0)
+			continue;
+		rh->slots[i].share_bps = UNSATURATED;
+		n++;
+	}
+	rh->nactive = n;
+	rh->dirty = 0;
+	if (n == 0)
+		return;
+	floor_bps = (rh->capacity_bps / n) >> FLOOR_SHIFT;
+
+	nun = n;
+	for (int round = 0; round < MAX_ROUNDS && nun > 0; round++) {
+		uint32_t froze = 0;
+
+		level = remaining / nun;
+		for (uint32_t i = 0; i < rh->nslots; i++) {
+			mrp_rh_slot *s = &rh->slots[i];
+			uint64_t d;
+
+			if (s->key == 0 || s->share_bps != UNSATURATED)
+				continue;
+			d = demand(rh, s, floor_bps);
+			if (d == UNSATURATED || d > level)
+				continue;
+			/* d <= level = remaining / nun keeps remaining >= 0 */
+			s->share_bps = d;
+			remaining -= d;
+			froze++;
+		}
+		nun -= froze;
+		if (froze == 0)
+			break;
+	}
+
+	if (nun > 0)
+		level = remaining / nun;
+	else
+		extra = remaining / n; /* everyone fits: spread the leftover */
+	for (uint32_t i = 0; i < rh->nslots; i++) {
+		mrp_rh_slot *s = &rh->slots[i];
+
+		if (s->key == 0)
+			continue;
+		if (s->share_bps == UNSATURATED)
+			s->share_bps = level;
+		else
+			s->share_bps += extra;
+		if (s->share_bps == 0)
+			s->share_bps = 1; /* 0 on the wire means "no hint" */
+	}
+}
+
+int mrp_rh_init(mrp_rh *rh, mrp_rh_slot *slots, uint32_t nslots,
+		uint64_t capacity_bps, uint64_t now_ns)
+{
+	if (!rh || !slots || nslots == 0 || nslots > INT32_MAX || capacity_bps == 0)
+		return MRP_ERR_INVAL;
+	memset(slots, 0, (size_t)nslots * sizeof(*slots));
+	memset(rh, 0, sizeof(*rh));
+	rh->slots = slots;
+	rh->nslots = nslots;
+	rh->capacity_bps = capacity_bps;
+	rh->epoch_ns = MRP_RH_DEFAULT_EPOCH_NS;
+	rh->idle_ns = MRP_RH_DEFAULT_IDLE_NS;
+	rh->headroom_pct = MRP_RH_DEFAULT_HEADROOM_PCT;
+	rh->epoch_start_ns = now_ns;
+	return 0;
+}
+
+void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps)
+{
+	if (!rh)
+		return;
+	rh->capacity_bps = capacity_bps;
+	recompute(rh);
+}
+
+/*
+ * The slot of sender key, taking one if it has none: the cached *pslot if
+ * it still belongs to key, else a scan that finds key's slot, a free one or
+ * one whose sender has been idle past idle_ns. MRP_ERR_FULL if none.
+ */
+static int slot_lookup(mrp_rh *rh, const uint32_t *pslot, uint64_t key,
+		       uint64_t now_ns)
+{
+	int64_t found = -1, free_idx = -1, stale = -1;
+	mrp_rh_slot *s;
+
+	if (pslot && *pslot < rh->nslots && rh->slots[*pslot].key == key) {
+		found = *pslot;
+	} else {
+		for (uint32_t i = 0; i < rh->nslots; i++) {
+			s = &rh->slots[i];
+			if (s->key == key) {
+				found = i;
+				break;
+			}
+			if (s->key == 0) {
+				if (free_idx < 0)
+					free_idx = i;
+			} else if (stale < 0 && slot_expired(rh, s, now_ns)) {
+				stale = i;
+			}
+		}
+	}
+	if (found >= 0) {
+		s = &rh->slots[found];
+		/* back after idle_ns: a new sender as far as demand goes */
+		if (slot_expired(rh, s, now_ns))
+			slot_start(rh, s, key, now_ns);
+		return (int)found;
+	}
+	if (free_idx < 0 && stale >= 0) {
+		slot_free(rh, &rh->slots[stale]);
+		free_idx = stale;
+	}
+	if (free_idx < 0)
+		return MRP_ERR_FULL;
+	slot_start(rh, &rh->slots[free_idx], key, now_ns);
+	rh->nactive++;
+	return (int)free_idx;
+}
+
+int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
+		   uint64_t now_ns)
+{
+	mrp_rh_slot *s;
+	int idx;
+
+	if (!rh || key == 0)
+		return MRP_ERR_INVAL;
+	epoch_tick(rh, now_ns);
+	idx = slot_lookup(rh, pslot, key, now_ns);
+	if (idx < 0)
+		return idx;
+	s = &rh->slots[idx];
+	s->epoch_bytes = sat_add(s->epoch_bytes, bytes);
+	if (now_ns > s->last_ns)
+		s->last_ns = now_ns;
+	if (pslot)
+		*pslot = (uint32_t)idx;
+	return idx;
+}
+
+uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns)
+{
+	if (!rh)
+		return 0;
+	epoch_tick(rh, now_ns);
+	if (key == 0 || slot >= rh->nslots || rh->slots[slot].key != key)
+		return 0;
+	if (rh->dirty)
+		recompute(rh);
+	return rh->slots[slot].share_bps;
+}
+
+void mrp_rh_release(mrp_rh *rh, uint32_t slot, uint64_t key)
+{
+	if (!rh || key == 0 || slot >= rh->nslots || rh->slots[slot].key != key)
+		return;
+	slot_free(rh, &rh->slots[slot]);
+}

@@ -1,0 +1,87 @@
+/*
+ * Receiver-driven rate hints.
+ *
+ * A receiving endpoint knows its inbound capacity and who is sending to it.
+ * mrp_rh tracks the active senders (one slot per inbound connection), measures
+ * each one's arrival rate, and allots each a max-min fair share of the
+ * capacity weighted by demand: a sender that uses less than an equal share
+ * keeps what it uses (plus headroom to grow), and what it leaves is divided
+ * among the others. A sender seen for the first time has unknown demand and
+ * gets an equal share at once, so an incast of N senders is told C/N in the
+ * first ACK each receives. Every ACK to that sender carries its share.
+ *
+ * The caller provides the slot array; nothing here allocates. Pure
+ * computation: times in ns come in as arguments, rates in bit/s.
+ */
+#ifndef MRP_RATEHINT_H
+#define MRP_RATEHINT_H
+
+#include <stdint.h>
+
+/* Defaults mrp_rh_init() sets; the caller may change the fields after it. */
+#define MRP_RH_DEFAULT_EPOCH_NS 20000
+#define MRP_RH_DEFAULT_IDLE_NS 200000
+#define MRP_RH_DEFAULT_HEADROOM_PCT 25
+
+typedef struct mrp_rh_slot {
+	uint64_t key;          /* caller's id of the sender (e.g. conn pointer); 0 = free */
+	uint64_t first_ns;     /* when this sender became active */
+	uint64_t last_ns;      /* last arrival */
+	uint64_t epoch_bytes;  /* bytes arrived in the current measurement epoch */
+	uint64_t rate_bps;     /* measured arrival rate (EWMA over epochs) */
+	uint64_t share_bps;    /* current allotment; never 0 once computed */
+	uint8_t measured;      /* rate_bps holds at least one full epoch */
+} mrp_rh_slot;
+
+typedef struct mrp_rh {
+	mrp_rh_slot *slots;
+	uint32_t nslots;
+	uint32_t nactive;
+	uint64_t capacity_bps;  /* inbound capacity shared by all senders */
+	uint64_t epoch_ns;      /* measurement epoch (default 20 us) */
+	uint64_t idle_ns;       /* a sender idle this long is no longer active (default 200 us) */
+	uint32_t headroom_pct;  /* demand = measured rate * (100 + headroom) / 100 (default 25) */
+	uint64_t epoch_start_ns;
+	uint8_t dirty;          /* shares need recomputing */
+} mrp_rh;
+
+/* Set up rh over caller storage of nslots slots (zeroed here). capacity_bps > 0,
+ * 0 < nslots <= INT32_MAX (slot indexes are returned as int).
+ * Returns 0 or MRP_ERR_INVAL. Defaults for the tunables above. */
+int mrp_rh_init(mrp_rh *rh, mrp_rh_slot *slots, uint32_t nslots,
+		uint64_t capacity_bps, uint64_t now_ns);
+
+/* Change the capacity (plane down or up); shares are recomputed. With
+ * capacity 0 every active sender is told 1 bit/s (a hint of 0 would mean
+ * "no hint"): it may keep one packet in flight. */
+void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
+
+/*
+ * Account bytes that arrived from sender key. *pslot caches the slot index
+ * between calls (pass UINT32_MAX the first time; pslot may be NULL). Returns
+ * the slot index, MRP_ERR_INVAL for key 0, or MRP_ERR_FULL when every slot
+ * is taken by an active sender (the sender then gets no hint: the caller
+ * sends 0). A sender new to the table (or back after idle_ns) has unknown
+ * demand and an equal share from its first arrival. Closes the measurement
+ * epoch (and expires idle senders) when epoch_ns has passed.
+ */
+int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
+		   uint64_t now_ns);
+
+/* The share allotted to the sender in slot, bit/s, after expiring idle
+ * senders and recomputing if needed. 0 if slot is not valid for key (e.g.
+ * the sender was expired: its next arrival takes a slot again).
+ *
+ * Shares are a max-min fair division of capacity_bps: a sender whose demand
+ * (measured rate plus headroom_pct, at least 1/16 of an equal share) is below
+ * the water level gets its demand; the others, and every sender not measured
+ * yet, get the level; if all demands fit, what is left is split equally on
+ * top. The sum of shares never exceeds capacity_bps (except for the 1 bit/s
+ * floor). Recomputed at most on each new sender, expiry, capacity change or
+ * epoch end: O(nslots) per round, a few rounds in practice, at most 32. */
+uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns);
+
+/* Release a sender's slot (connection closed). */
+void mrp_rh_release(mrp_rh *rh, uint32_t slot, uint64_t key);
+
+#endif

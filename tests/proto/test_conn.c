@@ -1,0 +1,868 @@
+/*
+ * Engine tests: two connections joined by an in-memory network whose
+ * behaviour each test chooses (delay per path, loss, CE marks, black holes).
+ * Deterministic: time starts at 0 and advances explicitly, randomness is a
+ * seeded xorshift, memory goes through cmocka's leak-checking allocator.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "conn.h"
+
+/* ---- deterministic randomness and memory ------------------------------- */
+
+static uint64_t xorshift(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+static uint64_t rng_next(void *ud)
+{
+	return xorshift(ud);
+}
+
+static void *t_alloc(void *ud, size_t n)
+{
+	(void)ud;
+	return test_malloc(n);
+}
+
+static void t_free(void *ud, void *p)
+{
+	(void)ud;
+	test_free(p);
+}
+
+static const mrp_mem tmem = { t_alloc, t_free, NULL };
+
+/* ---- memory regions: one region per side ------------------------------- */
+
+typedef struct region {
+	uint8_t *base;
+	uint64_t addr; /* the address peers use */
+	uint64_t len;
+	uint32_t rkey;
+	unsigned access;
+} region;
+
+static uint8_t *mr_resolve(void *ud, uint32_t rkey, uint64_t addr, uint64_t len,
+			   unsigned access, int *pnak)
+{
+	region *r = ud;
+	if (rkey != r->rkey) {
+		*pnak = MRP_NAK_INVALID_RKEY;
+		return NULL;
+	}
+	if ((r->access & access) != access) {
+		*pnak = MRP_NAK_ACCESS;
+		return NULL;
+	}
+	if (addr < r->addr || len > r->len || addr - r->addr > r->len - len) {
+		*pnak = MRP_NAK_OUT_OF_BOUNDS;
+		return NULL;
+	}
+	return r->base + (addr - r->addr);
+}
+
+/* ---- the network -------------------------------------------------------- */
+
+#define MAXQ 65536
+#define PKTMAX (MRP_DATA_HDR_LEN + MRP_MTU_MAX)
+
+typedef struct wpkt {
+	uint64_t at;
+	uint64_t seq;
+	int to;      /* 0: A, 1: B */
+	int plane;
+	int ce;
+	size_t len;
+	uint8_t data[PKTMAX];
+} wpkt;
+
+typedef struct net net;
+/* Decide a packet's fate: return 0 to drop, else set *delay and *ce. */
+typedef int (*policy_fn)(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			 uint64_t *delay, int *ce);
+
+struct net {
+	mrp_conn *c[2];
+	region mr[2];
+	uint64_t seed[2];
+	uint64_t now;
+	wpkt *q;     /* unsorted; the earliest is found by scan (tests are small) */
+	size_t qlen;
+	uint64_t seq;
+	policy_fn policy;
+	uint64_t prng;
+	unsigned loss_pct;   /* random loss, percent */
+	int blackhole_sport; /* drop every packet from this source port (A to B) */
+	int ce_path;         /* mark every data packet of this path id (A to B) */
+	uint64_t delivered, dropped;
+	int check_failures;
+	unsigned stuck;
+	char check_msg[160];
+};
+
+static int default_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			  uint64_t *delay, int *ce)
+{
+	(void)pkt;
+	*delay = 5000 + (uint64_t)ti->path_id * 300; /* unequal delays reorder paths */
+	*ce = 0;
+	if (from == 0 && n->blackhole_sport == ti->sport)
+		return 0;
+	if (from == 0 && ti->is_data && n->ce_path == (int)ti->path_id)
+		*ce = 1;
+	if (n->loss_pct && xorshift(&n->prng) % 100 < n->loss_pct)
+		return 0;
+	return 1;
+}
+
+static void net_init(net *n, mrp_conn_params *pa, mrp_conn_params *pb)
+{
+	memset(n, 0, sizeof(*n));
+	n->q = calloc(MAXQ, sizeof(wpkt));
+	assert_non_null(n->q);
+	n->prng = 0x9e3779b97f4a7c15ull;
+	n->seed[0] = 1;
+	n->seed[1] = 2;
+	n->blackhole_sport = -1;
+	n->ce_path = -1;
+	n->policy = default_policy;
+	for (int i = 0; i < 2; i++) {
+		n->mr[i].len = 8 << 20;
+		n->mr[i].base = calloc(1, n->mr[i].len);
+		assert_non_null(n->mr[i].base);
+		n->mr[i].addr = 0x10000000ull * (i + 1);
+		n->mr[i].rkey = 0xabc0 + i;
+		n->mr[i].access = MRP_ACCESS_REMOTE_WRITE | MRP_ACCESS_LOCAL_WRITE;
+	}
+	mrp_conn_params d[2];
+	for (int i = 0; i < 2; i++) {
+		mrp_conn_params_default(&d[i]);
+		d[i].local_conn_id = 100 + i;
+		d[i].peer_conn_id = 101 - i;
+		d[i].local_token = 0x1111 + i;
+		d[i].peer_token = 0x1112 - i;
+		d[i].probe_idle_ns = 0;
+	}
+	if (pa)
+		d[0] = *pa;
+	if (pb)
+		d[1] = *pb;
+	for (int i = 0; i < 2; i++) {
+		mrp_rng rng = { rng_next, &n->seed[i] };
+		mrp_mr_ops mr = { mr_resolve, &n->mr[i] };
+		assert_int_equal(mrp_conn_new(&n->c[i], &d[i], &tmem, &rng, &mr, 0), 0);
+	}
+}
+
+static void net_free(net *n)
+{
+	for (int i = 0; i < 2; i++) {
+		mrp_conn_del(n->c[i]);
+		free(n->mr[i].base);
+	}
+	free(n->q);
+}
+
+static void net_check(net *n)
+{
+	for (int i = 0; i < 2; i++) {
+		char err[128];
+		if (mrp_conn_check(n->c[i], err, sizeof(err)) != 0) {
+			n->check_failures++;
+			snprintf(n->check_msg, sizeof(n->check_msg), "conn %d: %s", i, err);
+		}
+	}
+}
+
+/* Drain every packet both sides want to send now into the network. */
+static void net_flush_tx(net *n)
+{
+	static uint8_t buf[PKTMAX];
+	for (int i = 0; i < 2; i++) {
+		for (;;) {
+			mrp_tx_info ti;
+			ssize_t len = mrp_conn_write_pkt(n->c[i], &ti, buf, sizeof(buf), n->now);
+			assert_true(len >= 0);
+			if (len == 0)
+				break;
+			uint64_t delay;
+			int ce;
+			if (!n->policy(n, i, &ti, buf, &delay, &ce)) {
+				n->dropped++;
+				continue;
+			}
+			assert_true(n->qlen < MAXQ);
+			wpkt *w = &n->q[n->qlen++];
+			w->at = n->now + delay;
+			w->seq = n->seq++;
+			w->to = 1 - i;
+			w->plane = ti.plane;
+			w->ce = ce && ti.ect;
+			w->len = (size_t)len;
+			memcpy(w->data, buf, (size_t)len);
+		}
+	}
+}
+
+/* Advance to the next event (a delivery or a deadline) and process it.
+ * Returns 0 when nothing is left to happen. */
+static int net_step(net *n)
+{
+	net_flush_tx(n);
+	uint64_t next = UINT64_MAX;
+	size_t idx = SIZE_MAX;
+	for (size_t i = 0; i < n->qlen; i++)
+		if (n->q[i].at < next || (n->q[i].at == next && n->q[i].seq < n->q[idx].seq)) {
+			next = n->q[i].at;
+			idx = i;
+		}
+	uint64_t dl = UINT64_MAX;
+	for (int i = 0; i < 2; i++) {
+		uint64_t d = mrp_conn_deadline(n->c[i]);
+		if (d < dl)
+			dl = d;
+	}
+	if (next == UINT64_MAX && dl == UINT64_MAX)
+		return 0;
+	if (dl < next) {
+		if (dl > n->now) {
+			n->now = dl;
+			n->stuck = 0;
+		} else if (++n->stuck > 1000) {
+			fail_msg("deadline %llu stays in the past at %llu: busy loop",
+				 (unsigned long long)dl, (unsigned long long)n->now);
+		}
+		for (int i = 0; i < 2; i++)
+			if (mrp_conn_deadline(n->c[i]) <= n->now)
+				mrp_conn_handle_timeout(n->c[i], n->now);
+	} else {
+		wpkt w = n->q[idx];
+		n->q[idx] = n->q[--n->qlen];
+		if (w.at > n->now)
+			n->now = w.at;
+		mrp_pkt pkt;
+		assert_int_equal(mrp_pkt_decode(&pkt, w.data, w.len), (ssize_t)w.len);
+		mrp_conn_read_pkt(n->c[w.to], &pkt, (unsigned)w.plane, w.ce, n->now);
+		n->delivered++;
+	}
+	net_check(n);
+	return 1;
+}
+
+/* Run until cond(arg) holds or the time limit passes. */
+static int net_run_until(net *n, int (*cond)(net *, void *), void *arg, uint64_t limit_ns)
+{
+	while (n->now < limit_ns) {
+		if (cond && cond(n, arg))
+			return 1;
+		if (!net_step(n))
+			return cond ? cond(n, arg) : 1;
+	}
+	return cond ? cond(n, arg) : 0;
+}
+
+typedef struct cqlog {
+	mrp_cqe e[4096];
+	int n;
+} cqlog;
+
+static void poll_all(net *n, cqlog log[2])
+{
+	for (int i = 0; i < 2; i++) {
+		mrp_cqe e[64];
+		int k;
+		while ((k = mrp_conn_poll_cq(n->c[i], e, 64)) > 0)
+			for (int j = 0; j < k; j++) {
+				assert_true(log[i].n < 4096);
+				log[i].e[log[i].n++] = e[j];
+			}
+	}
+}
+
+typedef struct want {
+	cqlog *log;
+	int side, count;
+} want;
+
+static int have_cqes(net *n, void *arg)
+{
+	want *w = arg;
+	cqlog *log = w->log;
+	poll_all(n, log);
+	return log[w->side].n >= w->count;
+}
+
+static void fill_pattern(uint8_t *p, size_t len, uint32_t seed)
+{
+	uint64_t s = seed * 2654435761u + 1;
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(xorshift(&s) >> 56);
+}
+
+static uint64_t b_addr(net *n, uint64_t off)
+{
+	return n->mr[1].addr + off;
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+/* A 1 MiB WRITE lands byte for byte, completes once, with spraying over 4
+ * paths of unequal delay (so packets arrive out of order). */
+static void test_write_placed(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	size_t len = 1 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 7);
+	mrp_wr wr = { .wr_id = 42, .opcode = MRP_WR_WRITE, .stream = 0, .local = src,
+		      .len = (uint32_t)len, .remote_addr = b_addr(&n, 4096),
+		      .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].n, 1);
+	assert_int_equal(log[0].e[0].wr_id, 42);
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_int_equal(log[0].e[0].byte_len, len);
+	assert_memory_equal(n.mr[1].base + 4096, src, len);
+	/* nothing outside the target range was touched */
+	for (size_t i = 0; i < 4096; i++)
+		assert_int_equal(n.mr[1].base[i], 0);
+	assert_int_equal(n.mr[1].base[4096 + len], 0);
+	assert_int_equal(log[1].n, 0); /* plain WRITE: no receive completion */
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_true(st.npaths_active >= 4);
+	uint32_t used = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.tx_pkts > 0)
+			used++;
+	}
+	assert_true(used >= 4); /* sprayed over every path */
+	assert_int_equal(st.retx_pkts, 0);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
+/* SENDs match the n-th posted receive of their stream, are placed on
+ * arrival, and complete in posting order on both sides. */
+static void test_send_recv_ordered(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	enum { NMSG = 20 };
+	static uint8_t src[NMSG][20000], dst[NMSG][20000];
+	for (int i = 0; i < NMSG; i++) {
+		fill_pattern(src[i], sizeof(src[i]), (uint32_t)i);
+		assert_int_equal(mrp_conn_post_recv(n.c[1], 3, 1000 + i, dst[i], sizeof(dst[i]), 0), 0);
+	}
+	for (int i = 0; i < NMSG; i++) {
+		uint32_t len = 1000u * (uint32_t)(i + 1) - (uint32_t)i;
+		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = i % 2 ? MRP_WR_SEND_IMM : MRP_WR_SEND,
+			      .stream = 3, .local = src[i], .len = len, .imm = 0xdead0000u + i };
+		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	}
+	cqlog log[2] = { 0 };
+	want w = { log, 1, NMSG };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	w.side = 0;
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	for (int i = 0; i < NMSG; i++) {
+		uint32_t len = 1000u * (uint32_t)(i + 1) - (uint32_t)i;
+		assert_int_equal(log[0].e[i].wr_id, i);
+		assert_int_equal(log[0].e[i].status, MRP_WC_SUCCESS);
+		assert_int_equal(log[1].e[i].wr_id, 1000 + i);
+		assert_int_equal(log[1].e[i].status, MRP_WC_SUCCESS);
+		assert_int_equal(log[1].e[i].opcode, MRP_WC_RECV);
+		assert_int_equal(log[1].e[i].byte_len, len);
+		assert_int_equal(log[1].e[i].stream, 3);
+		assert_int_equal(log[1].e[i].has_imm, i % 2);
+		if (i % 2)
+			assert_int_equal(log[1].e[i].imm, 0xdead0000u + i);
+		assert_memory_equal(dst[i], src[i], len);
+	}
+	assert_int_equal(log[0].n, NMSG);
+	assert_int_equal(log[1].n, NMSG);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
+/* WRITE_IMM places data through the rkey and consumes a receive, whose
+ * completion carries the immediate. */
+static void test_write_imm(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[10000];
+	fill_pattern(src, sizeof(src), 99);
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 77, NULL, 0, 0), 0);
+	mrp_wr wr = { .wr_id = 5, .opcode = MRP_WR_WRITE_IMM, .local = src, .len = sizeof(src),
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey, .imm = 0x12345678 };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 1, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[1].e[0].wr_id, 77);
+	assert_int_equal(log[1].e[0].opcode, MRP_WC_RECV_WRITE_IMM);
+	assert_int_equal(log[1].e[0].imm, 0x12345678);
+	assert_int_equal(log[1].e[0].byte_len, sizeof(src));
+	assert_memory_equal(n.mr[1].base, src, sizeof(src));
+	net_free(&n);
+}
+
+/* Streams never block each other: with every packet of stream 1's message
+ * held back, stream 2 completes; stream 1 completes after. */
+static int hold_stream1;
+static int hold_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+		       uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (ok && from == 0 && ti->is_data && hold_stream1) {
+		mrp_pkt p;
+		if (mrp_pkt_decode(&p, pkt, MRP_DATA_HDR_LEN + ((pkt[30] << 8) | pkt[31])) > 0 &&
+		    p.u.data.stream_id == 1)
+			*delay += 50000000; /* 50 ms late */
+	}
+	return ok;
+}
+
+static void test_streams_independent(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.policy = hold_policy;
+	hold_stream1 = 1;
+	static uint8_t a[8192], b[8192], ra[8192], rb[8192];
+	fill_pattern(a, sizeof(a), 1);
+	fill_pattern(b, sizeof(b), 2);
+	mrp_conn_post_recv(n.c[1], 1, 11, ra, sizeof(ra), 0);
+	mrp_conn_post_recv(n.c[1], 2, 22, rb, sizeof(rb), 0);
+	mrp_wr w1 = { .wr_id = 1, .opcode = MRP_WR_SEND, .stream = 1, .local = a, .len = sizeof(a) };
+	mrp_wr w2 = { .wr_id = 2, .opcode = MRP_WR_SEND, .stream = 2, .local = b, .len = sizeof(b) };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &w1, 0), 0);
+	assert_int_equal(mrp_conn_post_send(n.c[0], &w2, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 1, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 10000000ull));
+	assert_int_equal(log[1].e[0].wr_id, 22); /* stream 2 first */
+	assert_true(n.now < 50000000ull);
+	w.count = 2;
+	hold_stream1 = 0;
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[1].e[1].wr_id, 11);
+	assert_memory_equal(ra, a, sizeof(a));
+	assert_memory_equal(rb, b, sizeof(b));
+	net_free(&n);
+}
+
+/* 5 % random loss in both directions: everything arrives intact, losses are
+ * repaired by retransmission, completions exactly once and in order. */
+static void test_random_loss(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.loss_pct = 5;
+	size_t len = 2 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 3);
+	for (int i = 0; i < 8; i++) {
+		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = MRP_WR_WRITE, .stream = (uint16_t)(i % 3),
+			      .local = src + i * (len / 8), .len = (uint32_t)(len / 8),
+			      .remote_addr = b_addr(&n, i * (len / 8)), .rkey = n.mr[1].rkey };
+		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	}
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 8 };
+	assert_true(net_run_until(&n, have_cqes, &w, 10000000000ull));
+	assert_int_equal(log[0].n, 8);
+	int last[3] = { -1, -1, -1 };
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(log[0].e[i].status, MRP_WC_SUCCESS);
+		int id = (int)log[0].e[i].wr_id;
+		assert_true(id > last[id % 3]); /* in posting order per stream */
+		last[id % 3] = id;
+	}
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_true(st.retx_pkts > 0);
+	assert_true(st.lost_pkts > 0);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
+/* No posted receive: RNR NAK, retry, success once the receive is posted. */
+static void test_rnr_then_success(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[5000], dst[5000];
+	fill_pattern(src, sizeof(src), 4);
+	mrp_wr wr = { .wr_id = 9, .opcode = MRP_WR_SEND, .local = src, .len = sizeof(src) };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	net_run_until(&n, NULL, NULL, 150000); /* 150 us: at least one RNR round */
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[1], &st);
+	assert_true(st.naks_sent > 0);
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 8, dst, sizeof(dst), n.now), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	poll_all(&n, log);
+	assert_int_equal(log[1].n, 1);
+	assert_int_equal(log[1].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(dst, src, sizeof(src));
+	net_free(&n);
+}
+
+/* Never a receive: the send fails with RNR_RETRY_EXC after the retries. */
+static void test_rnr_exhausted(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[100];
+	mrp_wr wr = { .wr_id = 9, .opcode = MRP_WR_SEND, .local = src, .len = sizeof(src) };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].n, 1);
+	assert_int_equal(log[0].e[0].status, MRP_WC_RNR_RETRY_EXC);
+	net_free(&n);
+}
+
+/* A WRITE with a wrong rkey fails with REM_ACCESS, out of bounds with
+ * REM_BOUNDS; nothing is written to the region; later work is flushed. */
+static void run_bad_write(uint32_t rkey_delta, uint64_t off, int status)
+{
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[9000];
+	memset(src, 0x5a, sizeof(src));
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = sizeof(src),
+		      .remote_addr = b_addr(&n, off), .rkey = n.mr[1].rkey + rkey_delta };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	wr.wr_id = 2;
+	wr.rkey = n.mr[1].rkey;
+	wr.remote_addr = b_addr(&n, 0);
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 2 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].wr_id, 1);
+	assert_int_equal(log[0].e[0].status, status);
+	assert_int_equal(log[0].e[1].wr_id, 2);
+	assert_true(log[0].e[1].status == MRP_WC_FLUSHED || log[0].e[1].status == MRP_WC_SUCCESS ||
+		    log[0].e[1].status == MRP_WC_RESET);
+	/* the bad write placed nothing */
+	for (uint64_t i = 0; i < n.mr[1].len; i++)
+		if (n.mr[1].base[i] != 0 && !(i < sizeof(src) && log[0].e[1].status == MRP_WC_SUCCESS))
+			fail_msg("byte %llu written", (unsigned long long)i);
+	net_free(&n);
+}
+
+static void test_bad_rkey(void **state)
+{
+	(void)state;
+	run_bad_write(1, 0, MRP_WC_REM_ACCESS);
+}
+
+static void test_out_of_bounds(void **state)
+{
+	(void)state;
+	run_bad_write(0, (8 << 20) - 100, MRP_WC_REM_BOUNDS);
+}
+
+/* CE marks on one path cut only that path's window. */
+static void test_ce_cuts_one_path(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.ce_path = 1;
+	size_t len = 4 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 5);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	mrp_path_info p0, p1;
+	assert_int_equal(mrp_conn_path_info(n.c[0], 0, &p0), 0);
+	assert_int_equal(mrp_conn_path_info(n.c[0], 1, &p1), 0);
+	assert_true(p1.ce_pkts > 0);
+	assert_int_equal(p0.ce_pkts, 0);
+	assert_true(p1.cwnd < p0.cwnd);
+	assert_true(p1.tx_pkts < p0.tx_pkts); /* load moved to clean paths */
+	assert_memory_equal(n.mr[1].base, src, len);
+	free(src);
+	net_free(&n);
+}
+
+/* A silent black hole on one path: detected by its RTO, its data resent on
+ * other paths, the path re-ported; the transfer completes intact. */
+static void test_blackhole_reported(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	mrp_path_info p2;
+	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &p2), 0);
+	n.blackhole_sport = p2.sport;
+	size_t len = 2 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 6);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_true(st.rto_count > 0);
+	/* run on so the path has time to fail and re-port */
+	net_run_until(&n, NULL, NULL, n.now + 20000000ull);
+	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &p2), 0);
+	assert_int_not_equal(p2.sport, (uint16_t)n.blackhole_sport);
+	mrp_event ev;
+	int saw_failed = 0;
+	while (mrp_conn_poll_event(n.c[0], &ev))
+		if (ev.path_id == 2 && ev.new_state == MRP_PATH_FAILED)
+			saw_failed = 1;
+	assert_true(saw_failed);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
+/* A plane goes down mid-transfer: its paths stop, in-flight data is resent
+ * on the other plane, nothing is lost. */
+static int plane1_down;
+static int plane_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			uint64_t *delay, int *ce)
+{
+	if (plane1_down && ti->plane == 1)
+		return 0;
+	return default_policy(n, from, ti, pkt, delay, ce);
+}
+
+static void test_plane_down(void **state)
+{
+	(void)state;
+	mrp_conn_params p[2];
+	for (int i = 0; i < 2; i++) {
+		mrp_conn_params_default(&p[i]);
+		p[i].local_conn_id = 100 + i;
+		p[i].peer_conn_id = 101 - i;
+		p[i].local_token = 0x1111 + i;
+		p[i].peer_token = 0x1112 - i;
+		p[i].nplanes = 2;
+		p[i].probe_idle_ns = 0;
+	}
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	n.policy = plane_policy;
+	plane1_down = 0;
+	size_t len = 4 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 8);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	net_run_until(&n, NULL, NULL, 6000); /* packets in flight on both planes */
+	plane1_down = 1;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(mrp_conn_plane_event(n.c[i], 1, MRP_PLANE_DOWN, n.now), 0);
+	uint64_t plane1_tx = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane == 1)
+			plane1_tx += pi.tx_pkts;
+	}
+	assert_true(plane1_tx > 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	uint64_t plane1_after = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane == 1) {
+			assert_int_equal(pi.state, MRP_PATH_DISABLED);
+			plane1_after += pi.tx_pkts;
+		}
+	}
+	assert_int_equal(plane1_after, plane1_tx); /* nothing new on the dead plane */
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_true(st.retx_pkts > 0); /* its in-flight data went out again elsewhere */
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
+/* Close flushes outstanding work with FLUSHED, exactly once, in order; the
+ * peer's posted receives are flushed too. */
+static void test_close_flushes(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[4096], dst[4096];
+	mrp_conn_post_recv(n.c[1], 0, 500, dst, sizeof(dst), 0);
+	mrp_conn_post_recv(n.c[1], 0, 501, dst, sizeof(dst), 0);
+	for (int i = 0; i < 3; i++) {
+		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = MRP_WR_WRITE, .local = src,
+			      .len = sizeof(src), .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	}
+	mrp_conn_close(n.c[0], 0, 0);
+	mrp_wr wr = { .wr_id = 9, .opcode = MRP_WR_WRITE, .local = src, .len = 1,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), MRP_ERR_STATE);
+	net_run_until(&n, NULL, NULL, 100000000ull);
+	cqlog log[2] = { 0 };
+	poll_all(&n, log);
+	assert_int_equal(log[0].n, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(log[0].e[i].wr_id, i);
+		assert_int_equal(log[0].e[i].status, MRP_WC_FLUSHED);
+	}
+	assert_int_equal(log[1].n, 2);
+	assert_int_equal(log[1].e[0].wr_id, 500);
+	assert_int_equal(log[1].e[0].status, MRP_WC_FLUSHED);
+	assert_true(mrp_conn_is_closed(n.c[0]));
+	assert_true(mrp_conn_is_closed(n.c[1]));
+	net_free(&n);
+}
+
+/* Many streams: 1,024 streams each with one SEND, all complete. */
+static void test_many_streams(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	enum { NS = 1024 };
+	static uint8_t src[NS][64], dst[NS][64];
+	for (int i = 0; i < NS; i++) {
+		fill_pattern(src[i], 64, (uint32_t)i + 1000);
+		assert_int_equal(mrp_conn_post_recv(n.c[1], (uint16_t)i, (uint64_t)i, dst[i], 64, 0), 0);
+		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = MRP_WR_SEND, .stream = (uint16_t)i,
+			      .local = src[i], .len = 64 };
+		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	}
+	cqlog *log = calloc(2, sizeof(cqlog));
+	want w = { log, 1, NS };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	for (int i = 0; i < NS; i++)
+		assert_memory_equal(dst[i], src[i], 64);
+	mrp_wr wr = { .opcode = MRP_WR_SEND, .stream = NS, .local = src[0], .len = 1 };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, n.now), MRP_ERR_INVAL);
+	free(log);
+	net_free(&n);
+}
+
+/* Packets with a wrong token or for another connection are dropped and
+ * counted, and change nothing. */
+static void test_token_checked(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	mrp_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.hdr.version = 1;
+	p.hdr.opcode = MRP_OP_ACK;
+	p.hdr.dst_conn_id = 100;
+	p.hdr.src_conn_id = 101;
+	p.hdr.token = 0x9999;
+	assert_int_equal(mrp_conn_read_pkt(n.c[0], &p, 0, 0, 0), MRP_ERR_TOKEN);
+	p.hdr.dst_conn_id = 7;
+	assert_int_equal(mrp_conn_read_pkt(n.c[0], &p, 0, 0, 0), MRP_ERR_NOCONN);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.drops_token, 1);
+	assert_int_equal(st.acks_rcvd, 0);
+	net_free(&n);
+}
+
+static void test_params_rejected(void **state)
+{
+	(void)state;
+	mrp_conn_params p;
+	mrp_conn_params_default(&p);
+	uint64_t s = 1;
+	mrp_rng rng = { rng_next, &s };
+	region r = { 0 };
+	mrp_mr_ops mr = { mr_resolve, &r };
+	mrp_conn *c = NULL;
+	assert_int_equal(mrp_conn_new(&c, &p, &tmem, &rng, &mr, 0), MRP_ERR_INVAL); /* ids 0 */
+	p.local_conn_id = p.peer_conn_id = 1;
+	p.local_token = p.peer_token = 1;
+	p.mtu = 100;
+	assert_int_equal(mrp_conn_new(&c, &p, &tmem, &rng, &mr, 0), MRP_ERR_INVAL);
+	p.mtu = 4096;
+	p.cc_name = "nonesuch";
+	assert_int_equal(mrp_conn_new(&c, &p, &tmem, &rng, &mr, 0), MRP_ERR_NOENT);
+	p.cc_name = "baseline";
+	assert_int_equal(mrp_conn_new(&c, &p, &tmem, &rng, &mr, 0), 0);
+	mrp_conn_del(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_write_placed),
+		cmocka_unit_test(test_send_recv_ordered),
+		cmocka_unit_test(test_write_imm),
+		cmocka_unit_test(test_streams_independent),
+		cmocka_unit_test(test_random_loss),
+		cmocka_unit_test(test_rnr_then_success),
+		cmocka_unit_test(test_rnr_exhausted),
+		cmocka_unit_test(test_bad_rkey),
+		cmocka_unit_test(test_out_of_bounds),
+		cmocka_unit_test(test_ce_cuts_one_path),
+		cmocka_unit_test(test_blackhole_reported),
+		cmocka_unit_test(test_plane_down),
+		cmocka_unit_test(test_close_flushes),
+		cmocka_unit_test(test_many_streams),
+		cmocka_unit_test(test_token_checked),
+		cmocka_unit_test(test_params_rejected),
+	};
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	return cmocka_run_group_tests_name("proto/conn", tests, NULL, NULL);
+}

@@ -1,0 +1,389 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "error.h"
+#include "ratehint.h"
+
+#define US 1000ull
+#define GBPS 1000000000ull
+#define NSENDERS_MAX 64
+
+/* Sender keys are never 0 (0 marks a free slot). */
+static uint64_t key_of(unsigned i)
+{
+	return 0x1000 + i;
+}
+
+/*
+ * Drive n senders for [*now, end) in 1 us steps: at each step sender i
+ * delivers bytes_per_us[i] bytes (none if 0) and asks for its share, as a
+ * receiver does when it acknowledges. *now is left at end.
+ */
+static void run(mrp_rh *rh, uint32_t *cache, unsigned n, const uint32_t *bytes_per_us,
+		uint64_t *now, uint64_t end)
+{
+	for (; *now < end; *now += US) {
+		for (unsigned i = 0; i < n; i++) {
+			int slot;
+
+			if (bytes_per_us[i] == 0)
+				continue;
+			slot = mrp_rh_arrival(rh, &cache[i], key_of(i), bytes_per_us[i], *now);
+			assert_true(slot >= 0);
+			assert_int_equal((uint32_t)slot, cache[i]);
+			assert_true(mrp_rh_share(rh, cache[i], key_of(i), *now) > 0);
+		}
+	}
+}
+
+static uint64_t share_of(mrp_rh *rh, const uint32_t *cache, unsigned i, uint64_t now)
+{
+	return mrp_rh_share(rh, cache[i], key_of(i), now);
+}
+
+static uint64_t sum_shares(mrp_rh *rh, const uint32_t *cache, unsigned n, uint64_t now)
+{
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		sum += share_of(rh, cache, i, now);
+	return sum;
+}
+
+static void cache_reset(uint32_t *cache, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		cache[i] = UINT32_MAX;
+}
+
+static void test_init_invalid(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[4];
+	uint32_t c = UINT32_MAX;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(NULL, slots, 4, GBPS, 0), MRP_ERR_INVAL);
+	assert_int_equal(mrp_rh_init(&rh, NULL, 4, GBPS, 0), MRP_ERR_INVAL);
+	assert_int_equal(mrp_rh_init(&rh, slots, 0, GBPS, 0), MRP_ERR_INVAL);
+	assert_int_equal(mrp_rh_init(&rh, slots, 4, 0, 0), MRP_ERR_INVAL);
+	memset(slots, 0xa5, sizeof(slots));
+	assert_int_equal(mrp_rh_init(&rh, slots, 4, GBPS, 0), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(slots[i].key, 0);
+	assert_int_equal(rh.epoch_ns, MRP_RH_DEFAULT_EPOCH_NS);
+	assert_int_equal(rh.idle_ns, MRP_RH_DEFAULT_IDLE_NS);
+	assert_int_equal(rh.headroom_pct, MRP_RH_DEFAULT_HEADROOM_PCT);
+	/* key 0 means "free slot" and is refused */
+	assert_int_equal(mrp_rh_arrival(&rh, &c, 0, 100, 0), MRP_ERR_INVAL);
+	assert_int_equal(rh.nactive, 0);
+}
+
+/* One sender gets the whole capacity, whether it uses it or not. */
+static void test_single_sender_full_capacity(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[1];
+	const uint32_t bpus[1] = { 125 }; /* 1 Gbit/s */
+	uint64_t now = 0;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	cache_reset(cache, 1);
+	assert_true(mrp_rh_arrival(&rh, &cache[0], key_of(0), 4096, now) >= 0);
+	assert_int_equal(share_of(&rh, cache, 0, now), 100 * GBPS);
+	run(&rh, cache, 1, bpus, &now, 200 * US);
+	assert_int_equal(slots[cache[0]].measured, 1);
+	/* EWMA of 1 Gbit/s epochs after a first epoch with an extra 4 KiB */
+	assert_true(slots[cache[0]].rate_bps >= 1 * GBPS);
+	assert_true(slots[cache[0]].rate_bps <= 1 * GBPS + GBPS / 100);
+	assert_int_equal(share_of(&rh, cache, 0, now), 100 * GBPS);
+}
+
+/* 64 senders arriving together are each told C/64 in their first ACK. */
+static void test_incast_64_equal_from_first_arrival(void **state)
+{
+	static mrp_rh_slot slots[256];
+	mrp_rh rh;
+	uint32_t cache[64];
+	const uint64_t cap = 100 * GBPS;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 256, cap, 0), 0);
+	cache_reset(cache, 64);
+	for (unsigned i = 0; i < 64; i++)
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, i) >= 0);
+	assert_int_equal(rh.nactive, 64);
+	for (unsigned i = 0; i < 64; i++)
+		assert_int_equal(share_of(&rh, cache, i, 100), cap / 64);
+	assert_true(sum_shares(&rh, cache, 64, 100) <= cap);
+}
+
+/* Senders trickling in: each is told C/n as it arrives, and the first ones
+ * drop to C/n at their next ACK; a newcomer among measured senders also
+ * gets an equal share at once. */
+static void test_late_joiner_gets_equal_share(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[16];
+	uint32_t cache[4];
+	const uint32_t bpus[3] = { 2500, 2500, 2500 }; /* 20 Gbit/s each */
+	const uint64_t cap = 40 * GBPS;
+	uint64_t now = 0;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 16, cap, 0), 0);
+	cache_reset(cache, 4);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, now) >= 0);
+		assert_int_equal(share_of(&rh, cache, i, now), cap / (i + 1));
+	}
+	assert_int_equal(share_of(&rh, cache, 0, now), cap / 3);
+	run(&rh, cache, 3, bpus, &now, 100 * US);
+	assert_true(slots[cache[0]].measured);
+	assert_true(mrp_rh_arrival(&rh, &cache[3], key_of(3), 4096, now) >= 0);
+	assert_int_equal(share_of(&rh, cache, 3, now), cap / 4);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(share_of(&rh, cache, i, now), cap / 4);
+}
+
+/* Max-min: a sender using 10 % of its fair share keeps its demand (rate +
+ * 25 % headroom); the others split the rest equally. */
+static void test_max_min_light_sender(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[4];
+	/* fair share 10 Gbit/s; sender 0 uses 1, the others try for 15 */
+	const uint32_t bpus[4] = { 125, 1875, 1875, 1875 };
+	const uint64_t cap = 40 * GBPS;
+	uint64_t now = 0, s0, rest;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, cap, 0), 0);
+	cache_reset(cache, 4);
+	run(&rh, cache, 4, bpus, &now, 10 * MRP_RH_DEFAULT_EPOCH_NS);
+	s0 = share_of(&rh, cache, 0, now);
+	assert_int_equal(s0, 1250000000ull);
+	rest = (cap - s0) / 3;
+	for (unsigned i = 1; i < 4; i++)
+		assert_int_equal(share_of(&rh, cache, i, now), rest);
+	assert_true(sum_shares(&rh, cache, 4, now) <= cap);
+
+	/* when every demand fits, the leftover is spread so all can grow */
+	const uint32_t light[4] = { 125, 125, 125, 125 };
+	run(&rh, cache, 4, light, &now, now + 60 * MRP_RH_DEFAULT_EPOCH_NS);
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(share_of(&rh, cache, i, now), cap / 4);
+}
+
+/* A sender idle for idle_ns is expired; the others' shares rise. */
+static void test_idle_sender_expires(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[4];
+	uint32_t bpus[4] = { 1875, 1875, 1875, 1875 };
+	const uint64_t cap = 40 * GBPS;
+	uint64_t now = 0, before, t_stop;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, cap, 0), 0);
+	cache_reset(cache, 4);
+	run(&rh, cache, 4, bpus, &now, 100 * US);
+	before = share_of(&rh, cache, 1, now);
+	assert_int_equal(before, cap / 4);
+
+	bpus[3] = 0; /* sender 3 goes quiet */
+	t_stop = now - US;
+	run(&rh, cache, 4, bpus, &now, t_stop + rh.idle_ns);
+	/* not yet expired: still holds a slot */
+	assert_int_equal(rh.nactive, 4);
+	assert_true(share_of(&rh, cache, 3, now) > 0);
+	run(&rh, cache, 4, bpus, &now, t_stop + rh.idle_ns + 2 * rh.epoch_ns);
+	assert_int_equal(rh.nactive, 3);
+	assert_int_equal(share_of(&rh, cache, 3, now), 0);
+	assert_int_equal(slots[cache[3]].key, 0);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(share_of(&rh, cache, i, now), cap / 3);
+	assert_true(cap / 3 > before);
+
+	/* it comes back: a new sender with an equal share */
+	assert_true(mrp_rh_arrival(&rh, &cache[3], key_of(3), 4096, now) >= 0);
+	assert_int_equal(rh.nactive, 4);
+	assert_int_equal(share_of(&rh, cache, 3, now), cap / 4);
+}
+
+/* A capacity change (plane down/up) recomputes every share at once. */
+static void test_capacity_change(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[2];
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	cache_reset(cache, 2);
+	for (unsigned i = 0; i < 2; i++)
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0) >= 0);
+	assert_int_equal(share_of(&rh, cache, 0, 0), 50 * GBPS);
+	mrp_rh_set_capacity(&rh, 50 * GBPS);
+	assert_int_equal(slots[cache[0]].share_bps, 25 * GBPS);
+	assert_int_equal(share_of(&rh, cache, 0, 0), 25 * GBPS);
+	assert_int_equal(share_of(&rh, cache, 1, 0), 25 * GBPS);
+	/* every plane down: a tiny but non-zero hint (0 would mean "none") */
+	mrp_rh_set_capacity(&rh, 0);
+	assert_int_equal(share_of(&rh, cache, 0, 0), 1);
+	mrp_rh_set_capacity(&rh, 200 * GBPS);
+	assert_int_equal(share_of(&rh, cache, 1, 0), 100 * GBPS);
+}
+
+/* All slots held by active senders: MRP_ERR_FULL; a freed or expired slot
+ * is reused. */
+static void test_table_full_and_reuse(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[4];
+	uint32_t cache[6];
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 4, 100 * GBPS, 0), 0);
+	/* no epoch ends in this test: only slot reuse can free a slot */
+	rh.epoch_ns = UINT64_MAX;
+	cache_reset(cache, 6);
+	for (unsigned i = 0; i < 4; i++)
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 1000, i * US) >= 0);
+	assert_int_equal(mrp_rh_arrival(&rh, &cache[4], key_of(4), 1000, 10 * US),
+			 MRP_ERR_FULL);
+	assert_int_equal(cache[4], UINT32_MAX);
+	assert_int_equal(rh.nactive, 4);
+	/* the sender that is refused is not counted in anyone's share */
+	assert_int_equal(share_of(&rh, cache, 0, 10 * US), 25 * GBPS);
+
+	/* senders 1..3 stay busy; sender 0 falls idle past idle_ns */
+	uint64_t t = 10 * US + rh.idle_ns;
+	for (unsigned i = 1; i < 4; i++)
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 1000, t) >= 0);
+	t += US;
+	assert_int_equal(mrp_rh_arrival(&rh, &cache[4], key_of(4), 1000, t), (int)cache[0]);
+	assert_int_equal(rh.nactive, 4);
+	assert_int_equal(share_of(&rh, cache, 0, t), 0); /* sender 0 lost its slot */
+	assert_int_equal(mrp_rh_arrival(&rh, &cache[5], key_of(5), 1000, t), MRP_ERR_FULL);
+}
+
+/* The cached index is used when valid and ignored when stale; a key never
+ * holds two slots. */
+static void test_slot_cache(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t c0 = UINT32_MAX, c1 = UINT32_MAX, wrong;
+	int s0, s1;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	s0 = mrp_rh_arrival(&rh, &c0, key_of(0), 100, 0);
+	s1 = mrp_rh_arrival(&rh, &c1, key_of(1), 100, 0);
+	assert_true(s0 >= 0 && s1 >= 0 && s0 != s1);
+	assert_int_equal(c0, (uint32_t)s0);
+	assert_int_equal(mrp_rh_arrival(&rh, &c0, key_of(0), 100, 1), s0);
+	/* a cache pointing at another sender's slot, out of range, or absent */
+	wrong = c1;
+	assert_int_equal(mrp_rh_arrival(&rh, &wrong, key_of(0), 100, 2), s0);
+	assert_int_equal(wrong, (uint32_t)s0);
+	wrong = 12345;
+	assert_int_equal(mrp_rh_arrival(&rh, &wrong, key_of(0), 100, 3), s0);
+	assert_int_equal(mrp_rh_arrival(&rh, NULL, key_of(0), 100, 4), s0);
+	assert_int_equal(rh.nactive, 2);
+	assert_int_equal(slots[s0].epoch_bytes, 500);
+	/* a share asked with the wrong key or slot is 0, not someone else's */
+	assert_int_equal(mrp_rh_share(&rh, (uint32_t)s1, key_of(0), 5), 0);
+	assert_int_equal(mrp_rh_share(&rh, 8, key_of(0), 5), 0);
+	assert_int_equal(mrp_rh_share(&rh, (uint32_t)s0, key_of(0), 5), 50 * GBPS);
+}
+
+/* release frees the slot at once and the others get its share. */
+static void test_release(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[2];
+	uint32_t cache[3];
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 2, 100 * GBPS, 0), 0);
+	cache_reset(cache, 3);
+	for (unsigned i = 0; i < 2; i++)
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0) >= 0);
+	assert_int_equal(share_of(&rh, cache, 1, 0), 50 * GBPS);
+	mrp_rh_release(&rh, cache[0], key_of(1)); /* wrong key: ignored */
+	assert_int_equal(rh.nactive, 2);
+	mrp_rh_release(&rh, cache[0], key_of(0));
+	assert_int_equal(rh.nactive, 1);
+	assert_int_equal(slots[cache[0]].key, 0);
+	assert_int_equal(share_of(&rh, cache, 0, 1), 0);
+	assert_int_equal(share_of(&rh, cache, 1, 1), 100 * GBPS);
+	/* the freed slot takes a new sender in a full table */
+	assert_int_equal(mrp_rh_arrival(&rh, &cache[2], key_of(2), 4096, 2), (int)cache[0]);
+	mrp_rh_release(&rh, cache[0], key_of(0)); /* stale release: ignored */
+	assert_int_equal(rh.nactive, 2);
+}
+
+static double jain(const uint64_t *x, unsigned n)
+{
+	double s = 0, s2 = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		s += (double)x[i];
+		s2 += (double)x[i] * (double)x[i];
+	}
+	return s2 > 0 ? s * s / (n * s2) : 0;
+}
+
+/* 64 equal senders over many epochs: Jain's fairness index >= 0.99 and
+ * the shares add up to no more than the capacity. */
+static void test_jain_64_equal(void **state)
+{
+	static mrp_rh_slot slots[128];
+	mrp_rh rh;
+	uint32_t cache[64], bpus[64];
+	uint64_t shares[64], now = 0, sum = 0;
+	const uint64_t cap = 100 * GBPS;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 128, cap, 0), 0);
+	cache_reset(cache, 64);
+	for (unsigned i = 0; i < 64; i++)
+		bpus[i] = 250; /* 2 Gbit/s each: together above capacity */
+	run(&rh, cache, 64, bpus, &now, 20 * MRP_RH_DEFAULT_EPOCH_NS);
+	for (unsigned i = 0; i < 64; i++) {
+		shares[i] = share_of(&rh, cache, i, now);
+		sum += shares[i];
+	}
+	assert_true(jain(shares, 64) >= 0.99);
+	assert_true(sum <= cap);
+	assert_true(sum >= cap - 64);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_init_invalid),
+		cmocka_unit_test(test_single_sender_full_capacity),
+		cmocka_unit_test(test_incast_64_equal_from_first_arrival),
+		cmocka_unit_test(test_late_joiner_gets_equal_share),
+		cmocka_unit_test(test_max_min_light_sender),
+		cmocka_unit_test(test_idle_sender_expires),
+		cmocka_unit_test(test_capacity_change),
+		cmocka_unit_test(test_table_full_and_reuse),
+		cmocka_unit_test(test_slot_cache),
+		cmocka_unit_test(test_release),
+		cmocka_unit_test(test_jain_64_equal),
+	};
+	return cmocka_run_group_tests_name("proto/ratehint", tests, NULL, NULL);
+}
