@@ -201,6 +201,7 @@ struct mrp_conn {
 	uint64_t last_hint_bps;
 	uint8_t ctl_dirty;      /* some path may have a control packet to send */
 	uint8_t pace_blocked;   /* data waits for pace_at */
+	uint32_t ctl_rr;        /* round robin over paths for ACKs */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
 	mrp_conn_stats st;
 };
@@ -1176,22 +1177,37 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 	path *pa = path_slot(c, h->path_id);
 	if (!pa)
 		return MRP_ERR_NOMEM;
+	int stale = 0, fresh = 0;
 	if (!pa->rx_open || h->path_gen != pa->rx.gen) {
 		if (pa->rx_open && (int16_t)(h->path_gen - pa->rx.gen) < 0) {
-			c->st.drops_stale++; /* the sender gave this generation up */
-			return MRP_ERR_RANGE;
+			/* A generation the sender has left: place the data (it is
+			 * still good) but do not record or acknowledge it. */
+			stale = 1;
+			c->st.drops_stale++;
+		} else {
+			mrp_rxwin_init(&pa->rx, h->path_gen);
+			pa->rx_open = 1;
+			pa->rx_pending = 0;
+			fresh = 1;
 		}
-		mrp_rxwin_init(&pa->rx, h->path_gen);
-		pa->rx_open = 1;
-		pa->rx_pending = 0;
 	}
-	pa->rx_plane = (uint8_t)plane;
+	if (!stale)
+		pa->rx_plane = (uint8_t)plane;
 	c->st.rx_pkts++;
 	c->st.rx_bytes += d->payload_len;
 	if (c->p.rh)
 		mrp_rh_arrival(c->p.rh, &c->rh_slot, (uint64_t)(uintptr_t)c,
 			       d->payload_len + MRP_DATA_HDR_LEN, now);
 
+	/* Every packet the path delivered counts, NAK'd or not (SPEC 5.5). */
+	if (!stale) {
+		pa->rx.rcv_count++;
+		pa->rx_pkts++;
+		if (ce) {
+			pa->rx.ce_count++;
+			pa->rx_ce_pkts++;
+		}
+	}
 	int fatal = 0;
 	int rv = rx_place(c, pkt, &fatal);
 	if (rv > 0) {
@@ -1202,21 +1218,15 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 			c->pending_fail = 1;
 		return 0;
 	}
+	if (stale)
+		return 0;
 	int gap;
 	int r = mrp_rxwin_record(&pa->rx, h->psn, &gap);
-	if (r == MRP_RXWIN_NEW) {
-		pa->rx.rcv_count++;
-		pa->rx_pkts++;
-		if (ce) {
-			pa->rx.ce_count++;
-			pa->rx_ce_pkts++;
-		}
-		if (h->psn == pa->rx.next_psn - 1)
-			pa->rx_ts_ns = d->ts_ns;
-	}
+	if (r == MRP_RXWIN_NEW && h->psn == pa->rx.next_psn - 1)
+		pa->rx_ts_ns = d->ts_ns;
 	pa->rx_arrival_ns = now;
 	pa->rx_pending++;
-	if (gap || r != MRP_RXWIN_NEW || (h->flags & MRP_F_ACK_REQ) ||
+	if (gap || fresh || r != MRP_RXWIN_NEW || (h->flags & MRP_F_ACK_REQ) ||
 	    pa->rx_pending >= c->p.ack_every) {
 		pa->rx_ack_now = 1;
 		c->ctl_dirty = 1;
@@ -1337,18 +1347,21 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		pa->snd_una = n;
 	}
 	uint64_t marked = 0;
-	if (pa->have_counts) {
-		uint32_t dce = a->ce_count - pa->ack_ce;
-		uint32_t drcv = a->rcv_count - pa->ack_rcv;
-		if (dce > drcv)
-			dce = drcv;
-		if (drcv)
-			marked = acked * dce / drcv;
-		pa->ce_pkts += dce;
+	if (!pa->have_counts || sdiff(a->rcv_count, pa->ack_rcv) >= 0) {
+		/* (an ACK older than the last one used gives SACK information only) */
+		if (pa->have_counts) {
+			uint32_t dce = a->ce_count - pa->ack_ce;
+			uint32_t drcv = a->rcv_count - pa->ack_rcv;
+			if (dce > drcv)
+				dce = drcv;
+			if (drcv)
+				marked = acked * dce / drcv;
+			pa->ce_pkts += dce;
+		}
+		pa->have_counts = 1;
+		pa->ack_ce = a->ce_count;
+		pa->ack_rcv = a->rcv_count;
 	}
-	pa->have_counts = 1;
-	pa->ack_ce = a->ce_count;
-	pa->ack_rcv = a->rcv_count;
 	if (acked) {
 		if (a->ts_echo_ns && a->ts_echo_ns <= now) {
 			uint64_t rtt = now - a->ts_echo_ns;
@@ -1578,27 +1591,36 @@ static int usable_for_ctl(const path *pa)
 	return pa && pa->open && !pa->disabled && pa->state != MRP_PATH_CLOSED;
 }
 
-/* The path an ACK, NAK or PROBE_ACK about peer path `id` (seen on local
- * plane `plane`) travels on: our path with the same id if it is on that
- * plane, else any live path on that plane, else any live path. */
-static path *ctl_route(const mrp_conn *c, uint16_t id, uint8_t plane)
+/*
+ * The path an ACK, NAK or PROBE_ACK about peer path `id` (which arrived on
+ * local plane `plane`) travels on. ACKs are spread round robin over the
+ * active paths of that plane, so that a route that fails in one direction
+ * does not silence the acknowledgements of the other (SPEC 6.3); failing
+ * that, any active path; failing that, our path with the same id.
+ */
+static path *ctl_route(mrp_conn *c, uint16_t id, uint8_t plane)
 {
-	path *same = id < c->p.max_paths ? c->paths[id] : NULL;
-	if (usable_for_ctl(same) && same->plane == plane && same->state == MRP_PATH_ACTIVE)
-		return same;
-	path *any = NULL;
+	uint32_t on_plane = 0, any = 0;
 	for (uint32_t i = 0; i < c->p.max_paths; i++) {
 		path *pa = c->paths[i];
 		if (!usable_for_ctl(pa) || pa->state != MRP_PATH_ACTIVE)
 			continue;
-		if (pa->plane == plane)
-			return pa;
-		if (!any)
-			any = pa;
+		any++;
+		on_plane += pa->plane == plane;
 	}
-	if (!any && usable_for_ctl(same))
-		return same;
-	return any;
+	if (any) {
+		uint32_t want = c->ctl_rr++ % (on_plane ? on_plane : any);
+		for (uint32_t i = 0; i < c->p.max_paths; i++) {
+			path *pa = c->paths[i];
+			if (!usable_for_ctl(pa) || pa->state != MRP_PATH_ACTIVE ||
+			    (on_plane && pa->plane != plane))
+				continue;
+			if (want-- == 0)
+				return pa;
+		}
+	}
+	path *same = id < c->p.max_paths ? c->paths[id] : NULL;
+	return usable_for_ctl(same) ? same : NULL;
 }
 
 static ssize_t encode_ctl(const mrp_pkt *k, mrp_tx_info *ti, const path *via,

@@ -31,7 +31,28 @@ suite_args=()
 for s in ${SUITES:-}; do
 	suite_args+=(--suite "$s")
 done
-meson test -C "$build" --print-errorlogs --num-processes 2 "${suite_args[@]}"
+# Tally one or more meson test logs into the plain closing line CI reads.
+tally() {
+	python3 - "$@" <<'PY'
+import json, sys
+counts = {"OK": 0, "FAIL": 0, "SKIP": 0, "TIMEOUT": 0, "ERROR": 0, "EXPECTEDFAIL": 0, "UNEXPECTEDPASS": 0}
+for path in sys.argv[1:]:
+    try:
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line).get("result", "ERROR")
+                counts[r] = counts.get(r, 0) + 1
+    except FileNotFoundError:
+        pass
+passed = counts["OK"] + counts["EXPECTEDFAIL"]
+failed = counts["FAIL"] + counts["TIMEOUT"] + counts["ERROR"] + counts["UNEXPECTEDPASS"]
+print(f"tests: {passed} passed, {failed} failed, {counts['SKIP']} skipped")
+PY
+}
+
+rc=0
+meson test -C "$build" --print-errorlogs --num-processes 2 "${suite_args[@]}" || rc=$?
+logs=("$build/meson-logs/testlog.json")
 
 if [ "${SKIP_FUZZ:-0}" != 1 ]; then
 	if command -v clang >/dev/null; then
@@ -42,10 +63,16 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
 		fi
 		meson compile -C "$fbuild"
 		FUZZ_SECONDS=${FUZZ_SECONDS:-60} meson test -C "$fbuild" --suite fuzz \
-			--print-errorlogs --num-processes 1
+			--print-errorlogs --num-processes 1 || rc=$?
+		logs+=("$fbuild/meson-logs/testlog.json")
 	else
 		echo "test.sh: clang not installed, fuzzing skipped" >&2
-		exit 1
+		rc=1
 	fi
+fi
+tally "${logs[@]}"
+if [ $rc -ne 0 ]; then
+	echo "test.sh: FAILED (see the logs above)" >&2
+	exit $rc
 fi
 echo "test.sh: all suites passed"
