@@ -188,6 +188,7 @@ static void path_reset(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 	p->last_cut_ns = UINT64_MAX;
 	p->loss_epoch_ns = now_ns;
 	p->losses = 0;
+	p->delivered = 0;
 	p->alpha_q16 = 0;
 	p->acked_epoch = 0;
 	p->marked_epoch = 0;
@@ -264,6 +265,16 @@ static void grow(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t bytes)
 	p->cwnd = clamp_cwnd(cc, p->cwnd);
 }
 
+/* Start a new loss-counting epoch when the last one is an RTT old. */
+static void loss_epoch(mrp_cc_path *p, uint64_t now_ns)
+{
+	if (elapsed_ns(now_ns, p->loss_epoch_ns) >= path_rtt(p)) {
+		p->losses = 0;
+		p->delivered = 0;
+		p->loss_epoch_ns = now_ns;
+	}
+}
+
 static void baseline_on_ack(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_bytes,
 			    uint64_t marked_bytes, uint64_t now_ns)
 {
@@ -274,6 +285,13 @@ static void baseline_on_ack(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_byte
 	p->acked_epoch = sat_add(p->acked_epoch, acked_bytes);
 	p->marked_epoch = sat_add(p->marked_epoch, marked_bytes);
 	alpha_epoch(cc, p, now_ns);
+	loss_epoch(p, now_ns);
+	if (acked_bytes) {
+		uint64_t pkts = acked_bytes / cc->params.mtu;
+		pkts = pkts ? pkts : 1;
+		p->delivered = pkts > UINT32_MAX - p->delivered ? UINT32_MAX
+								 : p->delivered + (uint32_t)pkts;
+	}
 
 	if (marked_bytes > 0 && elapsed_ns(now_ns, p->last_cut_ns) >= path_rtt(p))
 		ecn_cut(cc, p, acked_bytes, marked_bytes, now_ns);
@@ -289,18 +307,18 @@ static void baseline_on_loss(mrp_cc_conn *cc, mrp_cc_path *p, uint32_t lost_pkts
 
 	if (lost_pkts == 0)
 		return;
-	if (elapsed_ns(now_ns, p->loss_epoch_ns) >= rtt) {
-		p->losses = 0;
-		p->loss_epoch_ns = now_ns;
-	}
+	loss_epoch(p, now_ns);
 	p->losses = lost_pkts > UINT32_MAX - p->losses ? UINT32_MAX : p->losses + lost_pkts;
 	if (p->losses < cc->params.loss_cut_count ||
+	    (uint64_t)p->losses * 100 <
+		    (uint64_t)cc->params.loss_cut_pct * ((uint64_t)p->losses + p->delivered) ||
 	    elapsed_ns(now_ns, p->last_cut_ns) < rtt)
 		return;
 	p->cwnd = clamp_cwnd(cc, p->cwnd / 2);
 	p->ssthresh = p->cwnd;
 	p->last_cut_ns = now_ns;
 	p->losses = 0;
+	p->delivered = 0;
 	p->ai_frac = 0;
 	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
 }
@@ -313,6 +331,7 @@ static void baseline_on_rto(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 	p->cwnd = min_cwnd(cc);
 	p->ai_frac = 0;
 	p->losses = 0;
+	p->delivered = 0;
 	p->loss_epoch_ns = now_ns;
 	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
 }
@@ -402,6 +421,7 @@ void mrp_cc_params_default(mrp_cc_params *p, uint32_t mtu)
 	p->min_cwnd_pkts = 1;
 	p->max_cwnd_pkts = MRP_CC_MAX_CWND_PKTS;
 	p->loss_cut_count = 3;
+	p->loss_cut_pct = 25;
 	p->ai_pkts_per_rtt = 1;
 	p->alpha_gain_shift = 4;
 	p->line_rate_bps = 0;
@@ -416,7 +436,7 @@ static int params_check(const mrp_cc_params *p)
 	    p->init_cwnd_pkts > p->max_cwnd_pkts ||
 	    p->max_cwnd_pkts > MRP_CC_MAX_CWND_PKTS)
 		return MRP_ERR_INVAL;
-	if (p->loss_cut_count < 1)
+	if (p->loss_cut_count < 1 || p->loss_cut_pct < 1 || p->loss_cut_pct > 100)
 		return MRP_ERR_INVAL;
 	if (p->ai_pkts_per_rtt < 1 || p->ai_pkts_per_rtt > p->max_cwnd_pkts)
 		return MRP_ERR_INVAL;
@@ -454,9 +474,12 @@ uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 
 	if (cc->rate_hint_bps == 0 || rtt == 0)
 		return room;
-	/* bytes the hinted rate delivers in one RTT, plus one packet so a
-	 * tiny hint still lets the connection send something */
-	hint_wnd = sat_add(mrp_mul_div(cc->rate_hint_bps, rtt, 8 * NS_PER_S), cc->params.mtu);
+	/* bytes the hinted rate delivers in two RTTs, plus one packet so a
+	 * tiny hint still lets the connection send something. Pacing holds
+	 * the rate to the hint; the window only bounds what is in flight, and
+	 * one RTT's worth would throttle below the hint because the RTT
+	 * estimate leaves out ACK coalescing and the sender's own queue. */
+	hint_wnd = sat_add(mrp_mul_div(cc->rate_hint_bps, 2 * rtt, 8 * NS_PER_S), cc->params.mtu);
 	if (hint_wnd <= total_inflight)
 		return 0;
 	return min_u64(room, hint_wnd - total_inflight);

@@ -8,7 +8,10 @@
  *   - a CE mark cuts only the path that saw it, multiplicatively, at most once
  *     per RTT, by an amount that grows with the marked fraction (DCTCP-style
  *     alpha per path);
- *   - `loss_cut_count` or more losses on a path within one RTT cut it too;
+ *   - `loss_cut_count` or more losses on a path within one RTT cut it too,
+ *     when they are also at least `loss_cut_pct` percent of the packets the
+ *     path resolved in that RTT (a burst of losses is congestion; a steady
+ *     trickle of random loss is not);
  *     fewer (isolated random loss) do not;
  *   - additive increase is coupled across the connection's paths: all paths
  *     together grow by about one MTU per RTT, so a many-path connection is no
@@ -43,6 +46,7 @@ typedef struct mrp_cc_params {
 	uint32_t min_cwnd_pkts;   /* floor, packets (default 1) */
 	uint32_t max_cwnd_pkts;   /* ceiling, packets, <= 256 (default 256) */
 	uint32_t loss_cut_count;  /* losses within an RTT that cut (default 3) */
+	uint32_t loss_cut_pct;    /* ... if also this share of the RTT's packets (default 25) */
 	uint32_t ai_pkts_per_rtt; /* connection-wide additive increase (default 1) */
 	uint32_t alpha_gain_shift; /* DCTCP g = 1/2^shift (default 4) */
 	uint64_t line_rate_bps;   /* local link rate, caps pacing (0 = none) */
@@ -60,6 +64,7 @@ typedef struct mrp_cc_path {
 	uint64_t last_cut_ns;   /* time of the last multiplicative cut */
 	uint64_t loss_epoch_ns; /* start of the current loss-counting RTT */
 	uint32_t losses;        /* losses in the current epoch */
+	uint32_t delivered;     /* packets acknowledged in the current epoch */
 	uint32_t alpha_q16;     /* marked-fraction EWMA, 1.0 = 65536 */
 	uint64_t acked_epoch;   /* bytes acked since the alpha epoch began */
 	uint64_t marked_epoch;  /* bytes marked in that epoch */

@@ -694,14 +694,19 @@ static int ring_grow(mrp_conn *c, path *pa)
 	return 0;
 }
 
-/* Bytes path pa may put in flight now (0 when it may not carry data). */
+/* Bytes path pa may put in flight now (0 when it may not carry data). A
+ * path with nothing in flight may always send one packet, whatever its
+ * window: a window smaller than a packet must not stall it. */
 static uint64_t path_room(const mrp_conn *c, const path *pa)
 {
 	if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
 		return 0;
 	if (pa->snd_nxt - pa->snd_una >= MRP_SACK_BITS)
 		return 0;
-	return mrp_cc_path_room(&c->cc, &pa->cc, c->total_inflight);
+	uint64_t room = mrp_cc_path_room(&c->cc, &pa->cc, c->total_inflight);
+	if (pa->cc.inflight == 0 && room < (uint64_t)MRP_DATA_HDR_LEN + c->p.mtu)
+		room = (uint64_t)MRP_DATA_HDR_LEN + c->p.mtu;
+	return room;
 }
 
 /* ---- connection lifecycle --------------------------------------------- */

@@ -255,6 +255,34 @@ static void test_loss_burst_halves_once(void **state)
 	assert_int_equal(t.p[0].cwnd, 4 * MTU);
 }
 
+/* A trickle of random loss is not congestion: loss_cut_count losses within
+ * an RTT do not cut when they are a small share of what the path delivered
+ * in it; the same losses with little delivered do. */
+static void test_loss_trickle_no_cut(void **state)
+{
+	struct tconn t;
+	uint64_t now = 100 * US;
+
+	(void)state;
+	tc_init(&t, "baseline", 1, RTT);
+	uint64_t before = t.p[0].cwnd;
+	for (int i = 0; i < 30; i++)
+		ack(&t, 0, MTU, 0, now + (uint64_t)i * 100);
+	uint64_t grown = t.p[0].cwnd;
+	assert_true(grown >= before);
+	loss(&t, 0, 1, now + 3100);
+	loss(&t, 0, 1, now + 3200);
+	loss(&t, 0, 1, now + 3300); /* 3 of 33: 9 % */
+	assert_int_equal(t.p[0].cwnd, grown);
+	/* next RTT: 3 losses and only 2 delivered is congestion */
+	now += 20 * US;
+	ack(&t, 0, MTU, 0, now);
+	ack(&t, 0, MTU, 0, now + 100);
+	uint64_t w = t.p[0].cwnd;
+	loss(&t, 0, 3, now + 200);
+	assert_int_equal(t.p[0].cwnd, w / 2);
+}
+
 /* RTO drops the path to min_cwnd; slow start brings it back to half. */
 static void test_rto(void **state)
 {
@@ -467,16 +495,16 @@ static void test_hint_caps_room(void **state)
 	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 4 * MTU), 12 * MTU);
 	t.p[0].inflight = 0;
 
-	/* 1 Gbit/s over the path's 10 us srtt: 1250 bytes + one MTU */
+	/* 1 Gbit/s over two of the path's 10 us srtt: 2500 bytes + one MTU */
 	t.cc.ops->on_rate_hint(&t.cc, 1000000000ull, 5 * US);
 	assert_int_equal(t.cc.rate_hint_bps, 1000000000ull);
-	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 0), 1250 + MTU);
+	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 0), 2500 + MTU);
 	/* what the other path has in flight counts against it */
-	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 2000), 1250 + MTU - 2000);
-	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 5000), 0);
+	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 2000), 2500 + MTU - 2000);
+	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 7000), 0);
 	/* the engine's hint_rtt_ns takes precedence over the path's srtt */
 	t.cc.hint_rtt_ns = 20 * US;
-	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 0), 2500 + MTU);
+	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 0), 5000 + MTU);
 	/* a hint larger than the window leaves the window in charge */
 	t.cc.ops->on_rate_hint(&t.cc, 400000000000ull, 6 * US);
 	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 0), 16 * MTU);
@@ -540,7 +568,7 @@ static void test_fixed_ignores_signals(void **state)
 	assert_int_equal(t.p[0].cwnd, 16 * MTU);
 	assert_int_equal(t.p[1].cwnd, 16 * MTU);
 	t.cc.ops->on_rate_hint(&t.cc, 1000000000ull, 3000 * US);
-	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 0), 1250 + MTU);
+	assert_int_equal(mrp_cc_path_room(&t.cc, &t.p[0], 0), 2500 + MTU);
 }
 
 int main(void)
@@ -554,6 +582,7 @@ int main(void)
 		cmocka_unit_test(test_one_cut_per_rtt),
 		cmocka_unit_test(test_isolated_losses_do_not_cut),
 		cmocka_unit_test(test_loss_burst_halves_once),
+		cmocka_unit_test(test_loss_trickle_no_cut),
 		cmocka_unit_test(test_rto),
 		cmocka_unit_test(test_window_bounds_random),
 		cmocka_unit_test(test_coupled_increase),
