@@ -417,11 +417,11 @@ void mrp_cc_params_default(mrp_cc_params *p, uint32_t mtu)
 {
 	memset(p, 0, sizeof(*p));
 	p->mtu = mtu;
-	p->init_cwnd_pkts = 16;
+	p->init_cwnd_pkts = 4;
 	p->min_cwnd_pkts = 1;
 	p->max_cwnd_pkts = MRP_CC_MAX_CWND_PKTS;
 	p->loss_cut_count = 3;
-	p->loss_cut_pct = 25;
+	p->loss_cut_pct = 40;
 	p->ai_pkts_per_rtt = 1;
 	p->alpha_gain_shift = 4;
 	p->line_rate_bps = 0;

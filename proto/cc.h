@@ -42,11 +42,14 @@
 
 typedef struct mrp_cc_params {
 	uint32_t mtu;             /* payload bytes per packet */
-	uint32_t init_cwnd_pkts;  /* initial PWND, packets (default 16) */
+	uint32_t init_cwnd_pkts;  /* initial PWND, packets (default 4: with 4 paths a
+				   * connection starts with 16, about one BDP at
+				   * 100 Gbit/s and 5 us, so a 64-sender incast
+				   * fits the first round trip in a 1 MB queue) */
 	uint32_t min_cwnd_pkts;   /* floor, packets (default 1) */
 	uint32_t max_cwnd_pkts;   /* ceiling, packets, <= 256 (default 256) */
 	uint32_t loss_cut_count;  /* losses within an RTT that cut (default 3) */
-	uint32_t loss_cut_pct;    /* ... if also this share of the RTT's packets (default 25) */
+	uint32_t loss_cut_pct;    /* ... if also this share of the RTT's packets (default 40) */
 	uint32_t ai_pkts_per_rtt; /* connection-wide additive increase (default 1) */
 	uint32_t alpha_gain_shift; /* DCTCP g = 1/2^shift (default 4) */
 	uint64_t line_rate_bps;   /* local link rate, caps pacing (0 = none) */

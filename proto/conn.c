@@ -79,6 +79,7 @@ struct rxrecv {
 	uint64_t wr_id;
 	uint8_t *buf;
 	uint32_t len;
+	uint8_t claimed; /* an rxmsg points at it: freed only when that completes */
 };
 
 struct rxmsg {
@@ -201,6 +202,8 @@ struct mrp_conn {
 	uint64_t last_hint_bps;
 	uint8_t ctl_dirty;      /* some path may have a control packet to send */
 	uint8_t pace_blocked;   /* data waits for pace_at */
+	uint64_t plane_pace_at[MRP_MAX_PLANES]; /* per-plane token buckets */
+	uint64_t plane_wait_at; /* data waits for a paced plane, NEVER for none */
 	uint32_t ctl_rr;        /* round robin over paths for ACKs */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
 	mrp_conn_stats st;
@@ -283,6 +286,7 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->suspect_rtos = 3;
 	p->probe_idle_ns = 1000000000;
 	p->msg_window = 1024;
+	p->wire_overhead = 66;
 }
 
 static void push_event(mrp_conn *c, const path *pa, int old, uint64_t now)
@@ -400,6 +404,18 @@ static void stream_complete_tx(mrp_conn *c, stream *s)
 		if (!s->head)
 			s->tail = NULL;
 		s->outstanding--;
+		if (m->in_rnr) {
+			/* Done while waiting out an RNR NAK (another copy of the
+			 * NAK'd segment got through): off the wait list before
+			 * it can be freed. */
+			txmsg **pp = &c->rnr_list;
+			while (*pp && *pp != m)
+				pp = &(*pp)->rnext;
+			if (*pp)
+				*pp = m->rnext;
+			m->rnext = NULL;
+			m->in_rnr = 0;
+		}
 		m->detached = 1;
 		txmsg_put(c, m);
 	}
@@ -531,18 +547,23 @@ static uint16_t pick_sport(mrp_conn *c)
 	return (uint16_t)(c->p.sport_min + mrp_rand_below(&c->rng, range));
 }
 
+/* QWND = sum of the active paths' windows; the RTT that turns the rate hint
+ * into a window is the largest smoothed RTT among them, so that the hint
+ * never holds the slowest path below its share. */
 static void recompute_qwnd(mrp_conn *c)
 {
-	uint64_t q = 0;
+	uint64_t q = 0, rtt = 0;
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < c->p.max_paths; i++) {
 		path *pa = c->paths[i];
 		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE) {
 			q += pa->cc.cwnd;
+			rtt = max64(rtt, pa->cc.srtt_ns);
 			n++;
 		}
 	}
 	c->cc.qwnd = q;
+	c->cc.hint_rtt_ns = rtt;
 	c->st.npaths_active = n;
 }
 
@@ -754,6 +775,7 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
 	c->p.cc_name = NULL; /* the caller's string need not outlive this call */
 	c->burst_path = -1;
 	c->rh_slot = UINT32_MAX;
+	c->plane_wait_at = NEVER;
 	c->paths = mrp_calloc(mem, c->p.max_paths, sizeof(path *));
 	if (!c->paths) {
 		mrp_free(mem, c);
@@ -1086,6 +1108,8 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 			rv = s->rq_head;
 			for (int32_t k = 0; k < ri; k++)
 				rv = rv->next;
+			if (rv->claimed)
+				return MRP_NAK_MALFORMED; /* two messages name one receive */
 		}
 		r = mrp_calloc(&c->mem, 1, sizeof(*r) + (npkts + 7) / 8);
 		if (!r) {
@@ -1105,6 +1129,8 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 			*pfatal = 0;
 			return MRP_NAK_RNR;
 		}
+		if (rv)
+			rv->claimed = 1;
 		if ((op == MRP_OP_SEND || op == MRP_OP_SEND_IMM) && d->msg_len > rv->len) {
 			r->status = MRP_WC_LOC_LEN;
 			stream_complete_rx(c, s, d->stream_id);
@@ -1202,7 +1228,7 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 	c->st.rx_bytes += d->payload_len;
 	if (c->p.rh)
 		mrp_rh_arrival(c->p.rh, &c->rh_slot, (uint64_t)(uintptr_t)c,
-			       d->payload_len + MRP_DATA_HDR_LEN, now);
+			       d->payload_len + MRP_DATA_HDR_LEN + c->p.wire_overhead, ce, now);
 
 	/* Every packet the path delivered counts, NAK'd or not (SPEC 5.5). */
 	if (!stale) {
@@ -1459,8 +1485,11 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		m->done = 1;
 		c->pending_fail = 1;
 	}
-	stream_complete_tx(c, &c->streams[m->stream]);
-	(void)now;
+	/* A message that failed is completed by conn_fail(), which unlinks it
+	 * from the send queue first: completing it here could free it while
+	 * it is still queued. */
+	if (!m->done)
+		stream_complete_tx(c, &c->streams[m->stream]);
 	return 0;
 }
 
@@ -1746,6 +1775,31 @@ static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 	return encode_ctl(&k, ti, via, buf, buflen);
 }
 
+/* Token bucket: take a packet of wire_bytes at rate from the bucket whose
+ * next free time is *at; a burst of burst_pkts may leave back to back. */
+static void bucket_take(uint64_t *at, uint64_t rate, uint32_t wire_bytes,
+			uint32_t burst, uint64_t now)
+{
+	if (!rate)
+		return;
+	/* rounded up: rounding down would let the queue behind us grow */
+	uint64_t gap = ((uint64_t)wire_bytes * 8 * 1000000000ull + rate - 1) / rate;
+	uint64_t slack = gap * burst;
+	uint64_t base = *at + slack < now ? now - slack : *at;
+	*at = base + gap;
+}
+
+/* A data packet of `bytes` left on plane: charge the connection's pacing
+ * (the congestion controller's rate) and the plane's (its link rate), both
+ * for the bytes on the wire. */
+static void pace_sent(mrp_conn *c, uint8_t plane, uint32_t bytes, uint64_t now)
+{
+	uint32_t wire = bytes + c->p.wire_overhead;
+	bucket_take(&c->pace_at, c->cc.pacing_bps, wire, c->p.burst_pkts, now);
+	bucket_take(&c->plane_pace_at[plane], c->p.plane_rate_bps[plane], wire,
+		    c->p.burst_pkts, now);
+}
+
 /* Write one data packet of segment seg of m on path pa. */
 static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx,
 			 uint16_t extra_flags, mrp_tx_info *ti, uint8_t *buf,
@@ -1805,13 +1859,7 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	}
 	if (pa->rto_at == NEVER || pa->probe_pending)
 		path_arm_timers(c, pa, now);
-	if (c->cc.pacing_bps) {
-		/* Token bucket: a burst of burst_pkts may leave back to back. */
-		uint64_t gap = (uint64_t)bytes * 8 * 1000000000ull / c->cc.pacing_bps;
-		uint64_t slack = gap * c->p.burst_pkts;
-		uint64_t base = c->pace_at + slack < now ? now - slack : c->pace_at;
-		c->pace_at = base + gap;
-	}
+	pace_sent(c, pa->plane, bytes, now);
 	fill_ti(ti, pa, 1);
 	return n + plen;
 }
@@ -1825,7 +1873,10 @@ static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	for (uint32_t psn = pa->snd_nxt; psn != pa->snd_una;) {
 		psn--;
 		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
-		if (e->state == ENT_INFLIGHT && !e->m->done) {
+		/* (an earlier copy of the segment may have been acked already:
+		 * sending it again would mark it in flight a second time) */
+		if (e->state == ENT_INFLIGHT && !e->m->done &&
+		    SEG_STATE(e->m->segs[e->seg]) != SEG_ACKED) {
 			c->st.tlp_count++;
 			return write_seg(c, pa, e->m, e->seg, 1, MRP_F_ACK_REQ, ti, buf, buflen,
 					 now);
@@ -1834,8 +1885,20 @@ static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	return 0;
 }
 
-/* The active path with the most room for `bytes`, round robin on ties. */
-static path *best_path(mrp_conn *c, uint32_t bytes)
+/* Whether pa's plane is held back by its pacing (its link is busy). */
+static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
+{
+	uint64_t at = c->plane_pace_at[pa->plane];
+	if (!c->p.plane_rate_bps[pa->plane] || at <= now)
+		return 0;
+	if (at < c->plane_wait_at)
+		c->plane_wait_at = at;
+	return 1;
+}
+
+/* The active path with the most room for `bytes` on a plane whose link is
+ * free, round robin on ties. */
+static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
 	path *best = NULL;
 	uint64_t best_room = 0;
@@ -1844,7 +1907,7 @@ static path *best_path(mrp_conn *c, uint32_t bytes)
 	for (uint32_t k = 0; k < n; k++) {
 		path *pa = c->paths[(start + k) % n];
 		uint64_t room = path_room(c, pa);
-		if (room >= bytes && room > best_room) {
+		if (room >= bytes && room > best_room && !plane_paced(c, pa, now)) {
 			best = pa;
 			best_room = room;
 		}
@@ -1882,11 +1945,19 @@ static void maybe_open_path(mrp_conn *c, uint64_t now)
 			plane = (int)p;
 	if (plane < 0)
 		return;
-	for (uint32_t i = 0; i < c->p.max_paths; i++)
+	/* Grow the path set by half at a time (at least one), as slow start
+	 * grows windows, spreading the new paths over the planes in use. */
+	int want = active / 2 > 0 ? active / 2 : 1;
+	for (uint32_t i = 0; i < c->p.max_paths && want > 0; i++)
 		if (!c->paths[i] || !c->paths[i]->open) {
-			if (path_open(c, (uint16_t)i, (uint8_t)plane, now, 0) == 0)
-				c->last_open_ns = now;
-			return;
+			if (path_open(c, (uint16_t)i, (uint8_t)plane, now, 0) < 0)
+				break;
+			c->last_open_ns = now;
+			want--;
+			per_plane[plane]++;
+			for (uint32_t p = 0; p < c->p.nplanes; p++)
+				if (!c->plane_dis[p] && per_plane[p] < per_plane[plane])
+					plane = (int)p;
 		}
 }
 
@@ -1899,6 +1970,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 			  uint64_t now)
 {
 	c->pace_blocked = 0;
+	c->plane_wait_at = NEVER;
 	if (c->cc.pacing_bps && c->pace_at > now) {
 		c->pace_blocked = 1;
 		return 0;
@@ -1944,13 +2016,14 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	path *pa = NULL;
 	if (c->burst_left && c->burst_path >= 0) {
 		path *bp = c->paths[c->burst_path];
-		if (path_room(c, bp) >= bytes)
+		if (path_room(c, bp) >= bytes && !plane_paced(c, bp, now))
 			pa = bp;
 	}
 	if (!pa) {
-		pa = best_path(c, bytes);
+		pa = best_path(c, bytes, now);
 		if (!pa) {
-			maybe_open_path(c, now);
+			if (c->plane_wait_at == NEVER)
+				maybe_open_path(c, now);
 			return 0;
 		}
 		c->burst_path = pa->id;
@@ -1959,6 +2032,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	ssize_t n = write_seg(c, pa, m, seg, retx, 0, ti, buf, buflen, now);
 	if (n <= 0)
 		return n;
+	c->plane_wait_at = NEVER;
 	c->burst_left--;
 	if (retx) {
 		/* The queue's reference moves to the scoreboard entry. */
@@ -2051,6 +2125,7 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 		t = min64(t, m->rnr_until);
 	if (c->pace_blocked)
 		t = min64(t, c->pace_at);
+	t = min64(t, c->plane_wait_at);
 	return t;
 }
 
@@ -2213,8 +2288,13 @@ int mrp_conn_path_steer(mrp_conn *c, uint16_t id, uint16_t sport, int plane, uin
 		uint8_t dis = (uint8_t)((pa->disabled & DIS_OPERATOR) | c->plane_dis[plane]);
 		if (dis != pa->disabled) {
 			pa->disabled = dis;
-			if (dis)
+			if (dis) {
+				/* as path_set_disabled(): a disabled path sends no
+				 * probe, so none may stay scheduled */
+				pa->probe_at = NEVER;
+				pa->probe_pending = 0;
 				set_state(c, pa, MRP_PATH_DISABLED, now);
+			}
 		}
 	}
 	path_report(c, pa, sport, now);

@@ -143,6 +143,12 @@ typedef struct mrp_conn_params {
 	uint64_t probe_idle_ns;  /* probe a path idle this long (default 1 s; 0 = never) */
 	uint32_t msg_window;     /* outstanding messages per stream (default 1024) */
 	mrp_rh *rh;              /* receiver's rate-hint allocator, or NULL */
+	uint64_t plane_rate_bps[MRP_MAX_PLANES]; /* local link rate of each plane:
+						  * the plane is paced to it (0 = not paced) */
+	uint32_t wire_overhead;  /* bytes each packet costs on the wire beyond the
+				  * UDP payload (default 66: Ethernet with preamble,
+				  * FCS and gap, IPv4, UDP); pacing and rate hints
+				  * count them */
 } mrp_conn_params;
 
 /* Fill p with the defaults above. */

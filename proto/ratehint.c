@@ -64,6 +64,10 @@ static void slot_start(mrp_rh *rh, mrp_rh_slot *s, uint64_t key, uint64_t now_ns
 	rh->dirty = 1;
 }
 
+#define CE_ONE 65536u    /* alpha 1.0 in Q16 */
+#define CE_GAIN_SHIFT 1 /* alpha gain 1/2 per epoch */
+#define CONTEND_PCT 98  /* share of capacity divided among 2+ senders */
+
 /*
  * End the measurement epoch if epoch_ns has passed: each sender active for
  * the whole epoch gets a rate sample (bytes over the time actually elapsed,
@@ -98,6 +102,12 @@ static void epoch_tick(mrp_rh *rh, uint64_t now_ns)
 		}
 		s->epoch_bytes = 0;
 	}
+	/* alpha += (F - alpha) / 8, F the marked share of this epoch */
+	uint64_t f = rh->epoch_bytes ? mrp_mul_div(rh->epoch_ce_bytes, CE_ONE, rh->epoch_bytes) : 0;
+	rh->ce_alpha_q16 = (uint32_t)(rh->ce_alpha_q16 - (rh->ce_alpha_q16 >> CE_GAIN_SHIFT) +
+				      (f >> CE_GAIN_SHIFT));
+	rh->epoch_bytes = 0;
+	rh->epoch_ce_bytes = 0;
 	rh->epoch_start_ns = now_ns;
 	rh->dirty = 1;
 }
@@ -113,10 +123,22 @@ static uint64_t demand(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t floor_bp
 	return d > floor_bps ? d : floor_bps;
 }
 
-/* Max-min fair water-filling of capacity_bps over the active senders. */
+/* Max-min fair water-filling of capacity_bps (less alpha/2 of it while
+ * arrivals are CE-marked, and 98 % of it when two or more senders contend)
+ * over the active senders. */
 static void recompute(mrp_rh *rh)
 {
-	uint64_t remaining = rh->capacity_bps, level, floor_bps, extra = 0;
+	uint64_t remaining = rh->capacity_bps -
+			     mrp_mul_div(rh->capacity_bps, rh->ce_alpha_q16, 2 * CE_ONE);
+	uint64_t level, floor_bps, extra = 0;
+	uint32_t contenders = 0;
+
+	/* Senders that contend share CONTEND_PCT of it, so that what their
+	 * pacing leaves over drains any queue in front of the receiver. */
+	for (uint32_t i = 0; i < rh->nslots && contenders < 2; i++)
+		contenders += rh->slots[i].key != 0;
+	if (contenders >= 2)
+		remaining = mrp_mul_div(remaining, CONTEND_PCT, 100);
 	uint32_t n = 0, nun;
 
 	for (uint32_t i = 0; i < rh->nslots; i++) {
@@ -245,7 +267,7 @@ static int slot_lookup(mrp_rh *rh, const uint32_t *pslot, uint64_t key,
 }
 
 int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
-		   uint64_t now_ns)
+		   int ce, uint64_t now_ns)
 {
 	mrp_rh_slot *s;
 	int idx;
@@ -258,6 +280,9 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
 		return idx;
 	s = &rh->slots[idx];
 	s->epoch_bytes = sat_add(s->epoch_bytes, bytes);
+	rh->epoch_bytes = sat_add(rh->epoch_bytes, bytes);
+	if (ce)
+		rh->epoch_ce_bytes = sat_add(rh->epoch_ce_bytes, bytes);
 	if (now_ns > s->last_ns)
 		s->last_ns = now_ns;
 	if (pslot)

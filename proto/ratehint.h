@@ -42,6 +42,9 @@ typedef struct mrp_rh {
 	uint64_t idle_ns;       /* a sender idle this long is no longer active (default 200 us) */
 	uint32_t headroom_pct;  /* demand = measured rate * (100 + headroom) / 100 (default 25) */
 	uint64_t epoch_start_ns;
+	uint64_t epoch_bytes;   /* bytes that arrived in this epoch, all senders */
+	uint64_t epoch_ce_bytes; /* ... of which CE-marked */
+	uint32_t ce_alpha_q16;  /* EWMA of the CE-marked share (1.0 = 65536) */
 	uint8_t dirty;          /* shares need recomputing */
 } mrp_rh;
 
@@ -57,16 +60,24 @@ int mrp_rh_init(mrp_rh *rh, mrp_rh_slot *slots, uint32_t nslots,
 void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
 
 /*
- * Account bytes that arrived from sender key. *pslot caches the slot index
- * between calls (pass UINT32_MAX the first time; pslot may be NULL). Returns
- * the slot index, MRP_ERR_INVAL for key 0, or MRP_ERR_FULL when every slot
- * is taken by an active sender (the sender then gets no hint: the caller
- * sends 0). A sender new to the table (or back after idle_ns) has unknown
- * demand and an equal share from its first arrival. Closes the measurement
- * epoch (and expires idle senders) when epoch_ns has passed.
+ * Account bytes that arrived from sender key; ce says whether the packet
+ * carried a CE mark. *pslot caches the slot index between calls (pass
+ * UINT32_MAX the first time; pslot may be NULL). Returns the slot index,
+ * MRP_ERR_INVAL for key 0, or MRP_ERR_FULL when every slot is taken by an
+ * active sender (the sender then gets no hint: the caller sends 0). A sender
+ * new to the table (or back after idle_ns) has unknown demand and an equal
+ * share from its first arrival. Closes the measurement epoch (and expires
+ * idle senders) when epoch_ns has passed.
+ *
+ * CE marks on arriving packets mean a queue in front of this receiver is
+ * over its marking threshold: the capacity divided among the senders is
+ * then reduced by alpha/2, alpha being the EWMA (gain 1/2 per epoch) of the
+ * marked share of arriving bytes, so that a standing queue (left, say, by an
+ * incast's first round trip) drains instead of being held at capacity. With
+ * two or more senders, 98 % of the capacity is divided, for the same reason.
  */
 int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
-		   uint64_t now_ns);
+		   int ce, uint64_t now_ns);
 
 /* The share allotted to the sender in slot, bit/s, after expiring idle
  * senders and recomputing if needed. 0 if slot is not valid for key (e.g.

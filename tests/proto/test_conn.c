@@ -842,6 +842,285 @@ static void test_params_rejected(void **state)
 	mrp_conn_del(c);
 }
 
+/* ---- regressions found by fuzz-conn (tests/fuzz/fuzz_conn.c) -------------
+ * These drive the two connections packet by packet: grab() takes the next
+ * packet a side writes, give() hands it to the other side. */
+
+typedef struct rpkt {
+	size_t len;
+	int plane;
+	uint8_t data[PKTMAX];
+} rpkt;
+
+/* Side i's next packet into *p; returns its length (0: nothing to send). */
+static size_t grab(net *n, int i, rpkt *p)
+{
+	mrp_tx_info ti;
+	ssize_t len = mrp_conn_write_pkt(n->c[i], &ti, p->data, sizeof(p->data), n->now);
+	assert_true(len >= 0);
+	p->len = (size_t)len;
+	p->plane = ti.plane;
+	net_check(n);
+	return p->len;
+}
+
+/* Hand a packet side i wrote to the other side. */
+static void give(net *n, int i, const rpkt *p)
+{
+	mrp_pkt pkt;
+	assert_int_equal(mrp_pkt_decode(&pkt, p->data, p->len), (ssize_t)p->len);
+	mrp_conn_read_pkt(n->c[1 - i], &pkt, (unsigned)p->plane, 0, n->now);
+	net_check(n);
+}
+
+/* Hand everything side i has to send now to the other side. */
+static void give_all(net *n, int i)
+{
+	static rpkt p;
+	while (grab(n, i, &p))
+		give(n, i, &p);
+}
+
+/* A WRITE with a bad rkey, larger than the first window: the NAK fails it
+ * while most of it still waits in the send queue. It completes once, with
+ * REM_ACCESS, and the connection resets. (The failed message used to be
+ * completed and freed by the NAK while still on the send queue, which the
+ * teardown then walked: use after free.) */
+static void test_nak_fails_queued_message(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	size_t len = 1 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 12);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey + 1 };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	net_run_until(&n, NULL, NULL, n.now + 10000000ull);
+	poll_all(&n, log);
+	assert_int_equal(log[0].n, 1);
+	assert_int_equal(log[0].e[0].wr_id, 1);
+	assert_int_equal(log[0].e[0].status, MRP_WC_REM_ACCESS);
+	assert_true(mrp_conn_is_closed(n.c[0]));
+	assert_true(mrp_conn_is_closed(n.c[1]));
+	for (uint64_t i = 0; i < n.mr[1].len; i++)
+		if (n.mr[1].base[i])
+			fail_msg("byte %llu written through a bad rkey", (unsigned long long)i);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
+/* An RNR NAK for one copy of a segment while the tail-loss probe's copy of
+ * it gets through: the message completes while it waits out the RNR and
+ * must leave the RNR wait list. (It used to be freed while still on the
+ * list, which the next deadline computation walked: use after free.) */
+static void test_rnr_copy_completes(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[8192], dst[8192];
+	static rpkt p[3];
+	fill_pattern(src, sizeof(src), 13);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_SEND, .local = src, .len = sizeof(src) };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	assert_true(grab(&n, 0, &p[0]) > 0); /* segment 0, PSN 0 */
+	assert_true(grab(&n, 0, &p[1]) > 0); /* segment 1, PSN 1 */
+	assert_int_equal(grab(&n, 0, &p[2]), 0);
+	/* no ACK comes: the tail-loss probe sends segment 1 again (PSN 2) */
+	n.now = mrp_conn_deadline(n.c[0]);
+	mrp_conn_handle_timeout(n.c[0], n.now);
+	assert_true(grab(&n, 0, &p[2]) > 0);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.tlp_count, 1);
+	/* segment 1 reaches B before the application posts a receive: RNR */
+	give(&n, 0, &p[1]);
+	give_all(&n, 1);
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.naks_rcvd, 1);
+	/* the receive is posted; segment 0 and the probe's copy arrive */
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 7, dst, sizeof(dst), n.now), 0);
+	give(&n, 0, &p[0]);
+	give(&n, 0, &p[2]);
+	give_all(&n, 1);
+	cqlog log[2] = { 0 };
+	poll_all(&n, log);
+	assert_int_equal(log[0].n, 1);
+	assert_int_equal(log[0].e[0].wr_id, 1);
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_int_equal(log[1].n, 1);
+	assert_int_equal(log[1].e[0].wr_id, 7);
+	assert_int_equal(log[1].e[0].status, MRP_WC_SUCCESS);
+	assert_int_equal(log[1].e[0].byte_len, sizeof(src));
+	assert_memory_equal(dst, src, sizeof(src));
+	/* the RNR timer runs out with nothing left to resend */
+	net_run_until(&n, NULL, NULL, n.now + 10000000ull);
+	poll_all(&n, log);
+	assert_int_equal(log[0].n, 1);
+	assert_int_equal(log[1].n, 1);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
+/* The tail-loss probe never resends a copy of a segment an ACK has already
+ * covered. (It used to pick the newest packet in flight even when an ACK
+ * for an earlier copy of the same segment had arrived, marking the acked
+ * segment in flight again: the message's acked count went wrong.) */
+static void test_tlp_skips_acked_copy(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[3 * 4096];
+	static rpkt p[4];
+	fill_pattern(src, sizeof(src), 14);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = sizeof(src),
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	for (int i = 0; i < 3; i++)
+		assert_true(grab(&n, 0, &p[i]) > 0); /* segment i, PSN i */
+	n.now = mrp_conn_deadline(n.c[0]);
+	mrp_conn_handle_timeout(n.c[0], n.now);
+	assert_true(grab(&n, 0, &p[3]) > 0); /* the probe: segment 2 again, PSN 3 */
+	static rpkt q;
+	assert_int_equal(grab(&n, 0, &q), 0);
+	/* segment 0 is lost; 1 and 2 arrive and are acked; the probe's copy is
+	 * still on its way when the next probe is due (before A writes the
+	 * retransmission of segment 0) */
+	give(&n, 0, &p[1]);
+	give(&n, 0, &p[2]);
+	give_all(&n, 1);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.lost_pkts, 1);
+	uint64_t t = mrp_conn_deadline(n.c[0]);
+	assert_true(t > n.now && t != UINT64_MAX);
+	n.now = t;
+	mrp_conn_handle_timeout(n.c[0], n.now);
+	assert_true(grab(&n, 0, &q) > 0);
+	assert_int_equal(n.check_failures, 0);
+	mrp_pkt pkt;
+	assert_int_equal(mrp_pkt_decode(&pkt, q.data, q.len), (ssize_t)q.len);
+	assert_int_equal(pkt.u.data.offset, 0); /* segment 0 goes again, not 2 */
+	give(&n, 0, &q);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].n, 1);
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, sizeof(src));
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
+/* Forge a SEND packet on stream 0 from A to B. */
+static int forge_send(net *n, uint32_t psn, uint32_t msn, uint32_t recv_idx,
+		      uint32_t msg_len, uint32_t offset)
+{
+	static uint8_t pay[4096], buf[PKTMAX];
+	memset(pay, 0x77, sizeof(pay));
+	uint32_t plen = msg_len - offset < 4096 ? msg_len - offset : 4096;
+	mrp_pkt p;
+	memset(&p, 0, sizeof(p));
+	p.hdr.version = MRP_VERSION;
+	p.hdr.opcode = MRP_OP_SEND;
+	p.hdr.flags = (uint16_t)((offset == 0 ? MRP_F_FIRST : 0) |
+				 (offset + plen == msg_len ? MRP_F_LAST : 0));
+	p.hdr.path_gen = 1;
+	p.hdr.dst_conn_id = 101;
+	p.hdr.src_conn_id = 100;
+	p.hdr.token = 0x1112;
+	p.hdr.psn = psn;
+	p.u.data.payload_len = (uint16_t)plen;
+	p.u.data.msn = msn;
+	p.u.data.offset = offset;
+	p.u.data.msg_len = msg_len;
+	p.u.data.recv_idx = recv_idx;
+	p.u.data.payload = pay;
+	ssize_t len = mrp_pkt_encode(buf, sizeof(buf), &p);
+	assert_true(len > 0);
+	mrp_pkt d;
+	assert_int_equal(mrp_pkt_decode(&d, buf, (size_t)len), len);
+	return mrp_conn_read_pkt(n->c[1], &d, 0, 0, n->now);
+}
+
+/* Two messages that name the same posted receive: a protocol violation,
+ * answered by a NAK and a reset. (The second one used to take the receive
+ * as well; when it completed, the receive was freed under the first, whose
+ * next packet was then placed through the freed receive.) */
+static void test_two_messages_one_receive(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t dst[8192];
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 5, dst, sizeof(dst), 0), 0);
+	/* MSN 1, receive 0: its second packet comes first and takes receive 0 */
+	assert_int_equal(forge_send(&n, 0, 1, 0, 8192, 4096), 0);
+	/* MSN 0 claims receive 0 as well */
+	assert_int_equal(forge_send(&n, 1, 0, 0, 100, 0), 0);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[1], &st);
+	assert_int_equal(st.naks_sent, 1);
+	cqlog log[2] = { 0 };
+	poll_all(&n, log);
+	assert_int_equal(log[1].n, 1);
+	assert_int_equal(log[1].e[0].wr_id, 5);
+	assert_int_equal(log[1].e[0].status, MRP_WC_FLUSHED);
+	/* the connection is gone: the rest of MSN 1 is refused */
+	assert_int_equal(forge_send(&n, 2, 1, 0, 8192, 0), MRP_ERR_STATE);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
+/* Steering a path onto a plane that is down disables it and cancels the
+ * probe it had scheduled. (The probe used to stay due on the disabled path,
+ * which sends no probes: the deadline stayed in the past and the caller
+ * would spin.) */
+static void test_steer_onto_down_plane(void **state)
+{
+	(void)state;
+	mrp_conn_params p[2];
+	for (int i = 0; i < 2; i++) {
+		mrp_conn_params_default(&p[i]);
+		p[i].local_conn_id = 100 + i;
+		p[i].peer_conn_id = 101 - i;
+		p[i].local_token = 0x1111 + i;
+		p[i].peer_token = 0x1112 - i;
+		p[i].nplanes = 2;
+		p[i].probe_idle_ns = 1000000;
+	}
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	/* idle for 1 ms: every path is due a probe */
+	n.now = mrp_conn_deadline(n.c[0]);
+	assert_int_equal(n.now, 1000000);
+	mrp_conn_handle_timeout(n.c[0], n.now);
+	assert_int_equal(mrp_conn_plane_event(n.c[0], 1, MRP_PLANE_DOWN, n.now), 0);
+	assert_int_equal(mrp_conn_path_steer(n.c[0], 0, 0, 1, n.now), 0);
+	mrp_path_info pi;
+	assert_int_equal(mrp_conn_path_info(n.c[0], 0, &pi), 0);
+	assert_int_equal(pi.plane, 1);
+	assert_int_equal(pi.state, MRP_PATH_DISABLED);
+	static rpkt q;
+	while (grab(&n, 0, &q))
+		;
+	assert_true(mrp_conn_deadline(n.c[0]) > n.now);
+	/* the plane comes back: the path probes and carries data again */
+	assert_int_equal(mrp_conn_plane_event(n.c[0], 1, MRP_PLANE_UP, n.now), 0);
+	net_run_until(&n, NULL, NULL, n.now + 1000000);
+	assert_int_equal(mrp_conn_path_info(n.c[0], 0, &pi), 0);
+	assert_int_equal(pi.state, MRP_PATH_ACTIVE);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -861,6 +1140,11 @@ int main(void)
 		cmocka_unit_test(test_many_streams),
 		cmocka_unit_test(test_token_checked),
 		cmocka_unit_test(test_params_rejected),
+		cmocka_unit_test(test_nak_fails_queued_message),
+		cmocka_unit_test(test_rnr_copy_completes),
+		cmocka_unit_test(test_tlp_skips_acked_copy),
+		cmocka_unit_test(test_two_messages_one_receive),
+		cmocka_unit_test(test_steer_onto_down_plane),
 	};
 	if (getenv("TEST_FILTER"))
 		cmocka_set_test_filter(getenv("TEST_FILTER"));

@@ -14,6 +14,10 @@
 #define NSENDERS_MAX 64
 
 /* Sender keys are never 0 (0 marks a free slot). */
+/* What two or more contending senders share: 98 % of the capacity, so
+ * that their pacing leaves a little over to drain queues (ratehint.h). */
+#define SHARED(cap) ((cap) * 98 / 100)
+
 static uint64_t key_of(unsigned i)
 {
 	return 0x1000 + i;
@@ -33,7 +37,7 @@ static void run(mrp_rh *rh, uint32_t *cache, unsigned n, const uint32_t *bytes_p
 
 			if (bytes_per_us[i] == 0)
 				continue;
-			slot = mrp_rh_arrival(rh, &cache[i], key_of(i), bytes_per_us[i], *now);
+			slot = mrp_rh_arrival(rh, &cache[i], key_of(i), bytes_per_us[i], 0, *now);
 			assert_true(slot >= 0);
 			assert_int_equal((uint32_t)slot, cache[i]);
 			assert_true(mrp_rh_share(rh, cache[i], key_of(i), *now) > 0);
@@ -80,7 +84,7 @@ static void test_init_invalid(void **state)
 	assert_int_equal(rh.idle_ns, MRP_RH_DEFAULT_IDLE_NS);
 	assert_int_equal(rh.headroom_pct, MRP_RH_DEFAULT_HEADROOM_PCT);
 	/* key 0 means "free slot" and is refused */
-	assert_int_equal(mrp_rh_arrival(&rh, &c, 0, 100, 0), MRP_ERR_INVAL);
+	assert_int_equal(mrp_rh_arrival(&rh, &c, 0, 100, 0, 0), MRP_ERR_INVAL);
 	assert_int_equal(rh.nactive, 0);
 }
 
@@ -96,7 +100,7 @@ static void test_single_sender_full_capacity(void **state)
 	(void)state;
 	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
 	cache_reset(cache, 1);
-	assert_true(mrp_rh_arrival(&rh, &cache[0], key_of(0), 4096, now) >= 0);
+	assert_true(mrp_rh_arrival(&rh, &cache[0], key_of(0), 4096, 0, now) >= 0);
 	assert_int_equal(share_of(&rh, cache, 0, now), 100 * GBPS);
 	run(&rh, cache, 1, bpus, &now, 200 * US);
 	assert_int_equal(slots[cache[0]].measured, 1);
@@ -118,10 +122,10 @@ static void test_incast_64_equal_from_first_arrival(void **state)
 	assert_int_equal(mrp_rh_init(&rh, slots, 256, cap, 0), 0);
 	cache_reset(cache, 64);
 	for (unsigned i = 0; i < 64; i++)
-		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, i) >= 0);
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0, i) >= 0);
 	assert_int_equal(rh.nactive, 64);
 	for (unsigned i = 0; i < 64; i++)
-		assert_int_equal(share_of(&rh, cache, i, 100), cap / 64);
+		assert_int_equal(share_of(&rh, cache, i, 100), SHARED(cap) / 64);
 	assert_true(sum_shares(&rh, cache, 64, 100) <= cap);
 }
 
@@ -141,16 +145,16 @@ static void test_late_joiner_gets_equal_share(void **state)
 	assert_int_equal(mrp_rh_init(&rh, slots, 16, cap, 0), 0);
 	cache_reset(cache, 4);
 	for (unsigned i = 0; i < 3; i++) {
-		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, now) >= 0);
-		assert_int_equal(share_of(&rh, cache, i, now), cap / (i + 1));
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0, now) >= 0);
+		assert_int_equal(share_of(&rh, cache, i, now), i ? SHARED(cap) / (i + 1) : cap);
 	}
-	assert_int_equal(share_of(&rh, cache, 0, now), cap / 3);
+	assert_int_equal(share_of(&rh, cache, 0, now), SHARED(cap) / 3);
 	run(&rh, cache, 3, bpus, &now, 100 * US);
 	assert_true(slots[cache[0]].measured);
-	assert_true(mrp_rh_arrival(&rh, &cache[3], key_of(3), 4096, now) >= 0);
-	assert_int_equal(share_of(&rh, cache, 3, now), cap / 4);
+	assert_true(mrp_rh_arrival(&rh, &cache[3], key_of(3), 4096, 0, now) >= 0);
+	assert_int_equal(share_of(&rh, cache, 3, now), SHARED(cap) / 4);
 	for (unsigned i = 0; i < 3; i++)
-		assert_int_equal(share_of(&rh, cache, i, now), cap / 4);
+		assert_int_equal(share_of(&rh, cache, i, now), SHARED(cap) / 4);
 }
 
 /* Max-min: a sender using 10 % of its fair share keeps its demand (rate +
@@ -171,7 +175,7 @@ static void test_max_min_light_sender(void **state)
 	run(&rh, cache, 4, bpus, &now, 10 * MRP_RH_DEFAULT_EPOCH_NS);
 	s0 = share_of(&rh, cache, 0, now);
 	assert_int_equal(s0, 1250000000ull);
-	rest = (cap - s0) / 3;
+	rest = (SHARED(cap) - s0) / 3;
 	for (unsigned i = 1; i < 4; i++)
 		assert_int_equal(share_of(&rh, cache, i, now), rest);
 	assert_true(sum_shares(&rh, cache, 4, now) <= cap);
@@ -180,7 +184,7 @@ static void test_max_min_light_sender(void **state)
 	const uint32_t light[4] = { 125, 125, 125, 125 };
 	run(&rh, cache, 4, light, &now, now + 60 * MRP_RH_DEFAULT_EPOCH_NS);
 	for (unsigned i = 0; i < 4; i++)
-		assert_int_equal(share_of(&rh, cache, i, now), cap / 4);
+		assert_int_equal(share_of(&rh, cache, i, now), SHARED(cap) / 4);
 }
 
 /* A sender idle for idle_ns is expired; the others' shares rise. */
@@ -198,7 +202,7 @@ static void test_idle_sender_expires(void **state)
 	cache_reset(cache, 4);
 	run(&rh, cache, 4, bpus, &now, 100 * US);
 	before = share_of(&rh, cache, 1, now);
-	assert_int_equal(before, cap / 4);
+	assert_int_equal(before, SHARED(cap) / 4);
 
 	bpus[3] = 0; /* sender 3 goes quiet */
 	t_stop = now - US;
@@ -211,13 +215,13 @@ static void test_idle_sender_expires(void **state)
 	assert_int_equal(share_of(&rh, cache, 3, now), 0);
 	assert_int_equal(slots[cache[3]].key, 0);
 	for (unsigned i = 0; i < 3; i++)
-		assert_int_equal(share_of(&rh, cache, i, now), cap / 3);
-	assert_true(cap / 3 > before);
+		assert_int_equal(share_of(&rh, cache, i, now), SHARED(cap) / 3);
+	assert_true(SHARED(cap) / 3 > before);
 
 	/* it comes back: a new sender with an equal share */
-	assert_true(mrp_rh_arrival(&rh, &cache[3], key_of(3), 4096, now) >= 0);
+	assert_true(mrp_rh_arrival(&rh, &cache[3], key_of(3), 4096, 0, now) >= 0);
 	assert_int_equal(rh.nactive, 4);
-	assert_int_equal(share_of(&rh, cache, 3, now), cap / 4);
+	assert_int_equal(share_of(&rh, cache, 3, now), SHARED(cap) / 4);
 }
 
 /* A capacity change (plane down/up) recomputes every share at once. */
@@ -231,17 +235,17 @@ static void test_capacity_change(void **state)
 	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
 	cache_reset(cache, 2);
 	for (unsigned i = 0; i < 2; i++)
-		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0) >= 0);
-	assert_int_equal(share_of(&rh, cache, 0, 0), 50 * GBPS);
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0, 0) >= 0);
+	assert_int_equal(share_of(&rh, cache, 0, 0), SHARED(100 * GBPS) / 2);
 	mrp_rh_set_capacity(&rh, 50 * GBPS);
-	assert_int_equal(slots[cache[0]].share_bps, 25 * GBPS);
-	assert_int_equal(share_of(&rh, cache, 0, 0), 25 * GBPS);
-	assert_int_equal(share_of(&rh, cache, 1, 0), 25 * GBPS);
+	assert_int_equal(slots[cache[0]].share_bps, SHARED(50 * GBPS) / 2);
+	assert_int_equal(share_of(&rh, cache, 0, 0), SHARED(50 * GBPS) / 2);
+	assert_int_equal(share_of(&rh, cache, 1, 0), SHARED(50 * GBPS) / 2);
 	/* every plane down: a tiny but non-zero hint (0 would mean "none") */
 	mrp_rh_set_capacity(&rh, 0);
 	assert_int_equal(share_of(&rh, cache, 0, 0), 1);
 	mrp_rh_set_capacity(&rh, 200 * GBPS);
-	assert_int_equal(share_of(&rh, cache, 1, 0), 100 * GBPS);
+	assert_int_equal(share_of(&rh, cache, 1, 0), SHARED(200 * GBPS) / 2);
 }
 
 /* All slots held by active senders: MRP_ERR_FULL; a freed or expired slot
@@ -258,23 +262,23 @@ static void test_table_full_and_reuse(void **state)
 	rh.epoch_ns = UINT64_MAX;
 	cache_reset(cache, 6);
 	for (unsigned i = 0; i < 4; i++)
-		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 1000, i * US) >= 0);
-	assert_int_equal(mrp_rh_arrival(&rh, &cache[4], key_of(4), 1000, 10 * US),
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 1000, 0, i * US) >= 0);
+	assert_int_equal(mrp_rh_arrival(&rh, &cache[4], key_of(4), 1000, 0, 10 * US),
 			 MRP_ERR_FULL);
 	assert_int_equal(cache[4], UINT32_MAX);
 	assert_int_equal(rh.nactive, 4);
 	/* the sender that is refused is not counted in anyone's share */
-	assert_int_equal(share_of(&rh, cache, 0, 10 * US), 25 * GBPS);
+	assert_int_equal(share_of(&rh, cache, 0, 10 * US), SHARED(100 * GBPS) / 4);
 
 	/* senders 1..3 stay busy; sender 0 falls idle past idle_ns */
 	uint64_t t = 10 * US + rh.idle_ns;
 	for (unsigned i = 1; i < 4; i++)
-		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 1000, t) >= 0);
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 1000, 0, t) >= 0);
 	t += US;
-	assert_int_equal(mrp_rh_arrival(&rh, &cache[4], key_of(4), 1000, t), (int)cache[0]);
+	assert_int_equal(mrp_rh_arrival(&rh, &cache[4], key_of(4), 1000, 0, t), (int)cache[0]);
 	assert_int_equal(rh.nactive, 4);
 	assert_int_equal(share_of(&rh, cache, 0, t), 0); /* sender 0 lost its slot */
-	assert_int_equal(mrp_rh_arrival(&rh, &cache[5], key_of(5), 1000, t), MRP_ERR_FULL);
+	assert_int_equal(mrp_rh_arrival(&rh, &cache[5], key_of(5), 1000, 0, t), MRP_ERR_FULL);
 }
 
 /* The cached index is used when valid and ignored when stale; a key never
@@ -288,24 +292,24 @@ static void test_slot_cache(void **state)
 
 	(void)state;
 	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
-	s0 = mrp_rh_arrival(&rh, &c0, key_of(0), 100, 0);
-	s1 = mrp_rh_arrival(&rh, &c1, key_of(1), 100, 0);
+	s0 = mrp_rh_arrival(&rh, &c0, key_of(0), 100, 0, 0);
+	s1 = mrp_rh_arrival(&rh, &c1, key_of(1), 100, 0, 0);
 	assert_true(s0 >= 0 && s1 >= 0 && s0 != s1);
 	assert_int_equal(c0, (uint32_t)s0);
-	assert_int_equal(mrp_rh_arrival(&rh, &c0, key_of(0), 100, 1), s0);
+	assert_int_equal(mrp_rh_arrival(&rh, &c0, key_of(0), 100, 0, 1), s0);
 	/* a cache pointing at another sender's slot, out of range, or absent */
 	wrong = c1;
-	assert_int_equal(mrp_rh_arrival(&rh, &wrong, key_of(0), 100, 2), s0);
+	assert_int_equal(mrp_rh_arrival(&rh, &wrong, key_of(0), 100, 0, 2), s0);
 	assert_int_equal(wrong, (uint32_t)s0);
 	wrong = 12345;
-	assert_int_equal(mrp_rh_arrival(&rh, &wrong, key_of(0), 100, 3), s0);
-	assert_int_equal(mrp_rh_arrival(&rh, NULL, key_of(0), 100, 4), s0);
+	assert_int_equal(mrp_rh_arrival(&rh, &wrong, key_of(0), 100, 0, 3), s0);
+	assert_int_equal(mrp_rh_arrival(&rh, NULL, key_of(0), 100, 0, 4), s0);
 	assert_int_equal(rh.nactive, 2);
 	assert_int_equal(slots[s0].epoch_bytes, 500);
 	/* a share asked with the wrong key or slot is 0, not someone else's */
 	assert_int_equal(mrp_rh_share(&rh, (uint32_t)s1, key_of(0), 5), 0);
 	assert_int_equal(mrp_rh_share(&rh, 8, key_of(0), 5), 0);
-	assert_int_equal(mrp_rh_share(&rh, (uint32_t)s0, key_of(0), 5), 50 * GBPS);
+	assert_int_equal(mrp_rh_share(&rh, (uint32_t)s0, key_of(0), 5), SHARED(100 * GBPS) / 2);
 }
 
 /* release frees the slot at once and the others get its share. */
@@ -319,8 +323,8 @@ static void test_release(void **state)
 	assert_int_equal(mrp_rh_init(&rh, slots, 2, 100 * GBPS, 0), 0);
 	cache_reset(cache, 3);
 	for (unsigned i = 0; i < 2; i++)
-		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0) >= 0);
-	assert_int_equal(share_of(&rh, cache, 1, 0), 50 * GBPS);
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0, 0) >= 0);
+	assert_int_equal(share_of(&rh, cache, 1, 0), SHARED(100 * GBPS) / 2);
 	mrp_rh_release(&rh, cache[0], key_of(1)); /* wrong key: ignored */
 	assert_int_equal(rh.nactive, 2);
 	mrp_rh_release(&rh, cache[0], key_of(0));
@@ -329,7 +333,7 @@ static void test_release(void **state)
 	assert_int_equal(share_of(&rh, cache, 0, 1), 0);
 	assert_int_equal(share_of(&rh, cache, 1, 1), 100 * GBPS);
 	/* the freed slot takes a new sender in a full table */
-	assert_int_equal(mrp_rh_arrival(&rh, &cache[2], key_of(2), 4096, 2), (int)cache[0]);
+	assert_int_equal(mrp_rh_arrival(&rh, &cache[2], key_of(2), 4096, 0, 2), (int)cache[0]);
 	mrp_rh_release(&rh, cache[0], key_of(0)); /* stale release: ignored */
 	assert_int_equal(rh.nactive, 2);
 }
@@ -367,12 +371,43 @@ static void test_jain_64_equal(void **state)
 	}
 	assert_true(jain(shares, 64) >= 0.99);
 	assert_true(sum <= cap);
-	assert_true(sum >= cap - 64);
+	assert_true(sum >= SHARED(cap) - 64);
+}
+
+/* CE-marked arrivals shrink what is divided (a queue before the receiver
+ * is over its threshold); unmarked arrivals give it back. */
+static void test_ce_shrinks_allotment(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[4];
+	uint32_t cache[2] = { UINT32_MAX, UINT32_MAX };
+	uint64_t now = 0;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 4, 100000000000ull, 0), 0);
+	/* two senders, every arrival marked, for 20 epochs */
+	for (int e = 0; e < 20; e++)
+		for (int k = 0; k < 10; k++, now += rh.epoch_ns / 10)
+			for (int i = 0; i < 2; i++)
+				assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 1, now) >= 0);
+	uint64_t marked = mrp_rh_share(&rh, cache[0], key_of(0), now) +
+			  mrp_rh_share(&rh, cache[1], key_of(1), now);
+	assert_true(marked < 100000000000ull * 6 / 10); /* alpha near 1: about half */
+	assert_true(marked > 100000000000ull * 4 / 10);
+	/* unmarked again: the allotment returns towards the capacity */
+	for (int e = 0; e < 60; e++)
+		for (int k = 0; k < 10; k++, now += rh.epoch_ns / 10)
+			for (int i = 0; i < 2; i++)
+				assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0, now) >= 0);
+	uint64_t clean = mrp_rh_share(&rh, cache[0], key_of(0), now) +
+			 mrp_rh_share(&rh, cache[1], key_of(1), now);
+	assert_true(clean > 100000000000ull * 97 / 100);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ce_shrinks_allotment),
 		cmocka_unit_test(test_init_invalid),
 		cmocka_unit_test(test_single_sender_full_capacity),
 		cmocka_unit_test(test_incast_64_equal_from_first_arrival),
