@@ -1,0 +1,574 @@
+/* Results of a run, as text and as JSON; see report.h. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "units.h"
+
+double sim_jain(const double *x, size_t n)
+{
+	double sum = 0, sq = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		sum += x[i];
+		sq += x[i] * x[i];
+	}
+	if (n == 0 || sq == 0)
+		return 1;
+	return sum * sum / ((double)n * sq);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+uint64_t sim_percentile(uint64_t *v, size_t n, double q)
+{
+	if (n == 0)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_u64);
+
+	size_t rank = (size_t)ceil(q * (double)n);
+
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return v[rank - 1];
+}
+
+const char *sim_run_status_name(int run_status)
+{
+	switch (run_status) {
+	case SIM_RUN_DONE:
+		return "done";
+	case SIM_RUN_IDLE:
+		return "idle";
+	case SIM_RUN_LIMIT:
+		return "limit";
+	default:
+		return "error";
+	}
+}
+
+int sim_result_ok(const sim_result *r)
+{
+	return r->violations == 0 && r->verify_failures == 0 && r->unfinished == 0 && r->failed == 0;
+}
+
+static const char *flow_status(const sim_flow_result *f)
+{
+	if (!f->done)
+		return "unfinished";
+	if (f->status != 0)
+		return "failed";
+	return f->verified ? "ok" : "corrupt";
+}
+
+int sim_result_collect(sim *s, int run_status, sim_result *r)
+{
+	const sim_stats *st;
+	size_t n = sim_flow_count(s);
+	uint64_t *fcts;
+	double *gps;
+	uint64_t first = SIM_NEVER, last = 0, bytes = 0;
+	double fct_sum = 0;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->transport, sizeof(r->transport), "%s", sim_transport(s)->name);
+	r->run_status = run_status;
+	sim_verify(s);
+	st = sim_get_stats(s);
+
+	r->flows = calloc(n ? n : 1, sizeof(*r->flows));
+	fcts = calloc(n ? n : 1, sizeof(*fcts));
+	gps = calloc(n ? n : 1, sizeof(*gps));
+	if (!r->flows || !fcts || !gps) {
+		free(fcts);
+		free(gps);
+		sim_result_free(r);
+		return MRP_ERR_NOMEM;
+	}
+	r->nflows = n;
+	for (size_t i = 0; i < n; i++) {
+		const sim_flow *f = sim_flow_get(s, i);
+		sim_flow_result *fr = &r->flows[i];
+
+		fr->id = f->id;
+		fr->src = f->src;
+		fr->dst = f->dst;
+		fr->bytes = f->bytes;
+		fr->op = f->op;
+		fr->stream = f->stream;
+		fr->plane = f->plane;
+		fr->start_ns = f->start_ns;
+		fr->finish_ns = f->finish_ns;
+		fr->retx = f->retx_pkts;
+		fr->spurious = f->spurious_pkts;
+		fr->done = f->done;
+		fr->status = f->status;
+		fr->verified = f->verified;
+		fr->fct_ns = SIM_NEVER;
+		r->retx += f->retx_pkts;
+		r->spurious += f->spurious_pkts;
+		if (!f->done) {
+			r->unfinished++;
+			continue;
+		}
+		if (f->status != 0) {
+			r->failed++;
+			continue;
+		}
+		fr->fct_ns = f->finish_ns - f->start_ns;
+		fr->goodput_bps = fr->fct_ns ? (double)f->bytes * 8e9 / (double)fr->fct_ns : 0;
+		fcts[r->finished] = fr->fct_ns;
+		gps[r->finished] = fr->goodput_bps;
+		r->finished++;
+		fct_sum += (double)fr->fct_ns;
+		bytes += f->bytes;
+		if (f->start_ns < first)
+			first = f->start_ns;
+		if (f->finish_ns > last)
+			last = f->finish_ns;
+		if (fr->fct_ns > r->max_fct_ns)
+			r->max_fct_ns = fr->fct_ns;
+	}
+	if (r->finished) {
+		r->mean_fct_ns = fct_sum / (double)r->finished;
+		r->p99_fct_ns = sim_percentile(fcts, r->finished, 0.99);
+		r->agg_goodput_bps = last > first ? (double)bytes * 8e9 / (double)(last - first) : 0;
+		r->jain = sim_jain(gps, r->finished);
+	}
+	free(fcts);
+	free(gps);
+
+	size_t nl = sim_link_count(s), k = 0;
+
+	r->links = calloc(nl ? nl : 1, sizeof(*r->links));
+	if (!r->links) {
+		sim_result_free(r);
+		return MRP_ERR_NOMEM;
+	}
+	for (size_t i = 0; i < nl; i++) {
+		const sim_link *l = sim_link_get(s, i);
+		uint64_t d = 0;
+
+		for (unsigned c = 0; c < SIM_DROP_N; c++) {
+			d += l->drops[c];
+			r->drops[c] += l->drops[c];
+		}
+		r->ce_marks += l->ce_marks;
+		if (l->max_qbytes > r->max_queue_bytes) {
+			r->max_queue_bytes = l->max_qbytes;
+			sim_link_name(l, r->max_queue_link, sizeof(r->max_queue_link));
+		}
+		if (l->tx_pkts == 0 && d == 0)
+			continue;
+
+		sim_link_result *lr = &r->links[k++];
+
+		sim_link_name(l, lr->name, sizeof(lr->name));
+		lr->plane = l->plane;
+		lr->max_queue_bytes = l->max_qbytes;
+		lr->tx_bytes = l->tx_bytes;
+		lr->tx_pkts = l->tx_pkts;
+		lr->ce_marks = l->ce_marks;
+		memcpy(lr->drops, l->drops, sizeof(lr->drops));
+	}
+	r->nlinks = k;
+	r->drops[SIM_DROP_NOROUTE] += st->noroute;
+	for (unsigned c = 0; c < SIM_DROP_N; c++)
+		r->drops_total += r->drops[c];
+
+	r->events = st->events;
+	r->sim_time_ns = sim_now(s);
+	r->violations = st->violations;
+	r->verify_failures = st->verify_failures;
+	r->nmsgs = st->nmsgs;
+	memcpy(r->msgs, st->msgs, sizeof(r->msgs));
+	return 0;
+}
+
+void sim_result_free(sim_result *r)
+{
+	free(r->flows);
+	free(r->links);
+	r->flows = NULL;
+	r->links = NULL;
+	r->nflows = r->nlinks = 0;
+}
+
+/* ---------------------------------------------------------------- text */
+
+/* One line of the summary: how to print a run's value, and the value the
+ * ratio column divides (runs[1] / runs[0]). */
+typedef struct row {
+	const char *label;
+	void (*fmt)(char *buf, size_t n, const sim_result *r);
+	double (*val)(const sim_result *r);
+} row;
+
+#define COUNT_ROW(name, field)                                                  \
+	static void f_##name(char *b, size_t n, const sim_result *r)           \
+	{                                                                       \
+		snprintf(b, n, "%" PRIu64, (uint64_t)r->field);                 \
+	}                                                                       \
+	static double v_##name(const sim_result *r)                             \
+	{                                                                       \
+		return (double)r->field;                                        \
+	}
+COUNT_ROW(drops, drops_total)
+COUNT_ROW(overflow, drops[SIM_DROP_OVERFLOW])
+COUNT_ROW(loss, drops[SIM_DROP_LOSS])
+COUNT_ROW(down, drops[SIM_DROP_DOWN])
+COUNT_ROW(blackhole, drops[SIM_DROP_BLACKHOLE])
+COUNT_ROW(noroute, drops[SIM_DROP_NOROUTE])
+COUNT_ROW(ce, ce_marks)
+COUNT_ROW(retx, retx)
+COUNT_ROW(spurious, spurious)
+COUNT_ROW(finished, finished)
+COUNT_ROW(unfinished, unfinished)
+COUNT_ROW(failed, failed)
+COUNT_ROW(violations, violations)
+COUNT_ROW(verify, verify_failures)
+COUNT_ROW(events, events)
+
+static void f_goodput(char *b, size_t n, const sim_result *r)
+{
+	sim_fmt_rate(b, n, r->agg_goodput_bps);
+}
+
+static double v_goodput(const sim_result *r)
+{
+	return r->agg_goodput_bps;
+}
+
+static void f_mean_fct(char *b, size_t n, const sim_result *r)
+{
+	sim_fmt_time(b, n, r->mean_fct_ns);
+}
+
+static double v_mean_fct(const sim_result *r)
+{
+	return r->mean_fct_ns;
+}
+
+static void f_p99_fct(char *b, size_t n, const sim_result *r)
+{
+	sim_fmt_time(b, n, (double)r->p99_fct_ns);
+}
+
+static double v_p99_fct(const sim_result *r)
+{
+	return (double)r->p99_fct_ns;
+}
+
+static void f_jain(char *b, size_t n, const sim_result *r)
+{
+	snprintf(b, n, "%.4f", r->jain);
+}
+
+static double v_jain(const sim_result *r)
+{
+	return r->jain;
+}
+
+static void f_max_queue(char *b, size_t n, const sim_result *r)
+{
+	sim_fmt_bytes(b, n, (double)r->max_queue_bytes);
+}
+
+static double v_max_queue(const sim_result *r)
+{
+	return (double)r->max_queue_bytes;
+}
+
+static void f_sim_time(char *b, size_t n, const sim_result *r)
+{
+	sim_fmt_time(b, n, (double)r->sim_time_ns);
+}
+
+static double v_sim_time(const sim_result *r)
+{
+	return (double)r->sim_time_ns;
+}
+
+static void f_eps(char *b, size_t n, const sim_result *r)
+{
+	snprintf(b, n, "%.3g", r->events_per_sec);
+}
+
+static const row rows[] = {
+	{"aggregate goodput", f_goodput, v_goodput},
+	{"mean fct", f_mean_fct, v_mean_fct},
+	{"p99 fct", f_p99_fct, v_p99_fct},
+	{"jain fairness", f_jain, v_jain},
+	{"max queue", f_max_queue, v_max_queue},
+	{"drops", f_drops, v_drops},
+	{"  overflow", f_overflow, v_overflow},
+	{"  loss", f_loss, v_loss},
+	{"  down", f_down, v_down},
+	{"  blackhole", f_blackhole, v_blackhole},
+	{"  noroute", f_noroute, v_noroute},
+	{"ce marks", f_ce, v_ce},
+	{"retransmissions", f_retx, v_retx},
+	{"spurious retransmissions", f_spurious, v_spurious},
+	{"finished flows", f_finished, v_finished},
+	{"unfinished flows", f_unfinished, v_unfinished},
+	{"failed flows", f_failed, v_failed},
+	{"invariant violations", f_violations, v_violations},
+	{"verification failures", f_verify, v_verify},
+	{"simulated time", f_sim_time, v_sim_time},
+	{"events", f_events, v_events},
+	{"events/s (wall clock)", f_eps, NULL},
+};
+
+static void print_row(FILE *out, const char *label, char cell[][48], size_t n)
+{
+	fprintf(out, "  %-26s", label);
+	for (size_t i = 0; i < n; i++)
+		fprintf(out, " %18s", cell[i]);
+	fputc('\n', out);
+}
+
+/* Busiest first; equal ones in link order (pointers into one array). */
+static int cmp_link(const void *a, const void *b)
+{
+	const sim_link_result *x = *(const sim_link_result *const *)a;
+	const sim_link_result *y = *(const sim_link_result *const *)b;
+
+	if (x->max_queue_bytes != y->max_queue_bytes)
+		return x->max_queue_bytes > y->max_queue_bytes ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+static void print_links(FILE *out, const sim_result *R)
+{
+	const sim_link_result **v = malloc((R->nlinks ? R->nlinks : 1) * sizeof(*v));
+	char a[48], b[48];
+
+	fprintf(out, "\n%s: links by max queue (top 5 of %zu used)\n", R->transport, R->nlinks);
+	fprintf(out, "  %-28s %12s %12s %10s %10s %10s\n", "link", "max queue", "sent", "ce marks",
+		"drops", "lost");
+	if (!v)
+		return;
+	for (size_t i = 0; i < R->nlinks; i++)
+		v[i] = &R->links[i];
+	qsort(v, R->nlinks, sizeof(*v), cmp_link);
+	for (size_t i = 0; i < R->nlinks && i < 5; i++) {
+		const sim_link_result *l = v[i];
+		uint64_t drops = 0;
+
+		for (unsigned k = 0; k < SIM_DROP_N; k++)
+			drops += l->drops[k];
+		sim_fmt_bytes(a, sizeof(a), (double)l->max_queue_bytes);
+		sim_fmt_bytes(b, sizeof(b), (double)l->tx_bytes);
+		fprintf(out, "  %-28s %12s %12s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 "\n", l->name, a,
+			b, l->ce_marks, drops, l->drops[SIM_DROP_LOSS]);
+	}
+	free(v);
+}
+
+void sim_report_text(FILE *out, const sim_config *cfg, const sim_result *runs, size_t nr)
+{
+	char a[48], b[48], c[48], d[48];
+	char cell[3][48];
+	size_t ncol = nr == 2 ? 3 : nr;
+
+	fprintf(out, "scenario %s, seed %" PRIu64 ": %" PRIu32 " hosts, %u plane%s, %zu flow%s\n\n",
+		cfg->name, cfg->seed, cfg->hosts, cfg->planes, cfg->planes == 1 ? "" : "s",
+		runs[0].nflows, runs[0].nflows == 1 ? "" : "s");
+
+	/* per flow, runs side by side */
+	fprintf(out, "%6s %5s %5s %10s %10s", "flow", "src", "dst", "bytes", "start");
+	for (size_t r = 0; r < nr; r++)
+		fprintf(out, " | %-8s %11s %12s %6s %6s %-10s", runs[r].transport, "fct", "goodput", "retx",
+			"spur", "status");
+	fputc('\n', out);
+	for (size_t i = 0; i < runs[0].nflows; i++) {
+		const sim_flow_result *f = &runs[0].flows[i];
+
+		sim_fmt_bytes(a, sizeof(a), (double)f->bytes);
+		sim_fmt_time(b, sizeof(b), (double)f->start_ns);
+		fprintf(out, "%6" PRIu32 " %5" PRIu32 " %5" PRIu32 " %10s %10s", f->id, f->src, f->dst, a, b);
+		for (size_t r = 0; r < nr; r++) {
+			const sim_flow_result *g = &runs[r].flows[i];
+
+			if (g->fct_ns != SIM_NEVER) {
+				sim_fmt_time(c, sizeof(c), (double)g->fct_ns);
+				sim_fmt_rate(d, sizeof(d), g->goodput_bps);
+			} else {
+				snprintf(c, sizeof(c), "-");
+				snprintf(d, sizeof(d), "-");
+			}
+			fprintf(out, " | %-8s %11s %12s %6" PRIu64 " %6" PRIu64 " %-10s", "", c, d, g->retx,
+				g->spurious, flow_status(g));
+		}
+		fputc('\n', out);
+	}
+
+	/* summary, runs side by side, then their ratio */
+	fputc('\n', out);
+	for (size_t r = 0; r < nr; r++)
+		snprintf(cell[r], sizeof(cell[r]), "%s", runs[r].transport);
+	if (nr == 2)
+		snprintf(cell[2], sizeof(cell[2]), "%s/%s", runs[1].transport, runs[0].transport);
+	print_row(out, "summary", cell, ncol);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		for (size_t r = 0; r < nr; r++)
+			rows[i].fmt(cell[r], sizeof(cell[r]), &runs[r]);
+		if (nr == 2) {
+			double x0 = rows[i].val ? rows[i].val(&runs[0]) : 0;
+			double x1 = rows[i].val ? rows[i].val(&runs[1]) : 0;
+
+			if (x0 > 0)
+				snprintf(cell[2], sizeof(cell[2]), "%.3f", x1 / x0);
+			else
+				snprintf(cell[2], sizeof(cell[2]), "-");
+		}
+		print_row(out, rows[i].label, cell, ncol);
+	}
+	for (size_t r = 0; r < nr; r++) {
+		if (runs[r].max_queue_link[0])
+			fprintf(out, "  %s: max queue on %s\n", runs[r].transport, runs[r].max_queue_link);
+	}
+
+	for (size_t r = 0; r < nr; r++) {
+		const sim_result *R = &runs[r];
+
+		print_links(out, R);
+		for (unsigned m = 0; m < R->nmsgs; m++)
+			fprintf(out, "%s: violation: %s\n", R->transport, R->msgs[m]);
+		if (R->violations > R->nmsgs)
+			fprintf(out, "%s: ... %" PRIu64 " violations in all\n", R->transport, R->violations);
+	}
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+static json_t *jreal(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+static json_t *jtime(uint64_t ns)
+{
+	return ns == SIM_NEVER ? json_null() : json_integer((json_int_t)ns);
+}
+
+static json_t *drops_json(const uint64_t *drops)
+{
+	json_t *o = json_object();
+	uint64_t total = 0;
+
+	for (unsigned k = 0; k < SIM_DROP_N; k++) {
+		json_object_set_new(o, sim_drop_name(k), json_integer((json_int_t)drops[k]));
+		total += drops[k];
+	}
+	json_object_set_new(o, "total", json_integer((json_int_t)total));
+	return o;
+}
+
+static json_t *run_json(const sim_result *R)
+{
+	json_t *run = json_object(), *flows = json_array(), *links = json_array(), *sum = json_object();
+	json_t *msgs = json_array();
+
+	json_object_set_new(run, "transport", json_string(R->transport));
+	json_object_set_new(run, "status", json_string(sim_run_status_name(R->run_status)));
+	for (size_t i = 0; i < R->nflows; i++) {
+		const sim_flow_result *f = &R->flows[i];
+		json_t *o = json_object();
+
+		json_object_set_new(o, "id", json_integer(f->id));
+		json_object_set_new(o, "src", json_integer(f->src));
+		json_object_set_new(o, "dst", json_integer(f->dst));
+		json_object_set_new(o, "bytes", json_integer((json_int_t)f->bytes));
+		json_object_set_new(o, "op", json_string(sim_op_name(f->op)));
+		json_object_set_new(o, "stream", json_integer(f->stream));
+		json_object_set_new(o, "plane", f->plane >= 0 ? json_integer(f->plane) : json_null());
+		json_object_set_new(o, "start_ns", json_integer((json_int_t)f->start_ns));
+		json_object_set_new(o, "finish_ns", jtime(f->finish_ns));
+		json_object_set_new(o, "fct_ns", jtime(f->fct_ns));
+		json_object_set_new(o, "goodput_bps",
+				    f->fct_ns == SIM_NEVER ? json_null() : jreal(f->goodput_bps));
+		json_object_set_new(o, "retransmissions", json_integer((json_int_t)f->retx));
+		json_object_set_new(o, "spurious_retransmissions", json_integer((json_int_t)f->spurious));
+		json_object_set_new(o, "status", json_string(flow_status(f)));
+		json_object_set_new(o, "verified", json_boolean(f->verified));
+		json_array_append_new(flows, o);
+	}
+	for (size_t i = 0; i < R->nlinks; i++) {
+		const sim_link_result *l = &R->links[i];
+		json_t *o = json_object();
+
+		json_object_set_new(o, "name", json_string(l->name));
+		json_object_set_new(o, "plane", json_integer(l->plane));
+		json_object_set_new(o, "max_queue_bytes", json_integer((json_int_t)l->max_queue_bytes));
+		json_object_set_new(o, "tx_bytes", json_integer((json_int_t)l->tx_bytes));
+		json_object_set_new(o, "tx_packets", json_integer((json_int_t)l->tx_pkts));
+		json_object_set_new(o, "ce_marks", json_integer((json_int_t)l->ce_marks));
+		json_object_set_new(o, "drops", drops_json(l->drops));
+		json_array_append_new(links, o);
+	}
+
+	json_object_set_new(sum, "aggregate_goodput_bps", jreal(R->agg_goodput_bps));
+	json_object_set_new(sum, "mean_fct_ns", R->finished ? jreal(R->mean_fct_ns) : json_null());
+	json_object_set_new(sum, "p99_fct_ns", R->finished ? json_integer((json_int_t)R->p99_fct_ns)
+							  : json_null());
+	json_object_set_new(sum, "max_fct_ns", R->finished ? json_integer((json_int_t)R->max_fct_ns)
+							  : json_null());
+	json_object_set_new(sum, "jain_index", jreal(R->jain));
+	json_object_set_new(sum, "max_queue_bytes", json_integer((json_int_t)R->max_queue_bytes));
+	json_object_set_new(sum, "max_queue_link",
+			    R->max_queue_link[0] ? json_string(R->max_queue_link) : json_null());
+	json_object_set_new(sum, "drops", drops_json(R->drops));
+	json_object_set_new(sum, "ce_marks", json_integer((json_int_t)R->ce_marks));
+	json_object_set_new(sum, "retransmissions", json_integer((json_int_t)R->retx));
+	json_object_set_new(sum, "spurious_retransmissions", json_integer((json_int_t)R->spurious));
+	json_object_set_new(sum, "finished_flows", json_integer((json_int_t)R->finished));
+	json_object_set_new(sum, "unfinished_flows", json_integer((json_int_t)R->unfinished));
+	json_object_set_new(sum, "failed_flows", json_integer((json_int_t)R->failed));
+	json_object_set_new(sum, "invariant_violations", json_integer((json_int_t)R->violations));
+	json_object_set_new(sum, "verification_failures", json_integer((json_int_t)R->verify_failures));
+	json_object_set_new(sum, "events", json_integer((json_int_t)R->events));
+	json_object_set_new(sum, "sim_time_ns", json_integer((json_int_t)R->sim_time_ns));
+	json_object_set_new(sum, "events_per_second", jreal(R->events_per_sec));
+
+	for (unsigned m = 0; m < R->nmsgs; m++)
+		json_array_append_new(msgs, json_string(R->msgs[m]));
+
+	json_object_set_new(run, "summary", sum);
+	json_object_set_new(run, "flows", flows);
+	json_object_set_new(run, "links", links);
+	json_object_set_new(run, "violations", msgs);
+	return run;
+}
+
+json_t *sim_report_json(const sim_config *cfg, const sim_result *runs, size_t nr)
+{
+	json_t *doc = json_object(), *arr = json_array();
+
+	json_object_set_new(doc, "scenario", json_string(cfg->name ? cfg->name : ""));
+	json_object_set_new(doc, "seed", json_integer((json_int_t)cfg->seed));
+	json_object_set_new(doc, "hosts", json_integer(cfg->hosts));
+	json_object_set_new(doc, "planes", json_integer(cfg->planes));
+	for (size_t r = 0; r < nr; r++)
+		json_array_append_new(arr, run_json(&runs[r]));
+	json_object_set_new(doc, "runs", arr);
+	if (nr == 2) {
+		json_t *cmp = json_object();
+		double g0 = runs[0].agg_goodput_bps, g1 = runs[1].agg_goodput_bps;
+
+		json_object_set_new(cmp, "baseline", json_string(runs[0].transport));
+		json_object_set_new(cmp, "transport", json_string(runs[1].transport));
+		json_object_set_new(cmp, "goodput_ratio", g0 > 0 ? jreal(g1 / g0) : json_null());
+		json_object_set_new(doc, "comparison", cmp);
+	}
+	return doc;
+}

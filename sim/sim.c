@@ -1,0 +1,1772 @@
+/*
+ * metaroce-sim core: the world, the event loop, links, switches, hosts and
+ * flows. See sim.h for the model and README.md for the scenario format.
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evq.h"
+#include "sim.h"
+#include "units.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+/* Labels of the random streams derived from the seed (sim_rng_seed). */
+#define TAG_LINK (1ull << 56)
+#define TAG_HOST (2ull << 56)
+#define TAG_FLOW (3ull << 56)
+#define TAG_SALT (4ull << 56)
+#define TAG_PATTERN (5ull << 56)
+
+/* Event kinds. */
+enum {
+	EV_TX_DONE,    /* obj link, arg epoch: the head packet is serialized */
+	EV_ARRIVE,     /* obj packet, arg epoch of packet->link: reached far end */
+	EV_TIMER,      /* obj host: a deadline may have passed */
+	EV_FLOW_START, /* obj flow */
+	EV_SCENARIO,   /* arg index into cfg->events */
+};
+
+#define POOL_SLAB 64
+
+struct sim_switch {
+	uint8_t kind; /* SIM_NODE_SWITCH / _LEAF / _SPINE */
+	uint8_t plane;
+	uint32_t index;
+	uint64_t salt;
+	sim_link **port;
+	uint32_t nports;
+};
+
+typedef struct sim_plane {
+	sim_plane_config cfg; /* hosts_per_leaf resolved */
+	sim_switch *sw;       /* single: sw[0]; leaf-spine: leaves, then spines */
+	uint32_t nsw;
+	sim_switch *leaf, *spine;
+	unsigned fabric_down; /* leaf-spine cables that are down */
+} sim_plane;
+
+/* A cable in the topology: the link that leaves the named node. */
+typedef struct cable_ref {
+	sim_node node;
+	uint32_t port; /* switch port; unused for a host */
+} cable_ref;
+
+struct sim {
+	const sim_config *cfg;
+	const sim_transport_ops *ops;
+	uint64_t now;
+	uint64_t seed;
+	sim_evq q;
+
+	sim_plane planes[SIM_MAX_PLANES];
+	unsigned nplanes;
+	sim_host *hosts;
+	uint32_t nhosts;
+	sim_link *links;
+	size_t nlinks;
+	sim_flow *flows;
+	size_t nflows, flows_left;
+	sim_link **evlink; /* per scenario event: the cable it names, or NULL */
+
+	sim_pkt *free_pkts[2];
+	void **slabs;
+	size_t nslabs, slabcap;
+
+	sim_stats st;
+	int fatal;
+	char errbuf[256];
+};
+
+/* ------------------------------------------------------------- names */
+
+const char *sim_drop_name(unsigned cause)
+{
+	static const char *const names[SIM_DROP_N] = {"overflow", "loss", "down", "blackhole",
+						      "noroute"};
+
+	return cause < SIM_DROP_N ? names[cause] : "unknown";
+}
+
+const char *sim_op_name(unsigned op)
+{
+	static const char *const names[SIM_OP_N] = {"write", "write_imm", "send"};
+
+	return op < SIM_OP_N ? names[op] : "unknown";
+}
+
+const char *sim_steer_name(unsigned action)
+{
+	static const char *const names[SIM_STEER_N] = {"reroute", "drain", "restore"};
+
+	return action < SIM_STEER_N ? names[action] : "unknown";
+}
+
+const char *sim_event_name(unsigned type)
+{
+	static const char *const names[SIM_EVT_N] = {"link_down", "link_up",   "plane_down",
+						     "plane_up",  "blackhole", "steer"};
+
+	return type < SIM_EVT_N ? names[type] : "unknown";
+}
+
+char *sim_node_name(sim_node n, char *buf, size_t buflen)
+{
+	switch (n.kind) {
+	case SIM_NODE_HOST:
+		snprintf(buf, buflen, "host%" PRIu32, n.index);
+		break;
+	case SIM_NODE_SWITCH:
+		snprintf(buf, buflen, "switch");
+		break;
+	case SIM_NODE_LEAF:
+		snprintf(buf, buflen, "leaf%" PRIu32, n.index);
+		break;
+	case SIM_NODE_SPINE:
+		snprintf(buf, buflen, "spine%" PRIu32, n.index);
+		break;
+	default:
+		snprintf(buf, buflen, "?");
+	}
+	return buf;
+}
+
+int sim_node_parse(const char *s, sim_node *n)
+{
+	static const struct {
+		const char *prefix;
+		uint8_t kind;
+	} kinds[] = {
+		{"host", SIM_NODE_HOST},
+		{"leaf", SIM_NODE_LEAF},
+		{"spine", SIM_NODE_SPINE},
+		{"switch", SIM_NODE_SWITCH},
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		size_t len = strlen(kinds[i].prefix);
+		uint64_t v;
+
+		if (strncmp(s, kinds[i].prefix, len) != 0)
+			continue;
+		if (kinds[i].kind == SIM_NODE_SWITCH && (s[len] == '\0' || strcmp(s + len, "0") == 0)) {
+			n->kind = SIM_NODE_SWITCH;
+			n->index = 0;
+			return 0;
+		}
+		if (kinds[i].kind == SIM_NODE_SWITCH)
+			return MRP_ERR_INVAL;
+		if (sim_parse_u64(s + len, &v) != 0 || v > UINT32_MAX)
+			return MRP_ERR_INVAL;
+		n->kind = kinds[i].kind;
+		n->index = (uint32_t)v;
+		return 0;
+	}
+	return MRP_ERR_INVAL;
+}
+
+char *sim_link_name(const sim_link *l, char *buf, size_t buflen)
+{
+	char a[24], b[24];
+
+	snprintf(buf, buflen, "p%u:%s->%s", (unsigned)l->plane, sim_node_name(l->from, a, sizeof(a)),
+		 sim_node_name(l->to, b, sizeof(b)));
+	return buf;
+}
+
+/* ------------------------------------------------------------ messages */
+
+void sim_violation(sim *s, const char *fmt, ...)
+{
+	s->st.violations++;
+	if (s->st.nmsgs < sizeof(s->st.msgs) / sizeof(s->st.msgs[0])) {
+		char *m = s->st.msgs[s->st.nmsgs++];
+		int n = snprintf(m, sizeof(s->st.msgs[0]), "t=%" PRIu64 "ns: ", s->now);
+		va_list ap;
+
+		va_start(ap, fmt);
+		if (n > 0 && (size_t)n < sizeof(s->st.msgs[0]))
+			vsnprintf(m + n, sizeof(s->st.msgs[0]) - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+}
+
+void sim_set_error(sim *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->errbuf, sizeof(s->errbuf), fmt, ap);
+	va_end(ap);
+}
+
+static void schedule(sim *s, uint64_t t, uint32_t kind, uint32_t arg, void *obj)
+{
+	assert(t >= s->now);
+	if (sim_evq_push(&s->q, t, kind, arg, obj) != 0)
+		s->fatal = MRP_ERR_NOMEM;
+}
+
+/* ------------------------------------------------------------- packets */
+
+static int pool_grow(sim *s, unsigned which)
+{
+	size_t cap = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+	size_t elt = (sizeof(sim_pkt) + cap + 15) & ~(size_t)15;
+
+	if (s->nslabs == s->slabcap) {
+		size_t n = s->slabcap ? s->slabcap * 2 : 16;
+		void **v = realloc(s->slabs, n * sizeof(*v));
+
+		if (!v)
+			return MRP_ERR_NOMEM;
+		s->slabs = v;
+		s->slabcap = n;
+	}
+
+	char *slab = malloc(elt * POOL_SLAB);
+
+	if (!slab)
+		return MRP_ERR_NOMEM;
+	s->slabs[s->nslabs++] = slab;
+	for (size_t i = 0; i < POOL_SLAB; i++) {
+		sim_pkt *p = (sim_pkt *)(void *)(slab + i * elt);
+
+		memset(p, 0, sizeof(*p));
+		p->data = (uint8_t *)(p + 1);
+		p->cap = (uint32_t)cap;
+		p->pool = (uint8_t)which;
+		p->next = s->free_pkts[which];
+		s->free_pkts[which] = p;
+		POISON((char *)p + sizeof(p->next), elt - sizeof(p->next));
+	}
+	return 0;
+}
+
+sim_pkt *sim_pkt_new(sim *s, size_t cap)
+{
+	if (cap > SIM_PKT_MAX)
+		return NULL;
+
+	unsigned which = cap > SIM_PKT_SMALL;
+
+	if (!s->free_pkts[which] && pool_grow(s, which) != 0)
+		return NULL;
+
+	sim_pkt *p = s->free_pkts[which];
+	size_t size = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+
+	UNPOISON((char *)p + sizeof(p->next), sizeof(*p) - sizeof(p->next) + size);
+	s->free_pkts[which] = p->next;
+	p->next = NULL;
+	p->link = NULL;
+	p->src_addr = p->dst_addr = 0;
+	p->src_port = p->dst_port = 0;
+	p->ecn = 0;
+	p->plane = 0;
+	p->len = p->datalen = 0;
+	p->sent_ns = 0;
+	s->st.pkts_live++;
+	return p;
+}
+
+void sim_pkt_free(sim *s, sim_pkt *p)
+{
+	if (!p)
+		return;
+	assert(p->pool < 2 && p->data == (uint8_t *)(p + 1));
+	p->next = s->free_pkts[p->pool];
+	s->free_pkts[p->pool] = p;
+	s->st.pkts_live--;
+	POISON((char *)p + sizeof(p->next),
+	       sizeof(*p) - sizeof(p->next) + (p->pool ? SIM_PKT_MAX : SIM_PKT_SMALL));
+}
+
+/* --------------------------------------------------------------- links */
+
+static void link_drop(sim *s, sim_link *l, sim_pkt *p, unsigned cause)
+{
+	l->drops[cause]++;
+	sim_pkt_free(s, p);
+}
+
+static void link_start_tx(sim *s, sim_link *l)
+{
+	/* len * 8 bits at rate_bps, in ns, exact over a busy period: the
+	 * remainder of the division carries to the next packet. */
+	uint64_t num = (uint64_t)l->head->len * 8000000000ull + l->ser_rem;
+
+	l->ser_rem = num % l->rate_bps;
+	l->busy = 1;
+	schedule(s, s->now + num / l->rate_bps, EV_TX_DONE, l->epoch, l);
+}
+
+/* Offers p to the output queue of l. Returns 0 when queued (or silently
+ * black-holed), MRP_ERR_STATE when the link is down, MRP_ERR_FULL on overflow. */
+static int link_offer(sim *s, sim_link *l, sim_pkt *p)
+{
+	if (l->state == SIM_LINK_DOWN) {
+		link_drop(s, l, p, SIM_DROP_DOWN);
+		return MRP_ERR_STATE;
+	}
+	if (l->state == SIM_LINK_BLACKHOLE) {
+		link_drop(s, l, p, SIM_DROP_BLACKHOLE);
+		return 0;
+	}
+	if (l->qbytes + p->len > l->queue_bytes) {
+		link_drop(s, l, p, SIM_DROP_OVERFLOW);
+		return MRP_ERR_FULL;
+	}
+	if (l->qbytes > l->ecn_bytes && (p->ecn == SIM_ECN_ECT0 || p->ecn == SIM_ECN_ECT1)) {
+		p->ecn = SIM_ECN_CE;
+		l->ce_marks++;
+	}
+	p->next = NULL;
+	p->link = l;
+	if (l->tail)
+		l->tail->next = p;
+	else
+		l->head = p;
+	l->tail = p;
+	l->qbytes += p->len;
+	if (l->qbytes > l->max_qbytes)
+		l->max_qbytes = l->qbytes;
+	if (!l->busy)
+		link_start_tx(s, l);
+	return 0;
+}
+
+static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
+{
+	if (epoch != l->epoch || !l->busy)
+		return; /* the link went down meanwhile: the queue is gone */
+
+	sim_pkt *p = l->head;
+
+	if (l->qbytes < p->len) {
+		char name[64];
+
+		sim_violation(s, "%s: queue bytes %" PRIu64 " below head packet %" PRIu32,
+			      sim_link_name(l, name, sizeof(name)), l->qbytes, p->len);
+		l->qbytes = p->len;
+	}
+	l->head = p->next;
+	if (!l->head)
+		l->tail = NULL;
+	l->qbytes -= p->len;
+	l->tx_bytes += p->len;
+	l->tx_pkts++;
+	if (l->loss > 0 && sim_rng_double(&l->rng) < l->loss)
+		link_drop(s, l, p, SIM_DROP_LOSS);
+	else
+		schedule(s, s->now + l->delay_ns, EV_ARRIVE, l->epoch, p);
+
+	if (l->head) {
+		link_start_tx(s, l);
+	} else {
+		l->busy = 0;
+		l->ser_rem = 0;
+	}
+}
+
+/* Sets the state of one direction; taking it down loses everything queued
+ * and in flight (the epoch makes their pending events stale). */
+static void link_set_state(sim *s, sim_link *l, unsigned state)
+{
+	if (state == SIM_LINK_DOWN && l->state != SIM_LINK_DOWN) {
+		sim_pkt *p = l->head;
+
+		while (p) {
+			sim_pkt *next = p->next;
+
+			link_drop(s, l, p, SIM_DROP_DOWN);
+			p = next;
+		}
+		l->head = l->tail = NULL;
+		l->qbytes = 0;
+		l->busy = 0;
+		l->ser_rem = 0;
+		l->epoch++;
+	}
+	l->state = (uint8_t)state;
+}
+
+/* ------------------------------------------------------------- routing */
+
+uint64_t sim_ecmp_hash(uint32_t src_addr, uint32_t dst_addr, uint16_t src_port,
+		       uint16_t dst_port, uint64_t salt)
+{
+	uint64_t a = ((uint64_t)src_addr << 32 | dst_addr) ^ salt;
+	uint64_t b = (uint64_t)src_port << 32 | (uint64_t)dst_port << 16 | SIM_PROTO_UDP;
+
+	return sim_mix64(sim_mix64(a) ^ b ^ (salt >> 17));
+}
+
+/* The spine a leaf sends p to (for a host under leaf dleaf), or -1. Spines
+ * whose cable from this leaf or to dleaf is down are not candidates (the
+ * fabric's routing has withdrawn them); black holes still are. */
+static int64_t ecmp_spine(const sim_plane *pl, const sim_switch *leaf, uint32_t dleaf, const sim_pkt *p)
+{
+	uint32_t spines = pl->cfg.spines, hpl = pl->cfg.hosts_per_leaf;
+	uint64_t h = sim_ecmp_hash(p->src_addr, p->dst_addr, p->src_port, p->dst_port, leaf->salt);
+
+	if (pl->fabric_down == 0)
+		return (int64_t)(h % spines);
+
+	uint32_t usable = 0;
+
+	for (uint32_t sp = 0; sp < spines; sp++)
+		usable += leaf->port[hpl + sp]->state != SIM_LINK_DOWN &&
+			  pl->spine[sp].port[dleaf]->state != SIM_LINK_DOWN;
+	if (usable == 0)
+		return -1;
+
+	uint64_t k = h % usable;
+
+	for (uint32_t sp = 0; sp < spines; sp++) {
+		if (leaf->port[hpl + sp]->state == SIM_LINK_DOWN ||
+		    pl->spine[sp].port[dleaf]->state == SIM_LINK_DOWN)
+			continue;
+		if (k-- == 0)
+			return sp;
+	}
+	return -1;
+}
+
+static void switch_forward(sim *s, sim_switch *sw, sim_pkt *p)
+{
+	sim_plane *pl = &s->planes[sw->plane];
+	unsigned dplane;
+	sim_host *dh = sim_addr_host(s, p->dst_addr, &dplane);
+	sim_link *out = NULL;
+
+	if (dh && dplane == sw->plane) {
+		uint32_t hpl = pl->cfg.hosts_per_leaf;
+
+		switch (sw->kind) {
+		case SIM_NODE_SWITCH:
+			out = sw->port[dh->id];
+			break;
+		case SIM_NODE_LEAF:
+			if (dh->id / hpl == sw->index) {
+				out = sw->port[dh->id % hpl];
+			} else {
+				int64_t sp = ecmp_spine(pl, sw, dh->id / hpl, p);
+
+				if (sp >= 0)
+					out = sw->port[hpl + (uint32_t)sp];
+			}
+			break;
+		case SIM_NODE_SPINE:
+			out = sw->port[dh->id / hpl];
+			break;
+		}
+	}
+	if (!out) {
+		s->st.noroute++;
+		sim_pkt_free(s, p);
+		return;
+	}
+	link_offer(s, out, p);
+}
+
+/* --------------------------------------------------------------- hosts */
+
+static void host_after(sim *s, sim_host *h)
+{
+	char err[128];
+
+	if (!s->ops->check)
+		return;
+	s->st.checks++;
+	err[0] = '\0';
+	if (s->ops->check(h->ts, err, sizeof(err)) != 0)
+		sim_violation(s, "host%" PRIu32 ": %s", h->id, err[0] ? err : "check failed");
+}
+
+static void arm_timer(sim *s, sim_host *h, uint64_t at)
+{
+	if (at < s->now)
+		at = s->now;
+	if (at < h->armed) {
+		h->armed = at;
+		schedule(s, at, EV_TIMER, 0, h);
+	}
+}
+
+void sim_set_deadline(sim *s, sim_host *h, uint64_t at_ns)
+{
+	h->deadline = at_ns;
+	if (at_ns != SIM_NEVER)
+		arm_timer(s, h, at_ns);
+}
+
+static void host_timer(sim *s, sim_host *h, uint64_t t)
+{
+	/* Only the earliest armed event is live: later ones were superseded. */
+	if (t != h->armed)
+		return;
+	h->armed = SIM_NEVER;
+	if (h->deadline == SIM_NEVER)
+		return;
+	if (h->deadline > s->now) {
+		arm_timer(s, h, h->deadline); /* moved later since armed */
+		return;
+	}
+	h->deadline = SIM_NEVER;
+	s->ops->on_timer(h->ts, s->now);
+	host_after(s, h);
+}
+
+static void pkt_arrive(sim *s, sim_pkt *p, uint32_t epoch)
+{
+	sim_link *l = p->link;
+
+	if (epoch != l->epoch) {
+		link_drop(s, l, p, SIM_DROP_DOWN); /* lost on a wire that went down */
+		return;
+	}
+	if (l->to.kind == SIM_NODE_HOST) {
+		sim_host *h = l->to_obj;
+
+		p->next = NULL;
+		p->link = NULL;
+		s->ops->on_packet(h->ts, l->plane, p, s->now);
+		host_after(s, h);
+	} else {
+		switch_forward(s, l->to_obj, p);
+	}
+}
+
+int sim_send(sim *s, sim_host *h, unsigned plane, sim_pkt *p)
+{
+	if (plane >= s->nplanes || p->datalen > p->cap) {
+		sim_pkt_free(s, p);
+		return MRP_ERR_INVAL;
+	}
+	p->src_addr = sim_host_addr(s, h, plane);
+	p->plane = (uint8_t)plane;
+	p->sent_ns = s->now;
+	if (p->len == 0)
+		p->len = p->datalen + SIM_WIRE_OVERHEAD;
+	if (p->len > (1u << 20)) {
+		sim_pkt_free(s, p);
+		return MRP_ERR_INVAL;
+	}
+	return link_offer(s, h->nic[plane], p);
+}
+
+uint64_t sim_rand(sim *s, sim_host *h)
+{
+	(void)s;
+	return sim_rng_next(&h->rng);
+}
+
+uint32_t sim_host_addr(const sim *s, const sim_host *h, unsigned plane)
+{
+	(void)s;
+	return (uint32_t)10 << 24 | (uint32_t)plane << 16 | h->id;
+}
+
+sim_host *sim_addr_host(const sim *s, uint32_t addr, unsigned *plane)
+{
+	unsigned p = (addr >> 16) & 0xff;
+	uint32_t id = addr & 0xffff;
+
+	if (addr >> 24 != 10 || p >= s->nplanes || id >= s->nhosts)
+		return NULL;
+	if (plane)
+		*plane = p;
+	return &s->hosts[id];
+}
+
+int sim_port_up(const sim *s, const sim_host *h, unsigned plane)
+{
+	return plane < s->nplanes && h->nic[plane]->state != SIM_LINK_DOWN;
+}
+
+uint64_t sim_port_rate_bps(const sim *s, const sim_host *h, unsigned plane)
+{
+	return plane < s->nplanes ? h->nic[plane]->rate_bps : 0;
+}
+
+uint64_t sim_port_queue_bytes(const sim *s, const sim_host *h, unsigned plane)
+{
+	return plane < s->nplanes ? h->nic[plane]->qbytes : 0;
+}
+
+/* --------------------------------------------------------------- flows */
+
+void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status)
+{
+	if (f->done) {
+		sim_violation(s, "flow %" PRIu32 " completed twice", f->id);
+		return;
+	}
+	f->done = 1;
+	f->status = status;
+	f->finish_ns = now_ns;
+	s->flows_left--;
+	s->st.flows_done++;
+}
+
+static void flow_start(sim *s, sim_flow *f)
+{
+	sim_host *src = &s->hosts[f->src], *dst = &s->hosts[f->dst];
+	int rc = 0;
+
+	if (s->ops->flow_accept) {
+		rc = s->ops->flow_accept(dst->ts, f, s->now);
+		host_after(s, dst);
+	}
+	if (rc >= 0) {
+		rc = s->ops->flow_start(src->ts, f, s->now);
+		host_after(s, src);
+	}
+	if (rc < 0 && !f->done)
+		sim_flow_done(s, f, s->now, rc);
+}
+
+size_t sim_verify(sim *s)
+{
+	size_t bad = 0;
+
+	for (size_t i = 0; i < s->nflows; i++) {
+		sim_flow *f = &s->flows[i];
+
+		f->verified = f->done && f->status == 0 && memcmp(f->src_buf, f->dst_buf, f->bytes) == 0;
+		if (f->done && f->status == 0 && !f->verified)
+			bad++;
+	}
+	s->st.verify_failures = bad;
+	return bad;
+}
+
+/* ------------------------------------------------------ scenario events */
+
+/* The host at one end of a cable, or NULL for a leaf-spine cable. */
+static sim_host *cable_host(sim_link *l)
+{
+	if (l->to.kind == SIM_NODE_HOST)
+		return l->to_obj;
+	if (l->peer->to.kind == SIM_NODE_HOST)
+		return l->peer->to_obj;
+	return NULL;
+}
+
+/* Sets both directions of the cable of l. A host sees its port go down or
+ * up at once (on_link); a black hole is silent; a leaf-spine cable going
+ * down is withdrawn from ECMP. */
+static void cable_set(sim *s, sim_link *l, unsigned state)
+{
+	int was_down = l->state == SIM_LINK_DOWN, down = state == SIM_LINK_DOWN;
+
+	link_set_state(s, l, state);
+	link_set_state(s, l->peer, state);
+	if (was_down == down)
+		return;
+
+	sim_host *h = cable_host(l);
+
+	if (h) {
+		if (s->ops->on_link) {
+			s->ops->on_link(h->ts, l->plane, !down, s->now);
+			host_after(s, h);
+		}
+	} else if (down) {
+		s->planes[l->plane].fabric_down++;
+	} else {
+		s->planes[l->plane].fabric_down--;
+	}
+}
+
+static void scenario_event(sim *s, uint32_t idx)
+{
+	const sim_event_config *e = &s->cfg->events[idx];
+
+	switch (e->type) {
+	case SIM_EVT_LINK_DOWN:
+		cable_set(s, s->evlink[idx], SIM_LINK_DOWN);
+		break;
+	case SIM_EVT_LINK_UP:
+		cable_set(s, s->evlink[idx], SIM_LINK_UP);
+		break;
+	case SIM_EVT_BLACKHOLE:
+		cable_set(s, s->evlink[idx], SIM_LINK_BLACKHOLE);
+		break;
+	case SIM_EVT_PLANE_DOWN:
+	case SIM_EVT_PLANE_UP: {
+		unsigned p = e->plane < 0 ? 0 : (unsigned)e->plane;
+		int up = e->type == SIM_EVT_PLANE_UP;
+
+		for (uint32_t i = 0; i < s->nhosts; i++) {
+			sim_link *l = s->hosts[i].nic[p];
+
+			if (!up)
+				cable_set(s, l, SIM_LINK_DOWN);
+			else if (l->state == SIM_LINK_DOWN)
+				cable_set(s, l, SIM_LINK_UP);
+		}
+		break;
+	}
+	case SIM_EVT_STEER: {
+		sim_host *h = &s->hosts[e->host];
+		sim_steer st = {.action = e->action, .plane = e->plane, .flow = e->flow};
+
+		if (s->ops->on_steer) {
+			s->ops->on_steer(h->ts, &st, s->now);
+			host_after(s, h);
+		}
+		break;
+	}
+	}
+}
+
+/* ------------------------------------------------------------ the loop */
+
+static void dispatch(sim *s, const sim_ev *ev)
+{
+	switch (ev->kind) {
+	case EV_TX_DONE:
+		link_tx_done(s, ev->obj, ev->arg);
+		break;
+	case EV_ARRIVE:
+		pkt_arrive(s, ev->obj, ev->arg);
+		break;
+	case EV_TIMER:
+		host_timer(s, ev->obj, ev->t);
+		break;
+	case EV_FLOW_START:
+		flow_start(s, ev->obj);
+		break;
+	case EV_SCENARIO:
+		scenario_event(s, ev->arg);
+		break;
+	default:
+		assert(0 && "unknown event kind");
+	}
+}
+
+int sim_step(sim *s)
+{
+	sim_ev ev;
+
+	if (s->fatal)
+		return s->fatal;
+	if (!sim_evq_pop(&s->q, &ev))
+		return 0;
+	s->now = ev.t;
+	s->st.events++;
+	dispatch(s, &ev);
+	return s->fatal ? s->fatal : 1;
+}
+
+int sim_run(sim *s, uint64_t until_ns)
+{
+	if (s->cfg->duration_ns < until_ns)
+		until_ns = s->cfg->duration_ns;
+	while (s->nflows == 0 || s->flows_left > 0) {
+		uint64_t t = sim_evq_peek_time(&s->q);
+
+		if (t == SIM_NEVER)
+			return SIM_RUN_IDLE;
+		if (t > until_ns) {
+			if (until_ns > s->now)
+				s->now = until_ns;
+			return SIM_RUN_LIMIT;
+		}
+
+		int rc = sim_step(s);
+
+		if (rc < 0)
+			return rc;
+	}
+	return SIM_RUN_DONE;
+}
+
+/* ------------------------------------------------------------- access */
+
+uint64_t sim_now(const sim *s)
+{
+	return s->now;
+}
+
+uint64_t sim_seed(const sim *s)
+{
+	return s->seed;
+}
+
+uint32_t sim_mtu(const sim *s)
+{
+	return s->cfg->mtu;
+}
+
+unsigned sim_planes(const sim *s)
+{
+	return s->nplanes;
+}
+
+uint32_t sim_hosts(const sim *s)
+{
+	return s->nhosts;
+}
+
+sim_host *sim_host_get(const sim *s, uint32_t id)
+{
+	return id < s->nhosts ? &s->hosts[id] : NULL;
+}
+
+size_t sim_flow_count(const sim *s)
+{
+	return s->nflows;
+}
+
+sim_flow *sim_flow_get(const sim *s, size_t id)
+{
+	return id < s->nflows ? &s->flows[id] : NULL;
+}
+
+size_t sim_link_count(const sim *s)
+{
+	return s->nlinks;
+}
+
+sim_link *sim_link_get(const sim *s, size_t i)
+{
+	return i < s->nlinks ? &s->links[i] : NULL;
+}
+
+const sim_transport_ops *sim_transport(const sim *s)
+{
+	return s->ops;
+}
+
+const sim_config *sim_get_config(const sim *s)
+{
+	return s->cfg;
+}
+
+const sim_stats *sim_get_stats(const sim *s)
+{
+	return &s->st;
+}
+
+sim_switch *sim_switch_get(const sim *s, unsigned p, unsigned kind, uint32_t index)
+{
+	if (p >= s->nplanes)
+		return NULL;
+
+	const sim_plane *pl = &s->planes[p];
+
+	switch (kind) {
+	case SIM_NODE_SWITCH:
+		return pl->cfg.fabric == SIM_FABRIC_SINGLE && index == 0 ? &pl->sw[0] : NULL;
+	case SIM_NODE_LEAF:
+		return pl->cfg.fabric == SIM_FABRIC_LEAFSPINE && index < pl->cfg.leaves ? &pl->leaf[index]
+											 : NULL;
+	case SIM_NODE_SPINE:
+		return pl->cfg.fabric == SIM_FABRIC_LEAFSPINE && index < pl->cfg.spines ? &pl->spine[index]
+											 : NULL;
+	}
+	return NULL;
+}
+
+uint64_t sim_switch_salt(const sim_switch *sw)
+{
+	return sw->salt;
+}
+
+sim_link *sim_switch_port(const sim_switch *sw, uint32_t port)
+{
+	return port < sw->nports ? sw->port[port] : NULL;
+}
+
+/* -------------------------------------------------------- transport options */
+
+const char *sim_opt_get(const sim *s, const char *key)
+{
+	const sim_config *cfg = s->cfg;
+
+	for (size_t i = cfg->nopts; i-- > 0;) {
+		const sim_opt *o = &cfg->opts[i];
+
+		if (strcmp(o->transport, s->ops->name) == 0 && strcmp(o->key, key) == 0)
+			return o->value;
+	}
+	return NULL;
+}
+
+static const sim_opt *opt_find(const sim *s, const char *key)
+{
+	const sim_config *cfg = s->cfg;
+
+	for (size_t i = cfg->nopts; i-- > 0;) {
+		const sim_opt *o = &cfg->opts[i];
+
+		if (strcmp(o->transport, s->ops->name) == 0 && strcmp(o->key, key) == 0)
+			return o;
+	}
+	return NULL;
+}
+
+static int opt_bad(sim *s, const sim_opt *o, const char *what)
+{
+	sim_set_error(s, "%s:%d: transport.%s.%s: '%s' is not %s", s->cfg->name ? s->cfg->name : "scenario",
+		      o->line, o->transport, o->key, o->value, what);
+	return MRP_ERR_INVAL;
+}
+
+int sim_opt_u64(sim *s, const char *key, uint64_t def, uint64_t *out)
+{
+	const sim_opt *o = opt_find(s, key);
+
+	*out = def;
+	if (o && sim_parse_u64(o->value, out) != 0)
+		return opt_bad(s, o, "a whole number");
+	return 0;
+}
+
+int sim_opt_time(sim *s, const char *key, uint64_t def, uint64_t *out)
+{
+	const sim_opt *o = opt_find(s, key);
+
+	*out = def;
+	if (o && sim_parse_time(o->value, out) != 0)
+		return opt_bad(s, o, "a time (e.g. 10us)");
+	return 0;
+}
+
+int sim_opt_bytes(sim *s, const char *key, uint64_t def, uint64_t *out)
+{
+	const sim_opt *o = opt_find(s, key);
+
+	*out = def;
+	if (o && sim_parse_bytes(o->value, out) != 0)
+		return opt_bad(s, o, "a size (e.g. 64KB)");
+	return 0;
+}
+
+int sim_opt_rate(sim *s, const char *key, uint64_t def, uint64_t *out)
+{
+	const sim_opt *o = opt_find(s, key);
+
+	*out = def;
+	if (o && sim_parse_rate(o->value, out) != 0)
+		return opt_bad(s, o, "a rate (e.g. 100Gbps)");
+	return 0;
+}
+
+int sim_opt_double(sim *s, const char *key, double def, double *out)
+{
+	const sim_opt *o = opt_find(s, key);
+
+	*out = def;
+	if (o && sim_parse_double(o->value, out) != 0)
+		return opt_bad(s, o, "a number");
+	return 0;
+}
+
+/* ------------------------------------------------------- configuration */
+
+void sim_config_init(sim_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->seed = 1;
+	cfg->duration_ns = 1000000000ull;
+	cfg->mtu = 4096;
+	cfg->hosts = 2;
+	cfg->planes = 1;
+	cfg->max_buffer_bytes = 8ull << 30;
+
+	sim_link_params lp = {
+		.rate_bps = 100000000000ull,
+		.delay_ns = 1000,
+		.queue_bytes = 1000000,
+		.ecn_bytes = 100000,
+		.loss = 0,
+	};
+
+	for (unsigned p = 0; p < SIM_MAX_PLANES; p++) {
+		cfg->plane[p].fabric = SIM_FABRIC_SINGLE;
+		cfg->plane[p].host_link = lp;
+		cfg->plane[p].fabric_link = lp;
+	}
+}
+
+void sim_config_free(sim_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nopts; i++) {
+		free(cfg->opts[i].transport);
+		free(cfg->opts[i].key);
+		free(cfg->opts[i].value);
+	}
+	free(cfg->opts);
+	free(cfg->cables);
+	free(cfg->flows);
+	free(cfg->events);
+	free(cfg->name);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+/* Room for element n of an array growing 4, 8, 16, ...: returns the array
+ * (moved or not), or NULL when out of memory (the old array stays valid). */
+static void *grow(void *v, size_t n, size_t elt)
+{
+	if (n != 0 && (n < 4 || (n & (n - 1)) != 0))
+		return v;
+	return realloc(v, (n ? n * 2 : 4) * elt);
+}
+
+#define APPEND(arr, n, item)                                               \
+	do {                                                               \
+		void *nv_ = grow((arr), (n), sizeof(*(arr)));              \
+		if (!nv_)                                                  \
+			return MRP_ERR_NOMEM;                              \
+		(arr) = nv_;                                               \
+		(arr)[(n)++] = *(item);                                    \
+	} while (0)
+
+int sim_config_add_flow(sim_config *cfg, const sim_flow_config *fc)
+{
+	APPEND(cfg->flows, cfg->nflows, fc);
+	return 0;
+}
+
+int sim_config_add_event(sim_config *cfg, const sim_event_config *ec)
+{
+	APPEND(cfg->events, cfg->nevents, ec);
+	return 0;
+}
+
+int sim_config_add_cable(sim_config *cfg, const sim_cable_config *cc)
+{
+	APPEND(cfg->cables, cfg->ncables, cc);
+	return 0;
+}
+
+int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key, const char *value,
+		       int line)
+{
+	sim_opt o = {
+		.transport = strdup(transport),
+		.key = strdup(key),
+		.value = strdup(value),
+		.line = line,
+	};
+
+	sim_opt *v = o.transport && o.key && o.value ? grow(cfg->opts, cfg->nopts, sizeof(o)) : NULL;
+
+	if (!v) {
+		free(o.transport);
+		free(o.key);
+		free(o.value);
+		return MRP_ERR_NOMEM;
+	}
+	cfg->opts = v;
+	cfg->opts[cfg->nopts++] = o;
+	return 0;
+}
+
+void sim_flow_config_init(sim_flow_config *fc)
+{
+	memset(fc, 0, sizeof(*fc));
+	fc->pattern = SIM_PAT_NONE;
+	fc->bytes = 1000000;
+	fc->op = SIM_OP_WRITE;
+	fc->plane = -1;
+}
+
+static size_t flow_spec_count(const sim_config *cfg, const sim_flow_config *fc)
+{
+	switch (fc->pattern) {
+	case SIM_PAT_INCAST:
+		return fc->senders ? fc->senders : cfg->hosts - 1;
+	case SIM_PAT_PERMUTATION:
+		return cfg->hosts;
+	case SIM_PAT_ALL_TO_ALL:
+		return (size_t)cfg->hosts * (cfg->hosts - 1);
+	default:
+		return 1;
+	}
+}
+
+size_t sim_config_flow_count(const sim_config *cfg)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < cfg->nflows; i++)
+		n += flow_spec_count(cfg, &cfg->flows[i]);
+	return n;
+}
+
+static uint32_t hosts_per_leaf(const sim_config *cfg, unsigned p)
+{
+	const sim_plane_config *pc = &cfg->plane[p];
+
+	if (pc->fabric != SIM_FABRIC_LEAFSPINE)
+		return cfg->hosts;
+	if (pc->hosts_per_leaf)
+		return pc->hosts_per_leaf;
+	return pc->leaves ? (cfg->hosts + pc->leaves - 1) / pc->leaves : 0;
+}
+
+__attribute__((format(printf, 5, 6))) static int fail(char *err, size_t errlen, const sim_config *cfg,
+						       int line, const char *fmt, ...)
+{
+	int n;
+	va_list ap;
+
+	if (line > 0)
+		n = snprintf(err, errlen, "%s:%d: ", cfg->name ? cfg->name : "scenario", line);
+	else
+		n = snprintf(err, errlen, "%s: ", cfg->name ? cfg->name : "scenario");
+	va_start(ap, fmt);
+	if (n >= 0 && (size_t)n < errlen)
+		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+	return MRP_ERR_INVAL;
+}
+
+/* Resolves r in plane p to the node and port whose output link it names. */
+static int port_resolve(const sim_config *cfg, unsigned p, const sim_port_ref *r, cable_ref *out,
+			char *why, size_t whylen)
+{
+	const sim_plane_config *pc = &cfg->plane[p];
+	uint32_t hpl = hosts_per_leaf(cfg, p);
+	sim_node nd = r->node, peer = r->peer;
+	char nm[24], pn[24];
+	uint64_t nports;
+
+	sim_node_name(nd, nm, sizeof(nm));
+	out->node = nd;
+	out->port = 0;
+	switch (nd.kind) {
+	case SIM_NODE_HOST:
+		if (nd.index >= cfg->hosts) {
+			snprintf(why, whylen, "%s does not exist (hosts: %" PRIu32 ")", nm, cfg->hosts);
+			return MRP_ERR_INVAL;
+		}
+		return 0;
+	case SIM_NODE_SWITCH:
+		if (pc->fabric != SIM_FABRIC_SINGLE) {
+			snprintf(why, whylen, "plane %u is a leaf-spine fabric: it has no '%s'", p, nm);
+			return MRP_ERR_INVAL;
+		}
+		nports = cfg->hosts;
+		break;
+	case SIM_NODE_LEAF:
+	case SIM_NODE_SPINE: {
+		uint32_t count = nd.kind == SIM_NODE_LEAF ? pc->leaves : pc->spines;
+
+		if (pc->fabric != SIM_FABRIC_LEAFSPINE) {
+			snprintf(why, whylen, "plane %u has a single switch: it has no '%s'", p, nm);
+			return MRP_ERR_INVAL;
+		}
+		if (nd.index >= count) {
+			snprintf(why, whylen, "%s does not exist in plane %u (0-%" PRIu32 ")", nm, p,
+				 count - 1);
+			return MRP_ERR_INVAL;
+		}
+		nports = nd.kind == SIM_NODE_LEAF ? (uint64_t)hpl + pc->spines : pc->leaves;
+		break;
+	}
+	default:
+		snprintf(why, whylen, "not a node");
+		return MRP_ERR_INVAL;
+	}
+
+	if (r->port >= 0) {
+		if ((uint64_t)r->port >= nports) {
+			snprintf(why, whylen, "port %" PRId64 " of %s is out of range (0-%" PRIu64 ")",
+				 r->port, nm, nports - 1);
+			return MRP_ERR_INVAL;
+		}
+		if (nd.kind == SIM_NODE_LEAF && (uint64_t)r->port < hpl &&
+		    (uint64_t)nd.index * hpl + (uint64_t)r->port >= cfg->hosts) {
+			snprintf(why, whylen, "port %" PRId64 " of %s has no host", r->port, nm);
+			return MRP_ERR_INVAL;
+		}
+		out->port = (uint32_t)r->port;
+		return 0;
+	}
+
+	sim_node_name(peer, pn, sizeof(pn));
+	if (nd.kind == SIM_NODE_SWITCH && peer.kind == SIM_NODE_HOST && peer.index < cfg->hosts) {
+		out->port = peer.index;
+		return 0;
+	}
+	if (nd.kind == SIM_NODE_LEAF && peer.kind == SIM_NODE_HOST && peer.index < cfg->hosts &&
+	    peer.index / hpl == nd.index) {
+		out->port = peer.index % hpl;
+		return 0;
+	}
+	if (nd.kind == SIM_NODE_LEAF && peer.kind == SIM_NODE_SPINE && peer.index < pc->spines) {
+		out->port = hpl + peer.index;
+		return 0;
+	}
+	if (nd.kind == SIM_NODE_SPINE && peer.kind == SIM_NODE_LEAF && peer.index < pc->leaves) {
+		out->port = peer.index;
+		return 0;
+	}
+	snprintf(why, whylen, "%s has no port facing %s in plane %u", nm, pn, p);
+	return MRP_ERR_INVAL;
+}
+
+static int event_plane(const sim_config *cfg, const sim_event_config *e)
+{
+	return e->plane >= 0 ? e->plane : (cfg->planes == 1 ? 0 : -1);
+}
+
+int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
+{
+	char why[160];
+	cable_ref cr;
+
+	if (cfg->hosts < 2 || cfg->hosts > SIM_MAX_HOSTS)
+		return fail(err, errlen, cfg, cfg->hosts_line,
+			    "hosts: %" PRIu32 " is out of range (2-%u)", cfg->hosts, SIM_MAX_HOSTS);
+	if (cfg->planes < 1 || cfg->planes > SIM_MAX_PLANES)
+		return fail(err, errlen, cfg, cfg->planes_line, "planes: %u is out of range (1-%u)",
+			    cfg->planes, SIM_MAX_PLANES);
+	if (cfg->mtu < 256 || cfg->mtu > 9000)
+		return fail(err, errlen, cfg, 0, "mtu: %" PRIu32 " is out of range (256-9000)", cfg->mtu);
+	if (cfg->duration_ns == 0)
+		return fail(err, errlen, cfg, 0, "duration: must be greater than 0");
+
+	for (unsigned p = 0; p < cfg->planes; p++) {
+		const sim_plane_config *pc = &cfg->plane[p];
+		const sim_link_params *lps[2] = {&pc->host_link, &pc->fabric_link};
+
+		if (pc->fabric == SIM_FABRIC_LEAFSPINE) {
+			uint32_t hpl = hosts_per_leaf(cfg, p);
+
+			if (pc->leaves < 1 || pc->spines < 1 || pc->spines > SIM_MAX_SPINES)
+				return fail(err, errlen, cfg, cfg->fabric_line,
+					    "plane %u: a leaf-spine fabric needs leaves >= 1 and "
+					    "spines in 1-%u (got %" PRIu32 " and %" PRIu32 ")",
+					    p, SIM_MAX_SPINES, pc->leaves, pc->spines);
+			if ((uint64_t)pc->leaves * hpl < cfg->hosts)
+				return fail(err, errlen, cfg, cfg->fabric_line,
+					    "plane %u: %" PRIu32 " leaves x %" PRIu32
+					    " hosts_per_leaf cannot hold %" PRIu32 " hosts",
+					    p, pc->leaves, hpl, cfg->hosts);
+			if ((uint64_t)pc->leaves * pc->spines > 4000000)
+				return fail(err, errlen, cfg, cfg->fabric_line,
+					    "plane %u: %" PRIu32 " x %" PRIu32 " leaf-spine cables is too many",
+					    p, pc->leaves, pc->spines);
+		}
+		for (int k = 0; k < 2; k++) {
+			const sim_link_params *lp = lps[k];
+
+			if (lp->rate_bps == 0)
+				return fail(err, errlen, cfg, 0, "plane %u: a link rate is 0", p);
+			if (lp->queue_bytes < (uint64_t)cfg->mtu + 256)
+				return fail(err, errlen, cfg, 0,
+					    "plane %u: a link queue of %" PRIu64
+					    " bytes cannot hold one packet (mtu + 256 = %" PRIu32 ")",
+					    p, lp->queue_bytes, cfg->mtu + 256);
+			if (!(lp->loss >= 0 && lp->loss <= 1))
+				return fail(err, errlen, cfg, 0, "plane %u: a link loss is not in 0-1", p);
+		}
+	}
+
+	for (size_t i = 0; i < cfg->ncables; i++) {
+		const sim_cable_config *c = &cfg->cables[i];
+
+		if (c->plane >= (int)cfg->planes)
+			return fail(err, errlen, cfg, c->line,
+				    "links[%zu].plane: %d is out of range (0-%u)", i, c->plane,
+				    cfg->planes - 1);
+		for (unsigned p = 0; p < cfg->planes; p++) {
+			if (c->plane >= 0 && (unsigned)c->plane != p)
+				continue;
+			if (port_resolve(cfg, p, &c->at, &cr, why, sizeof(why)) != 0)
+				return fail(err, errlen, cfg, c->line, "links[%zu]: %s", i, why);
+		}
+		if ((c->mask & SIM_LP_RATE) && c->v.rate_bps == 0)
+			return fail(err, errlen, cfg, c->line, "links[%zu].rate: must not be 0", i);
+		if ((c->mask & SIM_LP_QUEUE) && c->v.queue_bytes < (uint64_t)cfg->mtu + 256)
+			return fail(err, errlen, cfg, c->line,
+				    "links[%zu].queue: %" PRIu64 " bytes cannot hold one packet "
+				    "(mtu + 256 = %" PRIu32 ")",
+				    i, c->v.queue_bytes, cfg->mtu + 256);
+	}
+
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < cfg->nflows; i++) {
+		const sim_flow_config *f = &cfg->flows[i];
+
+		if (f->bytes == 0)
+			return fail(err, errlen, cfg, f->line, "flows[%zu].bytes: must be at least 1", i);
+		if (f->plane >= (int)cfg->planes)
+			return fail(err, errlen, cfg, f->line,
+				    "flows[%zu].plane: %d is out of range (0-%u)", i, f->plane,
+				    cfg->planes - 1);
+		if (f->op >= SIM_OP_N)
+			return fail(err, errlen, cfg, f->line, "flows[%zu].op: unknown", i);
+		switch (f->pattern) {
+		case SIM_PAT_NONE:
+			if (f->src >= cfg->hosts || f->dst >= cfg->hosts)
+				return fail(err, errlen, cfg, f->line,
+					    "flows[%zu]: host %" PRIu32 " does not exist (hosts: %" PRIu32
+					    ")",
+					    i, f->src >= cfg->hosts ? f->src : f->dst, cfg->hosts);
+			if (f->src == f->dst)
+				return fail(err, errlen, cfg, f->line,
+					    "flows[%zu]: src and dst are both host %" PRIu32, i, f->src);
+			break;
+		case SIM_PAT_INCAST:
+			if (f->dst >= cfg->hosts)
+				return fail(err, errlen, cfg, f->line,
+					    "flows[%zu].receiver: host %" PRIu32
+					    " does not exist (hosts: %" PRIu32 ")",
+					    i, f->dst, cfg->hosts);
+			if (f->senders > cfg->hosts - 1)
+				return fail(err, errlen, cfg, f->line,
+					    "flows[%zu].senders: %" PRIu32
+					    " is more than the other hosts (%" PRIu32 ")",
+					    i, f->senders, cfg->hosts - 1);
+			break;
+		}
+		uint64_t n = flow_spec_count(cfg, f);
+
+		if (f->bytes > (UINT64_MAX / 4) / n)
+			return fail(err, errlen, cfg, f->line, "flows[%zu]: too many bytes", i);
+		total += n * f->bytes;
+		if (total > UINT64_MAX / 4)
+			return fail(err, errlen, cfg, f->line, "flows[%zu]: too many bytes", i);
+	}
+	if (total * 2 > cfg->max_buffer_bytes) {
+		char a[32], b[32];
+
+		sim_fmt_bytes(a, sizeof(a), (double)total * 2);
+		sim_fmt_bytes(b, sizeof(b), (double)cfg->max_buffer_bytes);
+		return fail(err, errlen, cfg, 0,
+			    "flows: need %s of buffers (source and destination of every flow); "
+			    "the limit is %s",
+			    a, b);
+	}
+
+	size_t nflows = sim_config_flow_count(cfg);
+
+	for (size_t i = 0; i < cfg->nevents; i++) {
+		const sim_event_config *e = &cfg->events[i];
+		int p = event_plane(cfg, e);
+
+		if (e->plane >= (int)cfg->planes)
+			return fail(err, errlen, cfg, e->line,
+				    "events[%zu].plane: %d is out of range (0-%u)", i, e->plane,
+				    cfg->planes - 1);
+		switch (e->type) {
+		case SIM_EVT_LINK_DOWN:
+		case SIM_EVT_LINK_UP:
+		case SIM_EVT_BLACKHOLE:
+			if (!e->has_where)
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu]: %s needs host, or switch and port", i,
+					    sim_event_name(e->type));
+			__attribute__((fallthrough));
+		case SIM_EVT_PLANE_DOWN:
+		case SIM_EVT_PLANE_UP:
+			if (p < 0)
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu]: %s needs a plane (there are %u)", i,
+					    sim_event_name(e->type), cfg->planes);
+			if (e->has_where && port_resolve(cfg, (unsigned)p, &e->where, &cr, why, sizeof(why)))
+				return fail(err, errlen, cfg, e->line, "events[%zu]: %s", i, why);
+			break;
+		case SIM_EVT_STEER:
+			if (e->host < 0 || e->host >= cfg->hosts)
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu].host: steer needs an existing host (0-%" PRIu32 ")",
+					    i, cfg->hosts - 1);
+			if (e->flow >= (int64_t)nflows)
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu].flow: %" PRId64 " is out of range (0-%zu)", i,
+					    e->flow, nflows ? nflows - 1 : 0);
+			if (e->action >= SIM_STEER_N)
+				return fail(err, errlen, cfg, e->line, "events[%zu].action: unknown", i);
+			break;
+		default:
+			return fail(err, errlen, cfg, e->line, "events[%zu].type: unknown", i);
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ building */
+
+static sim_link *cable_link(sim *s, unsigned p, const cable_ref *cr)
+{
+	if (cr->node.kind == SIM_NODE_HOST)
+		return s->hosts[cr->node.index].nic[p];
+	return sim_switch_port(sim_switch_get(s, p, cr->node.kind, cr->node.index), cr->port);
+}
+
+static void link_params(sim_link *l, const sim_link_params *lp, unsigned mask)
+{
+	if (mask & SIM_LP_RATE)
+		l->rate_bps = lp->rate_bps;
+	if (mask & SIM_LP_DELAY)
+		l->delay_ns = lp->delay_ns;
+	if (mask & SIM_LP_QUEUE)
+		l->queue_bytes = lp->queue_bytes;
+	if (mask & SIM_LP_ECN)
+		l->ecn_bytes = lp->ecn_bytes;
+	if (mask & SIM_LP_LOSS)
+		l->loss = lp->loss;
+}
+
+#define LP_ALL (SIM_LP_RATE | SIM_LP_DELAY | SIM_LP_QUEUE | SIM_LP_ECN | SIM_LP_LOSS)
+
+/* Creates the two links of a cable a <-> b; returns a -> b. */
+static sim_link *new_cable(sim *s, unsigned p, sim_node a, void *aobj, sim_node b, void *bobj,
+			   const sim_link_params *lp)
+{
+	sim_link *ab = &s->links[s->nlinks++], *ba = &s->links[s->nlinks++];
+
+	ab->from = a;
+	ab->to = b;
+	ab->to_obj = bobj;
+	ba->from = b;
+	ba->to = a;
+	ba->to_obj = aobj;
+	ab->peer = ba;
+	ba->peer = ab;
+	for (sim_link *l = ab; l; l = l == ab ? ba : NULL) {
+		l->id = (uint32_t)(l - s->links);
+		l->plane = (uint8_t)p;
+		l->state = SIM_LINK_UP;
+		link_params(l, lp, LP_ALL);
+		sim_rng_seed(&l->rng, s->seed, TAG_LINK + l->id);
+	}
+	return ab;
+}
+
+static int build_plane(sim *s, unsigned p)
+{
+	sim_plane *pl = &s->planes[p];
+	const sim_config *cfg = s->cfg;
+	uint32_t hpl = hosts_per_leaf(cfg, p);
+	sim_rng r;
+
+	pl->cfg = cfg->plane[p];
+	pl->cfg.hosts_per_leaf = hpl;
+	pl->nsw = pl->cfg.fabric == SIM_FABRIC_SINGLE ? 1 : pl->cfg.leaves + pl->cfg.spines;
+	pl->sw = calloc(pl->nsw, sizeof(*pl->sw));
+	if (!pl->sw)
+		return MRP_ERR_NOMEM;
+	for (uint32_t i = 0; i < pl->nsw; i++) {
+		sim_switch *sw = &pl->sw[i];
+
+		sw->plane = (uint8_t)p;
+		if (pl->cfg.fabric == SIM_FABRIC_SINGLE) {
+			sw->kind = SIM_NODE_SWITCH;
+			sw->index = 0;
+			sw->nports = cfg->hosts;
+		} else if (i < pl->cfg.leaves) {
+			sw->kind = SIM_NODE_LEAF;
+			sw->index = i;
+			sw->nports = hpl + pl->cfg.spines;
+		} else {
+			sw->kind = SIM_NODE_SPINE;
+			sw->index = i - pl->cfg.leaves;
+			sw->nports = pl->cfg.leaves;
+		}
+		sim_rng_seed(&r, s->seed, TAG_SALT | (uint64_t)p << 40 | (uint64_t)sw->kind << 32 | sw->index);
+		sw->salt = sim_rng_next(&r);
+		sw->port = calloc(sw->nports, sizeof(*sw->port));
+		if (!sw->port)
+			return MRP_ERR_NOMEM;
+	}
+	if (pl->cfg.fabric == SIM_FABRIC_LEAFSPINE) {
+		pl->leaf = &pl->sw[0];
+		pl->spine = &pl->sw[pl->cfg.leaves];
+	}
+
+	for (uint32_t i = 0; i < s->nhosts; i++) {
+		sim_host *h = &s->hosts[i];
+		sim_switch *sw;
+		uint32_t port;
+
+		if (pl->cfg.fabric == SIM_FABRIC_SINGLE) {
+			sw = &pl->sw[0];
+			port = i;
+		} else {
+			sw = &pl->leaf[i / hpl];
+			port = i % hpl;
+		}
+
+		sim_node hn = {SIM_NODE_HOST, i}, sn = {sw->kind, sw->index};
+
+		h->nic[p] = new_cable(s, p, hn, h, sn, sw, &pl->cfg.host_link);
+		h->in[p] = h->nic[p]->peer;
+		sw->port[port] = h->in[p];
+	}
+	if (pl->cfg.fabric == SIM_FABRIC_LEAFSPINE) {
+		for (uint32_t l = 0; l < pl->cfg.leaves; l++) {
+			for (uint32_t sp = 0; sp < pl->cfg.spines; sp++) {
+				sim_switch *lf = &pl->leaf[l], *spn = &pl->spine[sp];
+				sim_node ln = {SIM_NODE_LEAF, l}, spnode = {SIM_NODE_SPINE, sp};
+				sim_link *up = new_cable(s, p, ln, lf, spnode, spn, &pl->cfg.fabric_link);
+
+				lf->port[hpl + sp] = up;
+				spn->port[l] = up->peer;
+			}
+		}
+	}
+	return 0;
+}
+
+static void fill_pattern(uint8_t *buf, uint64_t len, uint64_t seed, uint32_t id)
+{
+	sim_rng r;
+	uint64_t i = 0;
+
+	sim_rng_seed(&r, seed, TAG_FLOW + id);
+	for (; i + 8 <= len; i += 8) {
+		uint64_t v = sim_rng_next(&r);
+
+		memcpy(buf + i, &v, 8);
+	}
+	if (i < len) {
+		uint64_t v = sim_rng_next(&r);
+
+		memcpy(buf + i, &v, (size_t)(len - i));
+	}
+}
+
+static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t dst)
+{
+	sim_flow *f = &s->flows[s->nflows];
+
+	f->id = (uint32_t)s->nflows;
+	f->src = src;
+	f->dst = dst;
+	f->bytes = fc->bytes;
+	f->start_ns = fc->start_ns;
+	f->op = (uint8_t)fc->op;
+	f->plane = (int8_t)fc->plane;
+	f->stream = fc->stream;
+	f->finish_ns = SIM_NEVER;
+	f->src_buf = malloc(fc->bytes);
+	f->dst_buf = malloc(fc->bytes);
+	s->nflows++;
+	if (!f->src_buf || !f->dst_buf)
+		return MRP_ERR_NOMEM;
+	fill_pattern(f->src_buf, f->bytes, s->seed, f->id);
+	/* Written, not calloc()ed: the pages are faulted in now, while
+	 * building, instead of during the run (where zeroing fresh pages
+	 * would otherwise dominate the cost of large flows). */
+	memset(f->dst_buf, 0, fc->bytes);
+	return 0;
+}
+
+static int build_flows(sim *s)
+{
+	const sim_config *cfg = s->cfg;
+	size_t n = sim_config_flow_count(cfg);
+	uint32_t H = s->nhosts;
+	int rc = 0;
+
+	s->flows = calloc(n ? n : 1, sizeof(*s->flows));
+	if (!s->flows)
+		return MRP_ERR_NOMEM;
+	for (size_t i = 0; i < cfg->nflows && rc == 0; i++) {
+		const sim_flow_config *fc = &cfg->flows[i];
+
+		switch (fc->pattern) {
+		case SIM_PAT_NONE:
+			rc = add_flow(s, fc, fc->src, fc->dst);
+			break;
+		case SIM_PAT_INCAST: {
+			uint32_t k = fc->senders ? fc->senders : H - 1;
+
+			/* the k hosts after the receiver, wrapping around */
+			for (uint32_t j = 1; j <= k && rc == 0; j++)
+				rc = add_flow(s, fc, (fc->dst + j) % H, fc->dst);
+			break;
+		}
+		case SIM_PAT_PERMUTATION: {
+			uint32_t *to = malloc(H * sizeof(*to));
+			sim_rng r;
+
+			if (!to)
+				return MRP_ERR_NOMEM;
+			/* Sattolo's shuffle: a random single cycle, so nobody
+			 * sends to itself and everybody receives once. */
+			for (uint32_t j = 0; j < H; j++)
+				to[j] = j;
+			sim_rng_seed(&r, s->seed, TAG_PATTERN + i);
+			for (uint32_t j = H - 1; j > 0; j--) {
+				uint32_t k = (uint32_t)sim_rng_below(&r, j);
+				uint32_t t = to[j];
+
+				to[j] = to[k];
+				to[k] = t;
+			}
+			for (uint32_t j = 0; j < H && rc == 0; j++)
+				rc = add_flow(s, fc, j, to[j]);
+			free(to);
+			break;
+		}
+		case SIM_PAT_ALL_TO_ALL:
+			for (uint32_t a = 0; a < H && rc == 0; a++)
+				for (uint32_t b = 0; b < H && rc == 0; b++)
+					if (a != b)
+						rc = add_flow(s, fc, a, b);
+			break;
+		}
+	}
+	s->flows_left = s->nflows;
+	return rc;
+}
+
+int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char *err, size_t errlen)
+{
+	char why[160];
+	int rc = sim_config_check(cfg, err, errlen);
+
+	*ps = NULL;
+	if (rc != 0)
+		return rc;
+
+	sim *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return MRP_ERR_NOMEM;
+	}
+	s->cfg = cfg;
+	s->ops = ops;
+	s->seed = cfg->seed;
+	s->nplanes = cfg->planes;
+	s->nhosts = cfg->hosts;
+	rc = sim_evq_init(&s->q, 1024);
+	if (rc != 0)
+		goto nomem;
+
+	size_t nlinks = 0;
+
+	for (unsigned p = 0; p < cfg->planes; p++) {
+		nlinks += 2 * (size_t)cfg->hosts;
+		if (cfg->plane[p].fabric == SIM_FABRIC_LEAFSPINE)
+			nlinks += 2 * (size_t)cfg->plane[p].leaves * cfg->plane[p].spines;
+	}
+	s->links = calloc(nlinks, sizeof(*s->links));
+	s->hosts = calloc(cfg->hosts, sizeof(*s->hosts));
+	s->evlink = calloc(cfg->nevents ? cfg->nevents : 1, sizeof(*s->evlink));
+	if (!s->links || !s->hosts || !s->evlink)
+		goto nomem;
+	for (uint32_t i = 0; i < s->nhosts; i++) {
+		sim_host *h = &s->hosts[i];
+
+		h->id = i;
+		h->s = s;
+		h->deadline = h->armed = SIM_NEVER;
+		sim_rng_seed(&h->rng, s->seed, TAG_HOST + i);
+	}
+	for (unsigned p = 0; p < s->nplanes; p++)
+		if (build_plane(s, p) != 0)
+			goto nomem;
+	assert(s->nlinks == nlinks);
+
+	/* per-cable overrides, in file order: later ones win */
+	for (size_t i = 0; i < cfg->ncables; i++) {
+		const sim_cable_config *c = &cfg->cables[i];
+
+		for (unsigned p = 0; p < s->nplanes; p++) {
+			cable_ref cr;
+
+			if (c->plane >= 0 && (unsigned)c->plane != p)
+				continue;
+			if (port_resolve(cfg, p, &c->at, &cr, why, sizeof(why)) != 0)
+				continue; /* sim_config_check() said it resolves */
+
+			sim_link *l = cable_link(s, p, &cr);
+
+			link_params(l, &c->v, c->mask);
+			link_params(l->peer, &c->v, c->mask);
+		}
+	}
+
+	if (build_flows(s) != 0)
+		goto nomem;
+
+	/* Scenario events first: a change at t applies before flows starting at t. */
+	for (size_t i = 0; i < cfg->nevents; i++) {
+		const sim_event_config *e = &cfg->events[i];
+
+		if (e->has_where) {
+			cable_ref cr;
+
+			if (port_resolve(cfg, (unsigned)event_plane(cfg, e), &e->where, &cr, why,
+					 sizeof(why)) == 0)
+				s->evlink[i] = cable_link(s, (unsigned)event_plane(cfg, e), &cr);
+		}
+		schedule(s, e->at_ns, EV_SCENARIO, (uint32_t)i, NULL);
+	}
+	for (size_t i = 0; i < s->nflows; i++)
+		schedule(s, s->flows[i].start_ns, EV_FLOW_START, 0, &s->flows[i]);
+	if (s->fatal)
+		goto nomem;
+
+	for (uint32_t i = 0; i < s->nhosts; i++) {
+		s->errbuf[0] = '\0';
+		s->hosts[i].ts = ops->host_new(s, &s->hosts[i]);
+		if (!s->hosts[i].ts) {
+			if (s->errbuf[0])
+				snprintf(err, errlen, "%s", s->errbuf);
+			else
+				snprintf(err, errlen, "transport %s: cannot set up host %" PRIu32, ops->name,
+					 i);
+			sim_del(s);
+			return MRP_ERR_INVAL;
+		}
+	}
+	*ps = s;
+	return 0;
+
+nomem:
+	snprintf(err, errlen, "out of memory building the simulation");
+	sim_del(s);
+	return MRP_ERR_NOMEM;
+}
+
+void sim_del(sim *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; s->hosts && i < s->nhosts; i++)
+		if (s->hosts[i].ts && s->ops->host_del)
+			s->ops->host_del(s->hosts[i].ts);
+	for (size_t i = 0; s->flows && i < s->nflows; i++) {
+		free(s->flows[i].src_buf);
+		free(s->flows[i].dst_buf);
+	}
+	free(s->flows);
+	for (unsigned p = 0; p < s->nplanes; p++) {
+		for (uint32_t i = 0; s->planes[p].sw && i < s->planes[p].nsw; i++)
+			free(s->planes[p].sw[i].port);
+		free(s->planes[p].sw);
+	}
+	for (size_t i = 0; i < s->nslabs; i++)
+		free(s->slabs[i]); /* malloc() unpoisons on reuse */
+	free(s->slabs);
+	free(s->links);
+	free(s->hosts);
+	free(s->evlink);
+	sim_evq_free(&s->q);
+	free(s);
+}
