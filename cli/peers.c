@@ -1,0 +1,25 @@
+/* metaroce-ctl show peers */
+#include <stdio.h>
+
+#include "cli.h"
+
+int cmd_show_peers(cli *c, int argc, char **argv)
+{
+	(void)argv;
+	if (argc) {
+		fprintf(stderr, "usage: metaroce-ctl show peers\n");
+		return CLI_USAGE;
+	}
+	json_t *r;
+	int rv = cli_request(c, "show peers", NULL, 10, &r);
+	if (rv)
+		return rv;
+	static const char *const cols[] = {"address", "instance_id:INSTANCE", "conns",
+		"conns_total:TOTAL", "restarts", "last_seen_s:LAST SEEN (S)"};
+	if (c->json)
+		cli_print_json(r);
+	else
+		cli_print_table(r, cols, (int)(sizeof(cols) / sizeof(cols[0])));
+	json_decref(r);
+	return CLI_OK;
+}

@@ -1,0 +1,704 @@
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, struct ucred */
+#include "ctl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mrd.h"
+#include "perf.h"
+
+#ifndef MRD_VERSION_STRING
+#define MRD_VERSION_STRING "0.1.0"
+#endif
+
+struct mrd_ctl_client {
+	uv_pipe_t pipe; /* data = this client */
+	mrd *d;
+	mrd_ctl_client *next, **pprev;
+	uid_t uid;
+	pid_t pid;
+	int may_read, may_act;
+	int discarding; /* skipping the rest of an oversized line */
+	int closing;
+	char *line;     /* MRD_CTL_LINE_MAX bytes */
+	size_t len;
+	char rdbuf[16384];
+	mrd_perf_op *op; /* pending ping/perf */
+	json_t *op_id;
+};
+
+typedef struct wreq {
+	uv_write_t req;
+	char *buf;
+} wreq;
+
+/* ---- replies ------------------------------------------------------------- */
+
+static void on_written(uv_write_t *req, int status)
+{
+	(void)status;
+	wreq *w = (wreq *)req;
+	free(w->buf);
+	free(w);
+}
+
+static void send_json(mrd_ctl_client *cl, json_t *reply)
+{
+	char *s = json_dumps(reply, JSON_COMPACT);
+	json_decref(reply);
+	if (!s || cl->closing) {
+		free(s);
+		return;
+	}
+	size_t n = strlen(s);
+	char *buf = realloc(s, n + 2);
+	wreq *w = malloc(sizeof(*w));
+	if (!buf || !w) {
+		free(buf ? buf : s);
+		free(w);
+		return;
+	}
+	buf[n] = '\n';
+	buf[n + 1] = '\0';
+	w->buf = buf;
+	uv_buf_t b = uv_buf_init(buf, (unsigned)(n + 1));
+	if (uv_write(&w->req, (uv_stream_t *)&cl->pipe, &b, 1, on_written) < 0) {
+		free(buf);
+		free(w);
+	}
+}
+
+static json_t *reply_new(json_t *id, int ok)
+{
+	json_t *r = json_object();
+	json_object_set_new(r, "v", json_integer(MRD_CTL_VERSION));
+	if (id)
+		json_object_set(r, "id", id);
+	json_object_set_new(r, "ok", json_boolean(ok));
+	return r;
+}
+
+static void reply_ok(mrd_ctl_client *cl, json_t *id, json_t *result)
+{
+	json_t *r = reply_new(id, 1);
+	json_object_set_new(r, "result", result);
+	send_json(cl, r);
+}
+
+static void reply_err(mrd_ctl_client *cl, json_t *id, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void reply_err(mrd_ctl_client *cl, json_t *id, const char *code, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cl->d->ctl.errors++;
+	json_t *r = reply_new(id, 0);
+	json_object_set_new(r, "error", json_pack("{s:s, s:s}", "code", code, "message", msg));
+	send_json(cl, r);
+}
+
+/* ---- views ----------------------------------------------------------------- */
+
+static json_t *hex32(uint32_t v)
+{
+	char b[16];
+	snprintf(b, sizeof(b), "%08" PRIx32, v);
+	return json_string(b);
+}
+
+static json_t *hex64(uint64_t v)
+{
+	char b[24];
+	snprintf(b, sizeof(b), "%016" PRIx64, v);
+	return json_string(b);
+}
+
+static json_t *addr_json(const mrd_sockaddr *a)
+{
+	char b[64];
+	return json_string(mrd_sockaddr_str(a, b, sizeof(b)));
+}
+
+static json_t *ju(uint64_t v)
+{
+	return json_integer((json_int_t)v);
+}
+
+static double age_s(uint64_t then, uint64_t now)
+{
+	return then && now > then ? (double)(now - then) / 1e9 : 0;
+}
+
+json_t *mrd_json_conn(const mrd_conn *c)
+{
+	uint64_t now = uv_hrtime();
+	json_t *o = json_object();
+	json_object_set_new(o, "id", hex32(c->local_id));
+	json_object_set_new(o, "peer_id", hex32(c->peer_id));
+	json_object_set_new(o, "peer", addr_json(&c->peer->addr));
+	json_object_set_new(o, "role", json_string(c->initiator ? "initiator" : "acceptor"));
+	json_object_set_new(o, "state", json_string(mrd_conn_state_name(c)));
+	json_object_set_new(o, "service", hex32(c->service_id));
+	json_object_set_new(o, "mtu", ju(c->mtu));
+	json_object_set_new(o, "max_streams", ju(c->max_streams));
+	json_object_set_new(o, "max_paths", ju(c->max_paths));
+	json_object_set_new(o, "plane_pairs", ju(c->npairs));
+	json_object_set_new(o, "age_s", json_real(age_s(c->created_ns, now)));
+	if (c->end_reason[0])
+		json_object_set_new(o, "end_reason", json_string(c->end_reason));
+	json_t *drops = json_object();
+	for (int i = 1; i < MRD_NERR; i++)
+		if (c->drops[i])
+			json_object_set_new(drops, mrp_err_name(-i), ju(c->drops[i]));
+	json_object_set_new(o, "drops", drops);
+	if (c->eng) {
+		mrp_conn_stats st;
+		mrp_conn_get_stats(c->eng, &st);
+		json_t *s = json_object();
+#define S(f) json_object_set_new(s, #f, ju(st.f))
+		S(tx_pkts); S(tx_bytes); S(rx_pkts); S(rx_bytes); S(retx_pkts); S(lost_pkts);
+		S(rto_count); S(tlp_count); S(rx_dup_pkts); S(naks_sent); S(naks_rcvd);
+		S(acks_sent); S(acks_rcvd); S(drops_token); S(drops_range); S(drops_stale);
+		S(paths_opened); S(reports); S(events_dropped); S(qwnd); S(pacing_bps);
+		S(rate_hint_bps); S(npaths_active);
+#undef S
+		json_object_set_new(o, "stats", s);
+	}
+	return o;
+}
+
+json_t *mrd_json_paths(const mrd_conn *c)
+{
+	json_t *a = json_array();
+	if (!c->eng)
+		return a;
+	const mrd *d = c->d;
+	for (unsigned i = 0; i < c->max_paths; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(c->eng, i, &pi) < 0)
+			continue;
+		json_t *o = json_object();
+		json_object_set_new(o, "conn", hex32(c->local_id));
+		json_object_set_new(o, "id", ju(pi.id));
+		json_object_set_new(o, "gen", ju(pi.gen));
+		json_object_set_new(o, "plane", ju(pi.plane));
+		json_object_set_new(o, "state", json_string(mrp_path_state_name(pi.state)));
+		json_object_set_new(o, "sport", ju(pi.sport));
+		if (pi.plane < c->npairs) {
+			const mrd_pair *pr = &c->pairs[pi.plane];
+			mrd_sockaddr l = d->dp.planes[pr->lplane].local;
+			if (l.sa.sa_family == AF_INET6)
+				l.in6.sin6_port = htons(pi.sport);
+			else
+				l.in.sin_port = htons(pi.sport);
+			json_object_set_new(o, "plane_name",
+					    json_string(d->cfg.planes[pr->lplane].name));
+			json_object_set_new(o, "local", addr_json(&l));
+			json_object_set_new(o, "remote", addr_json(&pr->raddr));
+		}
+		json_object_set_new(o, "cwnd", ju(pi.cwnd));
+		json_object_set_new(o, "inflight", ju(pi.inflight));
+		json_object_set_new(o, "srtt_us", json_real((double)pi.srtt_ns / 1e3));
+		json_object_set_new(o, "min_rtt_us",
+				    json_real(pi.min_rtt_ns == UINT64_MAX ? 0 : (double)pi.min_rtt_ns / 1e3));
+#define P(f) json_object_set_new(o, #f, ju(pi.f))
+		P(tx_pkts); P(tx_bytes); P(retx_pkts); P(lost_pkts); P(acked_pkts); P(ce_pkts);
+		P(rx_pkts); P(rx_ce_pkts);
+#undef P
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+static json_t *cmd_status(mrd *d)
+{
+	uint64_t now = uv_hrtime();
+	json_t *o = json_object();
+	json_object_set_new(o, "version", json_string(MRD_VERSION_STRING));
+	json_object_set_new(o, "pid", ju((uint64_t)getpid()));
+	json_object_set_new(o, "instance_id", hex64(d->instance_id));
+	json_object_set_new(o, "uptime_s", json_real(age_s(d->start_ns, now)));
+	json_object_set_new(o, "config", json_string(d->config_path));
+	json_object_set_new(o, "service_port", ju(d->cfg.port));
+	json_object_set_new(o, "planes", ju(d->dp.nplanes));
+	json_object_set_new(o, "state", json_string(d->stopping ? "stopping" : "running"));
+	json_object_set_new(o, "log_level", json_string(mrd_log_level_name(mrd_log_level)));
+	uint64_t n[4] = {0};
+	for (const mrd_conn *c = d->peers.all; c; c = c->next)
+		n[c->state]++;
+	json_object_set_new(o, "conns", json_pack("{s:I, s:I, s:I, s:I}",
+		"connecting", (json_int_t)n[MRD_CONN_CONNECTING],
+		"half_open", (json_int_t)n[MRD_CONN_HALF_OPEN],
+		"established", (json_int_t)n[MRD_CONN_ESTABLISHED],
+		"ended", (json_int_t)n[MRD_CONN_ENDED]));
+	json_object_set_new(o, "peers", ju(d->peers.npeers));
+	const mrd_counters *k = &d->cnt;
+	json_t *cn = json_object();
+	json_t *drops = json_object();
+	uint64_t total = 0;
+	for (int i = 1; i < MRD_NERR; i++) {
+		json_object_set_new(drops, mrp_err_name(-i), ju(k->drops[i]));
+		total += k->drops[i];
+	}
+	uint64_t txp = 0, txb = 0;
+	for (unsigned i = 0; i < d->dp.nplanes; i++) {
+		txp += d->dp.planes[i].tx_pkts;
+		txb += d->dp.planes[i].tx_bytes;
+	}
+	json_object_set_new(cn, "rx_pkts", ju(k->rx_pkts));
+	json_object_set_new(cn, "rx_bytes", ju(k->rx_bytes));
+	json_object_set_new(cn, "tx_pkts", ju(txp));
+	json_object_set_new(cn, "tx_bytes", ju(txb));
+	json_object_set_new(cn, "drops", drops);
+	json_object_set_new(cn, "drops_total", ju(total));
+#define C(f) json_object_set_new(cn, #f, ju(k->f))
+	C(connects_rx); C(accepts_tx); C(rejects_tx); C(naks_unknown_tx); C(answers_limited);
+	C(conns_opened); C(conns_failed); C(conns_closed); C(peer_restarts); C(sport_bind_fails);
+#undef C
+	json_object_set_new(cn, "ctl_requests", ju(d->ctl.requests));
+	json_object_set_new(cn, "ctl_errors", ju(d->ctl.errors));
+	json_object_set_new(o, "counters", cn);
+	const mrd_dp *dp = &d->dp;
+	json_object_set_new(o, "datapath", json_pack("{s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+		"gso", dp->gso, "gro", dp->gro, "host_ecn", dp->host_ecn,
+		"rx_host_ce", (json_int_t)dp->rx_host_ce,
+		"tx_calls", (json_int_t)dp->tx_calls, "tx_gso_msgs", (json_int_t)dp->tx_gso_msgs,
+		"tx_dropped", (json_int_t)dp->tx_dropped, "tx_errors", (json_int_t)dp->tx_errors,
+		"rx_calls", (json_int_t)dp->rx_calls, "rx_gro_segs", (json_int_t)dp->rx_gro_segs));
+	return o;
+}
+
+static json_t *cmd_planes(mrd *d)
+{
+	json_t *a = json_array();
+	for (unsigned i = 0; i < d->dp.nplanes; i++) {
+		const mrd_dp_plane *pl = &d->dp.planes[i];
+		const mrd_plane *cp = &d->cfg.planes[i];
+		mrd_sockaddr s = pl->local;
+		if (s.sa.sa_family == AF_INET6)
+			s.in6.sin6_port = htons(d->cfg.port);
+		else
+			s.in.sin_port = htons(d->cfg.port);
+		char ports[16];
+		snprintf(ports, sizeof(ports), "%u-%u", cp->source_ports.min, cp->source_ports.max);
+		json_t *o = json_object();
+		json_object_set_new(o, "index", ju(i));
+		json_object_set_new(o, "name", json_string(cp->name));
+		json_object_set_new(o, "address", addr_json(&s));
+		json_object_set_new(o, "interface", json_string(cp->interface));
+		json_object_set_new(o, "mtu", ju(cp->mtu));
+		json_object_set_new(o, "source_ports", json_string(ports));
+		json_object_set_new(o, "sockets", ju(1 + pl->npool));
+		json_object_set_new(o, "rx_pkts", ju(pl->rx_pkts));
+		json_object_set_new(o, "rx_bytes", ju(pl->rx_bytes));
+		json_object_set_new(o, "tx_pkts", ju(pl->tx_pkts));
+		json_object_set_new(o, "tx_bytes", ju(pl->tx_bytes));
+		json_object_set_new(o, "bind_fails", ju(pl->bind_fails));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+static json_t *cmd_peers(mrd *d)
+{
+	uint64_t now = uv_hrtime();
+	json_t *a = json_array();
+	for (const mrd_peer *p = d->peers.list; p; p = p->next) {
+		json_t *o = json_object();
+		json_object_set_new(o, "address", addr_json(&p->addr));
+		json_object_set_new(o, "instance_id",
+				    p->have_instance ? hex64(p->instance_id) : json_null());
+		json_object_set_new(o, "conns", ju(p->nconns));
+		json_object_set_new(o, "conns_total", ju(p->conns_total));
+		json_object_set_new(o, "restarts", ju(p->restarts));
+		json_object_set_new(o, "last_seen_s", json_real(age_s(p->last_ns, now)));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+static json_t *cmd_conns(mrd *d)
+{
+	json_t *a = json_array();
+	for (const mrd_conn *c = d->peers.all; c; c = c->next)
+		json_array_append_new(a, mrd_json_conn(c));
+	return a;
+}
+
+static int parse_conn_id(const char *s, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 16);
+	if (!*s || *end || errno || v == 0 || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* ---- asynchronous commands ---------------------------------------------- */
+
+static void op_done(void *ud, json_t *result, const char *err)
+{
+	mrd_ctl_client *cl = ud;
+	json_t *id = cl->op_id;
+	cl->op = NULL;
+	cl->op_id = NULL;
+	if (err)
+		reply_err(cl, id, "failed", "%s", err);
+	else
+		reply_ok(cl, id, result);
+	json_decref(id);
+}
+
+static void cmd_async(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	mrd *d = cl->d;
+	if (cl->op) {
+		reply_err(cl, id, "busy", "a ping or perf is already running on this connection");
+		return;
+	}
+	const char *peer = NULL;
+	json_t *jp = json_object_get(args, "peer");
+	if (!json_is_string(jp) || !*(peer = json_string_value(jp))) {
+		reply_err(cl, id, "bad_request", "%s: args.peer (\"ADDRESS[:PORT]\") is required", cmd);
+		return;
+	}
+	char err[160];
+	int rv;
+	cl->op_id = id ? json_incref(id) : NULL;
+	if (strcmp(cmd, "perf") == 0) {
+		json_t *js = json_object_get(args, "seconds"), *jm = json_object_get(args, "msg_size");
+		json_t *jb = json_object_get(args, "bytes");
+		double secs = js ? json_number_value(js) : 3.0;
+		json_int_t msz = jm ? (json_is_integer(jm) ? json_integer_value(jm) : -1)
+				    : MRD_PERF_MSG_DEFAULT;
+		json_int_t bytes = jb ? (json_is_integer(jb) ? json_integer_value(jb) : -1) : 0;
+		if ((js && !json_is_number(js)) || msz < 0 || msz > UINT32_MAX || bytes < 0) {
+			json_decref(cl->op_id);
+			cl->op_id = NULL;
+			reply_err(cl, id, "bad_request", "perf: args.seconds must be a number, "
+				  "args.msg_size and args.bytes non-negative integers");
+			return;
+		}
+		rv = mrd_perf_start(d, peer, secs, (uint64_t)bytes, (uint32_t)msz, op_done, cl,
+				    &cl->op, err, sizeof(err));
+	} else {
+		json_t *jc = json_object_get(args, "count");
+		json_int_t count = jc ? (json_is_integer(jc) ? json_integer_value(jc) : -1) : 5;
+		if (count < 1 || count > 10000) {
+			json_decref(cl->op_id);
+			cl->op_id = NULL;
+			reply_err(cl, id, "bad_request", "ping: args.count must be an integer 1-10000");
+			return;
+		}
+		rv = mrd_ping_start(d, peer, (unsigned)count, op_done, cl, &cl->op, err,
+				    sizeof(err));
+	}
+	if (rv < 0) {
+		json_decref(cl->op_id);
+		cl->op_id = NULL;
+		cl->op = NULL;
+		reply_err(cl, id, "failed", "%s: %s", cmd, err);
+	} else {
+		mrd_peer_run(d);
+	}
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static void handle_line(mrd_ctl_client *cl, const char *line, size_t len)
+{
+	mrd *d = cl->d;
+	d->ctl.requests++;
+	json_error_t jerr;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!req) {
+		reply_err(cl, NULL, "parse", "request is not JSON: %s (column %d)", jerr.text,
+			  jerr.column);
+		return;
+	}
+	json_t *id = json_object_get(req, "id");
+	json_t *v = json_object_get(req, "v");
+	json_t *jcmd = json_object_get(req, "cmd");
+	json_t *args = json_object_get(req, "args");
+	if (!json_is_object(req)) {
+		reply_err(cl, NULL, "bad_request", "a request is a JSON object");
+	} else if (!json_is_integer(v) || json_integer_value(v) != MRD_CTL_VERSION) {
+		reply_err(cl, id, "version", "\"v\" must be %d (this daemon speaks version %d)",
+			  MRD_CTL_VERSION, MRD_CTL_VERSION);
+	} else if (!json_is_string(jcmd)) {
+		reply_err(cl, id, "bad_request", "\"cmd\" (a string) is required");
+	} else if (args && !json_is_object(args)) {
+		reply_err(cl, id, "bad_request", "\"args\" must be an object");
+	} else if (!cl->may_read) {
+		reply_err(cl, id, "permission",
+			  "uid %u may not use this daemon (root, uid %u or group members only)",
+			  (unsigned)cl->uid, (unsigned)geteuid());
+	} else {
+		const char *cmd = json_string_value(jcmd);
+		if (strcmp(cmd, "status") == 0) {
+			reply_ok(cl, id, cmd_status(d));
+		} else if (strcmp(cmd, "show planes") == 0) {
+			reply_ok(cl, id, cmd_planes(d));
+		} else if (strcmp(cmd, "show peers") == 0) {
+			reply_ok(cl, id, cmd_peers(d));
+		} else if (strcmp(cmd, "show conns") == 0) {
+			reply_ok(cl, id, cmd_conns(d));
+		} else if (strcmp(cmd, "show paths") == 0) {
+			json_t *jc = json_object_get(args, "conn");
+			uint32_t want = 0;
+			if (jc && (!json_is_string(jc) ||
+				   parse_conn_id(json_string_value(jc), &want) < 0)) {
+				reply_err(cl, id, "bad_request",
+					  "show paths: args.conn must be a connection id in hex");
+			} else if (want && !mrd_conn_find(d, want)) {
+				reply_err(cl, id, "not_found", "no connection %08x", want);
+			} else {
+				json_t *a = json_array();
+				for (const mrd_conn *c = d->peers.all; c; c = c->next) {
+					if (want && c->local_id != want)
+						continue;
+					json_t *p = mrd_json_paths(c);
+					json_array_extend(a, p);
+					json_decref(p);
+				}
+				reply_ok(cl, id, a);
+			}
+		} else if (strcmp(cmd, "ping") == 0 || strcmp(cmd, "perf") == 0) {
+			if (!cl->may_act)
+				reply_err(cl, id, "permission",
+					  "%s changes state: root or uid %u only", cmd,
+					  (unsigned)geteuid());
+			else
+				cmd_async(cl, id, cmd, args);
+		} else {
+			reply_err(cl, id, "unknown_command", "unknown command '%.64s'", cmd);
+		}
+	}
+	json_decref(req);
+}
+
+/* ---- client connections -------------------------------------------------- */
+
+static void client_closed(uv_handle_t *h)
+{
+	mrd_ctl_client *cl = h->data;
+	free(cl->line);
+	free(cl);
+}
+
+static void client_close(mrd_ctl_client *cl)
+{
+	if (cl->closing)
+		return;
+	cl->closing = 1;
+	if (cl->op) {
+		mrd_perf_cancel(cl->op);
+		cl->op = NULL;
+	}
+	json_decref(cl->op_id);
+	cl->op_id = NULL;
+	*cl->pprev = cl->next;
+	if (cl->next)
+		cl->next->pprev = cl->pprev;
+	uv_close((uv_handle_t *)&cl->pipe, client_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	(void)hint;
+	mrd_ctl_client *cl = h->data;
+	*buf = uv_buf_init(cl->rdbuf, sizeof(cl->rdbuf));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	mrd_ctl_client *cl = s->data;
+	if (n < 0) {
+		client_close(cl);
+		return;
+	}
+	for (ssize_t i = 0; i < n && !cl->closing; i++) {
+		char ch = buf->base[i];
+		if (ch == '\n') {
+			if (cl->discarding)
+				cl->discarding = 0;
+			else if (cl->len)
+				handle_line(cl, cl->line, cl->len);
+			cl->len = 0;
+			continue;
+		}
+		if (cl->discarding)
+			continue;
+		if (cl->len == MRD_CTL_LINE_MAX) {
+			/* Too long: answer now, skip to the end of the line. */
+			cl->d->ctl.requests++;
+			reply_err(cl, NULL, "too_large", "request longer than %d bytes",
+				  MRD_CTL_LINE_MAX);
+			cl->discarding = 1;
+			cl->len = 0;
+			continue;
+		}
+		cl->line[cl->len++] = ch;
+	}
+	mrd_peer_run(cl->d);
+}
+
+/* Whether uid belongs to gid (primary or supplementary). Blocking NSS
+ * lookups: done once per control connection, never on the datapath. */
+static int uid_in_group(uid_t uid, gid_t gid)
+{
+	char buf[4096];
+	struct passwd pw, *res = NULL;
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
+		return 0;
+	if (pw.pw_gid == gid)
+		return 1;
+	gid_t groups[256];
+	int n = 256;
+	if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	mrd *d = server->data;
+	if (status < 0)
+		return;
+	mrd_ctl_client *cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		return;
+	cl->d = d;
+	cl->line = malloc(MRD_CTL_LINE_MAX);
+	uv_pipe_init(d->loop, &cl->pipe, 0);
+	cl->pipe.data = cl;
+	cl->pprev = &d->ctl.clients;
+	cl->next = d->ctl.clients;
+	if (cl->next)
+		cl->next->pprev = &cl->next;
+	d->ctl.clients = cl;
+	if (!cl->line || uv_accept(server, (uv_stream_t *)&cl->pipe) < 0) {
+		client_close(cl);
+		return;
+	}
+	uv_os_fd_t fd;
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
+		client_close(cl);
+		return;
+	}
+	cl->uid = cr.uid;
+	cl->pid = cr.pid;
+	cl->may_act = cr.uid == 0 || cr.uid == geteuid();
+	cl->may_read = cl->may_act ||
+		       (d->ctl.have_group && (cr.gid == d->ctl.gid || uid_in_group(cr.uid, d->ctl.gid)));
+	uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+}
+
+/* ---- the listening socket ------------------------------------------------ */
+
+/* A socket file left by a daemon that died is removed; one a live daemon
+ * answers on is not. Returns 0, or -EADDRINUSE / -errno. */
+static int clear_stale(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	int rv = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	int e = errno;
+	close(fd);
+	if (rv == 0)
+		return -EADDRINUSE;
+	if (e != ECONNREFUSED)
+		return -e;
+	return unlink(path) < 0 ? -errno : 0;
+}
+
+int mrd_ctl_init(mrd *d)
+{
+	mrd_ctl *t = &d->ctl;
+	const char *path = d->cfg.control_socket;
+	t->d = d;
+	if (d->cfg.control_group[0]) {
+		char buf[4096];
+		struct group gr, *res = NULL;
+		if (getgrnam_r(d->cfg.control_group, &gr, buf, sizeof(buf), &res) == 0 && res) {
+			t->gid = gr.gr_gid;
+			t->have_group = 1;
+		} else {
+			mrd_info("control group '%s' does not exist: read-only access for root "
+				 "and uid %u only", d->cfg.control_group, (unsigned)geteuid());
+		}
+	}
+	int rv = clear_stale(path);
+	if (rv < 0) {
+		mrd_err("control socket %s: %s", path,
+			rv == -EADDRINUSE ? "another metarocd is listening on it"
+			: rv == -EEXIST	  ? "exists and is not a socket"
+					  : strerror(-rv));
+		return rv;
+	}
+	uv_pipe_init(d->loop, &t->server, 0);
+	t->server.data = d;
+	t->open = 1;
+	/* Created 0660 from the start: no window in which others may connect. */
+	mode_t old = umask(0117);
+	rv = uv_pipe_bind(&t->server, path);
+	umask(old);
+	if (rv == 0)
+		rv = uv_listen((uv_stream_t *)&t->server, 64, on_connection);
+	if (rv < 0) {
+		mrd_err("control socket %s: %s", path, uv_strerror(rv));
+		return rv;
+	}
+	t->bound = 1;
+	if (t->have_group && chown(path, (uid_t)-1, t->gid) < 0)
+		mrd_warn("control socket %s: cannot give it to group %s: %s", path,
+			 d->cfg.control_group, strerror(errno));
+	mrd_info("control socket %s", path);
+	return 0;
+}
+
+void mrd_ctl_close(mrd *d)
+{
+	mrd_ctl *t = &d->ctl;
+	while (t->clients)
+		client_close(t->clients);
+	if (t->open) {
+		t->open = 0;
+		uv_close((uv_handle_t *)&t->server, NULL);
+	}
+	if (t->bound) {
+		t->bound = 0;
+		unlink(d->cfg.control_socket);
+	}
+}

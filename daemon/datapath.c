@@ -1,0 +1,595 @@
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, struct ucred */
+#include "datapath.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/sock_diag.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mrd.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define ECT0 0x02
+#define CE 0x03
+#define GSO_MAX_SEGS 64
+#define GSO_MAX_BYTES 65000 /* below 65507, the largest IPv4 UDP payload */
+#define RX_BATCH_GRO 16
+#define RX_BATCH 64
+#define RX_ROUNDS 8         /* recvmmsg calls per readable event, for fairness */
+#define CMSG_ROOM 64
+/* Host-side ECN: a receive queue holding more than this (kernel buffer
+ * accounting, about twice the payload) marks what is read from it CE. */
+#define RX_CE_BYTES (1u << 20)
+
+#ifndef SO_MEMINFO
+#define SO_MEMINFO 55
+#endif
+
+/* ---- addresses ----------------------------------------------------------- */
+
+socklen_t mrd_sockaddr_len(const mrd_sockaddr *a)
+{
+	return a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in);
+}
+
+const char *mrd_sockaddr_str(const mrd_sockaddr *a, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	if (a->sa.sa_family == AF_INET) {
+		inet_ntop(AF_INET, &a->in.sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, ntohs(a->in.sin_port));
+	} else if (a->sa.sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &a->in6.sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->in6.sin6_port));
+	} else {
+		snprintf(buf, len, "?");
+	}
+	return buf;
+}
+
+int mrd_sockaddr_parse(mrd_sockaddr *a, socklen_t *plen, const char *s,
+		       uint16_t default_port)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *port = NULL;
+	memset(a, 0, sizeof(*a));
+	if (s[0] == '[') {
+		const char *e = strchr(s, ']');
+		if (!e || (size_t)(e - s - 1) >= sizeof(host))
+			return -1;
+		memcpy(host, s + 1, (size_t)(e - s - 1));
+		host[e - s - 1] = '\0';
+		if (e[1] == ':')
+			port = e + 2;
+		else if (e[1])
+			return -1;
+	} else {
+		const char *c = strchr(s, ':');
+		if (c && strchr(c + 1, ':'))
+			c = NULL; /* a bare IPv6 address */
+		size_t n = c ? (size_t)(c - s) : strlen(s);
+		if (n >= sizeof(host))
+			return -1;
+		memcpy(host, s, n);
+		host[n] = '\0';
+		if (c)
+			port = c + 1;
+	}
+	unsigned long p = default_port;
+	if (port) {
+		char *end;
+		errno = 0;
+		p = strtoul(port, &end, 10);
+		if (!*port || *end || errno || p == 0 || p > 65535)
+			return -1;
+	}
+	if (inet_pton(AF_INET, host, &a->in.sin_addr) == 1) {
+		a->in.sin_family = AF_INET;
+		a->in.sin_port = htons((uint16_t)p);
+		*plen = sizeof(a->in);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &a->in6.sin6_addr) == 1) {
+		a->in6.sin6_family = AF_INET6;
+		a->in6.sin6_port = htons((uint16_t)p);
+		*plen = sizeof(a->in6);
+		return 0;
+	}
+	return -1;
+}
+
+static void set_port(mrd_sockaddr *a, uint16_t port)
+{
+	if (a->sa.sa_family == AF_INET6)
+		a->in6.sin6_port = htons(port);
+	else
+		a->in.sin_port = htons(port);
+}
+
+/* ---- sockets ------------------------------------------------------------- */
+
+static void setbuf_opt(int fd, int force, int plain, int bytes)
+{
+	/* As root the FORCE variant passes rmem_max/wmem_max; otherwise the
+	 * kernel caps the plain one. */
+	if (setsockopt(fd, SOL_SOCKET, force, &bytes, sizeof(bytes)) < 0)
+		setsockopt(fd, SOL_SOCKET, plain, &bytes, sizeof(bytes));
+}
+
+/* A nonblocking UDP socket bound to plane address:port with ECT(0) and TOS
+ * reporting. Returns the fd or -errno. */
+static int open_udp(mrd_dp *dp, const mrd_dp_plane *pl, uint16_t port, int rcvbuf)
+{
+	int fam = pl->local.sa.sa_family;
+	int fd = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1, tos = ECT0, e;
+	if (fam == AF_INET6) {
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
+		int pmtu = IPV6_PMTUDISC_DO;
+		setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	} else {
+		setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+		setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+		int pmtu = IP_PMTUDISC_DO; /* DF: SPEC 2.1 */
+		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	}
+	if (dp->gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) < 0)
+		dp->gro = 0;
+	setbuf_opt(fd, SO_SNDBUFFORCE, SO_SNDBUF, 4 << 20);
+	if (rcvbuf)
+		setbuf_opt(fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf);
+	mrd_sockaddr a = pl->local;
+	set_port(&a, port);
+	if (bind(fd, &a.sa, pl->locallen) < 0) {
+		e = -errno;
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+static void on_readable(uv_poll_t *h, int status, int events);
+
+static int sock_start(mrd_dp *dp, mrd_sock *s, mrd_dp_plane *pl, int fd, uint16_t port)
+{
+	s->fd = fd;
+	s->port = port;
+	s->plane = pl;
+	int rv = uv_poll_init(dp->d->loop, &s->poll, fd);
+	if (rv < 0)
+		return rv;
+	s->poll.data = s;
+	s->polling = 1;
+	return uv_poll_start(&s->poll, UV_READABLE, on_readable);
+}
+
+static void pool_sock_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void sock_close(mrd_sock *s, int free_it)
+{
+	if (!s->polling) {
+		if (s->fd >= 0)
+			close(s->fd);
+		if (free_it)
+			free(s);
+		return;
+	}
+	s->polling = 0;
+	uv_close((uv_handle_t *)&s->poll, free_it ? pool_sock_closed : NULL);
+	close(s->fd); /* libuv does not own a poll handle's fd */
+	s->fd = -1;
+}
+
+int mrd_dp_init(mrd_dp *dp, mrd *d)
+{
+	memset(dp, 0, sizeof(*dp));
+	dp->d = d;
+	const char *e = getenv("MRD_NO_GSO");
+	dp->gso = !(e && *e == '1');
+	e = getenv("MRD_NO_GRO");
+	dp->gro = !(e && *e == '1');
+	e = getenv("MRD_NO_HOST_ECN");
+	dp->host_ecn = !(e && *e == '1');
+	dp->txbuf = malloc((size_t)MRD_DP_TXQ * MRD_DP_PKT_MAX);
+	dp->rxslot = 65536;
+	dp->rxbuf = malloc((size_t)RX_BATCH * dp->rxslot);
+	if (!dp->txbuf || !dp->rxbuf)
+		return -ENOMEM;
+	const mrd_config *c = &d->cfg;
+	for (unsigned i = 0; i < c->nplanes; i++) {
+		const mrd_plane *cp = &c->planes[i];
+		mrd_dp_plane *pl = &dp->planes[i];
+		pl->d = d;
+		pl->idx = i;
+		pl->service.fd = -1;
+		if (cp->address.family == AF_INET) {
+			pl->local.in.sin_family = AF_INET;
+			memcpy(&pl->local.in.sin_addr, cp->address.bytes, 4);
+			pl->locallen = sizeof(pl->local.in);
+		} else if (cp->address.family == AF_INET6) {
+			pl->local.in6.sin6_family = AF_INET6;
+			memcpy(&pl->local.in6.sin6_addr, cp->address.bytes, 16);
+			pl->locallen = sizeof(pl->local.in6);
+		} else {
+			mrd_err("planes[%u] (%s): no address: planes given only by "
+				"interface are not supported yet", i, cp->name);
+			return -EINVAL;
+		}
+		pl->pool = calloc(MRD_DP_POOL_MAX, sizeof(*pl->pool));
+		pl->by_port = calloc(65536, sizeof(*pl->by_port));
+		if (!pl->pool || !pl->by_port)
+			return -ENOMEM;
+		dp->nplanes = i + 1;
+		int fd = open_udp(dp, pl, c->port, 16 << 20);
+		char buf[64];
+		mrd_sockaddr a = pl->local;
+		set_port(&a, c->port);
+		if (fd < 0) {
+			mrd_err("planes[%u] (%s): cannot bind %s: %s", i, cp->name,
+				mrd_sockaddr_str(&a, buf, sizeof(buf)), strerror(-fd));
+			return fd;
+		}
+		pl->service.is_service = 1;
+		int rv = sock_start(dp, &pl->service, pl, fd, c->port);
+		if (rv < 0)
+			return rv;
+		mrd_info("plane %s: service socket %s", cp->name,
+			 mrd_sockaddr_str(&a, buf, sizeof(buf)));
+	}
+	mrd_info("datapath: UDP GSO %s, GRO %s", dp->gso ? "on" : "off",
+		 dp->gro ? "on" : "off");
+	return 0;
+}
+
+void mrd_dp_close(mrd_dp *dp)
+{
+	for (unsigned i = 0; i < dp->nplanes; i++) {
+		mrd_dp_plane *pl = &dp->planes[i];
+		for (uint32_t k = 0; k < pl->npool; k++)
+			sock_close(pl->pool[k], 1);
+		pl->npool = 0;
+		free(pl->pool);
+		free(pl->by_port);
+		pl->pool = NULL;
+		pl->by_port = NULL;
+		if (pl->service.fd >= 0)
+			sock_close(&pl->service, 0);
+	}
+	dp->nplanes = 0;
+	free(dp->txbuf);
+	free(dp->rxbuf);
+	dp->txbuf = dp->rxbuf = NULL;
+}
+
+/* Drop the least recently used pool socket of pl. */
+static void pool_evict(mrd_dp_plane *pl)
+{
+	uint32_t lru = 0;
+	for (uint32_t k = 1; k < pl->npool; k++)
+		if (pl->pool[k]->last_used_ns < pl->pool[lru]->last_used_ns)
+			lru = k;
+	mrd_sock *s = pl->pool[lru];
+	pl->by_port[s->port] = 0;
+	sock_close(s, 1);
+	pl->npool--;
+	if (lru != pl->npool) {
+		pl->pool[lru] = pl->pool[pl->npool];
+		pl->by_port[pl->pool[lru]->port] = (uint16_t)(lru + 1);
+	}
+}
+
+mrd_sock *mrd_dp_sport(mrd_dp *dp, unsigned plane, uint16_t sport, int *perr)
+{
+	mrd_dp_plane *pl = &dp->planes[plane];
+	uint16_t k = pl->by_port[sport];
+	if (k) {
+		mrd_sock *s = pl->pool[k - 1];
+		s->last_used_ns = uv_hrtime();
+		return s;
+	}
+	if (pl->npool == MRD_DP_POOL_MAX)
+		pool_evict(pl);
+	int fd = open_udp(dp, pl, sport, 0);
+	if (fd < 0) {
+		pl->bind_fails++;
+		*perr = fd;
+		return NULL;
+	}
+	mrd_sock *s = calloc(1, sizeof(*s));
+	if (!s || sock_start(dp, s, pl, fd, sport) < 0) {
+		if (s && s->polling)
+			sock_close(s, 1);
+		else {
+			close(fd);
+			free(s);
+		}
+		*perr = -ENOMEM;
+		return NULL;
+	}
+	s->last_used_ns = uv_hrtime();
+	pl->pool[pl->npool++] = s;
+	pl->by_port[sport] = (uint16_t)pl->npool;
+	return s;
+}
+
+/* ---- send ---------------------------------------------------------------- */
+
+uint8_t *mrd_dp_tx_slot(mrd_dp *dp)
+{
+	if (dp->txn == MRD_DP_TXQ)
+		mrd_dp_flush(dp);
+	return dp->txbuf + (size_t)dp->txn * MRD_DP_PKT_MAX;
+}
+
+void mrd_dp_tx_commit(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
+		      socklen_t dstlen, uint32_t len)
+{
+	mrd_dp_txent *e = &dp->tx[dp->txn++];
+	e->sock = s;
+	e->dst = *dst;
+	e->dstlen = dstlen;
+	e->len = len;
+}
+
+void mrd_dp_send_now(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
+		     socklen_t dstlen, const uint8_t *pkt, uint32_t len)
+{
+	memcpy(mrd_dp_tx_slot(dp), pkt, len);
+	mrd_dp_tx_commit(dp, s, dst, dstlen, len);
+	mrd_dp_flush(dp);
+}
+
+static int same_flow(const mrd_dp_txent *a, const mrd_dp_txent *b)
+{
+	return a->sock == b->sock && a->dstlen == b->dstlen &&
+	       memcmp(&a->dst, &b->dst, a->dstlen) == 0;
+}
+
+/* Send msgs[0..n) on one socket; on a hard error skip the failing message.
+ * segs[i] is the number of packets in message i (for the counters). */
+static void send_batch(mrd_dp *dp, mrd_sock *s, struct mmsghdr *msgs,
+		       const uint32_t *segs, unsigned n)
+{
+	unsigned done = 0;
+	while (done < n) {
+		int r = sendmmsg(s->fd, msgs + done, n - done, 0);
+		dp->tx_calls++;
+		if (r > 0) {
+			for (int i = 0; i < r; i++) {
+				s->plane->tx_pkts += segs[done + i];
+				s->plane->tx_bytes += msgs[done + i].msg_len;
+			}
+			done += (unsigned)r;
+			continue;
+		}
+		int e = errno;
+		if (e == EINTR)
+			continue;
+		if ((e == EIO || e == EINVAL) && dp->gso &&
+		    msgs[done].msg_hdr.msg_controllen) {
+			/* The kernel or device refuses GSO: stop using it. The
+			 * packets of this flush are dropped: the engine sees
+			 * them as lost and resends them. */
+			mrd_warn("UDP GSO send failed (%s): turning GSO off", strerror(e));
+			dp->gso = 0;
+		}
+		if (e == EAGAIN || e == ENOBUFS || e == ENOMEM)
+			dp->tx_dropped += segs[done];
+		else
+			dp->tx_errors += segs[done];
+		done++;
+	}
+}
+
+void mrd_dp_flush(mrd_dp *dp)
+{
+	uint32_t n = dp->txn;
+	if (!n)
+		return;
+	dp->txn = 0;
+	/* Stable grouping by flow (socket + destination): packets of one
+	 * path stay in order, and each path's packets of this flush become
+	 * one GSO super-datagram. */
+	uint8_t group[MRD_DP_TXQ], order[MRD_DP_TXQ];
+	uint32_t ngroups = 0, lead[MRD_DP_TXQ];
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t g = 0;
+		while (g < ngroups && !same_flow(&dp->tx[lead[g]], &dp->tx[i]))
+			g++;
+		if (g == ngroups)
+			lead[ngroups++] = i;
+		group[i] = (uint8_t)g;
+	}
+	uint32_t k = 0;
+	for (uint32_t g = 0; g < ngroups; g++)
+		for (uint32_t i = lead[g]; i < n; i++)
+			if (group[i] == g)
+				order[k++] = (uint8_t)i;
+
+	struct mmsghdr msgs[MRD_DP_TXQ];
+	struct iovec iov[MRD_DP_TXQ];
+	uint32_t segs[MRD_DP_TXQ];
+	struct {
+		_Alignas(size_t) char buf[CMSG_SPACE(sizeof(uint16_t))]; /* cmsghdr's alignment */
+	} ctl[MRD_DP_TXQ];
+	unsigned nmsg = 0;
+	mrd_sock *cur = NULL;
+	for (uint32_t i = 0; i < n;) {
+		const mrd_dp_txent *e = &dp->tx[order[i]];
+		if (cur && e->sock != cur) {
+			send_batch(dp, cur, msgs, segs, nmsg);
+			nmsg = 0;
+		}
+		cur = e->sock;
+		uint32_t seg = e->len, total = e->len, j = i + 1;
+		iov[i].iov_base = dp->txbuf + (size_t)order[i] * MRD_DP_PKT_MAX;
+		iov[i].iov_len = e->len;
+		/* Extend the run: every packet but the last exactly seg bytes. */
+		while (dp->gso && j < n && j - i < GSO_MAX_SEGS &&
+		       dp->tx[order[j - 1]].len == seg && same_flow(e, &dp->tx[order[j]]) &&
+		       dp->tx[order[j]].len <= seg && total + dp->tx[order[j]].len <= GSO_MAX_BYTES) {
+			iov[j].iov_base = dp->txbuf + (size_t)order[j] * MRD_DP_PKT_MAX;
+			iov[j].iov_len = dp->tx[order[j]].len;
+			total += dp->tx[order[j]].len;
+			j++;
+		}
+		struct msghdr *m = &msgs[nmsg].msg_hdr;
+		memset(m, 0, sizeof(*m));
+		m->msg_name = (void *)&e->dst;
+		m->msg_namelen = e->dstlen;
+		m->msg_iov = &iov[i];
+		m->msg_iovlen = j - i;
+		if (j - i > 1) {
+			m->msg_control = ctl[nmsg].buf;
+			m->msg_controllen = sizeof(ctl[nmsg].buf);
+			struct cmsghdr *cm = CMSG_FIRSTHDR(m);
+			cm->cmsg_level = SOL_UDP;
+			cm->cmsg_type = UDP_SEGMENT;
+			cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			uint16_t gs = (uint16_t)seg;
+			memcpy(CMSG_DATA(cm), &gs, sizeof(gs));
+			dp->tx_gso_msgs++;
+		}
+		segs[nmsg++] = j - i;
+		i = j;
+	}
+	if (nmsg)
+		send_batch(dp, cur, msgs, segs, nmsg);
+}
+
+/* ---- receive ------------------------------------------------------------- */
+
+/* Read up to `rounds` batches from s and hand every datagram to the peer
+ * layer (without running the connections). */
+static void sock_read(mrd_sock *s, int rounds)
+{
+	mrd_dp_plane *pl = s->plane;
+	mrd_dp *dp = &pl->d->dp;
+	unsigned batch = dp->gro ? RX_BATCH_GRO : RX_BATCH;
+	size_t slot = dp->gro ? dp->rxslot : MRD_DP_PKT_MAX;
+	struct mmsghdr msgs[RX_BATCH];
+	struct iovec iov[RX_BATCH];
+	mrd_sockaddr src[RX_BATCH];
+	struct {
+		_Alignas(size_t) char buf[CMSG_ROOM];
+	} ctl[RX_BATCH];
+	for (int round = 0; round < rounds && s->polling; round++) {
+		for (unsigned i = 0; i < batch; i++) {
+			iov[i].iov_base = dp->rxbuf + i * slot;
+			iov[i].iov_len = slot;
+			struct msghdr *m = &msgs[i].msg_hdr;
+			memset(m, 0, sizeof(*m));
+			m->msg_name = &src[i];
+			m->msg_namelen = sizeof(src[i]);
+			m->msg_iov = &iov[i];
+			m->msg_iovlen = 1;
+			m->msg_control = ctl[i].buf;
+			m->msg_controllen = sizeof(ctl[i].buf);
+		}
+		int r = recvmmsg(s->fd, msgs, batch, MSG_DONTWAIT, NULL);
+		dp->rx_calls++;
+		if (r <= 0)
+			break;
+		/* On loopback (or whenever this host, not the network, is the
+		 * bottleneck) no switch marks ECN: the queue builds in our own
+		 * socket buffer, RTTs grow by milliseconds and the sender's
+		 * timers fire spuriously. Mark CE when that queue is deep, as a
+		 * switch would at its ECN threshold, so the per-path congestion
+		 * control backs off (MRD_NO_HOST_ECN=1 turns this off). */
+		int host_ce = 0;
+		if (dp->host_ecn) {
+			uint32_t mi[SK_MEMINFO_VARS] = {0};
+			socklen_t mil = sizeof(mi);
+			if (getsockopt(s->fd, SOL_SOCKET, SO_MEMINFO, mi, &mil) == 0 &&
+			    mi[SK_MEMINFO_RMEM_ALLOC] > RX_CE_BYTES) {
+				host_ce = 1;
+				dp->rx_host_ce++;
+			}
+		}
+		for (int i = 0; i < r; i++) {
+			struct msghdr *m = &msgs[i].msg_hdr;
+			int ce = host_ce;
+			size_t gso = 0;
+			for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+				if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
+					uint8_t tos;
+					memcpy(&tos, CMSG_DATA(cm), 1);
+					ce |= (tos & 3) == CE;
+				} else if (cm->cmsg_level == IPPROTO_IPV6 &&
+					   cm->cmsg_type == IPV6_TCLASS) {
+					int tc;
+					memcpy(&tc, CMSG_DATA(cm), sizeof(tc));
+					ce |= (tc & 3) == CE;
+				} else if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+					int g;
+					memcpy(&g, CMSG_DATA(cm), sizeof(g));
+					gso = g > 0 ? (size_t)g : 0;
+				}
+			}
+			const uint8_t *p = iov[i].iov_base;
+			size_t len = msgs[i].msg_len;
+			if (m->msg_flags & MSG_TRUNC) {
+				mrd_count_drop(pl->d, MRP_ERR_LENGTH);
+				continue;
+			}
+			if (!gso || gso >= len)
+				gso = len;
+			else
+				dp->rx_gro_segs += (len + gso - 1) / gso;
+			/* A GRO buffer holds equal-size datagrams, the last one
+			 * possibly shorter. */
+			for (size_t off = 0; off < len; off += gso) {
+				size_t l = len - off < gso ? len - off : gso;
+				pl->rx_pkts++;
+				pl->rx_bytes += l;
+				mrd_peer_input(pl->d, s, &src[i], m->msg_namelen, p + off, l, ce);
+			}
+		}
+		if ((unsigned)r < batch)
+			break;
+	}
+}
+
+static void on_readable(uv_poll_t *h, int status, int events)
+{
+	(void)events;
+	mrd_sock *s = h->data;
+	if (status < 0)
+		return;
+	/* Run the connections after every batch, not after all of them: the
+	 * ACKs for what was just read leave at once instead of waiting for
+	 * the whole backlog to be copied (which can outlast the sender's RTO). */
+	for (int round = 0; round < RX_ROUNDS && s->polling; round++) {
+		uint64_t before = s->plane->rx_pkts;
+		sock_read(s, 1);
+		mrd_peer_run(s->plane->d);
+		if (s->plane->rx_pkts == before)
+			break;
+	}
+}
+
+void mrd_dp_drain(mrd_dp *dp)
+{
+	for (unsigned i = 0; i < dp->nplanes; i++)
+		if (dp->planes[i].service.polling)
+			sock_read(&dp->planes[i].service, 1);
+}

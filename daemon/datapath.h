@@ -1,0 +1,145 @@
+/*
+ * The UDP datapath: sockets of each plane, batched receive and send.
+ *
+ * Each plane has a service socket bound to (plane address, service port) and
+ * a pool of source-port sockets bound to (plane address, sport) for the
+ * sports the engine picks for its paths (the UDP source port is a path's
+ * ECMP entropy, so it must be exactly the one the engine chose). Pool
+ * sockets are created on first use and cached, bounded per plane with LRU
+ * eviction; a sport that cannot be bound (EADDRINUSE: another process has
+ * it) is reported to the caller, which re-ports the path elsewhere. Peers
+ * send everything to our service port (SPEC 2.3), but answers to unknown
+ * packets come back to the sport they were sent from, so every socket is
+ * read.
+ *
+ * Every socket sends ECT(0) (IP_TOS / IPV6_TCLASS): SPEC 2.4 requires it for
+ * data and allows it for the rest, so no per-packet cmsg is needed. Received
+ * datagrams carry their TOS in a cmsg (IP_RECVTOS / IPV6_RECVTCLASS) and CE
+ * is handed to the engine. A deep receive queue marks CE too (host-side
+ * ECN: see sock_read() in datapath.c).
+ *
+ * Batching. Receive: recvmmsg() with UDP GRO (the kernel coalesces a burst
+ * of equal-size datagrams of one flow into one buffer, split here by the
+ * UDP_GRO cmsg's segment size). Send: the caller writes packets into slots
+ * of a send queue (mrd_dp_tx_slot / mrd_dp_tx_commit); mrd_dp_flush() turns
+ * each run of consecutive packets to the same socket and destination with
+ * one length (the last may be shorter) into one UDP GSO super-datagram
+ * (UDP_SEGMENT cmsg, an iovec per packet) and sends all of them with one
+ * sendmmsg(). MRD_NO_GSO=1 / MRD_NO_GRO=1 in the environment turn either
+ * off (for measurements); GSO is also turned off by itself if the kernel
+ * refuses it.
+ */
+#ifndef MRD_DATAPATH_H
+#define MRD_DATAPATH_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "config.h"
+
+typedef struct mrd mrd;
+typedef struct mrd_dp_plane mrd_dp_plane;
+
+#define MRD_DP_TXQ 64          /* packets queued before a flush */
+#define MRD_DP_PKT_MAX (MRP_DATA_HDR_LEN + MRP_MTU_MAX)
+#define MRD_DP_POOL_MAX 1024   /* source-port sockets per plane */
+
+typedef union mrd_sockaddr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+	struct sockaddr_storage ss;
+} mrd_sockaddr;
+
+typedef struct mrd_sock {
+	uv_poll_t poll;    /* data = this */
+	int fd;
+	uint16_t port;
+	uint8_t is_service;
+	uint8_t polling;
+	mrd_dp_plane *plane;
+	uint64_t last_used_ns;
+} mrd_sock;
+
+struct mrd_dp_plane {
+	mrd *d;
+	unsigned idx;
+	mrd_sockaddr local; /* address, port 0 */
+	socklen_t locallen;
+	mrd_sock service;
+	mrd_sock **pool;    /* MRD_DP_POOL_MAX slots */
+	uint32_t npool;
+	uint16_t *by_port;  /* 65536: pool index + 1, 0 = none */
+	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes, bind_fails;
+};
+
+typedef struct mrd_dp_txent {
+	mrd_sock *sock;
+	mrd_sockaddr dst;
+	socklen_t dstlen;
+	uint32_t len;
+} mrd_dp_txent;
+
+typedef struct mrd_dp {
+	mrd *d;
+	unsigned nplanes;
+	mrd_dp_plane planes[MRD_MAX_PLANES];
+	int gso, gro, host_ecn;
+	/* send queue */
+	uint32_t txn;
+	mrd_dp_txent tx[MRD_DP_TXQ];
+	uint8_t *txbuf; /* MRD_DP_TXQ * MRD_DP_PKT_MAX */
+	/* receive batch */
+	uint8_t *rxbuf;
+	size_t rxslot; /* bytes per receive slot: 64 KiB with GRO */
+	/* counters */
+	uint64_t tx_calls, tx_gso_msgs, tx_dropped, tx_errors, rx_calls, rx_gro_segs;
+	uint64_t rx_host_ce; /* receive batches marked CE for a deep socket queue */
+} mrd_dp;
+
+/* Open every plane's service socket. Returns 0 or -errno after logging the
+ * plane, address and error. */
+int mrd_dp_init(mrd_dp *dp, mrd *d);
+
+/* Close every socket (handles are freed in their close callbacks). */
+void mrd_dp_close(mrd_dp *dp);
+
+/* The pool socket of (plane, sport), created and bound on first use; NULL
+ * with *perr = -errno when it cannot be bound. */
+mrd_sock *mrd_dp_sport(mrd_dp *dp, unsigned plane, uint16_t sport, int *perr);
+
+/* A buffer of MRD_DP_PKT_MAX bytes for the next packet (flushes first when
+ * the queue is full). */
+uint8_t *mrd_dp_tx_slot(mrd_dp *dp);
+
+/* Queue the packet written into the last slot. */
+void mrd_dp_tx_commit(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
+		      socklen_t dstlen, uint32_t len);
+
+/* Send one packet at once (handshake answers): queue and flush. */
+void mrd_dp_send_now(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
+		     socklen_t dstlen, const uint8_t *pkt, uint32_t len);
+
+/* Read what is already waiting on the service sockets (one batch each).
+ * Called before running expired engine timers, so that an ACK that has
+ * arrived is seen before its packet's retransmission timer declares a loss
+ * (the timerfd and the sockets become readable in the same epoll round, in
+ * no particular order). */
+void mrd_dp_drain(mrd_dp *dp);
+
+/* Send everything queued. */
+void mrd_dp_flush(mrd_dp *dp);
+
+/* "127.0.0.1:19791", "[::1]:19791" */
+const char *mrd_sockaddr_str(const mrd_sockaddr *a, char *buf, size_t len);
+
+/* Parse "ADDR", "ADDR:PORT" or "[ADDR6]:PORT" (default_port if none).
+ * Returns 0 or -1. */
+int mrd_sockaddr_parse(mrd_sockaddr *a, socklen_t *plen, const char *s,
+		       uint16_t default_port);
+
+socklen_t mrd_sockaddr_len(const mrd_sockaddr *a);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * metarocd: options, startup, signals, reload and the graceful stop.
+ *
+ *   metarocd [-c FILE] [--check-config] [-f|--foreground] [-v]
+ *
+ * The daemon never forks: systemd (Type=notify) or the shell supervises it,
+ * so -f is accepted for habit's sake and changes nothing. Logs go to stderr.
+ *
+ * SIGTERM/SIGINT: STOPPING=1, new connections refused, every connection
+ * closed with CLOSE, and the process exits 0 once the peers answered or
+ * after MRD_STOP_GRACE_MS at the latest. SIGHUP: the file is read again;
+ * live keys are applied, the others are logged as needing a restart.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mrd.h"
+
+#define MRD_STOP_GRACE_MS 3000
+#define MRD_STOP_POLL_MS 10
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: metarocd [-c FILE] [--check-config] [-f|--foreground] [-v]\n"
+		"  -c, --config FILE   configuration file (default %s)\n"
+		"      --check-config  check the file and exit (with -v: print it)\n"
+		"  -f, --foreground    run in the foreground (always the case)\n"
+		"  -v, --verbose       log at debug level\n"
+		"  -h, --help          this text\n"
+		"  -V, --version       print the version\n",
+		MRD_CONFIG_PATH);
+}
+
+/* ---- state store --------------------------------------------------------- */
+
+void mrd_record(mrd *d, mrd_store_event_kind kind, uint64_t conn_id, const char *detail)
+{
+	if (!d->store)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	mrd_store_event(d->store, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, kind, NULL,
+			conn_id, MRD_STORE_NO_ID, detail);
+}
+
+static void store_flush_work(uv_work_t *w)
+{
+	mrd *d = w->data;
+	mrd_store_flush(d->store); /* blocking sqlite: on a worker thread */
+}
+
+static void store_flush_done(uv_work_t *w, int status)
+{
+	(void)status;
+	mrd *d = w->data;
+	d->store_busy = 0;
+}
+
+static void on_store_tick(uv_timer_t *t)
+{
+	mrd *d = t->data;
+	if (!d->store || d->store_busy)
+		return;
+	d->store_busy = 1;
+	d->store_work.data = d;
+	if (uv_queue_work(d->loop, &d->store_work, store_flush_work, store_flush_done) < 0)
+		d->store_busy = 0;
+}
+
+static void store_open(mrd *d)
+{
+	char err[512];
+	if (mrd_store_open(&d->store, d->cfg.state_db, err, sizeof(err)) < 0) {
+		mrd_warn("state store: %s; running without it", err);
+		d->store = NULL;
+	}
+	uv_timer_init(d->loop, &d->store_timer);
+	d->store_timer.data = d;
+	uv_timer_start(&d->store_timer, on_store_tick, 1000, 1000);
+	mrd_record(d, MRD_STORE_EV_DAEMON_STARTED, MRD_STORE_NO_ID, NULL);
+}
+
+/* ---- stop ---------------------------------------------------------------- */
+
+static void close_all(mrd *d)
+{
+	uv_timer_stop(&d->stop_timer);
+	uv_close((uv_handle_t *)&d->stop_timer, NULL);
+	uv_close((uv_handle_t *)&d->store_timer, NULL);
+	uv_close((uv_handle_t *)&d->sig_term, NULL);
+	uv_close((uv_handle_t *)&d->sig_int, NULL);
+	uv_close((uv_handle_t *)&d->sig_hup, NULL);
+	mrd_dp_flush(&d->dp);
+	mrd_dp_close(&d->dp);
+	mrd_timer_close(&d->timer, NULL);
+	mrd_notify_close(&d->notify);
+}
+
+static void on_stop_tick(uv_timer_t *t)
+{
+	mrd *d = t->data;
+	uint32_t live = mrd_peers_live(d);
+	if (live == 0 || uv_now(d->loop) >= d->stop_deadline_ms) {
+		if (live)
+			mrd_warn("stopping with %u connection(s) still open", live);
+		mrd_info("stopped");
+		close_all(d);
+	}
+}
+
+void mrd_stop(mrd *d)
+{
+	if (d->stopping)
+		return;
+	d->stopping = 1;
+	mrd_info("stopping: closing %u connection(s)", mrd_peers_live(d));
+	mrd_notify_send(&d->notify, "STOPPING=1");
+	mrd_record(d, MRD_STORE_EV_DAEMON_STOPPED, MRD_STORE_NO_ID, "SIGTERM");
+	mrd_ctl_close(d);
+	mrd_peers_close_all(d);
+	/* Poll until every connection has ended, MRD_STOP_GRACE_MS at most. */
+	d->stop_deadline_ms = uv_now(d->loop) + MRD_STOP_GRACE_MS;
+	uv_timer_start(&d->stop_timer, on_stop_tick, MRD_STOP_POLL_MS, MRD_STOP_POLL_MS);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	mrd *d = s->data;
+	mrd_info("%s received", signum == SIGINT ? "SIGINT" : "SIGTERM");
+	mrd_stop(d);
+}
+
+/* ---- reload -------------------------------------------------------------- */
+
+static void on_sighup(uv_signal_t *s, int signum)
+{
+	(void)signum;
+	mrd *d = s->data;
+	if (d->stopping)
+		return;
+	mrd_notify_reloading(&d->notify);
+	mrd_config next;
+	char err[512];
+	if (mrd_config_load(&next, d->config_path, err, sizeof(err)) < 0) {
+		mrd_err("reload: %s: keeping the running configuration", err);
+		mrd_notify_send(&d->notify, "READY=1\nSTATUS=reload failed: see the log");
+		return;
+	}
+	char live[512], restart[512];
+	int diff = mrd_config_diff(&d->cfg, &next, live, sizeof(live), restart, sizeof(restart));
+	if (!diff)
+		mrd_info("reload: no change");
+	if (diff & MRD_CONFIG_LIVE) {
+		/* Take every live key; keep what only a restart can change. */
+		mrd_config keep = d->cfg;
+		d->cfg = next;
+		d->cfg.port = keep.port;
+		memcpy(d->cfg.control_socket, keep.control_socket, sizeof(keep.control_socket));
+		memcpy(d->cfg.control_group, keep.control_group, sizeof(keep.control_group));
+		memcpy(d->cfg.state_db, keep.state_db, sizeof(keep.state_db));
+		d->cfg.nplanes = keep.nplanes;
+		memcpy(d->cfg.planes, keep.planes, sizeof(keep.planes));
+		mrd_log_level = d->cfg.log_level;
+		mrd_info("reload: applied %s (connection settings apply to new connections)", live);
+	}
+	if (diff & MRD_CONFIG_RESTART)
+		mrd_warn("reload: %s changed: takes effect after a restart", restart);
+	mrd_notify_send(&d->notify, "READY=1\nSTATUS=running");
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static int start(mrd *d)
+{
+	int rv;
+	if ((rv = mrd_peers_init(d)) < 0 || (rv = mrd_dp_init(&d->dp, d)) < 0)
+		return rv;
+	if ((rv = mrd_timer_init(&d->timer, d->loop, mrd_peer_on_timer, d)) < 0) {
+		mrd_err("timerfd: %s", strerror(-rv));
+		return rv;
+	}
+	if ((rv = mrd_ctl_init(d)) < 0)
+		return rv;
+	mrd_notify_init(&d->notify, d->loop);
+	store_open(d);
+	uv_timer_init(d->loop, &d->stop_timer);
+	d->stop_timer.data = d;
+	uv_signal_init(d->loop, &d->sig_term);
+	uv_signal_init(d->loop, &d->sig_int);
+	uv_signal_init(d->loop, &d->sig_hup);
+	d->sig_term.data = d->sig_int.data = d->sig_hup.data = d;
+	uv_signal_start(&d->sig_term, on_signal, SIGTERM);
+	uv_signal_start(&d->sig_int, on_signal, SIGINT);
+	uv_signal_start(&d->sig_hup, on_sighup, SIGHUP);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"check-config", no_argument, NULL, 'C'},
+		{"foreground", no_argument, NULL, 'f'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *path = MRD_CONFIG_PATH;
+	int check = 0, verbose = 0, o;
+	while ((o = getopt_long(argc, argv, "c:fvhV", opts, NULL)) != -1) {
+		switch (o) {
+		case 'c': path = optarg; break;
+		case 'C': check = 1; break;
+		case 'f': break;
+		case 'v': verbose = 1; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("metarocd 0.1.0\n"); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	static mrd daemon; /* large (send/receive queues are heap, the rest is not) */
+	mrd *d = &daemon;
+	char err[512];
+	if (mrd_config_load(&d->cfg, path, err, sizeof(err)) < 0) {
+		fprintf(stderr, "metarocd: %s\n", err);
+		return 1;
+	}
+	if (check) {
+		printf("%s: ok\n", path);
+		if (verbose)
+			mrd_config_dump(&d->cfg, stdout);
+		return 0;
+	}
+	mrd_log_init(verbose ? MRD_LOG_DEBUG : d->cfg.log_level);
+	signal(SIGPIPE, SIG_IGN);
+	d->config_path = path;
+	d->loop = uv_default_loop();
+	d->start_ns = uv_hrtime();
+	while (getrandom(&d->instance_id, sizeof(d->instance_id), 0) != sizeof(d->instance_id))
+		;
+	int rv = start(d);
+	if (rv < 0) {
+		mrd_err("cannot start: %s", strerror(-rv < 4096 && rv > -4096 ? -rv : EINVAL));
+		/* Close what was opened so the loop can finish. */
+		mrd_ctl_close(d);
+		mrd_dp_close(&d->dp);
+		if (d->timer.heap || d->timer.fd > 0)
+			mrd_timer_close(&d->timer, NULL);
+		uv_run(d->loop, UV_RUN_DEFAULT);
+		mrd_peers_free(d);
+		return 1;
+	}
+	mrd_info("metarocd 0.1.0 running: instance %016llx, %u plane(s), port %u",
+		 (unsigned long long)d->instance_id, d->dp.nplanes, d->cfg.port);
+	mrd_notify_send(&d->notify, "READY=1\nSTATUS=running");
+	uv_run(d->loop, UV_RUN_DEFAULT);
+	mrd_peers_free(d);
+	mrd_store_close(d->store); /* writes what is still queued */
+	uv_loop_close(d->loop);
+	return 0;
+}

@@ -1,0 +1,1121 @@
+#include "peer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "log.h"
+#include "mrd.h"
+
+#define HS_TRIES 10                   /* CONNECT transmissions (SPEC 9.3) */
+#define HS_FIRST_NS 1000000ull        /* first retransmission after 1 ms */
+#define HALF_OPEN_NS 3000000000ull    /* SPEC 9.4 */
+#define TOMB_NS 1000000000ull         /* SPEC 11.5 */
+#define MAX_CONNS 65536
+#define MAX_HALF_OPEN 1024
+#define MAX_PEERS 4096
+#define WRITE_BUDGET 256              /* packets per connection per service */
+#define RL_SRC_RATE 100               /* answers per second per source (SPEC 14.3) */
+#define RL_ALL_RATE 10000             /* and per endpoint */
+#define OUR_CAPS (MRP_CAP_IMM | MRP_CAP_MULTIPLANE)
+
+/* ---- randomness ---------------------------------------------------------- */
+
+/* Ids, tokens and the instance id come from the kernel's CSPRNG (SPEC 3.1). */
+static uint64_t random_u64(void)
+{
+	uint64_t v = 0;
+	while (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		;
+	return v;
+}
+
+static uint64_t random_nonzero(void)
+{
+	uint64_t v;
+	while ((v = random_u64()) == 0)
+		;
+	return v;
+}
+
+/* The engine's own randomness (source ports) needs no CSPRNG: xorshift64*. */
+static uint64_t eng_rng(void *ud)
+{
+	uint64_t *s = ud;
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dull;
+}
+
+static void *eng_alloc(void *ud, size_t size)
+{
+	(void)ud;
+	return malloc(size);
+}
+
+static void eng_free(void *ud, void *p)
+{
+	(void)ud;
+	free(p);
+}
+
+/* ---- tables -------------------------------------------------------------- */
+
+const char *mrd_conn_state_name(const mrd_conn *c)
+{
+	switch (c->state) {
+	case MRD_CONN_CONNECTING: return "connecting";
+	case MRD_CONN_HALF_OPEN: return "half-open";
+	case MRD_CONN_ESTABLISHED: return "established";
+	case MRD_CONN_ENDED: return "ended";
+	}
+	return "?";
+}
+
+int mrd_peers_init(mrd *d)
+{
+	mrd_peers *p = &d->peers;
+	memset(p, 0, sizeof(*p));
+	p->nbuckets = 1024;
+	p->buckets = calloc(p->nbuckets, sizeof(*p->buckets));
+	if (!p->buckets)
+		return -ENOMEM;
+	p->rng_state = random_nonzero();
+	p->mem = (mrp_mem){.alloc = eng_alloc, .free = eng_free, .ud = NULL};
+	p->rng = (mrp_rng){.next = eng_rng, .ud = &p->rng_state};
+	return 0;
+}
+
+static uint32_t hash_id(const mrd_peers *p, uint32_t id)
+{
+	return (id * 0x9e3779b1u) & (p->nbuckets - 1);
+}
+
+mrd_conn *mrd_conn_find(mrd *d, uint32_t id)
+{
+	mrd_peers *p = &d->peers;
+	for (mrd_conn *c = p->buckets[hash_id(p, id)]; c; c = c->hnext)
+		if (c->local_id == id)
+			return c;
+	return NULL;
+}
+
+static void hash_grow(mrd_peers *p)
+{
+	uint32_t n = p->nbuckets * 2;
+	mrd_conn **b = calloc(n, sizeof(*b));
+	if (!b)
+		return; /* chains just get longer */
+	mrd_conn **old = p->buckets;
+	uint32_t oldn = p->nbuckets;
+	p->buckets = b;
+	p->nbuckets = n;
+	for (uint32_t i = 0; i < oldn; i++)
+		for (mrd_conn *c = old[i], *nx; c; c = nx) {
+			nx = c->hnext;
+			uint32_t h = hash_id(p, c->local_id);
+			c->hnext = b[h];
+			b[h] = c;
+		}
+	free(old);
+}
+
+static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int create)
+{
+	mrd_peers *p = &d->peers;
+	for (mrd_peer *pe = p->list; pe; pe = pe->next)
+		if (pe->alen == alen && memcmp(&pe->addr, a, alen) == 0)
+			return pe;
+	if (!create)
+		return NULL;
+	if (p->npeers >= MAX_PEERS) {
+		/* Forget the least recently seen peer without connections. */
+		mrd_peer **lru = NULL;
+		for (mrd_peer **pp = &p->list; *pp; pp = &(*pp)->next)
+			if (!(*pp)->nconns && (!lru || (*pp)->last_ns < (*lru)->last_ns))
+				lru = pp;
+		if (!lru)
+			return NULL;
+		mrd_peer *gone = *lru;
+		*lru = gone->next;
+		free(gone);
+		p->npeers--;
+	}
+	mrd_peer *pe = calloc(1, sizeof(*pe));
+	if (!pe)
+		return NULL;
+	pe->addr = *a;
+	pe->alen = alen;
+	pe->first_ns = pe->last_ns = uv_hrtime();
+	pe->next = p->list;
+	p->list = pe;
+	p->npeers++;
+	return pe;
+}
+
+static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
+{
+	mrd_peers *p = &d->peers;
+	if (p->nconns >= MAX_CONNS)
+		return NULL;
+	mrd_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->d = d;
+	c->initiator = (uint8_t)initiator;
+	c->peer = pe;
+	pe->nconns++;
+	pe->conns_total++;
+	mrd_timer_ent_init(&c->tent);
+	do
+		c->local_id = (uint32_t)random_u64();
+	while (!c->local_id || mrd_conn_find(d, c->local_id));
+	c->local_token = random_nonzero();
+	c->created_ns = uv_hrtime();
+	if (p->nconns >= p->nbuckets)
+		hash_grow(p);
+	uint32_t h = hash_id(p, c->local_id);
+	c->hnext = p->buckets[h];
+	p->buckets[h] = c;
+	c->next = p->all;
+	if (p->all)
+		p->all->prev = c;
+	p->all = c;
+	p->nconns++;
+	return c;
+}
+
+/* Unlink and free (from the service routine only). */
+static void conn_free(mrd_conn *c)
+{
+	mrd *d = c->d;
+	mrd_peers *p = &d->peers;
+	mrd_timer_set(&d->timer, &c->tent, MRD_NEVER);
+	for (mrd_conn **pp = &p->buckets[hash_id(p, c->local_id)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == c) {
+			*pp = c->hnext;
+			break;
+		}
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		p->all = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->state == MRD_CONN_HALF_OPEN)
+		p->nhalf--;
+	p->nconns--;
+	c->peer->nconns--;
+	mrp_conn_del(c->eng);
+	free(c);
+}
+
+void mrd_conn_touch(mrd_conn *c)
+{
+	if (c->dirty || c->in_service)
+		return;
+	mrd_peers *p = &c->d->peers;
+	c->dirty = 1;
+	c->dnext = NULL;
+	if (p->dirty_tail)
+		p->dirty_tail->dnext = c;
+	else
+		p->dirty = c;
+	p->dirty_tail = c;
+}
+
+void mrd_conn_detach(mrd_conn *c)
+{
+	c->ops = NULL;
+	c->ud = NULL;
+}
+
+/* ---- rate limit of answers (SPEC 14.3) ----------------------------------- */
+
+static int bucket_take(mrd_bucket *b, uint64_t rate, uint64_t now)
+{
+	/* tokens counts ns of credit: one answer costs 1e9 / rate; at most
+	 * one second of credit (a burst of `rate`). */
+	uint64_t cost = 1000000000ull / rate, cap = 1000000000ull;
+	uint64_t t = b->tokens + (now - b->ts_ns);
+	if (t > cap || b->ts_ns == 0)
+		t = cap;
+	b->ts_ns = now;
+	if (t < cost) {
+		b->tokens = t;
+		return 0;
+	}
+	b->tokens = t - cost;
+	return 1;
+}
+
+static int answer_allowed(mrd *d, const mrd_sockaddr *src)
+{
+	mrd_peers *p = &d->peers;
+	uint64_t now = uv_hrtime();
+	uint32_t h = 2166136261u;
+	const uint8_t *a = src->sa.sa_family == AF_INET6
+				   ? (const uint8_t *)&src->in6.sin6_addr
+				   : (const uint8_t *)&src->in.sin_addr;
+	size_t n = src->sa.sa_family == AF_INET6 ? 16 : 4;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ a[i]) * 16777619u;
+	mrd_bucket *b = &p->rl_src[h % MRD_RL_BUCKETS];
+	if (b->key != h) {
+		/* Another address took this bucket: start it afresh. A shared
+		 * bucket only makes the limit stricter. */
+		if (now - b->ts_ns > 1000000000ull || b->ts_ns == 0) {
+			b->key = h;
+			b->ts_ns = 0;
+		}
+	}
+	if (!bucket_take(&p->rl_all, RL_ALL_RATE, now) || !bucket_take(b, RL_SRC_RATE, now)) {
+		d->cnt.answers_limited++;
+		return 0;
+	}
+	return 1;
+}
+
+/* ---- handshake packets --------------------------------------------------- */
+
+static void hdr_init(mrp_hdr *h, uint8_t op, uint32_t dst, uint32_t src, uint64_t token)
+{
+	memset(h, 0, sizeof(*h));
+	h->version = MRP_VERSION;
+	h->opcode = op;
+	h->dst_conn_id = dst;
+	h->src_conn_id = src;
+	h->token = token;
+}
+
+/* Our plane addresses as handshake entries. */
+static uint8_t our_addrs(const mrd *d, mrp_addr *out)
+{
+	uint8_t n = 0;
+	for (unsigned i = 0; i < d->cfg.nplanes && n < MRP_MAX_ADDRS; i++) {
+		const mrd_addr *a = &d->cfg.planes[i].address;
+		if (a->family != AF_INET && a->family != AF_INET6)
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].family = a->family == AF_INET ? 4 : 6;
+		out[n].plane = (uint8_t)i;
+		memcpy(out[n].addr, a->bytes, a->family == AF_INET ? 4 : 16);
+		n++;
+	}
+	return n;
+}
+
+/* Our limits: the engine parameters the configuration gives. */
+static void our_params(const mrd *d, mrp_conn_params *cp)
+{
+	mrd_config_conn_params(&d->cfg, cp);
+}
+
+static void send_pkt(mrd *d, mrd_sock *s, const mrd_sockaddr *to, socklen_t tolen,
+		     const mrp_pkt *k)
+{
+	uint8_t buf[MRD_HS_MAX];
+	ssize_t n = mrp_pkt_encode(buf, sizeof(buf), k);
+	if (n < 0) {
+		mrd_warn("cannot encode %s: %s", mrp_op_name(k->hdr.opcode), mrp_strerror((int)n));
+		return;
+	}
+	mrd_dp_send_now(&d->dp, s, to, tolen, buf, (uint32_t)n);
+}
+
+static void send_reject(mrd *d, mrd_sock *s, const mrd_sockaddr *to, socklen_t tolen,
+			uint32_t dst, uint64_t token, uint8_t reason, uint32_t service)
+{
+	if (!answer_allowed(d, to))
+		return;
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	hdr_init(&k.hdr, MRP_OP_REJECT, dst, 0, token);
+	k.u.reject.reason = reason;
+	k.u.reject.min_version = MRP_VERSION_MIN;
+	k.u.reject.max_version = MRP_VERSION_MAX;
+	k.u.reject.service_id = service;
+	d->cnt.rejects_tx++;
+	send_pkt(d, s, to, tolen, &k);
+}
+
+/* SPEC 7.4: answer a data packet, ACK or ACCEPT of an unknown connection. */
+static void send_nak_unknown(mrd *d, mrd_sock *s, const mrd_sockaddr *to, socklen_t tolen,
+			     const mrp_pkt *pkt)
+{
+	const mrp_hdr *h = &pkt->hdr;
+	if (!h->src_conn_id || !h->token || !answer_allowed(d, to))
+		return;
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	hdr_init(&k.hdr, MRP_OP_NAK, h->src_conn_id, h->dst_conn_id, 0);
+	k.u.nak.reason = MRP_NAK_UNKNOWN_CONN;
+	k.u.nak.token_echo = h->token;
+	k.u.nak.nak_path_id = h->path_id;
+	k.u.nak.nak_path_gen = h->path_gen;
+	k.u.nak.nak_psn = h->psn;
+	if (mrp_op_is_data(h->opcode)) {
+		k.u.nak.stream_id = pkt->u.data.stream_id;
+		k.u.nak.msn = pkt->u.data.msn;
+		k.u.nak.offset = pkt->u.data.offset;
+	}
+	d->cnt.naks_unknown_tx++;
+	send_pkt(d, s, to, tolen, &k);
+}
+
+/* The plane whose service socket sends our CONNECT to `to`. */
+static int plane_for(const mrd *d, int family)
+{
+	for (unsigned i = 0; i < d->dp.nplanes; i++)
+		if (d->dp.planes[i].local.sa.sa_family == family)
+			return (int)i;
+	return -1;
+}
+
+/* Pair our planes with the peer's addresses (SPEC 9.5). */
+static unsigned make_pairs(mrd_conn *c, const mrp_hs *hs, unsigned hs_plane)
+{
+	const mrd *d = c->d;
+	c->npairs = 0;
+	if (!(c->caps & MRP_CAP_MULTIPLANE)) {
+		/* One address pair: the handshake's. */
+		mrd_pair *pr = &c->pairs[c->npairs++];
+		pr->lplane = (uint8_t)hs_plane;
+		pr->raddr = c->hs_addr;
+		pr->rlen = c->hs_alen;
+		if (pr->raddr.sa.sa_family == AF_INET6)
+			pr->raddr.in6.sin6_port = htons(hs->service_port);
+		else
+			pr->raddr.in.sin_port = htons(hs->service_port);
+		return c->npairs;
+	}
+	for (unsigned i = 0; i < d->dp.nplanes; i++) {
+		int fam = d->dp.planes[i].local.sa.sa_family;
+		for (unsigned k = 0; k < hs->num_addrs; k++) {
+			const mrp_addr *a = &hs->addrs[k];
+			if (a->plane != i || (a->family == 4) != (fam == AF_INET))
+				continue;
+			mrd_pair *pr = &c->pairs[c->npairs++];
+			memset(pr, 0, sizeof(*pr));
+			pr->lplane = (uint8_t)i;
+			if (fam == AF_INET) {
+				pr->raddr.in.sin_family = AF_INET;
+				memcpy(&pr->raddr.in.sin_addr, a->addr, 4);
+				pr->raddr.in.sin_port = htons(hs->service_port);
+				pr->rlen = sizeof(pr->raddr.in);
+			} else {
+				pr->raddr.in6.sin6_family = AF_INET6;
+				memcpy(&pr->raddr.in6.sin6_addr, a->addr, 16);
+				pr->raddr.in6.sin6_port = htons(hs->service_port);
+				pr->rlen = sizeof(pr->raddr.in6);
+			}
+			break;
+		}
+	}
+	return c->npairs;
+}
+
+/* The engine's region lookup goes to the connection's service, if any. */
+static uint8_t *mr_resolve(void *ud, uint32_t rkey, uint64_t addr, uint64_t len,
+			   unsigned access, int *pnak)
+{
+	mrd_conn *c = ud;
+	if (c->ops && c->ops->resolve)
+		return c->ops->resolve(c, rkey, addr, len, access, pnak);
+	*pnak = MRP_NAK_INVALID_RKEY;
+	return NULL;
+}
+
+/* Create the engine with the negotiated parameters (SPEC 3.1). */
+static int conn_engine(mrd_conn *c, uint64_t now)
+{
+	mrd *d = c->d;
+	mrp_conn_params cp;
+	our_params(d, &cp);
+	cp.local_conn_id = c->local_id;
+	cp.peer_conn_id = c->peer_id;
+	cp.local_token = c->local_token;
+	cp.peer_token = c->peer_token;
+	cp.mtu = c->mtu;
+	cp.max_streams = c->max_streams;
+	cp.nplanes = (uint8_t)c->npairs;
+	uint32_t maxp = (uint32_t)d->cfg.max_paths_per_plane * c->npairs;
+	uint32_t initp = (uint32_t)d->cfg.initial_paths_per_plane * c->npairs;
+	if (maxp > c->max_paths)
+		maxp = c->max_paths;
+	if (initp > maxp)
+		initp = maxp;
+	cp.max_paths = (uint16_t)maxp;
+	cp.initial_paths = (uint16_t)initp;
+	mrp_mr_ops mr = {.resolve = mr_resolve, .ud = c};
+	int rv = mrp_conn_new(&c->eng, &cp, &d->peers.mem, &d->peers.rng, &mr, now);
+	if (rv < 0)
+		mrd_warn("conn %08x: engine: %s", c->local_id, mrp_strerror(rv));
+	return rv;
+}
+
+/* ---- ending connections -------------------------------------------------- */
+
+static void conn_ended(mrd_conn *c, const char *why, uint64_t now)
+{
+	if (c->state == MRD_CONN_ENDED)
+		return;
+	int was = c->state;
+	if (was == MRD_CONN_HALF_OPEN)
+		c->d->peers.nhalf--;
+	c->state = MRD_CONN_ENDED;
+	c->ended_ns = now;
+	if (why != c->end_reason)
+		snprintf(c->end_reason, sizeof(c->end_reason), "%s", why);
+	if (was == MRD_CONN_ESTABLISHED)
+		c->d->cnt.conns_closed++;
+	else
+		c->d->cnt.conns_failed++;
+	mrd_info("conn %08x (%s %08x): %s", c->local_id,
+		 c->initiator ? "to" : "from", c->peer_id, why);
+	if (was == MRD_CONN_ESTABLISHED)
+		mrd_record(c->d, strstr(why, "reset") ? MRD_STORE_EV_CONN_RESET
+						      : MRD_STORE_EV_CONN_DOWN,
+			   c->local_id, why);
+	const mrd_conn_ops *ops = c->ops;
+	void *ud = c->ud;
+	c->ops = NULL;
+	if (ops && ops->ended) {
+		c->ud = ud;
+		ops->ended(c, why);
+	}
+	c->ud = NULL;
+	mrd_conn_touch(c);
+}
+
+static void deliver_cq(mrd_conn *c)
+{
+	mrp_cqe cqe[64];
+	int n;
+	while ((n = mrp_conn_poll_cq(c->eng, cqe, 64)) > 0)
+		for (int i = 0; i < n; i++)
+			if (c->ops && c->ops->completion)
+				c->ops->completion(c, &cqe[i]);
+}
+
+/* End at once without telling the peer (its instance is gone: SPEC 9.6). */
+static void conn_kill(mrd_conn *c, const char *why, uint64_t now)
+{
+	if (c->eng && c->state == MRD_CONN_ESTABLISHED) {
+		mrp_conn_close(c->eng, 1, now);
+		uint8_t buf[MRD_DP_PKT_MAX];
+		mrp_tx_info ti;
+		while (mrp_conn_write_pkt(c->eng, &ti, buf, sizeof(buf), now) > 0)
+			; /* the RESET is discarded: the peer knows nothing of it */
+		deliver_cq(c);
+	}
+	conn_ended(c, why, now);
+}
+
+/* The peer's instance id is now `inst`: end what belonged to another one. */
+static void peer_instance(mrd *d, mrd_peer *pe, uint64_t inst, const mrd_conn *keep,
+			  uint64_t now)
+{
+	if (pe->have_instance && pe->instance_id != inst) {
+		pe->restarts++;
+		d->cnt.peer_restarts++;
+		char buf[64];
+		mrd_info("peer %s restarted (instance %016llx -> %016llx): resetting its "
+			 "old connections", mrd_sockaddr_str(&pe->addr, buf, sizeof(buf)),
+			 (unsigned long long)pe->instance_id, (unsigned long long)inst);
+		for (mrd_conn *c = d->peers.all; c; c = c->next)
+			if (c != keep && c->peer == pe && c->peer_instance != inst &&
+			    c->state != MRD_CONN_ENDED && c->state != MRD_CONN_CONNECTING)
+				conn_kill(c, "peer restarted", now);
+	}
+	pe->instance_id = inst;
+	pe->have_instance = 1;
+}
+
+/* ---- the engine loop of one connection ----------------------------------- */
+
+/* Run the engine: timers, completions, packets out. Returns the number of
+ * packets written (WRITE_BUDGET means there may be more). */
+static uint32_t engine_pump(mrd_conn *c, uint64_t now)
+{
+	mrd *d = c->d;
+	mrp_conn *e = c->eng;
+	if (mrp_conn_deadline(e) <= now)
+		mrp_conn_handle_timeout(e, now);
+	deliver_cq(c);
+	uint32_t sent = 0;
+	uint16_t bad[8];
+	unsigned nbad = 0;
+	while (sent < WRITE_BUDGET) {
+		uint8_t *slot = mrd_dp_tx_slot(&d->dp);
+		mrp_tx_info ti;
+		ssize_t n = mrp_conn_write_pkt(e, &ti, slot, MRD_DP_PKT_MAX, now);
+		if (n <= 0) {
+			if (n < 0)
+				mrd_warn("conn %08x: write_pkt: %s", c->local_id,
+					 mrp_strerror((int)n));
+			break;
+		}
+		sent++;
+		if (ti.plane >= c->npairs)
+			continue;
+		const mrd_pair *pr = &c->pairs[ti.plane];
+		int err = 0;
+		mrd_sock *s = mrd_dp_sport(&d->dp, pr->lplane, ti.sport, &err);
+		if (!s) {
+			/* Another socket holds this port: drop the packet (the
+			 * engine sees a loss) and move the path to another
+			 * port below. */
+			c->sport_fails++;
+			d->cnt.sport_bind_fails++;
+			if (nbad < 8)
+				bad[nbad++] = ti.path_id;
+			continue;
+		}
+		mrd_dp_tx_commit(&d->dp, s, &pr->raddr, pr->rlen, (uint32_t)n);
+	}
+	for (unsigned i = 0; i < nbad; i++)
+		mrp_conn_path_steer(e, bad[i], 0, -1, now);
+	deliver_cq(c);
+	mrp_event ev;
+	while (mrp_conn_poll_event(e, &ev) == 1)
+		mrd_debug("conn %08x path %u gen %u plane %u sport %u: %s -> %s", c->local_id,
+			  ev.path_id, ev.gen, ev.plane, ev.sport,
+			  mrp_path_state_name(ev.old_state), mrp_path_state_name(ev.new_state));
+	return sent;
+}
+
+static void send_connect(mrd_conn *c)
+{
+	mrd_dp_send_now(&c->d->dp, c->hs_sock, &c->hs_addr, c->hs_alen, c->hs_pkt, c->hs_len);
+}
+
+/* Service one connection and schedule its next deadline. May free it. */
+static void conn_service(mrd_conn *c, uint64_t now)
+{
+	mrd *d = c->d;
+	uint64_t next = MRD_NEVER;
+	c->in_service = 1;
+	switch (c->state) {
+	case MRD_CONN_CONNECTING:
+		if (now >= c->hs_next_ns) {
+			if (c->hs_tries >= HS_TRIES) {
+				conn_ended(c, "handshake timed out", now);
+				next = now;
+				break;
+			}
+			send_connect(c);
+			c->hs_next_ns = now + (HS_FIRST_NS << c->hs_tries);
+			c->hs_tries++;
+		}
+		next = c->hs_next_ns;
+		break;
+	case MRD_CONN_HALF_OPEN:
+		if (now >= c->created_ns + HALF_OPEN_NS) {
+			/* SPEC 9.4: discarded without notice. */
+			c->in_service = 0;
+			conn_free(c);
+			return;
+		}
+		next = c->created_ns + HALF_OPEN_NS;
+		break;
+	case MRD_CONN_ESTABLISHED:
+		if (engine_pump(c, now) >= WRITE_BUDGET) {
+			next = now; /* more to send: after the loop polls once */
+			break;
+		}
+		if (mrp_conn_is_closed(c->eng)) {
+			conn_ended(c, c->end_reason[0] ? c->end_reason : "closed", now);
+			next = now;
+			break;
+		}
+		next = mrp_conn_deadline(c->eng);
+		break;
+	case MRD_CONN_ENDED:
+		if (now >= c->ended_ns + TOMB_NS) {
+			c->in_service = 0;
+			conn_free(c);
+			return;
+		}
+		next = c->ended_ns + TOMB_NS;
+		if (c->eng) {
+			engine_pump(c, now); /* a CLOSE reply (SPEC 11.5) */
+			uint64_t t = mrp_conn_deadline(c->eng);
+			if (t < next)
+				next = t <= now ? now + 1000 : t;
+		}
+		break;
+	}
+	c->in_service = 0;
+	if (mrd_timer_set(&d->timer, &c->tent, next) < 0)
+		mrd_conn_touch(c); /* no memory for the heap: retry next run */
+}
+
+void mrd_peer_run(mrd *d)
+{
+	mrd_peers *p = &d->peers;
+	uint64_t now = uv_hrtime();
+	while (p->dirty) {
+		mrd_conn *c = p->dirty;
+		p->dirty = c->dnext;
+		if (!p->dirty)
+			p->dirty_tail = NULL;
+		c->dirty = 0;
+		conn_service(c, now);
+	}
+	mrd_dp_flush(&d->dp);
+	mrd_timer_rearm(&d->timer);
+}
+
+void mrd_peer_on_timer(mrd_timer *t)
+{
+	mrd *d = t->data;
+	mrd_dp_drain(&d->dp);
+	uint64_t now = uv_hrtime();
+	mrd_timer_ent *e;
+	/* Bounded: a connection rescheduled at `now` waits for the next
+	 * round, so received datagrams get their turn in between. */
+	for (int i = 0; i < 4096 && (e = mrd_timer_pop_due(t, now)); i++) {
+		mrd_conn *c = (mrd_conn *)((char *)e - offsetof(mrd_conn, tent));
+		mrd_conn_touch(c);
+	}
+	mrd_peer_run(d);
+}
+
+/* ---- initiator ----------------------------------------------------------- */
+
+int mrd_conn_connect(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
+		     uint32_t service_id, const mrd_conn_ops *ops, void *ud,
+		     mrd_conn **pc, char *err, size_t errlen)
+{
+	if (d->stopping) {
+		snprintf(err, errlen, "the daemon is stopping");
+		return -1;
+	}
+	int plane = plane_for(d, to->sa.sa_family);
+	if (plane < 0) {
+		snprintf(err, errlen, "no plane of that address family");
+		return -1;
+	}
+	mrd_peer *pe = peer_get(d, to, tolen, 1);
+	mrd_conn *c = pe ? conn_new(d, pe, 1) : NULL;
+	if (!c) {
+		snprintf(err, errlen, "out of connections or memory");
+		return -1;
+	}
+	c->state = MRD_CONN_CONNECTING;
+	c->service_id = service_id;
+	c->ops = ops;
+	c->ud = ud;
+	c->hs_sock = &d->dp.planes[plane].service;
+	c->hs_addr = *to;
+	c->hs_alen = tolen;
+	mrp_conn_params cp;
+	our_params(d, &cp);
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	hdr_init(&k.hdr, MRP_OP_CONNECT, 0, c->local_id, 0);
+	mrp_hs *hs = &k.u.hs;
+	hs->min_version = MRP_VERSION_MIN;
+	hs->max_version = MRP_VERSION_MAX;
+	hs->mtu = (uint16_t)cp.mtu;
+	hs->service_id = service_id;
+	hs->hs_token = c->local_token;
+	hs->instance_id = d->instance_id;
+	hs->caps = OUR_CAPS;
+	hs->max_streams = cp.max_streams;
+	hs->max_paths = cp.max_paths;
+	hs->service_port = d->cfg.port;
+	hs->num_addrs = our_addrs(d, hs->addrs);
+	ssize_t n = mrp_pkt_encode(c->hs_pkt, sizeof(c->hs_pkt), &k);
+	if (n < 0) {
+		snprintf(err, errlen, "cannot encode CONNECT: %s", mrp_strerror((int)n));
+		c->ops = NULL;
+		conn_ended(c, "encode error", uv_hrtime());
+		return -1;
+	}
+	c->hs_len = (uint16_t)n;
+	c->hs_next_ns = 0; /* first transmission at the next run */
+	d->cnt.conns_opened++;
+	mrd_conn_touch(c);
+	*pc = c;
+	return 0;
+}
+
+/* An ACCEPT for an attempt in CONNECTING, token already checked. */
+static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, uint64_t now)
+{
+	const mrp_hs *hs = &pkt->u.hs;
+	mrp_conn_params cp;
+	our_params(d, &cp);
+	const char *bad = NULL;
+	if (pkt->hdr.version != MRP_VERSION || hs->min_version != MRP_VERSION)
+		bad = "version";
+	else if (hs->mtu > cp.mtu || hs->max_streams > cp.max_streams ||
+		 hs->max_paths > cp.max_paths)
+		bad = "limits above ours";
+	else if (hs->caps & ~(uint64_t)OUR_CAPS)
+		bad = "capabilities we did not offer";
+	else if (hs->service_id != c->service_id)
+		bad = "service id";
+	c->peer_id = pkt->hdr.src_conn_id;
+	c->peer_token = hs->hs_token;
+	if (bad) {
+		/* SPEC 9.3: RESET PROTOCOL, the attempt fails. */
+		mrp_pkt k;
+		memset(&k, 0, sizeof(k));
+		hdr_init(&k.hdr, MRP_OP_RESET, c->peer_id, c->local_id, c->peer_token);
+		k.u.close.reason = MRP_CLOSE_PROTOCOL;
+		send_pkt(d, c->hs_sock, &c->hs_addr, c->hs_alen, &k);
+		char why[48];
+		snprintf(why, sizeof(why), "bad ACCEPT: %s", bad);
+		conn_ended(c, why, now);
+		return;
+	}
+	c->mtu = hs->mtu;
+	c->max_streams = hs->max_streams;
+	c->max_paths = hs->max_paths;
+	c->caps = hs->caps;
+	c->peer_instance = hs->instance_id;
+	if (!make_pairs(c, hs, plane)) {
+		conn_ended(c, "no usable plane pair", now);
+		return;
+	}
+	if (conn_engine(c, now) < 0) {
+		conn_ended(c, "engine refused the parameters", now);
+		return;
+	}
+	c->state = MRD_CONN_ESTABLISHED;
+	c->established_ns = now;
+	c->peer->last_ns = now;
+	peer_instance(d, c->peer, hs->instance_id, c, now);
+	mrd_info("conn %08x to %08x: established, %u plane pair(s), mtu %u", c->local_id,
+		 c->peer_id, c->npairs, c->mtu);
+	mrd_record(d, MRD_STORE_EV_CONN_UP, c->local_id, "initiator");
+	/* SPEC 9.3: the initiator confirms promptly with data or a PROBE;
+	 * the service's first request (posted now) is that packet. */
+	if (c->ops && c->ops->established && c->ops->established(c) < 0)
+		mrd_conn_close(c, 1);
+	mrd_conn_touch(c);
+}
+
+static void on_reject(mrd *d, mrd_conn *c, const mrp_pkt *pkt, uint64_t now)
+{
+	const mrp_reject *r = &pkt->u.reject;
+	if (c->state != MRD_CONN_CONNECTING) {
+		mrd_count_drop(d, MRP_ERR_STATE);
+		return;
+	}
+	/* SPEC 10.3 (only v1 exists, so a VERSION REJECT with token 0
+	 * cannot deny a version we sent and is not accepted). */
+	if (pkt->hdr.token != c->local_token || r->service_id != c->service_id) {
+		mrd_count_drop(d, MRP_ERR_TOKEN);
+		c->drops[-MRP_ERR_TOKEN]++;
+		return;
+	}
+	static const char *why[] = {"", "rejected: no common version",
+				    "rejected: no such service", "rejected: peer busy",
+				    "rejected: refused", "rejected: parameters not acceptable"};
+	conn_ended(c, r->reason <= MRP_REJ_MAX ? why[r->reason] : "rejected", now);
+}
+
+/* ---- acceptor ------------------------------------------------------------ */
+
+static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
+		       const mrp_pkt *pkt, uint64_t now)
+{
+	const mrp_hs *hs = &pkt->u.hs;
+	mrd_peers *p = &d->peers;
+	unsigned plane = s->plane->idx;
+	d->cnt.connects_rx++;
+	/* 1. Duplicate: resend the same ACCEPT. */
+	for (mrd_conn *c = p->all; c; c = c->next)
+		if (!c->initiator && c->peer_id == pkt->hdr.src_conn_id &&
+		    c->peer_instance == hs->instance_id && c->hs_alen == srclen &&
+		    memcmp(&c->hs_addr, src, srclen) == 0) {
+			if (c->state != MRD_CONN_ENDED && answer_allowed(d, src))
+				mrd_dp_send_now(&d->dp, s, src, srclen, c->hs_pkt, c->hs_len);
+			return;
+		}
+	uint32_t dst = pkt->hdr.src_conn_id;
+	uint64_t ti = hs->hs_token;
+	/* 2. Version: the header's must lie in the range; we speak only 1. */
+	if (pkt->hdr.version < hs->min_version || pkt->hdr.version > hs->max_version) {
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_PARAM, hs->service_id);
+		return;
+	}
+	if (hs->max_version < MRP_VERSION_MIN || hs->min_version > MRP_VERSION_MAX) {
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_VERSION, hs->service_id);
+		return;
+	}
+	/* 3. Service. */
+	const mrd_conn_ops *ops = d->stopping ? NULL : mrd_service_lookup(d, hs->service_id);
+	if (!ops) {
+		send_reject(d, s, src, srclen, dst, ti,
+			    d->stopping ? MRP_REJ_RESOURCES : MRP_REJ_NO_SERVICE,
+			    hs->service_id);
+		return;
+	}
+	/* 5. Resources (checked before building anything). */
+	if (p->nconns >= MAX_CONNS || p->nhalf >= MAX_HALF_OPEN || !answer_allowed(d, src)) {
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_RESOURCES, hs->service_id);
+		return;
+	}
+	mrd_sockaddr key = *src;
+	if (key.sa.sa_family == AF_INET6)
+		key.in6.sin6_port = htons(hs->service_port);
+	else
+		key.in.sin_port = htons(hs->service_port);
+	mrd_peer *pe = peer_get(d, &key, srclen, 1);
+	mrd_conn *c = pe ? conn_new(d, pe, 0) : NULL;
+	if (!c) {
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_RESOURCES, hs->service_id);
+		return;
+	}
+	mrp_conn_params cp;
+	our_params(d, &cp);
+	c->state = MRD_CONN_HALF_OPEN;
+	p->nhalf++;
+	c->ops = ops;
+	c->service_id = hs->service_id;
+	c->peer_id = dst;
+	c->peer_token = ti;
+	c->peer_instance = hs->instance_id;
+	c->hs_sock = s;
+	c->hs_addr = *src;
+	c->hs_alen = srclen;
+	c->mtu = hs->mtu < cp.mtu ? hs->mtu : cp.mtu;
+	c->max_streams = hs->max_streams < cp.max_streams ? hs->max_streams : cp.max_streams;
+	c->max_paths = hs->max_paths < cp.max_paths ? hs->max_paths : cp.max_paths;
+	c->caps = hs->caps & OUR_CAPS;
+	/* 4. Parameters: a usable address pair. */
+	if (!make_pairs(c, hs, plane) || conn_engine(c, now) < 0) {
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_PARAM, hs->service_id);
+		conn_free(c);
+		return;
+	}
+	/* 7. Accept. */
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	hdr_init(&k.hdr, MRP_OP_ACCEPT, dst, c->local_id, ti);
+	mrp_hs *a = &k.u.hs;
+	a->min_version = a->max_version = MRP_VERSION;
+	a->mtu = (uint16_t)c->mtu;
+	a->service_id = c->service_id;
+	a->hs_token = c->local_token;
+	a->instance_id = d->instance_id;
+	a->caps = c->caps;
+	a->max_streams = c->max_streams;
+	a->max_paths = c->max_paths;
+	a->service_port = d->cfg.port;
+	a->num_addrs = our_addrs(d, a->addrs);
+	ssize_t n = mrp_pkt_encode(c->hs_pkt, sizeof(c->hs_pkt), &k);
+	if (n < 0) {
+		conn_free(c);
+		return;
+	}
+	c->hs_len = (uint16_t)n;
+	d->cnt.accepts_tx++;
+	mrd_dp_send_now(&d->dp, s, src, srclen, c->hs_pkt, c->hs_len);
+	mrd_timer_set(&d->timer, &c->tent, c->created_ns + HALF_OPEN_NS);
+	char buf[64];
+	mrd_debug("conn %08x: CONNECT %08x from %s service %08x: half-open", c->local_id,
+		  c->peer_id, mrd_sockaddr_str(src, buf, sizeof(buf)), c->service_id);
+}
+
+/* The first valid packet of the initiator confirms a half-open connection. */
+static int confirm(mrd *d, mrd_conn *c, uint64_t now)
+{
+	d->peers.nhalf--;
+	c->state = MRD_CONN_ESTABLISHED;
+	c->established_ns = now;
+	c->peer->last_ns = now;
+	d->cnt.conns_opened++;
+	peer_instance(d, c->peer, c->peer_instance, c, now);
+	char buf[64];
+	mrd_info("conn %08x from %08x (%s): established, %u plane pair(s), mtu %u",
+		 c->local_id, c->peer_id, mrd_sockaddr_str(&c->peer->addr, buf, sizeof(buf)),
+		 c->npairs, c->mtu);
+	mrd_record(d, MRD_STORE_EV_CONN_UP, c->local_id, "acceptor");
+	if (c->ops && c->ops->established && c->ops->established(c) < 0) {
+		mrd_conn_close(c, 1);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- dispatch (SPEC 13) -------------------------------------------------- */
+
+static void reject_version(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
+			   const uint8_t *data, size_t len)
+{
+	/* SPEC 12.3: a CONNECT we cannot decode, at least 36 bytes. */
+	mrp_hdr h;
+	if (len < 36 || mrp_hdr_decode(&h, data, len) < 0 || h.opcode != MRP_OP_CONNECT ||
+	    !h.src_conn_id)
+		return;
+	send_reject(d, s, src, srclen, h.src_conn_id, 0, MRP_REJ_VERSION, 0);
+}
+
+static unsigned pair_index(const mrd_conn *c, unsigned lplane)
+{
+	for (unsigned i = 0; i < c->npairs; i++)
+		if (c->pairs[i].lplane == lplane)
+			return i;
+	return 0;
+}
+
+void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
+		    const uint8_t *data, size_t len, int ce)
+{
+	mrp_pkt pkt;
+	d->cnt.rx_pkts++;
+	d->cnt.rx_bytes += len;
+	ssize_t rv = mrp_pkt_decode(&pkt, data, len);
+	if (rv < 0) {
+		mrd_count_drop(d, (int)rv);
+		if (rv == MRP_ERR_VERSION)
+			reject_version(d, s, src, srclen, data, len);
+		return;
+	}
+	const mrp_hdr *h = &pkt.hdr;
+	uint64_t now = uv_hrtime();
+	if (h->opcode == MRP_OP_CONNECT) {
+		on_connect(d, s, src, srclen, &pkt, now);
+		return;
+	}
+	mrd_conn *c = mrd_conn_find(d, h->dst_conn_id);
+	if (!c) {
+		mrd_count_drop(d, MRP_ERR_NOCONN);
+		if (mrp_op_is_data(h->opcode) || h->opcode == MRP_OP_ACK ||
+		    h->opcode == MRP_OP_ACCEPT)
+			send_nak_unknown(d, s, src, srclen, &pkt);
+		return;
+	}
+	int err = 0;
+	switch (c->state) {
+	case MRD_CONN_ENDED:
+		/* Tombstone (SPEC 11.5): the engine answers a late CLOSE; the
+		 * rest is expected noise. */
+		if (h->opcode == MRP_OP_CLOSE && c->eng && h->token == c->local_token &&
+		    h->src_conn_id == c->peer_id) {
+			mrp_conn_read_pkt(c->eng, &pkt, pair_index(c, s->plane->idx), ce, now);
+			mrd_conn_touch(c);
+			return;
+		}
+		err = MRP_ERR_NOCONN;
+		break;
+	case MRD_CONN_CONNECTING:
+		if (h->opcode == MRP_OP_REJECT) {
+			on_reject(d, c, &pkt, now);
+			return;
+		}
+		if (h->opcode != MRP_OP_ACCEPT)
+			err = MRP_ERR_STATE;
+		else if (h->token != c->local_token)
+			err = MRP_ERR_TOKEN;
+		else
+			on_accept(d, c, &pkt, s->plane->idx, now);
+		break;
+	case MRD_CONN_HALF_OPEN:
+		if (h->opcode == MRP_OP_ACCEPT || h->opcode == MRP_OP_REJECT) {
+			err = MRP_ERR_STATE;
+			break;
+		}
+		if (h->token != c->local_token &&
+		    !(h->opcode == MRP_OP_NAK && pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN)) {
+			err = MRP_ERR_TOKEN;
+			break;
+		}
+		if (h->src_conn_id != c->peer_id) {
+			err = MRP_ERR_NOCONN;
+			break;
+		}
+		if (confirm(d, c, now) < 0)
+			break;
+		/* the confirming packet is processed as any other */
+		__attribute__((fallthrough));
+	case MRD_CONN_ESTABLISHED:
+		if (h->opcode == MRP_OP_ACCEPT || h->opcode == MRP_OP_REJECT) {
+			err = MRP_ERR_STATE; /* a duplicate ACCEPT (SPEC 9.3) */
+			break;
+		}
+		err = mrp_conn_read_pkt(c->eng, &pkt, pair_index(c, s->plane->idx), ce, now);
+		if (err >= 0 && h->opcode == MRP_OP_RESET)
+			snprintf(c->end_reason, sizeof(c->end_reason), "reset by peer");
+		else if (err >= 0 && h->opcode == MRP_OP_CLOSE && !c->end_reason[0])
+			snprintf(c->end_reason, sizeof(c->end_reason), "closed by peer");
+		else if (err >= 0 && h->opcode == MRP_OP_NAK &&
+			 pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN)
+			snprintf(c->end_reason, sizeof(c->end_reason),
+				 "peer does not know the connection");
+		mrd_conn_touch(c);
+		break;
+	}
+	if (err < 0) {
+		mrd_count_drop(d, err);
+		if (-err < MRD_NERR)
+			c->drops[-err]++;
+	}
+}
+
+/* ---- closing ------------------------------------------------------------- */
+
+void mrd_conn_close(mrd_conn *c, int abort)
+{
+	uint64_t now = uv_hrtime();
+	switch (c->state) {
+	case MRD_CONN_CONNECTING:
+		conn_ended(c, "cancelled", now);
+		break;
+	case MRD_CONN_HALF_OPEN:
+		conn_ended(c, "cancelled", now);
+		break;
+	case MRD_CONN_ESTABLISHED:
+		if (!c->end_reason[0])
+			snprintf(c->end_reason, sizeof(c->end_reason), "%s",
+				 c->d->stopping ? "daemon stopping"
+				 : abort	? "reset" : "closed");
+		mrp_conn_close(c->eng, abort, now);
+		mrd_conn_touch(c);
+		break;
+	default:
+		break;
+	}
+}
+
+void mrd_peers_close_all(mrd *d)
+{
+	for (mrd_conn *c = d->peers.all; c; c = c->next)
+		if (c->state != MRD_CONN_ENDED)
+			mrd_conn_close(c, 0);
+	mrd_peer_run(d);
+}
+
+uint32_t mrd_peers_live(const mrd *d)
+{
+	uint32_t n = 0;
+	for (const mrd_conn *c = d->peers.all; c; c = c->next)
+		n += c->state != MRD_CONN_ENDED;
+	return n;
+}
+
+void mrd_peers_free(mrd *d)
+{
+	mrd_peers *p = &d->peers;
+	while (p->all) {
+		mrd_conn *c = p->all;
+		if (c->state != MRD_CONN_ENDED)
+			conn_ended(c, "daemon stopped", uv_hrtime());
+		conn_free(c);
+	}
+	while (p->list) {
+		mrd_peer *pe = p->list;
+		p->list = pe->next;
+		free(pe);
+	}
+	free(p->buckets);
+	p->buckets = NULL;
+}

@@ -1,0 +1,186 @@
+/*
+ * Peers and connections: the handshake (SPEC 9-12), the dispatch of every
+ * received datagram (SPEC 13), and the loop that drives each connection's
+ * engine (proto/conn.h).
+ *
+ * A connection (mrd_conn) is created by mrd_conn_connect() (initiator) or by
+ * a CONNECT for a service someone listens on (acceptor). Its states:
+ *
+ *   CONNECTING   initiator: CONNECT sent, resent after 1 ms, 2 ms, 4 ms, ...
+ *                10 transmissions (about 1 s), then the attempt fails
+ *   HALF_OPEN    acceptor: ACCEPT sent, waiting for the first valid packet
+ *                of the initiator; discarded silently after 3 s
+ *   ESTABLISHED  the engine runs; mrd_conn_close() starts the CLOSE
+ *   ENDED        tombstone for 1 s (SPEC 11.5): its id is not reused, a
+ *                late CLOSE is answered by the engine, the rest counted
+ *                NOCONN; then freed
+ *
+ * Every connection has one entry in the engine-deadline heap (timer.h),
+ * scheduled at its next deadline: the engine's, a handshake retransmission
+ * or an expiry. Work that makes a connection produce packets (a datagram
+ * read, a request posted) marks it dirty; mrd_peer_run() services the dirty
+ * ones, flushes the send queue (one sendmmsg/GSO batch) and re-arms the
+ * timerfd. Nothing here blocks.
+ *
+ * A peer (mrd_peer) is a remote daemon, recognised by the address and
+ * service port of its handshakes; it remembers the peer's instance id so
+ * that a restart ends the connections of the old instance (SPEC 9.6).
+ */
+#ifndef MRD_PEER_H
+#define MRD_PEER_H
+
+#include <stdint.h>
+
+#include "conn.h"
+#include "datapath.h"
+#include "timer.h"
+
+typedef struct mrd mrd;
+typedef struct mrd_conn mrd_conn;
+typedef struct mrd_peer mrd_peer;
+
+enum {
+	MRD_CONN_CONNECTING,
+	MRD_CONN_HALF_OPEN,
+	MRD_CONN_ESTABLISHED,
+	MRD_CONN_ENDED,
+};
+
+const char *mrd_conn_state_name(const mrd_conn *c);
+
+/* What the user of a connection (a service, perf.c) is told. Callbacks run
+ * from the connection's service routine; they may post work and close the
+ * connection but never free it. */
+typedef struct mrd_conn_ops {
+	/* The engine exists and the connection is confirmed: post receives
+	 * and work. Returns 0, or -1 to reset the connection. */
+	int (*established)(mrd_conn *c);
+	void (*completion)(mrd_conn *c, const mrp_cqe *e);
+	/* The connection (or the attempt) is over; why is a short phrase.
+	 * No callback follows. */
+	void (*ended)(mrd_conn *c, const char *why);
+	/* Memory-region lookup for WRITEs to us, as mrp_mr_ops.resolve;
+	 * NULL: every rkey is invalid. */
+	uint8_t *(*resolve)(mrd_conn *c, uint32_t rkey, uint64_t addr, uint64_t len,
+			    unsigned access, int *pnak);
+} mrd_conn_ops;
+
+/* Who answers CONNECTs for a service id: returns the ops, or NULL for
+ * REJECT NO_SERVICE. Implemented by perf.c for the daemon's services. */
+const mrd_conn_ops *mrd_service_lookup(mrd *d, uint32_t service_id);
+
+/* A pair of planes a connection's paths use: engine plane i is our plane
+ * lplane talking to the peer's address raddr (its service port). */
+typedef struct mrd_pair {
+	uint8_t lplane;
+	mrd_sockaddr raddr;
+	socklen_t rlen;
+} mrd_pair;
+
+struct mrd_peer {
+	mrd_peer *next;
+	mrd_sockaddr addr; /* handshake address and service port */
+	socklen_t alen;
+	uint64_t instance_id;
+	uint8_t have_instance;
+	uint32_t nconns;   /* connections not yet freed */
+	uint64_t first_ns, last_ns, restarts, conns_total;
+};
+
+#define MRD_HS_MAX (MRP_HS_FIXED_LEN + MRP_HS_ADDR_LEN * MRP_MAX_ADDRS)
+
+struct mrd_conn {
+	mrd *d;
+	mrd_conn *hnext;       /* id hash chain */
+	mrd_conn *next, *prev; /* every connection */
+	mrd_conn *dnext;       /* dirty list */
+	uint8_t dirty, in_service, initiator, busy;
+	int state;
+	mrd_peer *peer;
+	uint32_t local_id, peer_id;
+	uint64_t local_token, peer_token;
+	uint32_t service_id;
+	uint64_t peer_instance, caps;
+	uint32_t mtu;
+	uint16_t max_streams, max_paths;
+	mrp_conn *eng;
+	mrd_timer_ent tent;
+	unsigned npairs;
+	mrd_pair pairs[MRD_MAX_PLANES];
+	/* handshake: where it went/came from, the packet to resend */
+	mrd_sock *hs_sock;
+	mrd_sockaddr hs_addr;
+	socklen_t hs_alen;
+	uint8_t hs_pkt[MRD_HS_MAX];
+	uint16_t hs_len;
+	uint32_t hs_tries;
+	uint64_t hs_next_ns;
+	uint64_t created_ns, established_ns, ended_ns;
+	char end_reason[48];
+	const mrd_conn_ops *ops;
+	void *ud;                 /* the service's state */
+	uint64_t drops[18];       /* datagrams of this connection dropped, by -MRP_ERR_* */
+	uint64_t sport_fails;
+};
+
+/* Token bucket of the answers to unauthenticated packets (SPEC 14.3). */
+typedef struct mrd_bucket {
+	uint64_t ts_ns;
+	uint64_t tokens; /* scaled by 1e9 / rate */
+	uint32_t key;
+} mrd_bucket;
+
+#define MRD_RL_BUCKETS 256
+
+typedef struct mrd_peers {
+	mrd_conn **buckets; /* by local id */
+	uint32_t nbuckets, nconns, nhalf;
+	mrd_conn *all;
+	mrd_conn *dirty, *dirty_tail;
+	mrd_peer *list;
+	uint32_t npeers;
+	uint64_t rng_state;
+	mrp_mem mem;
+	mrp_rng rng;
+	mrd_bucket rl_src[MRD_RL_BUCKETS], rl_all;
+} mrd_peers;
+
+int mrd_peers_init(mrd *d);
+void mrd_peers_free(mrd *d);
+
+/* One datagram from the datapath. */
+void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
+		    const uint8_t *data, size_t len, int ce);
+
+/* Service dirty connections, flush the send queue, re-arm the timer. */
+void mrd_peer_run(mrd *d);
+
+/* The timerfd fired. */
+void mrd_peer_on_timer(mrd_timer *t);
+
+/* Open a connection to the daemon at `to` (address and service port) for
+ * service_id. ops and ud are the caller's. Returns 0 and *pc (in
+ * CONNECTING: the outcome comes through ops), or -1 with err filled. */
+int mrd_conn_connect(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
+		     uint32_t service_id, const mrd_conn_ops *ops, void *ud,
+		     mrd_conn **pc, char *err, size_t errlen);
+
+/* Work was posted: service the connection at the next mrd_peer_run(). */
+void mrd_conn_touch(mrd_conn *c);
+
+/* Graceful close (CLOSE) or abort (RESET). An attempt still CONNECTING
+ * ends at once. ops->ended follows. */
+void mrd_conn_close(mrd_conn *c, int abort);
+
+/* Detach the service: no more callbacks (the service is going away). */
+void mrd_conn_detach(mrd_conn *c);
+
+mrd_conn *mrd_conn_find(mrd *d, uint32_t local_id);
+
+/* SIGTERM: close every connection gracefully. */
+void mrd_peers_close_all(mrd *d);
+
+/* Connections not yet ENDED. */
+uint32_t mrd_peers_live(const mrd *d);
+
+#endif

@@ -1,0 +1,647 @@
+#include "perf.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "log.h"
+#include "mrd.h"
+
+#define CTL_LEN 48
+#define CTL_MAGIC 0x4d525046u /* "MRPF" */
+#define NCTL 8                /* control receives / sends in flight */
+#define WINDOW 16             /* outstanding perf messages */
+#define NRECV (2 * WINDOW)    /* posted WRITE_IMM receives at the acceptor */
+#define REGION_BASE 0x100000000ull /* remote address of the scratch region */
+#define MAX_REGIONS 4         /* perf receivers at once (memory bound) */
+#define STREAM_CTL 0
+#define STREAM_DATA 1
+
+enum { T_HELLO = 1, T_READY, T_DONE, T_RESULT, T_ECHO_REQ, T_ECHO_REP };
+
+/* wr_id tags: the top byte says what a completion is about. */
+#define TAG_CTL_RX (1ull << 56)
+#define TAG_CTL_TX (2ull << 56)
+#define TAG_DATA (3ull << 56)
+#define TAG_MASK (0xffull << 56)
+
+typedef struct ctlmsg {
+	uint32_t type;
+	uint64_t a, b, c, d, e;
+} ctlmsg;
+
+/* State shared by both ends of a PERF or ECHO connection. */
+typedef struct endpoint {
+	mrd_conn *c;
+	uint8_t rx[NCTL][CTL_LEN];
+	uint8_t tx[NCTL][CTL_LEN];
+	uint32_t tx_next, tx_busy;
+} endpoint;
+
+/* Initiator. */
+struct mrd_perf_op {
+	endpoint ep;
+	mrd *d;
+	int echo;
+	mrd_perf_done_cb cb;
+	void *ud;
+	char peer[64];
+	int phase; /* 0 hello sent, 1 running, 2 done sent, 3 finished */
+	/* perf */
+	uint64_t seed;
+	uint32_t msg_size, slots, rkey;
+	uint64_t rbase, rlen;
+	uint64_t duration_ns, start_ns, stop_ns, end_ns, max_bytes;
+	uint8_t *bufs; /* WINDOW * msg_size */
+	uint32_t free_bufs[WINDOW], nfree;
+	uint64_t next_k, completed, bytes;
+	uint64_t send_errors;
+	/* echo */
+	unsigned count, done_count;
+	uint64_t rtt_min, rtt_max, rtt_sum;
+	json_t *rtts;
+	json_t *result; /* built at the end */
+	char error[128];
+};
+
+/* Acceptor. */
+typedef struct server {
+	endpoint ep;
+	mrd *d;
+	uint8_t *region;
+	uint32_t rkey, msg_size, slots;
+	uint64_t seed, expect_k;
+	uint64_t verified_msgs, verified_bytes, errors;
+} server;
+
+static unsigned nregions;
+
+/* ---- data pattern -------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Word i of message k: cheap (vectorizes), yet a word of another message,
+ * another offset or another seed never matches. */
+#define PAT_STEP 0xd1342543de82ef95ull
+
+static void pattern_fill(uint8_t *buf, uint32_t len, uint64_t seed, uint64_t k)
+{
+	uint64_t base = splitmix(seed ^ splitmix(k));
+	for (uint32_t i = 0; i < len / 8; i++) {
+		uint64_t w = base + i * PAT_STEP;
+		memcpy(buf + 8 * (size_t)i, &w, 8);
+	}
+}
+
+static int pattern_check(const uint8_t *buf, uint32_t len, uint64_t seed, uint64_t k)
+{
+	uint64_t base = splitmix(seed ^ splitmix(k));
+	uint64_t bad = 0;
+	for (uint32_t i = 0; i < len / 8; i++) {
+		uint64_t w;
+		memcpy(&w, buf + 8 * (size_t)i, 8);
+		bad |= w ^ (base + i * PAT_STEP);
+	}
+	return bad == 0;
+}
+
+/* ---- control messages ---------------------------------------------------- */
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static int ctl_decode(const uint8_t *p, uint32_t len, ctlmsg *m)
+{
+	if (len != CTL_LEN || (uint32_t)(get64(p) >> 32) != CTL_MAGIC)
+		return -1;
+	m->type = (uint32_t)get64(p);
+	if (m->type < T_HELLO || m->type > T_ECHO_REP)
+		return -1;
+	m->a = get64(p + 8);
+	m->b = get64(p + 16);
+	m->c = get64(p + 24);
+	m->d = get64(p + 32);
+	m->e = get64(p + 40);
+	return 0;
+}
+
+static int ctl_send(endpoint *ep, uint32_t type, uint64_t a, uint64_t b, uint64_t c)
+{
+	if (ep->tx_busy == NCTL)
+		return -1;
+	uint32_t i = ep->tx_next++ % NCTL;
+	uint8_t *p = ep->tx[i];
+	put64(p, (uint64_t)CTL_MAGIC << 32 | type);
+	put64(p + 8, a);
+	put64(p + 16, b);
+	put64(p + 24, c);
+	put64(p + 32, 0);
+	put64(p + 40, 0);
+	mrp_wr wr = {.wr_id = TAG_CTL_TX | i, .opcode = MRP_WR_SEND, .stream = STREAM_CTL,
+		     .local = p, .len = CTL_LEN};
+	int rv = mrp_conn_post_send(ep->c->eng, &wr, uv_hrtime());
+	if (rv < 0)
+		return rv;
+	ep->tx_busy++;
+	mrd_conn_touch(ep->c);
+	return 0;
+}
+
+static int ctl_post_rx(endpoint *ep, uint32_t i)
+{
+	return mrp_conn_post_recv(ep->c->eng, STREAM_CTL, TAG_CTL_RX | i, ep->rx[i], CTL_LEN,
+				  uv_hrtime());
+}
+
+static int ep_start(endpoint *ep, mrd_conn *c)
+{
+	ep->c = c;
+	if (c->max_streams < 2)
+		return -1;
+	for (uint32_t i = 0; i < NCTL; i++)
+		if (ctl_post_rx(ep, i) < 0)
+			return -1;
+	return 0;
+}
+
+/* A control-stream completion: *m filled for a received message (1), 0 for
+ * anything else handled here, -1 for a bad message or failed request. */
+static int ep_completion(endpoint *ep, const mrp_cqe *e, ctlmsg *m)
+{
+	uint64_t tag = e->wr_id & TAG_MASK;
+	uint32_t i = (uint32_t)(e->wr_id & 0xff) % NCTL;
+	if (tag == TAG_CTL_TX) {
+		ep->tx_busy--;
+		/* FLUSHED: the connection is closing, not an error of ours. */
+		return e->status == MRP_WC_SUCCESS || e->status == MRP_WC_FLUSHED ? 0 : -1;
+	}
+	if (e->status != MRP_WC_SUCCESS)
+		return e->status == MRP_WC_FLUSHED ? 0 : -1;
+	int rv = ctl_decode(ep->rx[i], e->byte_len, m);
+	ctl_post_rx(ep, i);
+	return rv < 0 ? -1 : 1;
+}
+
+/* ---- acceptor ------------------------------------------------------------ */
+
+static uint8_t *srv_resolve(mrd_conn *c, uint32_t rkey, uint64_t addr, uint64_t len,
+			    unsigned access, int *pnak)
+{
+	server *s = c->ud;
+	if (!s || !s->region || rkey != s->rkey) {
+		*pnak = MRP_NAK_INVALID_RKEY;
+		return NULL;
+	}
+	if (!(access & MRP_ACCESS_REMOTE_WRITE) || (access & MRP_ACCESS_REMOTE_READ)) {
+		*pnak = MRP_NAK_ACCESS;
+		return NULL;
+	}
+	if (addr < REGION_BASE || len > MRD_PERF_REGION_BYTES ||
+	    addr - REGION_BASE > MRD_PERF_REGION_BYTES - len) {
+		*pnak = MRP_NAK_OUT_OF_BOUNDS;
+		return NULL;
+	}
+	return s->region + (addr - REGION_BASE);
+}
+
+static int srv_established(mrd_conn *c)
+{
+	server *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -1;
+	s->d = c->d;
+	c->ud = s;
+	return ep_start(&s->ep, c);
+}
+
+static void srv_hello(mrd_conn *c, server *s, const ctlmsg *m)
+{
+	uint64_t size = m->b;
+	if (s->region || size < MRD_PERF_MSG_MIN || size > MRD_PERF_MSG_MAX || size % 8 ||
+	    nregions >= MAX_REGIONS || c->service_id != MRD_SVC_PERF) {
+		ctl_send(&s->ep, T_READY, 0, 0, 0); /* rkey 0: busy or refused */
+		return;
+	}
+	s->region = malloc(MRD_PERF_REGION_BYTES);
+	if (!s->region) {
+		ctl_send(&s->ep, T_READY, 0, 0, 0);
+		return;
+	}
+	nregions++;
+	memset(s->region, 0, MRD_PERF_REGION_BYTES);
+	s->seed = m->a;
+	s->msg_size = (uint32_t)size;
+	s->slots = MRD_PERF_REGION_BYTES / s->msg_size;
+	while (!s->rkey)
+		if (getrandom(&s->rkey, sizeof(s->rkey), 0) != sizeof(s->rkey))
+			s->rkey = 0;
+	for (uint32_t i = 0; i < NRECV; i++)
+		mrp_conn_post_recv(c->eng, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
+	ctl_send(&s->ep, T_READY, s->rkey, REGION_BASE, MRD_PERF_REGION_BYTES);
+	mrd_info("conn %08x: perf receiver ready: %u MiB region, %u-byte messages",
+		 c->local_id, MRD_PERF_REGION_BYTES >> 20, s->msg_size);
+}
+
+static void srv_completion(mrd_conn *c, const mrp_cqe *e)
+{
+	server *s = c->ud;
+	if (!s)
+		return;
+	if ((e->wr_id & TAG_MASK) == TAG_DATA) {
+		if (e->status != MRP_WC_SUCCESS) {
+			if (e->status != MRP_WC_FLUSHED)
+				s->errors++;
+			return;
+		}
+		/* Message number: the low 32 bits are in the immediate, the
+		 * rest follows from completions coming in order. */
+		uint64_t k = s->expect_k;
+		if (!e->has_imm || e->imm != (uint32_t)k || !s->region) {
+			s->errors++;
+		} else {
+			uint64_t off = (k % s->slots) * (uint64_t)s->msg_size;
+			if (e->byte_len == s->msg_size &&
+			    pattern_check(s->region + off, s->msg_size, s->seed, k)) {
+				s->verified_msgs++;
+				s->verified_bytes += s->msg_size;
+			} else {
+				s->errors++;
+			}
+		}
+		s->expect_k++;
+		mrp_conn_post_recv(c->eng, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
+		return;
+	}
+	ctlmsg m;
+	int rv = ep_completion(&s->ep, e, &m);
+	if (rv < 0) {
+		mrd_warn("conn %08x: bad control message or failed send (status %s, "
+			 "opcode %#x, %u bytes): resetting", c->local_id,
+			 mrp_wc_status_name(e->status), e->opcode, e->byte_len);
+		mrd_conn_close(c, 1);
+		return;
+	}
+	if (rv == 0)
+		return;
+	switch (m.type) {
+	case T_HELLO:
+		srv_hello(c, s, &m);
+		break;
+	case T_DONE:
+		ctl_send(&s->ep, T_RESULT, s->verified_msgs, s->verified_bytes, s->errors);
+		mrd_info("conn %08x: perf done: %llu messages, %llu bytes verified, %llu "
+			 "errors (sender: %llu messages)", c->local_id,
+			 (unsigned long long)s->verified_msgs,
+			 (unsigned long long)s->verified_bytes, (unsigned long long)s->errors,
+			 (unsigned long long)m.a);
+		break;
+	case T_ECHO_REQ:
+		ctl_send(&s->ep, T_ECHO_REP, m.a, m.b, 0);
+		break;
+	default:
+		mrd_conn_close(c, 1);
+		break;
+	}
+}
+
+static void srv_ended(mrd_conn *c, const char *why)
+{
+	(void)why;
+	server *s = c->ud;
+	if (!s)
+		return;
+	if (s->region) {
+		free(s->region);
+		nregions--;
+	}
+	free(s);
+	c->ud = NULL;
+}
+
+static const mrd_conn_ops srv_ops = {
+	.established = srv_established,
+	.completion = srv_completion,
+	.ended = srv_ended,
+	.resolve = srv_resolve,
+};
+
+const mrd_conn_ops *mrd_service_lookup(mrd *d, uint32_t service_id)
+{
+	(void)d;
+	if (service_id == MRD_SVC_PERF || service_id == MRD_SVC_ECHO)
+		return &srv_ops;
+	return NULL;
+}
+
+/* ---- initiator ----------------------------------------------------------- */
+
+static void op_finish(mrd_perf_op *op, const char *err)
+{
+	if (op->phase == 3)
+		return;
+	op->phase = 3;
+	if (err && !op->error[0])
+		snprintf(op->error, sizeof(op->error), "%s", err);
+	if (op->ep.c && !op->error[0]) {
+		/* Telemetry while the connection still exists. */
+		json_object_set_new(op->result, "conn", mrd_json_conn(op->ep.c));
+		json_object_set_new(op->result, "paths", mrd_json_paths(op->ep.c));
+	}
+	if (op->cb) {
+		if (op->error[0])
+			op->cb(op->ud, NULL, op->error);
+		else
+			op->cb(op->ud, json_incref(op->result), NULL);
+		op->cb = NULL;
+	}
+	if (op->ep.c)
+		mrd_conn_close(op->ep.c, 0);
+}
+
+static void op_free(mrd_perf_op *op)
+{
+	free(op->bufs);
+	json_decref(op->result);
+	json_decref(op->rtts);
+	free(op);
+}
+
+static void op_post_data(mrd_perf_op *op, uint64_t now)
+{
+	mrd_conn *c = op->ep.c;
+	while (op->nfree && now < op->stop_ns &&
+	       (!op->max_bytes || op->next_k * op->msg_size < op->max_bytes)) {
+		uint32_t b = op->free_bufs[--op->nfree];
+		uint8_t *buf = op->bufs + (size_t)b * op->msg_size;
+		uint64_t k = op->next_k;
+		pattern_fill(buf, op->msg_size, op->seed, k);
+		mrp_wr wr = {
+			.wr_id = TAG_DATA | b,
+			.opcode = MRP_WR_WRITE_IMM,
+			.stream = STREAM_DATA,
+			.local = buf,
+			.len = op->msg_size,
+			.remote_addr = op->rbase + (k % op->slots) * (uint64_t)op->msg_size,
+			.rkey = op->rkey,
+			.imm = (uint32_t)k,
+		};
+		int rv = mrp_conn_post_send(c->eng, &wr, now);
+		if (rv < 0) {
+			op->free_bufs[op->nfree++] = b;
+			snprintf(op->error, sizeof(op->error), "post: %s", mrp_strerror(rv));
+			op_finish(op, NULL);
+			return;
+		}
+		op->next_k++;
+	}
+	mrd_conn_touch(c);
+}
+
+static int op_established(mrd_conn *c)
+{
+	mrd_perf_op *op = c->ud;
+	if (ep_start(&op->ep, c) < 0)
+		return -1;
+	if (op->echo) {
+		op->start_ns = uv_hrtime();
+		return ctl_send(&op->ep, T_ECHO_REQ, 0, op->start_ns, 0) < 0 ? -1 : 0;
+	}
+	return ctl_send(&op->ep, T_HELLO, op->seed, op->msg_size, 0) < 0 ? -1 : 0;
+}
+
+static void op_ready(mrd_perf_op *op, const ctlmsg *m)
+{
+	if (op->phase != 0 || op->echo)
+		return;
+	if (m->a == 0 || m->a > UINT32_MAX || m->c < (uint64_t)op->msg_size * 2 * WINDOW ||
+	    m->b > UINT64_MAX - m->c) {
+		op_finish(op, "the peer refused the perf run (busy or bad parameters)");
+		return;
+	}
+	op->rkey = (uint32_t)m->a;
+	op->rbase = m->b;
+	op->rlen = m->c;
+	op->slots = (uint32_t)(op->rlen / op->msg_size);
+	op->phase = 1;
+	op->start_ns = uv_hrtime();
+	op->stop_ns = op->start_ns + op->duration_ns;
+	op_post_data(op, op->start_ns);
+}
+
+static void op_completion(mrd_conn *c, const mrp_cqe *e)
+{
+	mrd_perf_op *op = c->ud;
+	uint64_t now = uv_hrtime();
+	if ((e->wr_id & TAG_MASK) == TAG_DATA) {
+		op->free_bufs[op->nfree++] = (uint32_t)(e->wr_id & 0xff) % WINDOW;
+		if (e->status != MRP_WC_SUCCESS) {
+			op->send_errors++;
+			if (op->phase < 3) {
+				snprintf(op->error, sizeof(op->error), "WRITE_IMM failed: %s",
+					 mrp_wc_status_str(e->status));
+				op_finish(op, NULL);
+			}
+			return;
+		}
+		op->completed++;
+		op->bytes += e->byte_len ? e->byte_len : op->msg_size;
+		op->end_ns = now;
+		if (op->phase == 1) {
+			op_post_data(op, now);
+			if (op->nfree == WINDOW) { /* all in, time's up */
+				op->phase = 2;
+				ctl_send(&op->ep, T_DONE, op->completed, op->bytes, 0);
+			}
+		}
+		return;
+	}
+	ctlmsg m;
+	int rv = ep_completion(&op->ep, e, &m);
+	if (rv < 0) {
+		op_finish(op, "bad control message from the peer");
+		return;
+	}
+	if (rv == 0 || op->phase == 3)
+		return;
+	switch (m.type) {
+	case T_READY:
+		op_ready(op, &m);
+		break;
+	case T_RESULT: {
+		if (op->phase != 2)
+			break;
+		double secs = (double)(op->end_ns - op->start_ns) / 1e9;
+		json_t *r = op->result;
+		json_object_set_new(r, "seconds", json_real(secs));
+		json_object_set_new(r, "msg_size", json_integer(op->msg_size));
+		json_object_set_new(r, "messages", json_integer((json_int_t)op->completed));
+		json_object_set_new(r, "bytes", json_integer((json_int_t)op->bytes));
+		json_object_set_new(r, "goodput_gbps",
+				    json_real(secs > 0 ? (double)op->bytes * 8 / secs / 1e9 : 0));
+		json_object_set_new(r, "verified_messages", json_integer((json_int_t)m.a));
+		json_object_set_new(r, "verified_bytes", json_integer((json_int_t)m.b));
+		json_object_set_new(r, "verify_errors", json_integer((json_int_t)m.c));
+		json_object_set_new(r, "verified",
+				    json_boolean(m.c == 0 && m.a == op->completed &&
+						 m.b == op->bytes));
+		op_finish(op, NULL);
+		break;
+	}
+	case T_ECHO_REP: {
+		if (!op->echo || m.a != op->done_count || m.b > now)
+			break;
+		uint64_t rtt = now - m.b;
+		json_array_append_new(op->rtts, json_real((double)rtt / 1e3));
+		op->rtt_sum += rtt;
+		if (!op->done_count || rtt < op->rtt_min)
+			op->rtt_min = rtt;
+		if (rtt > op->rtt_max)
+			op->rtt_max = rtt;
+		if (++op->done_count < op->count) {
+			ctl_send(&op->ep, T_ECHO_REQ, op->done_count, uv_hrtime(), 0);
+			break;
+		}
+		json_t *r = op->result;
+		json_object_set_new(r, "count", json_integer(op->count));
+		json_object_set_new(r, "rtt_us", json_incref(op->rtts));
+		json_object_set_new(r, "min_us", json_real((double)op->rtt_min / 1e3));
+		json_object_set_new(r, "avg_us",
+				    json_real((double)op->rtt_sum / op->count / 1e3));
+		json_object_set_new(r, "max_us", json_real((double)op->rtt_max / 1e3));
+		json_object_set_new(r, "handshake_us",
+				    json_real((double)(c->established_ns - c->created_ns) / 1e3));
+		op_finish(op, NULL);
+		break;
+	}
+	default:
+		op_finish(op, "unexpected control message from the peer");
+		break;
+	}
+}
+
+static void op_ended(mrd_conn *c, const char *why)
+{
+	mrd_perf_op *op = c->ud;
+	if (!op)
+		return;
+	op->ep.c = NULL;
+	if (op->phase != 3) {
+		char err[128];
+		snprintf(err, sizeof(err), "connection ended: %s", why);
+		op_finish(op, err);
+	}
+	op_free(op);
+	c->ud = NULL;
+}
+
+static const mrd_conn_ops op_ops = {
+	.established = op_established,
+	.completion = op_completion,
+	.ended = op_ended,
+	.resolve = NULL, /* the initiator exposes no memory */
+};
+
+static int op_start(mrd *d, const char *peer, mrd_perf_op *op, uint32_t service,
+		    mrd_perf_op **pop, char *err, size_t errlen)
+{
+	mrd_sockaddr to;
+	socklen_t tolen;
+	if (mrd_sockaddr_parse(&to, &tolen, peer, d->cfg.port) < 0) {
+		snprintf(err, errlen, "'%s' is not ADDRESS[:PORT]", peer);
+		op_free(op);
+		return -1;
+	}
+	op->d = d;
+	mrd_sockaddr_str(&to, op->peer, sizeof(op->peer));
+	op->result = json_object();
+	json_object_set_new(op->result, "peer", json_string(op->peer));
+	mrd_conn *c;
+	if (mrd_conn_connect(d, &to, tolen, service, &op_ops, op, &c, err, errlen) < 0) {
+		op_free(op);
+		return -1;
+	}
+	op->ep.c = c;
+	*pop = op;
+	return 0;
+}
+
+int mrd_perf_start(mrd *d, const char *peer, double seconds, uint64_t max_bytes,
+		   uint32_t msg_size, mrd_perf_done_cb cb, void *ud, mrd_perf_op **pop,
+		   char *err, size_t errlen)
+{
+	if (!(seconds > 0 && seconds <= MRD_PERF_SECONDS_MAX)) {
+		snprintf(err, errlen, "seconds: %g is out of range (0-%g]", seconds,
+			 MRD_PERF_SECONDS_MAX);
+		return -1;
+	}
+	if (msg_size < MRD_PERF_MSG_MIN || msg_size > MRD_PERF_MSG_MAX || msg_size % 8) {
+		snprintf(err, errlen, "msg_size: %u must be a multiple of 8 in %u-%u", msg_size,
+			 MRD_PERF_MSG_MIN, MRD_PERF_MSG_MAX);
+		return -1;
+	}
+	mrd_perf_op *op = calloc(1, sizeof(*op));
+	if (op)
+		op->bufs = malloc((size_t)WINDOW * msg_size);
+	if (!op || !op->bufs) {
+		free(op);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	op->cb = cb;
+	op->ud = ud;
+	op->msg_size = msg_size;
+	op->duration_ns = (uint64_t)(seconds * 1e9);
+	op->max_bytes = max_bytes;
+	while (getrandom(&op->seed, sizeof(op->seed), 0) != sizeof(op->seed))
+		;
+	for (uint32_t i = 0; i < WINDOW; i++)
+		op->free_bufs[op->nfree++] = i;
+	return op_start(d, peer, op, MRD_SVC_PERF, pop, err, errlen);
+}
+
+int mrd_ping_start(mrd *d, const char *peer, unsigned count, mrd_perf_done_cb cb,
+		   void *ud, mrd_perf_op **pop, char *err, size_t errlen)
+{
+	if (count < 1 || count > 10000) {
+		snprintf(err, errlen, "count: %u is out of range (1-10000)", count);
+		return -1;
+	}
+	mrd_perf_op *op = calloc(1, sizeof(*op));
+	if (!op) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	op->echo = 1;
+	op->cb = cb;
+	op->ud = ud;
+	op->count = count;
+	op->rtts = json_array();
+	return op_start(d, peer, op, MRD_SVC_ECHO, pop, err, errlen);
+}
+
+void mrd_perf_cancel(mrd_perf_op *op)
+{
+	op->cb = NULL;
+	if (op->phase != 3) {
+		op->phase = 3;
+		if (op->ep.c)
+			mrd_conn_close(op->ep.c, 0);
+	}
+}

@@ -1,0 +1,45 @@
+"""Two daemons on loopback: handshake, status, show * JSON fields, ping."""
+import mrtest
+
+p = mrtest.Pair("handshake")
+a, b = p.a, p.b
+st = a.ok("status")
+for k in ("version", "instance_id", "uptime_s", "planes", "conns", "counters", "datapath"):
+    mrtest.check(k in st, "status has %s" % k)
+mrtest.check(st["planes"] == 2, "two planes")
+
+r = a.ok("ping", {"peer": b.peer(), "count": 3}, timeout=30)
+mrtest.check(len(r["rtt_us"]) == 3 and r["min_us"] > 0, "ping: 3 round trips")
+mrtest.check(r["conn"]["plane_pairs"] == 2, "handshake paired both planes")
+mrtest.check(r["conn"]["mtu"] == 4096, "negotiated mtu 4096")
+
+peers = a.ok("show peers")
+mrtest.check(len(peers) == 1 and peers[0]["instance_id"] == b.ok("status")["instance_id"],
+             "A knows B's instance id")
+conns_b = b.ok("show conns")
+mrtest.check(len(conns_b) == 1 and conns_b[0]["role"] == "acceptor", "B has the acceptor side")
+
+# show paths while a connection lives: run a short perf in the background
+# through a second control connection and look at the paths meanwhile.
+import threading
+res = {}
+t = threading.Thread(target=lambda: res.update(a.request("perf", {"peer": b.peer(), "seconds": 1.5})))
+t.start()
+paths, one = [], []
+for _ in range(100):
+    paths = [x for x in a.ok("show paths") if x["state"] == "active"]
+    if paths:
+        one = a.ok("show paths", {"conn": paths[0]["conn"]})
+        break
+    mrtest.time.sleep(0.02)
+t.join()
+mrtest.check(len(paths) >= 2, "show paths lists active paths during perf")
+for k in ("conn", "id", "gen", "plane", "state", "sport", "local", "remote", "cwnd",
+          "inflight", "srtt_us", "min_rtt_us", "tx_pkts", "retx_pkts", "lost_pkts",
+          "ce_pkts", "rx_pkts"):
+    mrtest.check(k in paths[0], "path field %s" % k)
+mrtest.check(res.get("ok") and res["result"]["verified"], "short perf verified")
+mrtest.check(one and all(x["conn"] == paths[0]["conn"] for x in one), "show paths --conn filters")
+r = a.request("show paths", {"conn": "zz"})
+mrtest.check(not r["ok"] and r["error"]["code"] == "bad_request", "bad conn id refused")
+p.close()
