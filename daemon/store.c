@@ -609,11 +609,12 @@ static void shell_arg(char *buf, size_t bufsz, const char *path)
 			    "0123456789/._-+,:@%=",
 			    *p))
 			plain = false;
-	if (plain || strchr(path, '\'')) {
-		snprintf(buf, bufsz, "%s", path);
-		return;
-	}
-	snprintf(buf, bufsz, "'%s'", path);
+	/* A path too long for the message is cut; the message says so by
+	 * ending without its closing quote. */
+	int n = plain || strchr(path, '\'') ? snprintf(buf, bufsz, "%s", path)
+					     : snprintf(buf, bufsz, "'%s'", path);
+	if (n < 0 && bufsz)
+		buf[0] = '\0';
 }
 
 static void corrupt_msg(char *err, size_t errlen, const char *path,
