@@ -42,8 +42,9 @@
 
 /* Connection states. */
 #define CONN_OPEN 0
-#define CONN_CLOSING 1 /* CLOSE sent, waiting for the reply */
+#define CONN_CLOSING 1  /* CLOSE sent, waiting for the reply; still receiving */
 #define CONN_CLOSED 2
+#define CONN_DRAINING 3 /* closing: finishing the work already posted */
 
 #define NEVER UINT64_MAX
 #define EVQ_LEN 64
@@ -163,6 +164,7 @@ struct mrp_conn {
 	mrp_cc_conn cc;
 	uint8_t state;
 	uint8_t close_pending;  /* 1 CLOSE, 2 CLOSE reply, 3 RESET */
+	uint8_t peer_closing;   /* the peer sent CLOSE: reply once our sends are done */
 	uint8_t close_tries;
 	uint64_t close_at;
 
@@ -433,7 +435,7 @@ static void sq_remove_head(mrp_conn *c)
 int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 {
 	(void)now_ns;
-	if (c->state != CONN_OPEN)
+	if (c->state != CONN_OPEN || c->peer_closing)
 		return MRP_ERR_STATE;
 	if (!wr || !mrp_op_is_data(wr->opcode) || wr->len > MRP_MSG_MAX ||
 	    (wr->len && !wr->local))
@@ -483,7 +485,7 @@ int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
 		       uint32_t len, uint64_t now_ns)
 {
 	(void)now_ns;
-	if (c->state != CONN_OPEN)
+	if (c->state != CONN_OPEN || c->peer_closing)
 		return MRP_ERR_STATE;
 	if (len && !buf)
 		return MRP_ERR_INVAL;
@@ -937,20 +939,58 @@ static void conn_fail(mrp_conn *c)
 	c->close_pending = 3;
 }
 
-void mrp_conn_close(mrp_conn *c, int abort, uint64_t now_ns)
+/* Data may still be sent (the connection is open or finishing its work). */
+static int sending(const mrp_conn *c)
 {
-	if (c->state != CONN_OPEN)
+	return c->state == CONN_OPEN || c->state == CONN_DRAINING;
+}
+
+static uint64_t sends_outstanding(const mrp_conn *c)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < c->nstreams; i++)
+		n += c->streams[i].outstanding;
+	return n;
+}
+
+/*
+ * Graceful close (SPEC 11.2): once every message this end posted has
+ * completed, a closing end sends CLOSE and keeps receiving until the reply;
+ * an end the peer closed flushes its unmatched receives and replies.
+ */
+static void close_check(mrp_conn *c, uint64_t now)
+{
+	if (!(c->state == CONN_DRAINING || (c->peer_closing && sending(c))))
 		return;
-	conn_flush(c, MRP_WC_FLUSHED);
-	if (abort) {
+	if (sends_outstanding(c))
+		return;
+	if (c->peer_closing) {
+		conn_flush(c, MRP_WC_FLUSHED); /* only receives are left */
 		c->state = CONN_CLOSED;
-		c->close_pending = 3;
+		c->close_pending = 2;
 	} else {
 		c->state = CONN_CLOSING;
 		c->close_pending = 1;
 		c->close_tries = 0;
-		c->close_at = now_ns;
+		c->close_at = now;
 	}
+	c->ctl_dirty = 1;
+}
+
+void mrp_conn_close(mrp_conn *c, int abort, uint64_t now_ns)
+{
+	if (c->state == CONN_CLOSED)
+		return;
+	if (abort) {
+		conn_flush(c, MRP_WC_FLUSHED);
+		c->state = CONN_CLOSED;
+		c->close_pending = 3;
+		return;
+	}
+	if (c->state != CONN_OPEN)
+		return;
+	c->state = CONN_DRAINING;
+	close_check(c, now_ns);
 }
 
 int mrp_conn_is_closed(const mrp_conn *c)
@@ -1522,10 +1562,13 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		return MRP_ERR_NOCONN;
 	int unknown_conn_nak = h->opcode == MRP_OP_NAK &&
 			       pkt->u.nak.reason == MRP_NAK_UNKNOWN_CONN;
-	if ((h->token != c->p.local_token && !unknown_conn_nak) ||
-	    h->src_conn_id != c->p.peer_conn_id) {
+	if (h->token != c->p.local_token && !unknown_conn_nak) {
 		c->st.drops_token++;
 		return MRP_ERR_TOKEN;
+	}
+	if (h->src_conn_id != c->p.peer_conn_id) {
+		c->st.drops_noconn++; /* SPEC 13.2 step 3 */
+		return MRP_ERR_NOCONN;
 	}
 	if (plane >= c->p.nplanes) {
 		c->st.drops_range++;
@@ -1543,18 +1586,23 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 	if (h->opcode == MRP_OP_CLOSE) {
 		if (h->flags & MRP_F_REPLY) {
 			if (c->state == CONN_CLOSING) {
+				conn_flush(c, MRP_WC_FLUSHED); /* unmatched receives */
 				c->state = CONN_CLOSED;
 				c->close_pending = 0;
 			}
-		} else if (c->state != CONN_CLOSED || c->close_pending == 0) {
+		} else if (sending(c)) {
+			c->peer_closing = 1; /* reply when our own work is done */
+			close_check(c, now_ns);
+		} else if (c->state == CONN_CLOSING || c->close_pending == 0) {
+			/* both closed at once, or a repeated CLOSE: answer it */
 			if (c->state != CONN_CLOSED)
 				conn_flush(c, MRP_WC_FLUSHED);
 			c->state = CONN_CLOSED;
-			c->close_pending = 2; /* answer it */
+			c->close_pending = 2;
 		}
 		return 0;
 	}
-	if (c->state != CONN_OPEN)
+	if (c->state == CONN_CLOSED)
 		return MRP_ERR_STATE;
 	switch (h->opcode) {
 	case MRP_OP_WRITE:
@@ -1592,6 +1640,7 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 	}
 	if (c->pending_fail)
 		conn_fail(c);
+	close_check(c, now_ns);
 	return rv;
 }
 
@@ -1762,6 +1811,7 @@ static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 	if (c->close_pending == 1) {
 		/* Resent until the reply comes, a few times at most. */
 		if (++c->close_tries > 5) {
+			conn_flush(c, MRP_WC_FLUSHED);
 			c->state = CONN_CLOSED;
 			c->close_pending = 0;
 			return 0;
@@ -2074,10 +2124,10 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 			if (pa->rx_open && pa->rx_ack_now &&
 			    (n = write_ack(c, pa, ti, buf, buflen, now)))
 				return n;
-			if (c->state == CONN_OPEN && pa->open && !pa->disabled &&
+			if (sending(c) && pa->open && !pa->disabled &&
 			    pa->probe_at <= now)
 				return write_probe(c, pa, ti, buf, buflen, now);
-			if (c->state == CONN_OPEN && pa->tlp_pending &&
+			if (sending(c) && pa->tlp_pending &&
 			    (n = write_tlp(c, pa, ti, buf, buflen, now)))
 				return n;
 		}
@@ -2085,7 +2135,7 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 	}
 	if (c->close_pending && (c->close_pending != 1 || c->close_at <= now))
 		return write_close(c, ti, buf, buflen, now);
-	if (c->state != CONN_OPEN)
+	if (!sending(c))
 		return 0;
 	return write_data(c, ti, buf, buflen, now);
 }
@@ -2107,14 +2157,14 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 	uint64_t t = NEVER;
 	if (c->close_pending)
 		t = c->close_pending == 1 ? c->close_at : 0;
-	if (c->state != CONN_OPEN)
+	if (c->state == CONN_CLOSED)
 		return t;
 	for (uint32_t i = 0; i < c->p.max_paths; i++) {
 		const path *pa = c->paths[i];
 		if (!pa)
 			continue;
 		t = min64(t, pa->rx_ack_at);
-		if (!pa->open)
+		if (!pa->open || !sending(c))
 			continue;
 		t = min64(t, pa->rto_at);
 		t = min64(t, pa->tlp_at);
@@ -2158,7 +2208,7 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 
 void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 {
-	if (c->state == CONN_OPEN) {
+	if (c->state != CONN_CLOSED) {
 		for (uint32_t i = 0; i < c->p.max_paths; i++) {
 			path *pa = c->paths[i];
 			if (!pa)
@@ -2168,7 +2218,7 @@ void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 				pa->rx_ack_now = 1;
 				c->ctl_dirty = 1;
 			}
-			if (!pa->open)
+			if (!pa->open || !sending(c))
 				continue;
 			if (pa->rto_at <= now)
 				path_timeout(c, pa, now);
@@ -2200,6 +2250,7 @@ void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 	}
 	if (c->pending_fail)
 		conn_fail(c);
+	close_check(c, now);
 }
 
 /* ---- planes and steering ------------------------------------------------ */

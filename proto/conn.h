@@ -257,7 +257,7 @@ typedef struct mrp_conn_stats {
 	uint64_t retx_pkts, lost_pkts, rto_count, tlp_count;
 	uint64_t rx_dup_pkts;      /* data segments that had already arrived */
 	uint64_t naks_sent, naks_rcvd, acks_sent, acks_rcvd;
-	uint64_t drops_token, drops_range, drops_stale;
+	uint64_t drops_token, drops_noconn, drops_range, drops_stale;
 	uint64_t paths_opened, reports, events_dropped;
 	uint64_t qwnd, pacing_bps, rate_hint_bps;
 	uint32_t npaths_active;

@@ -734,25 +734,66 @@ static void test_plane_down(void **state)
 	net_free(&n);
 }
 
-/* Close flushes outstanding work with FLUSHED, exactly once, in order; the
- * peer's posted receives are flushed too. */
-static void test_close_flushes(void **state)
+/* A graceful close finishes the work already posted (SPEC 11.2): the
+ * writes complete successfully and land; new work is refused; the receives
+ * nothing matched are flushed, exactly once, in order; both ends close. */
+static void test_close_graceful(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[3][4096], dst[4096];
+	mrp_conn_post_recv(n.c[1], 0, 500, dst, sizeof(dst), 0);
+	mrp_conn_post_recv(n.c[1], 0, 501, dst, sizeof(dst), 0);
+	for (int i = 0; i < 3; i++) {
+		fill_pattern(src[i], sizeof(src[i]), (uint32_t)i + 77);
+		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = MRP_WR_WRITE, .local = src[i],
+			      .len = sizeof(src[i]), .remote_addr = b_addr(&n, (uint64_t)i * 4096),
+			      .rkey = n.mr[1].rkey };
+		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	}
+	mrp_conn_close(n.c[0], 0, 0);
+	mrp_wr wr = { .wr_id = 9, .opcode = MRP_WR_WRITE, .local = src[0], .len = 1,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), MRP_ERR_STATE);
+	net_run_until(&n, NULL, NULL, 100000000ull);
+	cqlog log[2] = { 0 };
+	poll_all(&n, log);
+	assert_int_equal(log[0].n, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(log[0].e[i].wr_id, i);
+		assert_int_equal(log[0].e[i].status, MRP_WC_SUCCESS);
+		assert_memory_equal(n.mr[1].base + i * 4096, src[i], 4096);
+	}
+	assert_int_equal(log[1].n, 2);
+	assert_int_equal(log[1].e[0].wr_id, 500);
+	assert_int_equal(log[1].e[0].status, MRP_WC_FLUSHED);
+	assert_int_equal(log[1].e[1].wr_id, 501);
+	assert_int_equal(log[1].e[1].status, MRP_WC_FLUSHED);
+	assert_true(mrp_conn_is_closed(n.c[0]));
+	assert_true(mrp_conn_is_closed(n.c[1]));
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
+/* An abortive close flushes everything outstanding at once with FLUSHED and
+ * sends RESET: the peer's outstanding work completes "reset by peer" and
+ * its receives are flushed. */
+static void test_close_abort(void **state)
 {
 	(void)state;
 	net n;
 	net_init(&n, NULL, NULL);
 	static uint8_t src[4096], dst[4096];
 	mrp_conn_post_recv(n.c[1], 0, 500, dst, sizeof(dst), 0);
-	mrp_conn_post_recv(n.c[1], 0, 501, dst, sizeof(dst), 0);
+	mrp_wr back = { .wr_id = 70, .opcode = MRP_WR_SEND, .local = src, .len = sizeof(src) };
+	assert_int_equal(mrp_conn_post_send(n.c[1], &back, 0), 0); /* A posted no receive */
 	for (int i = 0; i < 3; i++) {
 		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = MRP_WR_WRITE, .local = src,
 			      .len = sizeof(src), .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
 		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
 	}
-	mrp_conn_close(n.c[0], 0, 0);
-	mrp_wr wr = { .wr_id = 9, .opcode = MRP_WR_WRITE, .local = src, .len = 1,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), MRP_ERR_STATE);
+	mrp_conn_close(n.c[0], 1, 0);
 	net_run_until(&n, NULL, NULL, 100000000ull);
 	cqlog log[2] = { 0 };
 	poll_all(&n, log);
@@ -762,8 +803,12 @@ static void test_close_flushes(void **state)
 		assert_int_equal(log[0].e[i].status, MRP_WC_FLUSHED);
 	}
 	assert_int_equal(log[1].n, 2);
-	assert_int_equal(log[1].e[0].wr_id, 500);
-	assert_int_equal(log[1].e[0].status, MRP_WC_FLUSHED);
+	int saw_reset = 0, saw_flushed = 0;
+	for (int i = 0; i < 2; i++) {
+		saw_reset |= log[1].e[i].wr_id == 70 && log[1].e[i].status == MRP_WC_RESET;
+		saw_flushed |= log[1].e[i].wr_id == 500 && log[1].e[i].status == MRP_WC_FLUSHED;
+	}
+	assert_true(saw_reset && saw_flushed);
 	assert_true(mrp_conn_is_closed(n.c[0]));
 	assert_true(mrp_conn_is_closed(n.c[1]));
 	net_free(&n);
@@ -812,9 +857,15 @@ static void test_token_checked(void **state)
 	assert_int_equal(mrp_conn_read_pkt(n.c[0], &p, 0, 0, 0), MRP_ERR_TOKEN);
 	p.hdr.dst_conn_id = 7;
 	assert_int_equal(mrp_conn_read_pkt(n.c[0], &p, 0, 0, 0), MRP_ERR_NOCONN);
+	/* the right token from the wrong peer connection */
+	p.hdr.dst_conn_id = 100;
+	p.hdr.token = 0x1111;
+	p.hdr.src_conn_id = 555;
+	assert_int_equal(mrp_conn_read_pkt(n.c[0], &p, 0, 0, 0), MRP_ERR_NOCONN);
 	mrp_conn_stats st;
 	mrp_conn_get_stats(n.c[0], &st);
 	assert_int_equal(st.drops_token, 1);
+	assert_int_equal(st.drops_noconn, 1);
 	assert_int_equal(st.acks_rcvd, 0);
 	net_free(&n);
 }
@@ -1136,7 +1187,8 @@ int main(void)
 		cmocka_unit_test(test_ce_cuts_one_path),
 		cmocka_unit_test(test_blackhole_reported),
 		cmocka_unit_test(test_plane_down),
-		cmocka_unit_test(test_close_flushes),
+		cmocka_unit_test(test_close_graceful),
+		cmocka_unit_test(test_close_abort),
 		cmocka_unit_test(test_many_streams),
 		cmocka_unit_test(test_token_checked),
 		cmocka_unit_test(test_params_rejected),
