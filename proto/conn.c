@@ -172,6 +172,7 @@ struct mrp_conn {
 	uint32_t nstreams;      /* allocated */
 
 	path **paths;           /* max_paths slots */
+	uint32_t path_hi;       /* slots [path_hi, max_paths) are all unused */
 	uint32_t npaths;        /* slots in use for sending */
 	uint8_t plane_dis[MRP_MAX_PLANES];
 	int burst_path;
@@ -556,7 +557,7 @@ static void recompute_qwnd(mrp_conn *c)
 {
 	uint64_t q = 0, rtt = 0;
 	uint32_t n = 0;
-	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE) {
 			q += pa->cc.cwnd;
@@ -581,6 +582,8 @@ static path *path_slot(mrp_conn *c, uint16_t id)
 		pa->state = MRP_PATH_CLOSED;
 		pa->rto_at = pa->tlp_at = pa->probe_at = pa->rx_ack_at = NEVER;
 		c->paths[id] = pa;
+		if (id >= c->path_hi)
+			c->path_hi = (uint32_t)id + 1;
 	}
 	return c->paths[id];
 }
@@ -821,7 +824,7 @@ void mrp_conn_del(mrp_conn *c)
 	/* Messages are owned by their stream until they complete, then by the
 	 * scoreboard and retransmission-queue entries still pointing at them
 	 * (txmsg_unref frees a completed one when its last entry goes). */
-	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa)
 			continue;
@@ -865,7 +868,7 @@ void mrp_conn_del(mrp_conn *c)
  * still come out exactly once and in posting order per stream. */
 static void conn_flush(mrp_conn *c, int status)
 {
-	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa || !pa->ring)
 			continue;
@@ -1684,7 +1687,7 @@ static int usable_for_ctl(const path *pa)
 static path *ctl_route(mrp_conn *c, uint16_t id, uint8_t plane)
 {
 	uint32_t on_plane = 0, any = 0;
-	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!usable_for_ctl(pa) || pa->state != MRP_PATH_ACTIVE)
 			continue;
@@ -1693,7 +1696,7 @@ static path *ctl_route(mrp_conn *c, uint16_t id, uint8_t plane)
 	}
 	if (any) {
 		uint32_t want = c->ctl_rr++ % (on_plane ? on_plane : any);
-		for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		for (uint32_t i = 0; i < c->path_hi; i++) {
 			path *pa = c->paths[i];
 			if (!usable_for_ctl(pa) || pa->state != MRP_PATH_ACTIVE ||
 			    (on_plane && pa->plane != plane))
@@ -1952,7 +1955,7 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
 	path *best = NULL;
 	uint64_t best_room = 0;
-	uint32_t n = c->p.max_paths;
+	uint32_t n = c->path_hi;
 	uint32_t start = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
 	for (uint32_t k = 0; k < n; k++) {
 		path *pa = c->paths[(start + k) % n];
@@ -1975,7 +1978,7 @@ static void maybe_open_path(mrp_conn *c, uint64_t now)
 	uint64_t srtt = 0;
 	uint32_t per_plane[MRP_MAX_PLANES] = { 0 };
 	int active = 0;
-	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa || !pa->open)
 			continue;
@@ -2115,7 +2118,7 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 		if ((n = write_nak(c, ti, buf, buflen)) != 0)
 			return n;
 	if (c->ctl_dirty) {
-		for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		for (uint32_t i = 0; i < c->path_hi; i++) {
 			path *pa = c->paths[i];
 			if (!pa)
 				continue;
@@ -2159,7 +2162,7 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 		t = c->close_pending == 1 ? c->close_at : 0;
 	if (c->state == CONN_CLOSED)
 		return t;
-	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+	for (uint32_t i = 0; i < c->path_hi; i++) {
 		const path *pa = c->paths[i];
 		if (!pa)
 			continue;
@@ -2209,7 +2212,7 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 {
 	if (c->state != CONN_CLOSED) {
-		for (uint32_t i = 0; i < c->p.max_paths; i++) {
+		for (uint32_t i = 0; i < c->path_hi; i++) {
 			path *pa = c->paths[i];
 			if (!pa)
 				continue;
@@ -2289,7 +2292,7 @@ int mrp_conn_plane_event(mrp_conn *c, unsigned plane, int event, uint64_t now)
 		c->plane_dis[plane] |= flag;
 	else
 		c->plane_dis[plane] &= (uint8_t)~flag;
-	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa || !pa->open || pa->plane != plane)
 			continue;
@@ -2415,7 +2418,7 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 	uint64_t total = 0;
 	uint64_t minw = (uint64_t)c->p.cc.min_cwnd_pkts * c->p.mtu;
 	uint64_t maxw = (uint64_t)c->p.cc.max_cwnd_pkts * c->p.mtu;
-	for (uint32_t i = 0; i < c->p.max_paths; i++) {
+	for (uint32_t i = 0; i < c->path_hi; i++) {
 		const path *pa = c->paths[i];
 		if (!pa || !pa->open)
 			continue;
