@@ -208,6 +208,8 @@ struct mrp_conn {
 	uint64_t plane_pace_at[MRP_MAX_PLANES]; /* per-plane token buckets */
 	uint64_t plane_wait_at; /* data waits for a paced plane, NEVER for none */
 	uint32_t ctl_rr;        /* round robin over paths for ACKs */
+	uint64_t last_rx_ns;    /* last valid packet from the peer */
+	uint64_t tx_outstanding; /* messages posted and not yet completed */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
 	mrp_conn_stats st;
 };
@@ -289,6 +291,7 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->suspect_rtos = 3;
 	p->probe_idle_ns = 1000000000;
 	p->msg_window = 1024;
+	p->peer_timeout_ns = 2000000000ull;
 	p->wire_overhead = 66;
 }
 
@@ -407,6 +410,7 @@ static void stream_complete_tx(mrp_conn *c, stream *s)
 		if (!s->head)
 			s->tail = NULL;
 		s->outstanding--;
+		c->tx_outstanding--;
 		if (m->in_rnr) {
 			/* Done while waiting out an RNR NAK (another copy of the
 			 * NAK'd segment got through): off the wait list before
@@ -474,6 +478,7 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 		s->head = m;
 	s->tail = m;
 	s->outstanding++;
+	c->tx_outstanding++;
 	if (c->sq_tail)
 		c->sq_tail->qnext = m;
 	else
@@ -751,7 +756,8 @@ static int check_params(const mrp_conn_params *p)
 		return 0;
 	if (!p->rto_min_ns || p->rto_min_ns > p->rto_max_ns || !p->rto_init_ns)
 		return 0;
-	if (!p->burst_pkts || !p->ack_every || !p->msg_window || !p->suspect_rtos)
+	if (!p->burst_pkts || !p->ack_every || !p->msg_window || !p->suspect_rtos ||
+	    !p->peer_timeout_ns)
 		return 0;
 	return 1;
 }
@@ -799,6 +805,7 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
 		}
 	}
 	c->last_open_ns = now_ns;
+	c->last_rx_ns = now_ns;
 	*pconn = c;
 	return 0;
 }
@@ -950,10 +957,7 @@ static int sending(const mrp_conn *c)
 
 static uint64_t sends_outstanding(const mrp_conn *c)
 {
-	uint64_t n = 0;
-	for (uint32_t i = 0; i < c->nstreams; i++)
-		n += c->streams[i].outstanding;
-	return n;
+	return c->tx_outstanding;
 }
 
 /*
@@ -1577,6 +1581,7 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		c->st.drops_range++;
 		return MRP_ERR_RANGE;
 	}
+	c->last_rx_ns = now_ns;
 	int rv = 0;
 	if (h->opcode == MRP_OP_RESET) {
 		if (c->state != CONN_CLOSED || c->close_pending == 1) {
@@ -1813,13 +1818,13 @@ static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 		k.hdr.flags = MRP_F_REPLY;
 	if (c->close_pending == 1) {
 		/* Resent until the reply comes, a few times at most. */
-		if (++c->close_tries > 5) {
+		if (++c->close_tries > 8) {
 			conn_flush(c, MRP_WC_FLUSHED);
 			c->state = CONN_CLOSED;
 			c->close_pending = 0;
 			return 0;
 		}
-		c->close_at = now + c->p.rto_init_ns;
+		c->close_at = now + (c->p.rto_init_ns << (c->close_tries - 1));
 	} else {
 		c->close_pending = 0;
 	}
@@ -2178,6 +2183,8 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 		t = min64(t, m->rnr_until);
 	if (c->pace_blocked)
 		t = min64(t, c->pace_at);
+	if (sending(c) && sends_outstanding(c))
+		t = min64(t, c->last_rx_ns + c->p.peer_timeout_ns);
 	t = min64(t, c->plane_wait_at);
 	return t;
 }
@@ -2250,6 +2257,19 @@ void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 				if (SEG_STATE(m->segs[s]) == SEG_PENDING)
 					rq_push(c, m, s);
 		}
+	}
+	/* Work outstanding and the peer silent for peer_timeout_ns: give up
+	 * (paths that keep failing re-port and probe forever, and a segment
+	 * waiting for a live path never reaches its own retry limit). */
+	if (sending(c) && now - c->last_rx_ns >= c->p.peer_timeout_ns && sends_outstanding(c)) {
+		for (uint32_t i = 0; i < c->nstreams; i++) {
+			txmsg *m = c->streams[i].head;
+			if (m && !m->done) {
+				m->status = MRP_WC_RETRY_EXC;
+				m->done = 1;
+			}
+		}
+		c->pending_fail = 1;
 	}
 	if (c->pending_fail)
 		conn_fail(c);
@@ -2415,7 +2435,7 @@ static int fail(char *err, size_t errlen, const char *what)
 
 int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 {
-	uint64_t total = 0;
+	uint64_t total = 0, nmsgs = 0;
 	uint64_t minw = (uint64_t)c->p.cc.min_cwnd_pkts * c->p.mtu;
 	uint64_t maxw = (uint64_t)c->p.cc.max_cwnd_pkts * c->p.mtu;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
@@ -2456,7 +2476,10 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 		}
 		if (n != c->streams[i].outstanding)
 			return fail(err, errlen, "stream outstanding count disagrees with its queue");
+		nmsgs += n;
 	}
+	if (nmsgs != c->tx_outstanding)
+		return fail(err, errlen, "connection outstanding count disagrees with its streams");
 	if (c->cq_len > c->cq_cap)
 		return fail(err, errlen, "completion queue overflow");
 	return 0;

@@ -142,6 +142,8 @@ typedef struct mrp_conn_params {
 	uint32_t suspect_rtos;   /* consecutive RTOs that fail a path (default 3) */
 	uint64_t probe_idle_ns;  /* probe a path idle this long (default 1 s; 0 = never) */
 	uint32_t msg_window;     /* outstanding messages per stream (default 1024) */
+	uint64_t peer_timeout_ns; /* with work outstanding and nothing heard from the
+				   * peer this long, the connection fails (default 2 s) */
 	mrp_rh *rh;              /* receiver's rate-hint allocator, or NULL */
 	uint64_t plane_rate_bps[MRP_MAX_PLANES]; /* local link rate of each plane:
 						  * the plane is paced to it (0 = not paced) */

@@ -814,6 +814,51 @@ static void test_close_abort(void **state)
 	net_free(&n);
 }
 
+/* A peer that goes silent for good (it crashed: every packet to it and from
+ * it is lost): the outstanding work fails (RETRY_EXC, the rest FLUSHED)
+ * within peer_timeout_ns instead of being retried forever. */
+static int silent;
+static int silent_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			 uint64_t *delay, int *ce)
+{
+	if (silent)
+		return 0;
+	return default_policy(n, from, ti, pkt, delay, ce);
+}
+
+static void test_peer_silent_fails(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.policy = silent_policy;
+	silent = 0;
+	static uint8_t src[1 << 20];
+	for (int i = 0; i < 4; i++) {
+		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = MRP_WR_WRITE, .stream = (uint16_t)(i % 2),
+			      .local = src, .len = sizeof(src), .remote_addr = b_addr(&n, 0),
+			      .rkey = n.mr[1].rkey };
+		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	}
+	net_run_until(&n, NULL, NULL, 20000); /* 20 us: under way */
+	silent = 1;
+	uint64_t t_silent = n.now;
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 4 };
+	assert_true(net_run_until(&n, have_cqes, &w, t_silent + 10000000000ull));
+	assert_true(n.now <= t_silent + 2000000000ull + 200000000ull); /* within the timeout */
+	int retry_exc = 0;
+	for (int i = 0; i < 4; i++) {
+		assert_true(log[0].e[i].status == MRP_WC_RETRY_EXC ||
+			    log[0].e[i].status == MRP_WC_FLUSHED);
+		retry_exc += log[0].e[i].status == MRP_WC_RETRY_EXC;
+	}
+	assert_true(retry_exc >= 1);
+	net_run_until(&n, NULL, NULL, n.now + 1000000); /* its RESET goes out */
+	assert_true(mrp_conn_is_closed(n.c[0]));
+	net_free(&n);
+}
+
 /* Many streams: 1,024 streams each with one SEND, all complete. */
 static void test_many_streams(void **state)
 {
@@ -1189,6 +1234,7 @@ int main(void)
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_close_graceful),
 		cmocka_unit_test(test_close_abort),
+		cmocka_unit_test(test_peer_silent_fails),
 		cmocka_unit_test(test_many_streams),
 		cmocka_unit_test(test_token_checked),
 		cmocka_unit_test(test_params_rejected),
