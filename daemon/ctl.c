@@ -17,6 +17,7 @@
 #include "log.h"
 #include "mrd.h"
 #include "perf.h"
+#include "planes.h"
 
 #ifndef MRD_VERSION_STRING
 #define MRD_VERSION_STRING "0.1.0"
@@ -310,6 +311,20 @@ static json_t *cmd_planes(mrd *d)
 		json_object_set_new(o, "tx_pkts", ju(pl->tx_pkts));
 		json_object_set_new(o, "tx_bytes", ju(pl->tx_bytes));
 		json_object_set_new(o, "bind_fails", ju(pl->bind_fails));
+		/* Link state from netlink (planes.c). */
+		json_object_set_new(o, "state", json_string(mrd_planes_state_name(d, i)));
+		const mrd_plane_state *ps = mrd_planes_get(d, i);
+		if (ps) {
+			json_object_set_new(o, "ifname", json_string(ps->ifname));
+			json_object_set_new(o, "ifindex", ju((uint64_t)(ps->ifindex > 0 ? ps->ifindex : 0)));
+			json_object_set_new(o, "link_speed_bps", ju(ps->speed_bps));
+			json_object_set_new(o, "link_speed_source", json_string(ps->speed_source));
+			json_object_set_new(o, "down_reason", json_string(ps->up ? "" : ps->reason));
+			json_object_set_new(o, "since_s", json_real(age_s(ps->changed_ns, uv_hrtime())));
+			json_object_set_new(o, "downs", ju(ps->downs));
+			json_object_set_new(o, "ups", ju(ps->ups));
+			json_object_set_new(o, "flaps", ju(ps->flaps));
+		}
 		json_array_append_new(a, o);
 	}
 	return a;

@@ -23,6 +23,7 @@
 
 #include "log.h"
 #include "mrd.h"
+#include "planes.h"
 
 #define MRD_STOP_GRACE_MS 3000
 #define MRD_STOP_POLL_MS 10
@@ -103,6 +104,7 @@ static void close_all(mrd *d)
 	mrd_dp_close(&d->dp);
 	mrd_timer_close(&d->timer, NULL);
 	mrd_notify_close(&d->notify);
+	mrd_planes_close(d);
 }
 
 static void on_stop_tick(uv_timer_t *t)
@@ -192,6 +194,7 @@ static int start(mrd *d)
 		return rv;
 	mrd_notify_init(&d->notify, d->loop);
 	store_open(d);
+	mrd_planes_init(d); /* without netlink the planes are just not watched */
 	uv_timer_init(d->loop, &d->stop_timer);
 	d->stop_timer.data = d;
 	uv_signal_init(d->loop, &d->sig_term);

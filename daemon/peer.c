@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "mrd.h"
+#include "planes.h"
 
 #define HS_TRIES 10                   /* CONNECT transmissions (SPEC 9.3) */
 #define HS_FIRST_NS 1000000ull        /* first retransmission after 1 ms */
@@ -449,10 +450,29 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 		initp = maxp;
 	cp.max_paths = (uint16_t)maxp;
 	cp.initial_paths = (uint16_t)initp;
+	/* Engine plane i is our plane pairs[i].lplane: pace each to its link
+	 * speed (configured or the kernel's, planes.c) and cap the connection
+	 * at their sum when every one is known. */
+	uint64_t sum = 0;
+	int all = 1;
+	for (unsigned i = 0; i < c->npairs; i++) {
+		uint64_t r = mrd_planes_speed(d, c->pairs[i].lplane);
+		cp.plane_rate_bps[i] = r;
+		sum += r;
+		all &= r != 0;
+	}
+	if (!cp.cc.line_rate_bps && all)
+		cp.cc.line_rate_bps = sum;
 	mrp_mr_ops mr = {.resolve = mr_resolve, .ud = c};
 	int rv = mrp_conn_new(&c->eng, &cp, &d->peers.mem, &d->peers.rng, &mr, now);
-	if (rv < 0)
+	if (rv < 0) {
 		mrd_warn("conn %08x: engine: %s", c->local_id, mrp_strerror(rv));
+		return rv;
+	}
+	/* A plane that is down now carries nothing until it comes back. */
+	for (unsigned i = 0; i < c->npairs; i++)
+		if (!mrd_planes_up(d, c->pairs[i].lplane))
+			mrp_conn_plane_event(c->eng, i, MRP_PLANE_DOWN, now);
 	return rv;
 }
 
@@ -1091,6 +1111,21 @@ void mrd_peers_close_all(mrd *d)
 	for (mrd_conn *c = d->peers.all; c; c = c->next)
 		if (c->state != MRD_CONN_ENDED)
 			mrd_conn_close(c, 0);
+	mrd_peer_run(d);
+}
+
+void mrd_peers_plane_event(mrd *d, unsigned plane, int event)
+{
+	uint64_t now = uv_hrtime();
+	for (mrd_conn *c = d->peers.all; c; c = c->next) {
+		if (!c->eng || c->state == MRD_CONN_ENDED)
+			continue;
+		for (unsigned i = 0; i < c->npairs; i++)
+			if (c->pairs[i].lplane == plane) {
+				mrp_conn_plane_event(c->eng, i, event, now);
+				mrd_conn_touch(c);
+			}
+	}
 	mrd_peer_run(d);
 }
 

@@ -180,6 +180,11 @@ mrd_conn *mrd_conn_find(mrd *d, uint32_t local_id);
 /* SIGTERM: close every connection gracefully. */
 void mrd_peers_close_all(mrd *d);
 
+/* A plane changed state (planes.c): give every connection with a path pair
+ * on our plane `plane` the engine event (MRP_PLANE_DOWN, MRP_PLANE_UP, ...)
+ * and run them. */
+void mrd_peers_plane_event(mrd *d, unsigned plane, int event);
+
 /* Connections not yet ENDED. */
 uint32_t mrd_peers_live(const mrd *d);
 

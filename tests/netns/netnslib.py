@@ -1,0 +1,233 @@
+"""Helpers of the network-namespace tests: the fabric (fabric.sh), a daemon
+in each namespace, link control, the daemons' logs and stores.
+
+A Fabric builds two namespaces of its own (names from the pid, so a fabric
+made by hand with `fabric.sh up` is left alone) and removes them on exit,
+also when the test fails or meson's timeout sends SIGTERM. It exits 77
+(skipped) with the reason when this host cannot build it: not root, no
+`ip netns`, namespaces refused (a restricted container).
+"""
+import ctypes
+import fcntl
+import os
+import re
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import mrtest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FABRIC = os.path.join(HERE, "fabric.sh")
+
+CLONE_NEWNET = 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+_IFREQ = "16sH22x"
+
+
+def wait_for(cond, timeout, step=0.01):
+    """cond() until it is true or timeout seconds passed; its last value."""
+    t = time.time() + timeout
+    while time.time() < t:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    return cond()
+
+
+class Fabric:
+    def __init__(self, tbf=None, extra_env=None):
+        self.ns = {"a": "mrt-a-%d" % os.getpid(), "b": "mrt-b-%d" % os.getpid()}
+        self.env = dict(os.environ, MR_NS_A=self.ns["a"], MR_NS_B=self.ns["b"])
+        self.daemon_env = dict(os.environ, **(extra_env or {}))
+        self.procs = {}
+        self.socks = {}
+        self.tmp = None
+        self._nssock = {}
+        if os.geteuid() != 0:
+            mrtest.skip("needs root (network namespaces and veth pairs)")
+        r = subprocess.run([FABRIC, "check"], env=self.env, capture_output=True, text=True)
+        if r.returncode == 77:
+            mrtest.skip(r.stderr.strip() or "fabric.sh check: cannot build the fabric")
+        if r.returncode != 0:
+            mrtest.fail("fabric.sh check: %s" % r.stderr.strip())
+        self.metarocd, self.ctl = mrtest.binaries()
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        r = subprocess.run([FABRIC, "up"] + (["--tbf", tbf] if tbf else []), env=self.env,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            self.cleanup()
+            mrtest.fail("fabric.sh up: %s" % r.stderr.strip())
+        self.tmp = tempfile.TemporaryDirectory(prefix="mrd-netns-")
+
+    # ---- life cycle ---------------------------------------------------------
+
+    def _on_signal(self, signum, frame):
+        # meson's timeout sends SIGTERM: leave no namespace, daemon or file.
+        self.close()
+        os._exit(1)
+
+    def cleanup(self):
+        for s in self._nssock.values():
+            s.close()
+        self._nssock = {}
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        subprocess.run([FABRIC, "down"], env=self.env, check=False)
+
+    def close(self):
+        self.cleanup()
+        if self.tmp is not None:
+            self.tmp.cleanup()
+            self.tmp = None
+
+    def dump_logs(self):
+        for name in sorted(self.procs):
+            path = self.path(name + ".log")
+            if os.path.exists(path):
+                with open(path) as f:
+                    sys.stdout.write("---- %s log ----\n%s\n" % (name, f.read()[-6000:]))
+
+    def check(self, cond, msg):
+        if not cond:
+            self.dump_logs()
+            self.close()
+            mrtest.fail(msg)
+        print("ok:", msg)
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    # ---- daemons ------------------------------------------------------------
+
+    def start(self, name, extra_env=None):
+        """metarocd in namespace `name` ("a" = host 1, "b" = host 2): plane0
+        found by its address, plane1 by its interface. A daemon started
+        again keeps its database and appends to its log."""
+        host = 1 if name == "a" else 2
+        conf = self.path(name + ".yaml")
+        self.socks[name] = self.path(name + ".sock")
+        with open(conf, "w") as f:
+            f.write("service:\n  port: 19791\n  control_socket: %s\n  control_group: \"\"\n"
+                    "  state_db: %s\n  log_level: info\nplanes:\n"
+                    "  - name: plane0\n    address: \"10.200.0.%d\"\n"
+                    "  - name: plane1\n    interface: veth-%s1\n    address: \"10.201.0.%d\"\n"
+                    % (self.socks[name], self.path(name + ".db"), host, name, host))
+        log = open(self.path(name + ".log"), "a")
+        # `ip netns exec` execs the daemon: the pid is the daemon's.
+        p = subprocess.Popen(["ip", "netns", "exec", self.ns[name], self.metarocd, "-c", conf],
+                             stdout=log, stderr=log,
+                             env=dict(self.daemon_env, **(extra_env or {})))
+        self.procs[name] = p
+        t = time.time() + 20
+        while True:
+            if p.poll() is not None:
+                self.check(False, "%s exited with %s at start" % (name, p.returncode))
+            try:
+                if mrtest.request(self.socks[name], "status", None, 5).get("ok"):
+                    return
+            except OSError:
+                pass
+            if time.time() > t:
+                self.check(False, "%s ready within 20 s" % name)
+            time.sleep(0.05)
+
+    def stop(self, name):
+        p = self.procs[name]
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(15)
+        except subprocess.TimeoutExpired:
+            rc = None
+        self.check(rc == 0, "%s stopped cleanly (exit %s)" % (name, rc))
+
+    def req(self, name, cmd, args=None, timeout=30):
+        r = mrtest.request(self.socks[name], cmd, args, timeout)
+        if not r.get("ok"):
+            self.check(False, "%s %s: %s" % (name, cmd, r))
+        return r["result"]
+
+    def planes(self, name):
+        return {p["name"]: p for p in self.req(name, "show planes")}
+
+    def plane_tx(self, name, plane):
+        """tx packets of every path on `plane` of daemon `name` (all conns)."""
+        return sum(p["tx_pkts"] for p in self.req(name, "show paths")
+                   if p.get("plane_name") == plane)
+
+    def log_time(self, name, pattern, after):
+        """CLOCK_MONOTONIC time (the log's clock) of the first line of the
+        daemon's log at or after `after` that matches pattern; None."""
+        with open(self.path(name + ".log")) as f:
+            for line in f:
+                m = re.match(r"\[\s*(\d+\.\d+)\] metarocd \S+\s+(.*)", line)
+                if m and float(m.group(1)) >= after - 0.001 and re.search(pattern, m.group(2)):
+                    return float(m.group(1))
+        return None
+
+    def events(self, name, kind, plane=None):
+        """(ts, plane, detail) of the store's events of that kind."""
+        db = sqlite3.connect(self.path(name + ".db"), timeout=5)
+        try:
+            rows = db.execute("SELECT ts, plane, detail FROM events WHERE kind = ? "
+                              "ORDER BY ts", (kind,)).fetchall()
+        finally:
+            db.close()
+        return [r for r in rows if plane is None or r[1] == plane]
+
+    # ---- links --------------------------------------------------------------
+
+    def _sock(self, name):
+        """An AF_INET socket in the namespace (setns for this thread, and
+        back), for SIOCSIFFLAGS without starting a process; None if setns
+        is unavailable."""
+        if name in self._nssock:
+            return self._nssock[name]
+        libc = ctypes.CDLL(None, use_errno=True)
+        me = os.open("/proc/self/ns/net", os.O_RDONLY)
+        tgt = os.open("/run/netns/" + self.ns[name], os.O_RDONLY)
+        s = None
+        try:
+            if libc.setns(tgt, CLONE_NEWNET) == 0:
+                try:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                finally:
+                    if libc.setns(me, CLONE_NEWNET) != 0:
+                        os._exit(3)  # cannot get home: do not run on elsewhere
+        finally:
+            os.close(me)
+            os.close(tgt)
+        self._nssock[name] = s
+        return s
+
+    def link_set(self, name, ifname, up):
+        """`ip link set dev IFNAME up|down` in namespace `name`. Returns the
+        CLOCK_MONOTONIC time just before the kernel was asked."""
+        s = self._sock(name)
+        if s is not None:
+            ifr = struct.pack(_IFREQ, ifname.encode(), 0)
+            flags = struct.unpack(_IFREQ, fcntl.ioctl(s, SIOCGIFFLAGS, ifr))[1]
+            flags = (flags | IFF_UP) if up else (flags & ~IFF_UP & 0xffff)
+            t0 = time.monotonic()
+            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack(_IFREQ, ifname.encode(), flags))
+            return t0
+        t0 = time.monotonic()
+        self.ip(name, "link", "set", "dev", ifname, "up" if up else "down")
+        return t0
+
+    def ip(self, name, *args):
+        subprocess.run(["ip", "-n", self.ns[name]] + list(args), check=True)
+
+    def ip_batch(self, name, lines):
+        """Many ip commands in one process (a burst of netlink events)."""
+        subprocess.run(["ip", "-n", self.ns[name], "-force", "-batch", "-"],
+                       input="\n".join(lines) + "\n", text=True, check=True)
