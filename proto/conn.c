@@ -156,6 +156,15 @@ typedef struct rqent {
 	uint32_t seg;
 } rqent;
 
+/* A few freed records of one size kept for reuse: a stream of small
+ * messages then costs no allocator call per message. */
+typedef struct objcache {
+	void *head;
+	uint32_t n;
+} objcache;
+
+#define OBJCACHE_MAX 32
+
 struct mrp_conn {
 	mrp_conn_params p;
 	mrp_mem mem;
@@ -210,6 +219,7 @@ struct mrp_conn {
 	uint32_t ctl_rr;        /* round robin over paths for ACKs */
 	uint64_t last_rx_ns;    /* last valid packet from the peer */
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
+	objcache tx1, rx1, recv;  /* freed one-packet messages and receives */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
 	mrp_conn_stats st;
 };
@@ -376,12 +386,79 @@ static stream *get_stream(mrp_conn *c, uint16_t id)
 	return &c->streams[id];
 }
 
+/* ---- record caches ------------------------------------------------------- */
+
+static void *cache_get(mrp_conn *c, objcache *oc, size_t size)
+{
+	void *p = oc->head;
+	if (!p)
+		return mrp_calloc(&c->mem, 1, size);
+	oc->head = *(void **)p;
+	oc->n--;
+	memset(p, 0, size);
+	return p;
+}
+
+static void cache_put(mrp_conn *c, objcache *oc, void *p)
+{
+	if (oc->n >= OBJCACHE_MAX) {
+		mrp_free(&c->mem, p);
+		return;
+	}
+	*(void **)p = oc->head;
+	oc->head = p;
+	oc->n++;
+}
+
+static void cache_drain(mrp_conn *c, objcache *oc)
+{
+	while (oc->head) {
+		void *p = oc->head;
+		oc->head = *(void **)p;
+		mrp_free(&c->mem, p);
+	}
+	oc->n = 0;
+}
+
+/* One-packet messages (the common small case) and rxmsgs with a one-byte
+ * segment map come from and go back to the caches; larger ones are
+ * allocated and freed as they come. */
+static txmsg *txmsg_alloc(mrp_conn *c, uint32_t npkts)
+{
+	if (npkts == 1)
+		return cache_get(c, &c->tx1, sizeof(txmsg) + 1);
+	return mrp_calloc(&c->mem, 1, sizeof(txmsg) + npkts);
+}
+
+static void txmsg_release(mrp_conn *c, txmsg *m)
+{
+	if (m->npkts == 1)
+		cache_put(c, &c->tx1, m);
+	else
+		mrp_free(&c->mem, m);
+}
+
+static rxmsg *rxmsg_alloc(mrp_conn *c, uint32_t npkts)
+{
+	if (npkts <= 8)
+		return cache_get(c, &c->rx1, sizeof(rxmsg) + 1);
+	return mrp_calloc(&c->mem, 1, sizeof(rxmsg) + (npkts + 7) / 8);
+}
+
+static void rxmsg_release(mrp_conn *c, rxmsg *r)
+{
+	if (r->npkts <= 8)
+		cache_put(c, &c->rx1, r);
+	else
+		mrp_free(&c->mem, r);
+}
+
 /* ---- send-side messages ----------------------------------------------- */
 
 static void txmsg_put(mrp_conn *c, txmsg *m)
 {
 	if (m->refs == 0 && m->detached)
-		mrp_free(&c->mem, m);
+		txmsg_release(c, m);
 }
 
 static void txmsg_unref(mrp_conn *c, txmsg *m)
@@ -454,7 +531,7 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	if (s->outstanding >= c->p.msg_window)
 		return MRP_ERR_FULL;
 	uint32_t npkts = wr->len ? (wr->len + c->p.mtu - 1) / c->p.mtu : 1;
-	txmsg *m = mrp_calloc(&c->mem, 1, sizeof(*m) + npkts);
+	txmsg *m = txmsg_alloc(c, npkts);
 	if (!m)
 		return MRP_ERR_NOMEM;
 	m->wr_id = wr->wr_id;
@@ -498,7 +575,7 @@ int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
 	stream *s = get_stream(c, sid);
 	if (!s)
 		return sid >= c->p.max_streams ? MRP_ERR_INVAL : MRP_ERR_NOMEM;
-	rxrecv *r = mrp_calloc(&c->mem, 1, sizeof(*r));
+	rxrecv *r = cache_get(c, &c->recv, sizeof(*r));
 	if (!r)
 		return MRP_ERR_NOMEM;
 	r->wr_id = wr_id;
@@ -816,7 +893,7 @@ static void free_rxmsgs(mrp_conn *c)
 		rxmsg *r = c->rxh[i];
 		while (r) {
 			rxmsg *n = r->hnext;
-			mrp_free(&c->mem, r);
+			rxmsg_release(c, r);
 			r = n;
 		}
 		c->rxh[i] = NULL;
@@ -852,15 +929,18 @@ void mrp_conn_del(mrp_conn *c)
 		stream *s = &c->streams[i];
 		for (txmsg *m = s->head, *n; m; m = n) {
 			n = m->snext;
-			mrp_free(&c->mem, m);
+			txmsg_release(c, m);
 		}
 		for (rxrecv *r = s->rq_head, *n; r; r = n) {
 			n = r->next;
-			mrp_free(&c->mem, r);
+			cache_put(c, &c->recv, r);
 		}
 	}
 	mrp_free(&c->mem, c->streams);
 	free_rxmsgs(c);
+	cache_drain(c, &c->tx1);
+	cache_drain(c, &c->rx1);
+	cache_drain(c, &c->recv);
 	mrp_free(&c->mem, c->rxh);
 	mrp_free(&c->mem, c->cq);
 	if (c->p.rh && c->rh_slot != UINT32_MAX)
@@ -929,7 +1009,7 @@ static void conn_flush(mrp_conn *c, int status)
 			if (cq_push(&*c, &e) < 0)
 				break;
 			s->rq_head = r->next;
-			mrp_free(&c->mem, r);
+			cache_put(c, &c->recv, r);
 		}
 		if (!s->rq_head)
 			s->rq_tail = NULL;
@@ -1094,11 +1174,11 @@ static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 			if (!s->rq_head)
 				s->rq_tail = NULL;
 			s->consumed++;
-			mrp_free(&c->mem, rv);
+			cache_put(c, &c->recv, rv);
 		}
 		*pp = r->hnext;
 		c->rxh_len--;
-		mrp_free(&c->mem, r);
+		rxmsg_release(c, r);
 		s->complete_msn++;
 	}
 }
@@ -1158,7 +1238,7 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 			if (rv->claimed)
 				return MRP_NAK_MALFORMED; /* two messages name one receive */
 		}
-		r = mrp_calloc(&c->mem, 1, sizeof(*r) + (npkts + 7) / 8);
+		r = rxmsg_alloc(c, npkts);
 		if (!r) {
 			*pfatal = 0;
 			return MRP_NAK_RNR;
@@ -1172,7 +1252,7 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		r->recv_idx = d->recv_idx;
 		r->recv = rv;
 		if (rxh_insert(c, r) < 0) {
-			mrp_free(&c->mem, r);
+			rxmsg_release(c, r);
 			*pfatal = 0;
 			return MRP_NAK_RNR;
 		}
