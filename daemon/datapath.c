@@ -209,6 +209,13 @@ int mrd_dp_init(mrd_dp *dp, mrd *d)
 	dp->gro = !(e && *e == '1');
 	e = getenv("MRD_NO_HOST_ECN");
 	dp->host_ecn = !(e && *e == '1');
+	e = getenv("MRD_BUSY_POLL_US");
+	uint64_t busy_us = e && *e ? strtoull(e, NULL, 10) : 0;
+	dp->busy_ns = (busy_us < 1000000 ? busy_us : 1000000) * 1000u;
+	if (uv_idle_init(d->loop, &dp->spin) < 0)
+		return -ENOMEM;
+	dp->spin.data = dp;
+	dp->spin_init = 1;
 	dp->txbuf = malloc((size_t)MRD_DP_TXQ * MRD_DP_PKT_MAX);
 	dp->rxslot = 65536;
 	dp->rxbuf = malloc((size_t)RX_BATCH * dp->rxslot);
@@ -275,6 +282,10 @@ void mrd_dp_close(mrd_dp *dp)
 			sock_close(&pl->service, 0);
 	}
 	dp->nplanes = 0;
+	if (dp->spin_init) {
+		dp->spin_init = dp->spinning = 0;
+		uv_close((uv_handle_t *)&dp->spin, NULL);
+	}
 	free(dp->txbuf);
 	free(dp->rxbuf);
 	dp->txbuf = dp->rxbuf = NULL;
@@ -509,6 +520,8 @@ static void sock_read(mrd_sock *s, int rounds)
 		dp->rx_calls++;
 		if (r <= 0)
 			break;
+		if (dp->busy_ns)
+			mrd_dp_busy(dp, uv_hrtime());
 		/* On loopback (or whenever this host, not the network, is the
 		 * bottleneck) no switch marks ECN: the queue builds in our own
 		 * socket buffer, RTTs grow by milliseconds and the sender's
@@ -584,6 +597,36 @@ static void on_readable(uv_poll_t *h, int status, int events)
 		mrd_peer_run(s->plane->d);
 		if (s->plane->rx_pkts == before)
 			break;
+	}
+}
+
+/* One round of busy polling: read what has arrived, run what is due. */
+static void on_spin(uv_idle_t *h)
+{
+	mrd_dp *dp = h->data;
+	mrd *d = dp->d;
+	for (unsigned i = 0; i < dp->nplanes; i++)
+		if (dp->planes[i].service.polling) {
+			uint64_t b = dp->planes[i].rx_pkts;
+			sock_read(&dp->planes[i].service, 1);
+			if (dp->planes[i].rx_pkts != b)
+				mrd_peer_run(d);
+		}
+	/* The timerfd stays armed: its late expiry finds nothing due. */
+	if (mrd_timer_next(&d->timer) <= uv_hrtime())
+		d->timer.cb(&d->timer);
+	if (uv_hrtime() >= dp->spin_until) {
+		uv_idle_stop(&dp->spin);
+		dp->spinning = 0;
+	}
+}
+
+void mrd_dp_busy(mrd_dp *dp, uint64_t now)
+{
+	dp->spin_until = now + dp->busy_ns;
+	if (!dp->spinning && dp->spin_init) {
+		dp->spinning = 1;
+		uv_idle_start(&dp->spin, on_spin);
 	}
 }
 

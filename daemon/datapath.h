@@ -27,7 +27,7 @@
  * (UDP_SEGMENT cmsg, an iovec per packet) and sends all of them with one
  * sendmmsg(). MRD_NO_GSO=1 / MRD_NO_GRO=1 in the environment turn either
  * off (for measurements); GSO is also turned off by itself if the kernel
- * refuses it.
+ * refuses it. MRD_BUSY_POLL_US: see mrd_dp_busy().
  */
 #ifndef MRD_DATAPATH_H
 #define MRD_DATAPATH_H
@@ -97,6 +97,11 @@ typedef struct mrd_dp {
 	/* counters */
 	uint64_t tx_calls, tx_gso_msgs, tx_dropped, tx_errors, rx_calls, rx_gro_segs;
 	uint64_t rx_host_ce; /* receive batches marked CE for a deep socket queue */
+	/* busy polling (mrd_dp_busy) */
+	uv_idle_t spin;      /* active while spinning; data = this */
+	uint8_t spin_init, spinning;
+	uint64_t busy_ns;    /* keep polling this long after a datagram; 0 = off */
+	uint64_t spin_until;
 } mrd_dp;
 
 /* Open every plane's service socket. Returns 0 or -errno after logging the
@@ -128,6 +133,17 @@ void mrd_dp_send_now(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
  * (the timerfd and the sockets become readable in the same epoll round, in
  * no particular order). */
 void mrd_dp_drain(mrd_dp *dp);
+
+/* Busy polling, off by default: MRD_BUSY_POLL_US=N in the environment keeps
+ * the loop from sleeping for N microseconds after each datagram received:
+ * an idle handle polls the service sockets and runs the engine deadlines
+ * that are due, instead of waiting for a wake-up (a context switch costs
+ * tens of microseconds on a busy host, more than a loopback RTT). Measured
+ * on loopback (bench/README.md): with transport.burst_pkts 16 and
+ * ack_every_pkts 16, 30 us raised goodput and halved the RTOs; with the
+ * default bursts of 4 packets it lowered goodput (the pacing deadlines, met
+ * exactly, send 4 packets per system call). Called by the receive path. */
+void mrd_dp_busy(mrd_dp *dp, uint64_t now);
 
 /* Send everything queued. */
 void mrd_dp_flush(mrd_dp *dp);

@@ -9,6 +9,7 @@ pkgs=(
 	libcmocka-dev
 	clang libclang-rt-dev            # libFuzzer harness and sanitizers
 	iproute2 nftables                # network-namespace test beds
+	iperf3                           # bench_daemon: kernel TCP reference
 	systemd                          # systemd-analyze verify of the unit
 	python3
 )
