@@ -859,9 +859,12 @@ static int parse_path(ctx *x, const key *k, const char *s, void *field,
 		fits = snprintf(buf, sizeof(buf), "%s", s) < (int)sizeof(buf);
 	} else {
 		while (s[0] == '.' && s[1] == '/') {
-			s += 2;
-			while (*s == '/')
-				s++;
+			const char *t = s + 2;
+			while (*t == '/')
+				t++;
+			if (*t == '~')
+				break; /* keep "./": a leading '~' would mean $HOME */
+			s = t;
 		}
 		if (!*s)
 			s = ".";

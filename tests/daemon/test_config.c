@@ -1200,6 +1200,9 @@ static void test_dump(void **state)
 	roundtrip(P0 "service:\n  state_db: \"/tmp/it's a \\\"db\\\" #1: \\u00e9\\x85"
 		  "\\U0001f600\"\n  control_socket: \"-x\"\n  control_group: a-b\n");
 	roundtrip(P0 "service:\n  state_db: \"x~y\"\n  control_socket: null\n");
+	/* found by fuzz-config: "./~x" is a relative path; it must not come
+	 * back as "~x", which means nothing (only "~/" is supported) */
+	roundtrip(P0 "service:\n  control_socket: ./~metaroce/x.sock\n");
 	roundtrip("planes:\n  - {name: a, address: '::1'}\n"
 		  "  - {name: b, address: '::ffff:10.0.0.1'}\n"
 		  "  - {name: c, address: 'fe80::1', interface: eth0}\n");
