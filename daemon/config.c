@@ -220,10 +220,12 @@ void mrd_config_defaults(mrd_config *c)
 	c->msg_window = cp.msg_window;
 	/* A daemon pays for every wake-up (a context switch and a system call
 	 * batch): larger same-path bursts and fewer ACKs than the engine's
-	 * defaults (tuned for a NIC) halve the CPU per byte and doubled loopback
-	 * goodput (2.6 -> 5.1 Gbit/s, medians of interleaved runs). */
-	c->burst_pkts = 16;
-	c->ack_every_pkts = 16;
+	 * defaults (tuned for a NIC) cut the CPU per byte. Loopback perf,
+	 * medians of 3 (bench/bench_daemon.py, quiet host): 4/4 about 4 Gbit/s,
+	 * 16/16 9.1, 32/32 10.8-12.6 (0.54 of kernel TCP), 64/64 14.2; 32
+	 * keeps a path's burst at 128 KiB. */
+	c->burst_pkts = 32;
+	c->ack_every_pkts = 32;
 	c->retry_max = cp.retry_max;
 	c->rnr_retry_max = cp.rnr_retry_max;
 	c->suspect_rtos = cp.suspect_rtos;

@@ -109,8 +109,8 @@ static void test_defaults(void **state)
 	assert_int_equal(c.rnr_delay_ns, p.rnr_delay_ns);
 	assert_int_equal(c.max_streams, p.max_streams);
 	assert_int_equal(c.msg_window, p.msg_window);
-	assert_int_equal(c.burst_pkts, 16);  /* the daemon's own, not the engine's */
-	assert_int_equal(c.ack_every_pkts, 16);
+	assert_int_equal(c.burst_pkts, 32);  /* the daemon's own, not the engine's */
+	assert_int_equal(c.ack_every_pkts, 32);
 	assert_int_equal(c.retry_max, p.retry_max);
 	assert_int_equal(c.rnr_retry_max, p.rnr_retry_max);
 	assert_int_equal(c.suspect_rtos, p.suspect_rtos);
