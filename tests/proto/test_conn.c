@@ -129,6 +129,22 @@ static int default_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t
 	return 1;
 }
 
+/* Matching parameters for the two ends: connection ids 100 (A) and 101 (B),
+ * tokens 0x1111 and 0x1112, nplanes planes, idle probes every probe_idle_ns
+ * (0 = never). */
+static void pair_params(mrp_conn_params p[2], uint8_t nplanes, uint64_t probe_idle_ns)
+{
+	for (int i = 0; i < 2; i++) {
+		mrp_conn_params_default(&p[i]);
+		p[i].local_conn_id = 100 + i;
+		p[i].peer_conn_id = 101 - i;
+		p[i].local_token = 0x1111 + i;
+		p[i].peer_token = 0x1112 - i;
+		p[i].nplanes = nplanes;
+		p[i].probe_idle_ns = probe_idle_ns;
+	}
+}
+
 static void net_init(net *n, mrp_conn_params *pa, mrp_conn_params *pb)
 {
 	memset(n, 0, sizeof(*n));
@@ -149,14 +165,7 @@ static void net_init(net *n, mrp_conn_params *pa, mrp_conn_params *pb)
 		n->mr[i].access = MRP_ACCESS_REMOTE_WRITE | MRP_ACCESS_LOCAL_WRITE;
 	}
 	mrp_conn_params d[2];
-	for (int i = 0; i < 2; i++) {
-		mrp_conn_params_default(&d[i]);
-		d[i].local_conn_id = 100 + i;
-		d[i].peer_conn_id = 101 - i;
-		d[i].local_token = 0x1111 + i;
-		d[i].peer_token = 0x1112 - i;
-		d[i].probe_idle_ns = 0;
-	}
+	pair_params(d, 1, 0);
 	if (pa)
 		d[0] = *pa;
 	if (pb)
@@ -682,15 +691,7 @@ static void test_plane_down(void **state)
 {
 	(void)state;
 	mrp_conn_params p[2];
-	for (int i = 0; i < 2; i++) {
-		mrp_conn_params_default(&p[i]);
-		p[i].local_conn_id = 100 + i;
-		p[i].peer_conn_id = 101 - i;
-		p[i].local_token = 0x1111 + i;
-		p[i].peer_token = 0x1112 - i;
-		p[i].nplanes = 2;
-		p[i].probe_idle_ns = 0;
-	}
+	pair_params(p, 2, 0);
 	net n;
 	net_init(&n, &p[0], &p[1]);
 	n.policy = plane_policy;
@@ -1183,15 +1184,7 @@ static void test_steer_onto_down_plane(void **state)
 {
 	(void)state;
 	mrp_conn_params p[2];
-	for (int i = 0; i < 2; i++) {
-		mrp_conn_params_default(&p[i]);
-		p[i].local_conn_id = 100 + i;
-		p[i].peer_conn_id = 101 - i;
-		p[i].local_token = 0x1111 + i;
-		p[i].peer_token = 0x1112 - i;
-		p[i].nplanes = 2;
-		p[i].probe_idle_ns = 1000000;
-	}
+	pair_params(p, 2, 1000000);
 	net n;
 	net_init(&n, &p[0], &p[1]);
 	/* idle for 1 ms: every path is due a probe */
