@@ -2261,11 +2261,15 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 	}
 	for (const txmsg *m = c->rnr_list; m; m = m->rnext)
 		t = min64(t, m->rnr_until);
-	if (c->pace_blocked)
-		t = min64(t, c->pace_at);
-	if (sending(c) && sends_outstanding(c))
-		t = min64(t, c->last_rx_ns + c->p.peer_timeout_ns);
-	t = min64(t, c->plane_wait_at);
+	/* Pacing waits only matter while data may still be sent: a closing
+	 * connection that stopped while paced must not stay due forever. */
+	if (sending(c)) {
+		if (c->pace_blocked)
+			t = min64(t, c->pace_at);
+		t = min64(t, c->plane_wait_at);
+		if (sends_outstanding(c))
+			t = min64(t, c->last_rx_ns + c->p.peer_timeout_ns);
+	}
 	return t;
 }
 
