@@ -45,8 +45,15 @@ typedef struct mconn {
 	int dirty;         /* touched since its invariants were last checked */
 } mconn;
 
+typedef struct mh_opts {
+	uint64_t paths_per_plane, max_paths, msg_size, burst, ack_every, nic_queue;
+	uint64_t ack_delay_ns, rto_min_ns, rto_init_ns, rate_hints;
+	const char *cc;
+} mh_opts;
+
 struct mh {
 	sim *s;
+	mh_opts o;        /* transport.metaroce options, read once */
 	sim_host *h;
 	mconn **conns;
 	size_t nconns, cap;
@@ -63,11 +70,7 @@ static const char *const mh_options[] = {
 	"dump", NULL,
 };
 
-typedef struct mh_opts {
-	uint64_t paths_per_plane, max_paths, msg_size, burst, ack_every, nic_queue;
-	uint64_t ack_delay_ns, rto_min_ns, rto_init_ns, rate_hints;
-	const char *cc;
-} mh_opts;
+
 
 static int get_opts(sim *s, mh_opts *o)
 {
@@ -155,6 +158,7 @@ static void *mh_host_new(sim *s, sim_host *h)
 	mh *m = calloc(1, sizeof(*m));
 	if (!m)
 		return NULL;
+	m->o = o;
 	m->s = s;
 	m->h = h;
 	m->slots = calloc(4096, sizeof(*m->slots));
@@ -257,9 +261,7 @@ static uint32_t conn_id(const sim_flow *f, int sender)
 
 static mconn *conn_new(mh *m, sim_flow *f, int sender, uint64_t now)
 {
-	mh_opts o;
-	if (get_opts(m->s, &o) < 0)
-		return NULL;
+	const mh_opts o = m->o;
 	mconn *mc = calloc(1, sizeof(*mc));
 	if (!mc)
 		return NULL;
@@ -308,12 +310,6 @@ static mconn *conn_new(mh *m, sim_flow *f, int sender, uint64_t now)
 	return mc;
 }
 
-static uint64_t msg_size(mh *m)
-{
-	uint64_t v;
-	sim_opt_bytes(m->s, "msg_size", 1 << 20, &v);
-	return v;
-}
 
 static uint8_t flow_opcode(const sim_flow *f)
 {
@@ -331,7 +327,7 @@ static uint8_t flow_opcode(const sim_flow *f)
 static void post_more(mconn *mc, uint64_t now)
 {
 	sim_flow *f = mc->f;
-	uint64_t ms = msg_size(mc->host);
+	uint64_t ms = mc->host->o.msg_size;
 	while (mc->posted_bytes < f->bytes || (f->bytes == 0 && mc->next_wr == 0)) {
 		uint64_t len = f->bytes - mc->posted_bytes;
 		if (len > ms)
@@ -399,8 +395,7 @@ static void reap(mconn *mc, uint64_t now)
 static void pump(mconn *mc, uint64_t now)
 {
 	mh *m = mc->host;
-	uint64_t limit;
-	sim_opt_bytes(m->s, "nic_queue", 64 << 10, &limit);
+	uint64_t limit = m->o.nic_queue;
 	for (;;) {
 		mrp_tx_info ti;
 		ssize_t n = mrp_conn_write_pkt(mc->c, &ti, m->pkt, sizeof(m->pkt), now);
@@ -449,7 +444,7 @@ static int mh_flow_accept(void *hs, sim_flow *f, uint64_t now)
 		return MRP_ERR_NOMEM;
 	f->rx_ctx = mc;
 	if (f->op != SIM_OP_WRITE) {
-		uint64_t ms = msg_size(m);
+		uint64_t ms = m->o.msg_size;
 		for (uint32_t i = 0; i < mc->nmsgs; i++) {
 			uint64_t off = (uint64_t)i * ms;
 			uint64_t len = f->bytes - off < ms ? f->bytes - off : ms;
