@@ -75,12 +75,12 @@ struct txmsg {
 	uint8_t segs[];
 };
 
+/* A posted receive: an entry of its stream's receive ring. */
 struct rxrecv {
-	rxrecv *next;
 	uint64_t wr_id;
 	uint8_t *buf;
 	uint32_t len;
-	uint8_t claimed; /* an rxmsg points at it: freed only when that completes */
+	uint8_t claimed; /* an rxmsg names it (by recv_idx) */
 };
 
 struct rxmsg {
@@ -89,14 +89,18 @@ struct rxmsg {
 	uint16_t stream;
 	uint8_t opcode;
 	uint8_t status;   /* MRP_WC_* of a message that failed */
-	rxrecv *recv;     /* matched receive (SEND*, WRITE_IMM) */
 	uint8_t bits[];   /* segments placed */
 };
 
 /* Per-stream state: 56 bytes on LP64 (the issue allows 64). */
 typedef struct stream {
 	txmsg *head, *tail;   /* outstanding sends, MSN order */
-	rxrecv *rq_head, *rq_tail; /* posted receives not yet completed */
+	/* Posted receives not yet completed, a ring indexed by receive number:
+	 * receive k (consumed <= k < posted) is rq[k & (rq_cap - 1)]. One array
+	 * per stream, not a record per receive: posting and matching cost no
+	 * allocator call and walk contiguous memory. */
+	rxrecv *rq;
+	uint32_t rq_cap;      /* a power of two, or 0 */
 	uint32_t next_msn;    /* send: next MSN to assign */
 	uint32_t next_recv;   /* send: next recv_idx to assign */
 	uint32_t complete_msn; /* receive: next MSN to complete */
@@ -191,7 +195,7 @@ struct mrp_conn {
 	txmsg *sq_head, *sq_tail;
 	txmsg *rnr_list;
 	rqent *rq;               /* retransmission queue ring */
-	uint32_t rq_cap, rq_head, rq_len;
+	uint32_t rq_cap, rq_head, rq_len; /* rq_cap: 0 or a power of two */
 	uint64_t total_inflight;
 	uint64_t pace_at;
 
@@ -199,7 +203,7 @@ struct mrp_conn {
 	uint32_t rxh_cap, rxh_len;
 
 	mrp_cqe *cq;
-	uint32_t cq_cap, cq_head, cq_len;
+	uint32_t cq_cap, cq_head, cq_len; /* cq_cap: 0 or a power of two */
 
 	struct {
 		mrp_nak nak;
@@ -219,12 +223,21 @@ struct mrp_conn {
 	uint32_t ctl_rr;        /* round robin over paths for ACKs */
 	uint64_t last_rx_ns;    /* last valid packet from the peer */
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
-	objcache tx1, rx1, recv;  /* freed one-packet messages and receives */
+	objcache tx1, rx1;      /* freed one-packet messages */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
 	mrp_conn_stats st;
 };
 
 /* ---- small helpers ---------------------------------------------------- */
+
+/* A hint to start loading *p: used where the next record the engine will
+ * need is known one step ahead and was last touched long ago (work posted
+ * far ahead of the wire), so its cache miss overlaps other work. */
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
 
 static inline int32_t sdiff(uint32_t a, uint32_t b)
 {
@@ -341,13 +354,13 @@ static int cq_push(mrp_conn *c, const mrp_cqe *e)
 		if (!n)
 			return MRP_ERR_NOMEM;
 		for (uint32_t i = 0; i < c->cq_len; i++)
-			n[i] = c->cq[(c->cq_head + i) % c->cq_cap];
+			n[i] = c->cq[(c->cq_head + i) & (c->cq_cap - 1)];
 		mrp_free(&c->mem, c->cq);
 		c->cq = n;
 		c->cq_cap = ncap;
 		c->cq_head = 0;
 	}
-	c->cq[(c->cq_head + c->cq_len++) % c->cq_cap] = *e;
+	c->cq[(c->cq_head + c->cq_len++) & (c->cq_cap - 1)] = *e;
 	return 0;
 }
 
@@ -356,7 +369,7 @@ int mrp_conn_poll_cq(mrp_conn *c, mrp_cqe *out, int max)
 	int n = 0;
 	while (n < max && c->cq_len) {
 		out[n++] = c->cq[c->cq_head];
-		c->cq_head = (c->cq_head + 1) % c->cq_cap;
+		c->cq_head = (c->cq_head + 1) & (c->cq_cap - 1);
 		c->cq_len--;
 	}
 	return n;
@@ -486,6 +499,8 @@ static void stream_complete_tx(mrp_conn *c, stream *s)
 		s->head = m->snext;
 		if (!s->head)
 			s->tail = NULL;
+		else
+			PREFETCH(s->head);
 		s->outstanding--;
 		c->tx_outstanding--;
 		if (m->in_rnr) {
@@ -511,6 +526,8 @@ static void sq_remove_head(mrp_conn *c)
 	c->sq_head = m->qnext;
 	if (!c->sq_head)
 		c->sq_tail = NULL;
+	else
+		PREFETCH(c->sq_head);
 	m->qnext = NULL;
 }
 
@@ -530,7 +547,7 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 		return wr->stream >= c->p.max_streams ? MRP_ERR_INVAL : MRP_ERR_NOMEM;
 	if (s->outstanding >= c->p.msg_window)
 		return MRP_ERR_FULL;
-	uint32_t npkts = wr->len ? (wr->len + c->p.mtu - 1) / c->p.mtu : 1;
+	uint32_t npkts = wr->len > c->p.mtu ? (wr->len + c->p.mtu - 1) / c->p.mtu : 1;
 	txmsg *m = txmsg_alloc(c, npkts);
 	if (!m)
 		return MRP_ERR_NOMEM;
@@ -564,6 +581,39 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	return 0;
 }
 
+/* Receives kept when a stream's ring empties; a larger ring is freed then,
+ * so a burst of posted receives does not pin its memory for good. */
+#define RQ_KEEP 64
+
+static int rq_grow(mrp_conn *c, stream *s)
+{
+	uint32_t ncap = s->rq_cap ? s->rq_cap * 2 : 4;
+	if (!ncap)
+		return MRP_ERR_NOMEM; /* 2^31 receives posted: refuse, do not wrap */
+	rxrecv *n = mrp_calloc(&c->mem, ncap, sizeof(*n));
+	if (!n)
+		return MRP_ERR_NOMEM;
+	for (uint32_t k = s->consumed; k != s->posted; k++)
+		n[k & (ncap - 1)] = s->rq[k & (s->rq_cap - 1)];
+	mrp_free(&c->mem, s->rq);
+	s->rq = n;
+	s->rq_cap = ncap;
+	return 0;
+}
+
+/* The oldest posted receive has completed. */
+static void rq_consume(mrp_conn *c, stream *s)
+{
+	s->consumed++;
+	if (s->consumed != s->posted)
+		PREFETCH(&s->rq[s->consumed & (s->rq_cap - 1)]);
+	else if (s->rq_cap > RQ_KEEP) {
+		mrp_free(&c->mem, s->rq);
+		s->rq = NULL;
+		s->rq_cap = 0;
+	}
+}
+
 int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
 		       uint32_t len, uint64_t now_ns)
 {
@@ -575,17 +625,13 @@ int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
 	stream *s = get_stream(c, sid);
 	if (!s)
 		return sid >= c->p.max_streams ? MRP_ERR_INVAL : MRP_ERR_NOMEM;
-	rxrecv *r = cache_get(c, &c->recv, sizeof(*r));
-	if (!r)
+	if (s->posted - s->consumed == s->rq_cap && rq_grow(c, s) < 0)
 		return MRP_ERR_NOMEM;
+	rxrecv *r = &s->rq[s->posted & (s->rq_cap - 1)];
 	r->wr_id = wr_id;
 	r->buf = buf;
 	r->len = len;
-	if (s->rq_tail)
-		s->rq_tail->next = r;
-	else
-		s->rq_head = r;
-	s->rq_tail = r;
+	r->claimed = 0;
 	s->posted++;
 	return 0;
 }
@@ -600,13 +646,13 @@ static int rq_push(mrp_conn *c, txmsg *m, uint32_t seg)
 		if (!n)
 			return MRP_ERR_NOMEM;
 		for (uint32_t i = 0; i < c->rq_len; i++)
-			n[i] = c->rq[(c->rq_head + i) % c->rq_cap];
+			n[i] = c->rq[(c->rq_head + i) & (c->rq_cap - 1)];
 		mrp_free(&c->mem, c->rq);
 		c->rq = n;
 		c->rq_cap = ncap;
 		c->rq_head = 0;
 	}
-	c->rq[(c->rq_head + c->rq_len++) % c->rq_cap] = (rqent){ m, seg };
+	c->rq[(c->rq_head + c->rq_len++) & (c->rq_cap - 1)] = (rqent){ m, seg };
 	m->refs++;
 	return 0;
 }
@@ -923,7 +969,7 @@ void mrp_conn_del(mrp_conn *c)
 	}
 	mrp_free(&c->mem, c->paths);
 	for (uint32_t i = 0; i < c->rq_len; i++)
-		txmsg_unref(c, c->rq[(c->rq_head + i) % c->rq_cap].m);
+		txmsg_unref(c, c->rq[(c->rq_head + i) & (c->rq_cap - 1)].m);
 	mrp_free(&c->mem, c->rq);
 	for (uint32_t i = 0; i < c->nstreams; i++) {
 		stream *s = &c->streams[i];
@@ -931,16 +977,12 @@ void mrp_conn_del(mrp_conn *c)
 			n = m->snext;
 			txmsg_release(c, m);
 		}
-		for (rxrecv *r = s->rq_head, *n; r; r = n) {
-			n = r->next;
-			cache_put(c, &c->recv, r);
-		}
+		mrp_free(&c->mem, s->rq);
 	}
 	mrp_free(&c->mem, c->streams);
 	free_rxmsgs(c);
 	cache_drain(c, &c->tx1);
 	cache_drain(c, &c->rx1);
-	cache_drain(c, &c->recv);
 	mrp_free(&c->mem, c->rxh);
 	mrp_free(&c->mem, c->cq);
 	if (c->p.rh && c->rh_slot != UINT32_MAX)
@@ -978,7 +1020,7 @@ static void conn_flush(mrp_conn *c, int status)
 	c->total_inflight = 0;
 	while (c->rq_len) {
 		txmsg *m = c->rq[c->rq_head].m;
-		c->rq_head = (c->rq_head + 1) % c->rq_cap;
+		c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 		c->rq_len--;
 		txmsg_unref(c, m);
 	}
@@ -998,8 +1040,8 @@ static void conn_flush(mrp_conn *c, int status)
 			}
 		}
 		stream_complete_tx(c, s);
-		while (s->rq_head) {
-			rxrecv *r = s->rq_head;
+		while (s->consumed != s->posted) {
+			rxrecv *r = &s->rq[s->consumed & (s->rq_cap - 1)];
 			mrp_cqe e = {
 				.wr_id = r->wr_id,
 				.status = MRP_WC_FLUSHED,
@@ -1008,11 +1050,8 @@ static void conn_flush(mrp_conn *c, int status)
 			};
 			if (cq_push(&*c, &e) < 0)
 				break;
-			s->rq_head = r->next;
-			cache_put(c, &c->recv, r);
+			rq_consume(c, s);
 		}
-		if (!s->rq_head)
-			s->rq_tail = NULL;
 	}
 	free_rxmsgs(c);
 	c->ctl_dirty = 1; /* queued NAKs still go out, then CLOSE or RESET */
@@ -1146,18 +1185,18 @@ static int nak_to_status(int reason)
 /* Complete, in MSN order, the messages of stream sid that are whole. */
 static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 {
-	for (;;) {
+	while (c->rxh_len) {
 		rxmsg **pp = rxh_find(c, sid, s->complete_msn);
 		rxmsg *r = pp ? *pp : NULL;
 		if (!r || (r->nrecv < r->npkts && !r->status))
 			return;
 		if (r->opcode != MRP_OP_WRITE) {
-			rxrecv *rv = s->rq_head;
-			if (!rv || rv != r->recv || r->recv_idx != s->consumed) {
+			if (s->consumed == s->posted || r->recv_idx != s->consumed) {
 				/* The peer numbered its receives out of order. */
 				c->pending_fail = 1;
 				return;
 			}
+			rxrecv *rv = &s->rq[s->consumed & (s->rq_cap - 1)];
 			mrp_cqe e = {
 				.wr_id = rv->wr_id,
 				.status = r->status,
@@ -1170,11 +1209,7 @@ static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 			};
 			if (cq_push(c, &e) < 0)
 				return;
-			s->rq_head = rv->next;
-			if (!s->rq_head)
-				s->rq_tail = NULL;
-			s->consumed++;
-			cache_put(c, &c->recv, rv);
+			rq_consume(c, s);
 		}
 		*pp = r->hnext;
 		c->rxh_len--;
@@ -1184,6 +1219,69 @@ static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 }
 
 #define PLACE_OK 0
+#define PLACE_SLOW -1 /* not placed: take the general path */
+
+/*
+ * The common case: a message of one packet that is the next of its stream
+ * to complete, completed on arrival with no record to track it (the general
+ * path would allocate an rxmsg, hash it, find it again to complete it and
+ * free it). The caller checked npkts == 1, msn == complete_msn, no rxmsg for
+ * it yet and room in the completion queue. Returns PLACE_OK, a NAK reason
+ * (and *pfatal) as rx_place() would, or PLACE_SLOW, having changed nothing,
+ * for anything unusual: no matching receive, a receive another message
+ * claimed, a SEND larger than its receive.
+ */
+static int rx_place_next(mrp_conn *c, stream *s, const mrp_pkt *pkt, int consumes,
+			 int *pfatal)
+{
+	const mrp_data *d = &pkt->u.data;
+	uint8_t op = pkt->hdr.opcode;
+	rxrecv *rv = NULL;
+	if (consumes) {
+		if (d->recv_idx != s->consumed || s->consumed == s->posted)
+			return PLACE_SLOW;
+		rv = &s->rq[s->consumed & (s->rq_cap - 1)];
+		if (rv->claimed || ((op == MRP_OP_SEND || op == MRP_OP_SEND_IMM) &&
+				    d->msg_len > rv->len))
+			return PLACE_SLOW;
+	}
+	uint8_t status = MRP_WC_SUCCESS;
+	int nak = PLACE_OK;
+	if (op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM) {
+		nak = MRP_NAK_INVALID_RKEY;
+		uint8_t *base = c->mr.resolve(c->mr.ud, d->rkey, d->remote_addr, d->msg_len,
+					      MRP_ACCESS_REMOTE_WRITE, &nak);
+		if (!base) {
+			/* as the general path: the message completes in error */
+			if (nak < MRP_NAK_INVALID_RKEY || nak > MRP_NAK_ACCESS)
+				nak = MRP_NAK_INVALID_RKEY;
+			status = (uint8_t)nak_to_status(nak);
+		} else {
+			nak = PLACE_OK;
+			if (d->payload_len)
+				memcpy(base, d->payload, d->payload_len);
+		}
+	} else if (d->payload_len) {
+		memcpy(rv->buf, d->payload, d->payload_len);
+	}
+	if (consumes) {
+		mrp_cqe e = {
+			.wr_id = rv->wr_id,
+			.status = status,
+			.opcode = op == MRP_OP_WRITE_IMM ? MRP_WC_RECV_WRITE_IMM : MRP_WC_RECV,
+			.stream = d->stream_id,
+			.byte_len = status ? 0 : d->msg_len,
+			.imm = d->imm,
+			.has_imm = op != MRP_OP_SEND,
+		};
+		cq_push(c, &e); /* cannot fail: the caller checked for room */
+		rq_consume(c, s);
+	}
+	s->complete_msn++;
+	stream_complete_rx(c, s, d->stream_id); /* later messages already whole */
+	*pfatal = nak != PLACE_OK;
+	return nak;
+}
 
 /*
  * Place one data packet. Returns PLACE_OK (placed, or a harmless duplicate)
@@ -1213,15 +1311,28 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		*pfatal = 0;
 		return MRP_NAK_RNR; /* too far ahead to track now */
 	}
-	uint32_t npkts = d->msg_len ? (d->msg_len + mtu - 1) / mtu : 1;
-	uint32_t seg = d->offset / mtu;
+	/* (no division for a message of one packet: offset must be 0) */
+	uint32_t npkts = 1, seg = 0;
+	if (d->msg_len > mtu) {
+		npkts = (d->msg_len + mtu - 1) / mtu;
+		seg = d->offset / mtu;
+		if (d->offset % mtu)
+			return MRP_NAK_MALFORMED; /* not cut at the negotiated MTU */
+	} else if (d->offset) {
+		return MRP_NAK_MALFORMED;
+	}
 	uint32_t want = d->msg_len - d->offset < mtu ? d->msg_len - d->offset : mtu;
-	if (d->offset % mtu || d->payload_len != want)
-		return MRP_NAK_MALFORMED; /* not cut at the negotiated MTU */
+	if (d->payload_len != want)
+		return MRP_NAK_MALFORMED;
 	int consumes = op != MRP_OP_WRITE;
 
-	rxmsg **pp = rxh_find(c, d->stream_id, d->msn);
+	rxmsg **pp = c->rxh_len ? rxh_find(c, d->stream_id, d->msn) : NULL;
 	rxmsg *r = pp ? *pp : NULL;
+	if (!r && npkts == 1 && dm == 0 && c->cq_len < c->cq_cap) {
+		int rv = rx_place_next(c, s, pkt, consumes, pfatal);
+		if (rv != PLACE_SLOW)
+			return rv;
+	}
 	if (!r) {
 		rxrecv *rv = NULL;
 		if (consumes) {
@@ -1232,9 +1343,7 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 				*pfatal = 0;
 				return MRP_NAK_RNR;
 			}
-			rv = s->rq_head;
-			for (int32_t k = 0; k < ri; k++)
-				rv = rv->next;
+			rv = &s->rq[d->recv_idx & (s->rq_cap - 1)];
 			if (rv->claimed)
 				return MRP_NAK_MALFORMED; /* two messages name one receive */
 		}
@@ -1250,7 +1359,6 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		r->npkts = npkts;
 		r->imm = d->imm;
 		r->recv_idx = d->recv_idx;
-		r->recv = rv;
 		if (rxh_insert(c, r) < 0) {
 			rxmsg_release(c, r);
 			*pfatal = 0;
@@ -1286,7 +1394,7 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		}
 		dst = base + d->offset;
 	} else {
-		dst = r->recv->buf + d->offset;
+		dst = s->rq[r->recv_idx & (s->rq_cap - 1)].buf + d->offset;
 	}
 	if (d->payload_len)
 		memcpy(dst, d->payload, d->payload_len);
@@ -2120,7 +2228,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		rqent *r = &c->rq[c->rq_head];
 		if (r->m->done || r->m->in_rnr || SEG_STATE(r->m->segs[r->seg]) != SEG_PENDING) {
 			txmsg *dead = r->m;
-			c->rq_head = (c->rq_head + 1) % c->rq_cap;
+			c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 			c->rq_len--;
 			txmsg_unref(c, dead);
 			continue;
@@ -2174,7 +2282,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	c->burst_left--;
 	if (retx) {
 		/* The queue's reference moves to the scoreboard entry. */
-		c->rq_head = (c->rq_head + 1) % c->rq_cap;
+		c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 		c->rq_len--;
 		m->refs--;
 	} else if (++m->next_seg == m->npkts) {
