@@ -225,6 +225,12 @@ struct mrp_conn {
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
 	objcache tx1, rx1;      /* freed one-packet messages */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
+	/* mrp_conn_deadline()'s answer, kept until the next call that can
+	 * change it: every entry point that changes state clears dl_valid
+	 * (callers ask for the deadline after every batch; recomputing it is a
+	 * scan over the paths) */
+	uint8_t dl_valid;
+	uint64_t dl_at;
 	mrp_conn_stats st;
 };
 
@@ -377,12 +383,10 @@ int mrp_conn_poll_cq(mrp_conn *c, mrp_cqe *out, int max)
 
 /* ---- streams ---------------------------------------------------------- */
 
-static stream *get_stream(mrp_conn *c, uint16_t id)
+static stream *grow_streams(mrp_conn *c, uint16_t id)
 {
 	if (id >= c->p.max_streams)
 		return NULL;
-	if (id < c->nstreams)
-		return &c->streams[id];
 	uint32_t n = c->nstreams ? c->nstreams : 1;
 	while (n <= id)
 		n *= 2;
@@ -397,6 +401,15 @@ static stream *get_stream(mrp_conn *c, uint16_t id)
 	c->streams = s;
 	c->nstreams = n;
 	return &c->streams[id];
+}
+
+/* Stream id, allocating the table up to it; NULL beyond max_streams or
+ * without memory. */
+static inline stream *get_stream(mrp_conn *c, uint16_t id)
+{
+	if (id < c->nstreams) /* (nstreams <= max_streams) */
+		return &c->streams[id];
+	return grow_streams(c, id);
 }
 
 /* ---- record caches ------------------------------------------------------- */
@@ -534,6 +547,7 @@ static void sq_remove_head(mrp_conn *c)
 int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 {
 	(void)now_ns;
+	c->dl_valid = 0;
 	if (c->state != CONN_OPEN || c->peer_closing)
 		return MRP_ERR_STATE;
 	if (!wr || !mrp_op_is_data(wr->opcode) || wr->len > MRP_MSG_MAX ||
@@ -581,6 +595,14 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	return 0;
 }
 
+/* n * size bytes, not zeroed; NULL on overflow or failure. */
+static void *alloc_array(mrp_conn *c, size_t n, size_t size)
+{
+	if (size != 0 && n > SIZE_MAX / size)
+		return NULL;
+	return c->mem.alloc(c->mem.ud, n * size);
+}
+
 /* Receives kept when a stream's ring empties; a larger ring is freed then,
  * so a burst of posted receives does not pin its memory for good. */
 #define RQ_KEEP 64
@@ -590,7 +612,8 @@ static int rq_grow(mrp_conn *c, stream *s)
 	uint32_t ncap = s->rq_cap ? s->rq_cap * 2 : 4;
 	if (!ncap)
 		return MRP_ERR_NOMEM; /* 2^31 receives posted: refuse, do not wrap */
-	rxrecv *n = mrp_calloc(&c->mem, ncap, sizeof(*n));
+	/* (not zeroed: only the entries of posted receives are ever read) */
+	rxrecv *n = alloc_array(c, ncap, sizeof(*n));
 	if (!n)
 		return MRP_ERR_NOMEM;
 	for (uint32_t k = s->consumed; k != s->posted; k++)
@@ -618,6 +641,7 @@ int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
 		       uint32_t len, uint64_t now_ns)
 {
 	(void)now_ns;
+	c->dl_valid = 0;
 	if (c->state != CONN_OPEN || c->peer_closing)
 		return MRP_ERR_STATE;
 	if (len && !buf)
@@ -1105,6 +1129,7 @@ static void close_check(mrp_conn *c, uint64_t now)
 
 void mrp_conn_close(mrp_conn *c, int abort, uint64_t now_ns)
 {
+	c->dl_valid = 0;
 	if (c->state == CONN_CLOSED)
 		return;
 	if (abort) {
@@ -1753,6 +1778,7 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		      uint64_t now_ns)
 {
 	const mrp_hdr *h = &pkt->hdr;
+	c->dl_valid = 0;
 	if (h->dst_conn_id != c->p.local_conn_id)
 		return MRP_ERR_NOCONN;
 	int unknown_conn_nak = h->opcode == MRP_OP_NAK &&
@@ -2303,6 +2329,7 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 {
 	if (!c || !ti || !buf)
 		return MRP_ERR_INVAL;
+	c->dl_valid = 0;
 	if (buflen < (size_t)MRP_DATA_HDR_LEN + c->p.mtu)
 		return MRP_ERR_NOBUF;
 	memset(ti, 0, sizeof(*ti));
@@ -2346,7 +2373,7 @@ static uint64_t idle_probe_at(const mrp_conn *c, const path *pa)
 	return max64(pa->last_ack_ns, pa->last_tx_ns) + c->p.probe_idle_ns;
 }
 
-uint64_t mrp_conn_deadline(const mrp_conn *c)
+static uint64_t deadline_compute(const mrp_conn *c)
 {
 	if (c->ctl_dirty || c->nakq_len)
 		return 0;
@@ -2381,6 +2408,19 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 	return t;
 }
 
+uint64_t mrp_conn_deadline(const mrp_conn *c)
+{
+	if (!c->dl_valid) {
+		/* A cache behind a const interface: every mrp_conn comes from
+		 * mrp_conn_new(), never from a const definition, so the write
+		 * is well defined. */
+		mrp_conn *mc = (mrp_conn *)c;
+		mc->dl_at = deadline_compute(c);
+		mc->dl_valid = 1;
+	}
+	return c->dl_at;
+}
+
 static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 {
 	pa->rto_at = NEVER;
@@ -2410,6 +2450,7 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 
 void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 {
+	c->dl_valid = 0;
 	if (c->state != CONN_CLOSED) {
 		for (uint32_t i = 0; i < c->path_hi; i++) {
 			path *pa = c->paths[i];
@@ -2489,6 +2530,7 @@ static void path_set_disabled(mrp_conn *c, path *pa, uint8_t dis, uint64_t now)
 
 int mrp_conn_plane_event(mrp_conn *c, unsigned plane, int event, uint64_t now)
 {
+	c->dl_valid = 0;
 	if (plane >= c->p.nplanes)
 		return MRP_ERR_INVAL;
 	uint8_t flag;
@@ -2523,6 +2565,7 @@ static path *open_path(const mrp_conn *c, uint16_t id)
 
 int mrp_conn_path_disable(mrp_conn *c, uint16_t id, uint64_t now)
 {
+	c->dl_valid = 0;
 	path *pa = open_path(c, id);
 	if (!pa)
 		return MRP_ERR_NOENT;
@@ -2533,6 +2576,7 @@ int mrp_conn_path_disable(mrp_conn *c, uint16_t id, uint64_t now)
 
 int mrp_conn_path_enable(mrp_conn *c, uint16_t id, uint64_t now)
 {
+	c->dl_valid = 0;
 	path *pa = open_path(c, id);
 	if (!pa)
 		return MRP_ERR_NOENT;
@@ -2543,6 +2587,7 @@ int mrp_conn_path_enable(mrp_conn *c, uint16_t id, uint64_t now)
 
 int mrp_conn_path_steer(mrp_conn *c, uint16_t id, uint16_t sport, int plane, uint64_t now)
 {
+	c->dl_valid = 0;
 	path *pa = open_path(c, id);
 	if (!pa)
 		return MRP_ERR_NOENT;

@@ -88,8 +88,14 @@ void mrp_rxwin_to_ack(const mrp_rxwin *w, mrp_ack *ack)
 {
 	ack->acked_path_gen = w->gen;
 	ack->next_psn = w->next_psn;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* the map's bytes are the words' bytes in little-endian order */
+	_Static_assert(sizeof(ack->sack) == sizeof(w->bits), "SACK map size");
+	memcpy(ack->sack, w->bits, sizeof(ack->sack));
+#else
 	for (unsigned j = 0; j < MRP_SACK_BYTES; j++)
 		ack->sack[j] = (uint8_t)(w->bits[j / 8] >> ((j % 8) * 8));
+#endif
 	ack->ce_count = w->ce_count;
 	ack->rcv_count = w->rcv_count;
 }
