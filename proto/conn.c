@@ -373,10 +373,17 @@ static int cq_push(mrp_conn *c, const mrp_cqe *e)
 int mrp_conn_poll_cq(mrp_conn *c, mrp_cqe *out, int max)
 {
 	int n = 0;
+	/* in at most two runs: to the end of the ring, then from its start */
 	while (n < max && c->cq_len) {
-		out[n++] = c->cq[c->cq_head];
-		c->cq_head = (c->cq_head + 1) & (c->cq_cap - 1);
-		c->cq_len--;
+		uint32_t run = c->cq_cap - c->cq_head;
+		if (run > c->cq_len)
+			run = c->cq_len;
+		if (run > (uint32_t)(max - n))
+			run = (uint32_t)(max - n);
+		memcpy(out + n, c->cq + c->cq_head, run * sizeof(*out));
+		n += (int)run;
+		c->cq_head = (c->cq_head + run) & (c->cq_cap - 1);
+		c->cq_len -= run;
 	}
 	return n;
 }
@@ -722,7 +729,7 @@ static void recompute_qwnd(mrp_conn *c)
 	c->st.npaths_active = n;
 }
 
-static path *path_slot(mrp_conn *c, uint16_t id)
+static path *path_slot_new(mrp_conn *c, uint16_t id)
 {
 	if (id >= c->p.max_paths)
 		return NULL;
@@ -738,6 +745,15 @@ static path *path_slot(mrp_conn *c, uint16_t id)
 			c->path_hi = (uint32_t)id + 1;
 	}
 	return c->paths[id];
+}
+
+/* Path slot id, allocated if it is not yet; NULL beyond max_paths or
+ * without memory. */
+static inline path *path_slot(mrp_conn *c, uint16_t id)
+{
+	if (id < c->p.max_paths && c->paths[id])
+		return c->paths[id];
+	return path_slot_new(c, id);
 }
 
 /* Resolve one in-flight scoreboard entry as lost: queue its segment again. */
@@ -2175,9 +2191,11 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 	path *best = NULL;
 	uint64_t best_room = 0;
 	uint32_t n = c->path_hi;
-	uint32_t start = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
-	for (uint32_t k = 0; k < n; k++) {
-		path *pa = c->paths[(start + k) % n];
+	uint32_t i = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
+	for (uint32_t k = 0; k < n; k++, i++) {
+		if (i >= n) /* (no division: this runs for every burst) */
+			i = 0;
+		path *pa = c->paths[i];
 		uint64_t room = path_room(c, pa);
 		if (room >= bytes && room > best_room && !plane_paced(c, pa, now)) {
 			best = pa;

@@ -55,6 +55,15 @@ int mrp_rxwin_record(mrp_rxwin *w, uint32_t psn, int *pgap)
 	}
 	/* Serial-number distance from the highest PSN received (RFC 1982). */
 	int32_t d = (int32_t)(psn - (w->next_psn - 1));
+	if (d == 1) {
+		/* the next PSN, as nearly every arrival on a path: a one-place
+		 * shift, written out (the general shift is a loop) */
+		for (int i = NWORDS - 1; i > 0; i--)
+			w->bits[i] = w->bits[i] << 1 | w->bits[i - 1] >> 63;
+		w->bits[0] = w->bits[0] << 1 | 1;
+		w->next_psn = psn + 1;
+		return MRP_RXWIN_NEW;
+	}
 	if (d > 0) {
 		shift_older(w->bits, (uint32_t)d);
 		set_bit(w->bits, 0);
