@@ -225,12 +225,14 @@ struct mrp_conn {
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
 	objcache tx1, rx1;      /* freed one-packet messages */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
-	/* mrp_conn_deadline()'s answer, kept until the next call that can
-	 * change it: every entry point that changes state clears dl_valid
-	 * (callers ask for the deadline after every batch; recomputing it is a
-	 * scan over the paths) */
+	/* The timers' part of mrp_conn_deadline() (timers_compute()), kept
+	 * while valid: callers ask for the deadline after every batch, and
+	 * computing it is a scan over the paths. Every entry point that changes
+	 * state clears dl_valid, except mrp_conn_write_pkt(), which clears it
+	 * where it changes a timer (most packets it writes change none);
+	 * mrp_conn_check() verifies the cached value. */
 	uint8_t dl_valid;
-	uint64_t dl_at;
+	uint64_t dl_tmr;
 	mrp_conn_stats st;
 };
 
@@ -822,6 +824,7 @@ static int path_open(mrp_conn *c, uint16_t id, uint8_t plane, uint64_t now,
 	path *pa = path_slot(c, id);
 	if (!pa)
 		return MRP_ERR_NOMEM;
+	c->dl_valid = 0;
 	if (!pa->ring) {
 		pa->ring_cap = 16;
 		pa->ring = mrp_calloc(&c->mem, pa->ring_cap, sizeof(txent));
@@ -1958,7 +1961,10 @@ static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 {
 	path *via = ctl_route(c, pa->id, pa->rx_plane);
 	pa->rx_ack_now = 0;
-	pa->rx_ack_at = NEVER;
+	if (pa->rx_ack_at != NEVER) {
+		pa->rx_ack_at = NEVER;
+		c->dl_valid = 0;
+	}
 	pa->rx_pending = 0;
 	if (!via)
 		return 0;
@@ -2010,6 +2016,7 @@ static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	k.hdr.flags = MRP_F_ACK_REQ;
 	k.u.probe.probe_seq = ++pa->probe_seq;
 	k.u.probe.ts_ns = now;
+	c->dl_valid = 0;
 	pa->probe_at = NEVER;
 	pa->probe_pending = 1;
 	pa->probe_sent_ns = now;
@@ -2039,6 +2046,7 @@ static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bufl
 static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
 			   uint64_t now)
 {
+	c->dl_valid = 0;
 	path *via = ctl_route(c, 0, 0);
 	mrp_pkt k;
 	memset(&k, 0, sizeof(k));
@@ -2083,6 +2091,8 @@ static void bucket_take(uint64_t *at, uint64_t rate, uint32_t wire_bytes,
 static void pace_sent(mrp_conn *c, uint8_t plane, uint32_t bytes, uint64_t now)
 {
 	uint32_t wire = bytes + c->p.wire_overhead;
+	if (c->pace_blocked && c->cc.pacing_bps)
+		c->dl_valid = 0; /* the deadline waits for pace_at */
 	bucket_take(&c->pace_at, c->cc.pacing_bps, wire, c->p.burst_pkts, now);
 	bucket_take(&c->plane_pace_at[plane], c->p.plane_rate_bps[plane], wire,
 		    c->p.burst_pkts, now);
@@ -2133,6 +2143,8 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	e->state = ENT_INFLIGHT;
 	m->refs++;
 	m->segs[seg] = (uint8_t)((m->segs[seg] & ~3u) | SEG_INFLIGHT);
+	if (pa->snd_nxt == pa->snd_una)
+		c->dl_valid = 0; /* the path was idle: its idle probe is off now */
 	pa->snd_nxt++;
 	pa->cc.inflight += bytes;
 	c->total_inflight += bytes;
@@ -2145,8 +2157,10 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 		pa->retx_pkts++;
 		c->st.retx_pkts++;
 	}
-	if (pa->rto_at == NEVER || pa->probe_pending)
+	if (pa->rto_at == NEVER || pa->probe_pending) {
 		path_arm_timers(c, pa, now);
+		c->dl_valid = 0;
+	}
 	pace_sent(c, pa->plane, bytes, now);
 	fill_ti(ti, pa, 1);
 	return n + plen;
@@ -2179,8 +2193,10 @@ static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 	uint64_t at = c->plane_pace_at[pa->plane];
 	if (!c->p.plane_rate_bps[pa->plane] || at <= now)
 		return 0;
-	if (at < c->plane_wait_at)
+	if (at < c->plane_wait_at) {
 		c->plane_wait_at = at;
+		c->dl_valid = 0;
+	}
 	return 1;
 }
 
@@ -2259,11 +2275,22 @@ static int rnr_waiting(const txmsg *m, uint64_t now)
 static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
 			  uint64_t now)
 {
-	c->pace_blocked = 0;
-	c->plane_wait_at = NEVER;
+	/* (the deadline depends on both flags: dl_valid cleared on a change) */
+	uint8_t was_paced = c->pace_blocked;
+	if (c->plane_wait_at != NEVER) {
+		c->plane_wait_at = NEVER;
+		c->dl_valid = 0;
+	}
 	if (c->cc.pacing_bps && c->pace_at > now) {
-		c->pace_blocked = 1;
+		if (!was_paced) {
+			c->pace_blocked = 1;
+			c->dl_valid = 0;
+		}
 		return 0;
+	}
+	if (was_paced) {
+		c->pace_blocked = 0;
+		c->dl_valid = 0;
 	}
 	txmsg *m = NULL;
 	uint32_t seg = 0;
@@ -2322,7 +2349,10 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	ssize_t n = write_seg(c, pa, m, seg, retx, 0, ti, buf, buflen, now);
 	if (n <= 0)
 		return n;
-	c->plane_wait_at = NEVER;
+	if (c->plane_wait_at != NEVER) {
+		c->plane_wait_at = NEVER;
+		c->dl_valid = 0;
+	}
 	c->burst_left--;
 	if (retx) {
 		/* The queue's reference moves to the scoreboard entry. */
@@ -2347,7 +2377,6 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 {
 	if (!c || !ti || !buf)
 		return MRP_ERR_INVAL;
-	c->dl_valid = 0;
 	if (buflen < (size_t)MRP_DATA_HDR_LEN + c->p.mtu)
 		return MRP_ERR_NOBUF;
 	memset(ti, 0, sizeof(*ti));
@@ -2391,15 +2420,13 @@ static uint64_t idle_probe_at(const mrp_conn *c, const path *pa)
 	return max64(pa->last_ack_ns, pa->last_tx_ns) + c->p.probe_idle_ns;
 }
 
-static uint64_t deadline_compute(const mrp_conn *c)
+/* The earliest time a timer is due: paths, RNR waits, pacing, the peer's
+ * silence (none on a closed connection). */
+static uint64_t timers_compute(const mrp_conn *c)
 {
-	if (c->ctl_dirty || c->nakq_len)
-		return 0;
-	uint64_t t = NEVER;
-	if (c->close_pending)
-		t = c->close_pending == 1 ? c->close_at : 0;
 	if (c->state == CONN_CLOSED)
-		return t;
+		return NEVER;
+	uint64_t t = NEVER;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		const path *pa = c->paths[i];
 		if (!pa)
@@ -2426,17 +2453,27 @@ static uint64_t deadline_compute(const mrp_conn *c)
 	return t;
 }
 
-uint64_t mrp_conn_deadline(const mrp_conn *c)
+static uint64_t timers_at(const mrp_conn *c)
 {
 	if (!c->dl_valid) {
 		/* A cache behind a const interface: every mrp_conn comes from
 		 * mrp_conn_new(), never from a const definition, so the write
 		 * is well defined. */
 		mrp_conn *mc = (mrp_conn *)c;
-		mc->dl_at = deadline_compute(c);
+		mc->dl_tmr = timers_compute(c);
 		mc->dl_valid = 1;
 	}
-	return c->dl_at;
+	return c->dl_tmr;
+}
+
+uint64_t mrp_conn_deadline(const mrp_conn *c)
+{
+	if (c->ctl_dirty || c->nakq_len)
+		return 0; /* a control packet waits */
+	uint64_t t = timers_at(c);
+	if (c->close_pending)
+		t = min64(t, c->close_pending == 1 ? c->close_at : 0);
+	return t;
 }
 
 static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
@@ -2468,8 +2505,12 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 
 void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 {
+	/* Callers come whenever the deadline passed, and it is 0 while a
+	 * control packet waits: often no timer is due, and then the scan below
+	 * has nothing to do. */
+	int due = timers_at(c) <= now;
 	c->dl_valid = 0;
-	if (c->state != CONN_CLOSED) {
+	if (c->state != CONN_CLOSED && due) {
 		for (uint32_t i = 0; i < c->path_hi; i++) {
 			path *pa = c->paths[i];
 			if (!pa)
@@ -2737,5 +2778,7 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 		return fail(err, errlen, "connection outstanding count disagrees with its streams");
 	if (c->cq_len > c->cq_cap)
 		return fail(err, errlen, "completion queue overflow");
+	if (c->dl_valid && c->dl_tmr != timers_compute(c))
+		return fail(err, errlen, "cached deadline disagrees with the timers");
 	return 0;
 }

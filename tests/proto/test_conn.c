@@ -204,8 +204,14 @@ static void net_flush_tx(net *n)
 	for (int i = 0; i < 2; i++) {
 		for (;;) {
 			mrp_tx_info ti;
+			/* Asking for the deadline is a pure query; asking before
+			 * every write and checking after it makes
+			 * mrp_conn_check() verify that a write which moves a
+			 * timer drops the deadline the engine keeps. */
+			(void)mrp_conn_deadline(n->c[i]);
 			ssize_t len = mrp_conn_write_pkt(n->c[i], &ti, buf, sizeof(buf), n->now);
 			assert_true(len >= 0);
+			net_check(n);
 			if (len == 0)
 				break;
 			uint64_t delay;
