@@ -225,12 +225,14 @@ struct mrp_conn {
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
 	objcache tx1, rx1;      /* freed one-packet messages */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
-	/* The timers' part of mrp_conn_deadline() (timers_compute()), kept
-	 * while valid: callers ask for the deadline after every batch, and
-	 * computing it is a scan over the paths. Every entry point that changes
-	 * state clears dl_valid, except mrp_conn_write_pkt(), which clears it
-	 * where it changes a timer (most packets it writes change none);
-	 * mrp_conn_check() verifies the cached value. */
+	/* The paths' and RNR timers (timers_compute()), kept while valid:
+	 * callers ask for the deadline after every batch, and computing it is
+	 * a scan over the paths. Every entry point that changes state clears
+	 * dl_valid on entry, except those that move none of these timers
+	 * (posting) or usually none: mrp_conn_write_pkt(), data packets in
+	 * mrp_conn_read_pkt() and mrp_conn_handle_timeout() when nothing is
+	 * due clear it where they move one. mrp_conn_check() verifies the
+	 * cached value. */
 	uint8_t dl_valid;
 	uint64_t dl_tmr;
 	mrp_conn_stats st;
@@ -555,8 +557,7 @@ static void sq_remove_head(mrp_conn *c)
 
 int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 {
-	(void)now_ns;
-	c->dl_valid = 0;
+	(void)now_ns; /* (posting moves no timer: the cached deadline stays) */
 	if (c->state != CONN_OPEN || c->peer_closing)
 		return MRP_ERR_STATE;
 	if (!wr || !mrp_op_is_data(wr->opcode) || wr->len > MRP_MSG_MAX ||
@@ -650,7 +651,6 @@ int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
 		       uint32_t len, uint64_t now_ns)
 {
 	(void)now_ns;
-	c->dl_valid = 0;
 	if (c->state != CONN_OPEN || c->peer_closing)
 		return MRP_ERR_STATE;
 	if (len && !buf)
@@ -1040,6 +1040,7 @@ void mrp_conn_del(mrp_conn *c)
  * still come out exactly once and in posting order per stream. */
 static void conn_flush(mrp_conn *c, int status)
 {
+	c->dl_valid = 0;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa || !pa->ring)
@@ -1104,6 +1105,7 @@ static void conn_flush(mrp_conn *c, int status)
 static void conn_fail(mrp_conn *c)
 {
 	c->pending_fail = 0;
+	c->dl_valid = 0;
 	if (c->state == CONN_CLOSED)
 		return;
 	conn_flush(c, MRP_WC_FLUSHED);
@@ -1133,6 +1135,7 @@ static void close_check(mrp_conn *c, uint64_t now)
 		return;
 	if (sends_outstanding(c))
 		return;
+	c->dl_valid = 0; /* the state changes */
 	if (c->peer_closing) {
 		conn_flush(c, MRP_WC_FLUSHED); /* only receives are left */
 		c->state = CONN_CLOSED;
@@ -1542,6 +1545,7 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		c->ctl_dirty = 1;
 	} else if (pa->rx_ack_at == NEVER) {
 		pa->rx_ack_at = now + c->p.ack_delay_ns;
+		c->dl_valid = 0;
 	}
 	return 0;
 }
@@ -1797,7 +1801,10 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		      uint64_t now_ns)
 {
 	const mrp_hdr *h = &pkt->hdr;
-	c->dl_valid = 0;
+	/* (a data packet moves no timer but its path's delayed ACK, and
+	 * rx_data() drops the cached deadline for that; anything else may) */
+	if (!mrp_op_is_data(h->opcode))
+		c->dl_valid = 0;
 	if (h->dst_conn_id != c->p.local_conn_id)
 		return MRP_ERR_NOCONN;
 	int unknown_conn_nak = h->opcode == MRP_OP_NAK &&
@@ -2091,8 +2098,6 @@ static void bucket_take(uint64_t *at, uint64_t rate, uint32_t wire_bytes,
 static void pace_sent(mrp_conn *c, uint8_t plane, uint32_t bytes, uint64_t now)
 {
 	uint32_t wire = bytes + c->p.wire_overhead;
-	if (c->pace_blocked && c->cc.pacing_bps)
-		c->dl_valid = 0; /* the deadline waits for pace_at */
 	bucket_take(&c->pace_at, c->cc.pacing_bps, wire, c->p.burst_pkts, now);
 	bucket_take(&c->plane_pace_at[plane], c->p.plane_rate_bps[plane], wire,
 		    c->p.burst_pkts, now);
@@ -2193,10 +2198,8 @@ static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 	uint64_t at = c->plane_pace_at[pa->plane];
 	if (!c->p.plane_rate_bps[pa->plane] || at <= now)
 		return 0;
-	if (at < c->plane_wait_at) {
+	if (at < c->plane_wait_at)
 		c->plane_wait_at = at;
-		c->dl_valid = 0;
-	}
 	return 1;
 }
 
@@ -2275,22 +2278,11 @@ static int rnr_waiting(const txmsg *m, uint64_t now)
 static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
 			  uint64_t now)
 {
-	/* (the deadline depends on both flags: dl_valid cleared on a change) */
-	uint8_t was_paced = c->pace_blocked;
-	if (c->plane_wait_at != NEVER) {
-		c->plane_wait_at = NEVER;
-		c->dl_valid = 0;
-	}
+	c->pace_blocked = 0;
+	c->plane_wait_at = NEVER;
 	if (c->cc.pacing_bps && c->pace_at > now) {
-		if (!was_paced) {
-			c->pace_blocked = 1;
-			c->dl_valid = 0;
-		}
+		c->pace_blocked = 1;
 		return 0;
-	}
-	if (was_paced) {
-		c->pace_blocked = 0;
-		c->dl_valid = 0;
 	}
 	txmsg *m = NULL;
 	uint32_t seg = 0;
@@ -2349,10 +2341,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	ssize_t n = write_seg(c, pa, m, seg, retx, 0, ti, buf, buflen, now);
 	if (n <= 0)
 		return n;
-	if (c->plane_wait_at != NEVER) {
-		c->plane_wait_at = NEVER;
-		c->dl_valid = 0;
-	}
+	c->plane_wait_at = NEVER;
 	c->burst_left--;
 	if (retx) {
 		/* The queue's reference moves to the scoreboard entry. */
@@ -2420,8 +2409,8 @@ static uint64_t idle_probe_at(const mrp_conn *c, const path *pa)
 	return max64(pa->last_ack_ns, pa->last_tx_ns) + c->p.probe_idle_ns;
 }
 
-/* The earliest time a timer is due: paths, RNR waits, pacing, the peer's
- * silence (none on a closed connection). */
+/* The earliest time a timer that mrp_conn_handle_timeout() runs is due:
+ * the paths' and the RNR waits (none on a closed connection). */
 static uint64_t timers_compute(const mrp_conn *c)
 {
 	if (c->state == CONN_CLOSED)
@@ -2441,15 +2430,6 @@ static uint64_t timers_compute(const mrp_conn *c)
 	}
 	for (const txmsg *m = c->rnr_list; m; m = m->rnext)
 		t = min64(t, m->rnr_until);
-	/* Pacing waits only matter while data may still be sent: a closing
-	 * connection that stopped while paced must not stay due forever. */
-	if (sending(c)) {
-		if (c->pace_blocked)
-			t = min64(t, c->pace_at);
-		t = min64(t, c->plane_wait_at);
-		if (sends_outstanding(c))
-			t = min64(t, c->last_rx_ns + c->p.peer_timeout_ns);
-	}
 	return t;
 }
 
@@ -2471,6 +2451,16 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 	if (c->ctl_dirty || c->nakq_len)
 		return 0; /* a control packet waits */
 	uint64_t t = timers_at(c);
+	/* Pacing waits only matter while data may still be sent: a closing
+	 * connection that stopped while paced must not stay due forever.
+	 * (These are read here, not cached: they change with most packets.) */
+	if (sending(c)) {
+		if (c->pace_blocked)
+			t = min64(t, c->pace_at);
+		t = min64(t, c->plane_wait_at);
+		if (sends_outstanding(c))
+			t = min64(t, c->last_rx_ns + c->p.peer_timeout_ns);
+	}
 	if (c->close_pending)
 		t = min64(t, c->close_pending == 1 ? c->close_at : 0);
 	return t;
@@ -2509,7 +2499,8 @@ void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 	 * control packet waits: often no timer is due, and then the scan below
 	 * has nothing to do. */
 	int due = timers_at(c) <= now;
-	c->dl_valid = 0;
+	if (due)
+		c->dl_valid = 0; /* (conn_fail() and close_check() drop it too) */
 	if (c->state != CONN_CLOSED && due) {
 		for (uint32_t i = 0; i < c->path_hi; i++) {
 			path *pa = c->paths[i];
