@@ -249,6 +249,15 @@ struct mrp_conn {
 #define PREFETCH(p) ((void)(p))
 #endif
 
+/* A rarely taken branch's helper, kept out of line: inlined into
+ * mrp_conn_write_pkt() it would make every call, most of which write a
+ * data packet or nothing, save and restore more registers. */
+#if defined(__GNUC__)
+#define COLD __attribute__((noinline, cold))
+#else
+#define COLD
+#endif
+
 static inline int32_t sdiff(uint32_t a, uint32_t b)
 {
 	return (int32_t)(a - b);
@@ -1976,7 +1985,8 @@ static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	if (!via)
 		return 0;
 	mrp_pkt k;
-	memset(&k, 0, sizeof(k));
+	/* (the header and the ACK body only: the union is 10 times larger) */
+	memset(&k, 0, offsetof(mrp_pkt, u) + sizeof(k.u.ack));
 	fill_hdr(c, &k.hdr, MRP_OP_ACK, via);
 	mrp_ack *a = &k.u.ack;
 	a->acked_path_id = pa->id;
@@ -1995,7 +2005,7 @@ static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	return encode_ctl(&k, ti, via, buf, buflen);
 }
 
-static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+COLD static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 			       size_t buflen, uint64_t now)
 {
 	pa->pack_pending = 0;
@@ -2014,7 +2024,7 @@ static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *
 	return encode_ctl(&k, ti, via, buf, buflen);
 }
 
-static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 			   size_t buflen, uint64_t now)
 {
 	mrp_pkt k;
@@ -2033,7 +2043,7 @@ static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	return encode_ctl(&k, ti, pa, buf, buflen);
 }
 
-static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen)
+COLD static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen)
 {
 	uint32_t i = c->nakq_head;
 	c->nakq_head = (c->nakq_head + 1) % NAKQ_LEN;
@@ -2050,7 +2060,7 @@ static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bufl
 	return encode_ctl(&k, ti, via, buf, buflen);
 }
 
-static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
+COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
 			   uint64_t now)
 {
 	c->dl_valid = 0;
@@ -2171,7 +2181,7 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	return n + plen;
 }
 
-static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+COLD static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 			 size_t buflen, uint64_t now)
 {
 	pa->tlp_pending = 0;
@@ -2226,7 +2236,7 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 
 /* The connection has data but no window: open another path when every
  * active path is at its ceiling (the bandwidth-delay product outgrew them). */
-static void maybe_open_path(mrp_conn *c, uint64_t now)
+COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 {
 	if (c->npaths >= c->p.max_paths)
 		return;
