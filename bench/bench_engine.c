@@ -520,6 +520,9 @@ typedef struct sizes {
 	size_t conn, path, stream, recv, send64;
 } sizes;
 
+/* Bytes a connection holds with npaths paths, a receive posted on stream
+ * (none for UINT16_MAX) and extra_recv more on it, and (send64) a 64-byte
+ * SEND on it. */
 static size_t conn_bytes(uint16_t npaths, uint16_t stream, int extra_recv, int send64)
 {
 	counter k = { 0, 0 };
@@ -541,8 +544,8 @@ static size_t conn_bytes(uint16_t npaths, uint16_t stream, int extra_recv, int s
 		return 0;
 	if (stream != UINT16_MAX)
 		mrp_conn_post_recv(c, stream, 0, buf, sizeof(buf), 0);
-	if (extra_recv)
-		mrp_conn_post_recv(c, stream, 1, buf, sizeof(buf), 0);
+	for (int i = 0; i < extra_recv; i++)
+		mrp_conn_post_recv(c, stream, 1 + (uint64_t)i, buf, sizeof(buf), 0);
 	if (send64) {
 		mrp_wr wr = { .opcode = MRP_WR_SEND, .stream = stream, .local = buf, .len = 64 };
 		mrp_conn_post_send(c, &wr, 0);
@@ -560,14 +563,17 @@ static int measure_sizes(sizes *z)
 	size_t all = conn_bytes(64, UINT16_MAX, 0, 0);
 	size_t s1 = conn_bytes(1, 0, 0, 0);
 	size_t s1024 = conn_bytes(1, 1023, 0, 0);
-	size_t r2 = conn_bytes(1, 0, 1, 0);
+	/* receives are entries of a per-stream ring that doubles as it
+	 * fills: measured over 1,024 of them, not 2 */
+	size_t r1024 = conn_bytes(1, 0, 1023, 0);
 	size_t snd = conn_bytes(1, 0, 0, 1);
-	if (!one || !all || !s1 || !s1024 || !r2 || !snd || all < one || s1024 < s1)
+	if (!one || !all || !s1 || !s1024 || !r1024 || !snd || all < one || s1024 < s1 ||
+	    r1024 < s1)
 		return -1;
 	z->path = (all - one) / 63;
 	z->conn = one - z->path;
 	z->stream = (s1024 - s1) / 1023;
-	z->recv = r2 - s1;
+	z->recv = (r1024 - s1) / 1023;
 	z->send64 = snd - s1;
 	return 0;
 }
