@@ -204,7 +204,11 @@ ssize_t mrp_conn_write_pkt(mrp_conn *conn, mrp_tx_info *ti, uint8_t *buf,
 			   size_t buflen, uint64_t now_ns);
 
 /* The earliest time the connection needs mrp_conn_handle_timeout or
- * mrp_conn_write_pkt again; UINT64_MAX for never. */
+ * mrp_conn_write_pkt again; UINT64_MAX for never. Cheap to ask after every
+ * batch: the connection keeps the part that needs a scan over its paths
+ * until a call changes it. (That cache is written through the const
+ * pointer, so this is no more safe to call concurrently with another call
+ * on the same connection than any other function here.) */
 uint64_t mrp_conn_deadline(const mrp_conn *conn);
 
 /* Run the timers that are due (RTO, tail-loss probe, delayed ACK, RNR
