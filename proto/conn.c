@@ -63,6 +63,7 @@ struct txmsg {
 	const uint8_t *local;
 	uint64_t remote_addr;
 	uint64_t rnr_until;
+	uint64_t first_rto_ns; /* first timeout of one of its packets; NEVER: none yet */
 	uint32_t rkey, imm, len, msn, recv_idx;
 	uint32_t npkts, next_seg, nacked;
 	uint32_t refs;    /* scoreboard and retransmission-queue entries */
@@ -335,6 +336,7 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->probe_idle_ns = 1000000000;
 	p->msg_window = 1024;
 	p->peer_timeout_ns = 2000000000ull;
+	p->retry_timeout_ns = 500000000ull;
 	p->wire_overhead = 66;
 }
 
@@ -625,6 +627,7 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	m->local = wr->local;
 	m->remote_addr = is_write ? wr->remote_addr : 0;
 	m->rnr_until = 0;
+	m->first_rto_ns = NEVER;
 	m->rkey = is_write ? wr->rkey : 0;
 	m->imm = wr->opcode == MRP_OP_WRITE_IMM || wr->opcode == MRP_OP_SEND_IMM ? wr->imm : 0;
 	m->len = wr->len;
@@ -804,7 +807,7 @@ static inline path *path_slot(mrp_conn *c, uint16_t id)
 }
 
 /* Resolve one in-flight scoreboard entry as lost: queue its segment again. */
-static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto)
+static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto, uint64_t now)
 {
 	txmsg *m = e->m;
 	pa->cc.inflight -= e->bytes;
@@ -815,10 +818,17 @@ static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto)
 	uint8_t *sb = &m->segs[e->seg];
 	if (SEG_STATE(*sb) == SEG_INFLIGHT && m->status == MRP_WC_SUCCESS && !m->done) {
 		uint8_t rtos = SEG_RTOS(*sb);
-		if (by_rto && rtos < 63)
-			rtos++;
+		if (by_rto) {
+			if (rtos < 63)
+				rtos++;
+			if (m->first_rto_ns == NEVER)
+				m->first_rto_ns = now;
+		}
 		*sb = (uint8_t)(SEG_PENDING | (rtos << 2));
-		if (rtos > c->p.retry_max) {
+		/* Both a count and a time: a retransmission moves to another
+		 * path with its own (short) timer, so retry_max timeouts alone
+		 * can pass in a millisecond while the peer is merely busy. */
+		if (rtos > c->p.retry_max && now - m->first_rto_ns >= c->p.retry_timeout_ns) {
 			m->status = MRP_WC_RETRY_EXC;
 			m->done = 1;
 			c->pending_fail = 1;
@@ -832,12 +842,12 @@ static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto)
 
 /* Forget everything in flight on a path (new generation, or closing):
  * in-flight segments are queued for retransmission elsewhere. */
-static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto)
+static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto, uint64_t now)
 {
 	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
 		if (e->state == ENT_INFLIGHT)
-			ent_lost(c, pa, e, by_rto);
+			ent_lost(c, pa, e, by_rto, now);
 	}
 	pa->snd_una = pa->snd_nxt;
 	pa->rto_at = pa->tlp_at = NEVER;
@@ -847,7 +857,7 @@ static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto)
 /* Start a new generation: fresh PSN space and congestion state. */
 static void path_new_gen(mrp_conn *c, path *pa, uint64_t now)
 {
-	path_drain_inflight(c, pa, 0);
+	path_drain_inflight(c, pa, 0, now);
 	pa->gen++;
 	pa->snd_nxt = pa->snd_una = 0;
 	pa->have_counts = 0;
@@ -1703,7 +1713,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 				ent_acked(c, pa, e);
 			} else {
 				lost++;
-				ent_lost(c, pa, e, 0);
+				ent_lost(c, pa, e, 0, now);
 			}
 		}
 		pa->snd_una = n;
@@ -2259,11 +2269,18 @@ static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 }
 
 /* The active path with the most room for `bytes` on a plane whose link is
- * free, round robin on ties. */
+ * free, round robin on ties; but a path with nothing in flight comes
+ * first. When the connection is held back by its pacing rate rather than by
+ * windows, every path has room, and "most room" alone gives everything to
+ * the path with the largest window for ever: the others' windows grow only
+ * with the ACKs of data they carry, so they would never get the chance
+ * (tests/netns/FINDINGS.md, finding 2). An idle path gets its window's
+ * worth each round trip and grows from there. */
 static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
 	path *best = NULL;
 	uint64_t best_room = 0;
+	int best_idle = 0;
 	uint32_t n = c->path_hi;
 	uint32_t i = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
 	for (uint32_t k = 0; k < n; k++, i++) {
@@ -2271,9 +2288,14 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 			i = 0;
 		path *pa = c->paths[i];
 		uint64_t room = path_room(c, pa);
-		if (room >= bytes && room > best_room && !plane_paced(c, pa, now)) {
+		if (room < bytes)
+			continue;
+		int idle = pa->cc.inflight == 0;
+		if ((idle > best_idle || (idle == best_idle && room > best_room)) &&
+		    !plane_paced(c, pa, now)) {
 			best = pa;
 			best_room = room;
+			best_idle = idle;
 		}
 	}
 	return best;
@@ -2527,7 +2549,7 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	if (pa->snd_una != pa->snd_nxt) {
 		c->st.rto_count++;
 		pa->rto_count++;
-		path_drain_inflight(c, pa, 1);
+		path_drain_inflight(c, pa, 1, now);
 		c->cc.ops->on_rto(&c->cc, &pa->cc, now);
 	} else if (pa->probe_pending) {
 		pa->rto_count++;
@@ -2621,7 +2643,7 @@ static void path_set_disabled(mrp_conn *c, path *pa, uint8_t dis, uint64_t now)
 	uint8_t was = pa->disabled;
 	pa->disabled = dis;
 	if (!was && dis) {
-		path_drain_inflight(c, pa, 0);
+		path_drain_inflight(c, pa, 0, now);
 		pa->probe_at = NEVER;
 		pa->probe_pending = 0;
 		set_state(c, pa, MRP_PATH_DISABLED, now);
@@ -2699,7 +2721,7 @@ int mrp_conn_path_steer(mrp_conn *c, uint16_t id, uint16_t sport, int plane, uin
 	if (plane >= (int)c->p.nplanes || (sport && (sport < c->p.sport_min || sport > c->p.sport_max)))
 		return MRP_ERR_INVAL;
 	if (plane >= 0 && plane != pa->plane) {
-		path_drain_inflight(c, pa, 0);
+		path_drain_inflight(c, pa, 0, now);
 		pa->plane = (uint8_t)plane;
 		uint8_t dis = (uint8_t)((pa->disabled & DIS_OPERATOR) | c->plane_dis[plane]);
 		if (dis != pa->disabled) {

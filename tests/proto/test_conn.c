@@ -866,6 +866,66 @@ static void test_peer_silent_fails(void **state)
 	net_free(&n);
 }
 
+/* Data lost for 30 ms while the paths still answer probes (a peer whose
+ * receive path is stuck, a burst of drops): every request completes with
+ * success afterwards. Retransmissions hop to other paths with fresh, short
+ * timers, and probes bring suspect paths back, so retry_max timeouts of one
+ * packet pass within a few milliseconds; the request may fail only once
+ * retry_timeout_ns has passed as well. With the count alone
+ * (retry_timeout_ns = 0) the same 30 ms fail them all: the counter-proof
+ * below shows the test can fail. */
+static int data_silent_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			      uint64_t *delay, int *ce)
+{
+	if (silent && from == 0 && ti->is_data)
+		return 0;
+	return default_policy(n, from, ti, pkt, delay, ce);
+}
+
+static int pause_run(uint64_t retry_timeout_ns, int *statuses)
+{
+	mrp_conn_params d[2];
+	pair_params(d, 3, 1000000000ull); /* 12 paths, probing as the daemon does */
+	for (int i = 0; i < 2; i++)
+		d[i].retry_timeout_ns = retry_timeout_ns;
+	net n;
+	net_init(&n, &d[0], &d[1]);
+	n.policy = data_silent_policy;
+	silent = 0;
+	static uint8_t src[4096];
+	for (int i = 0; i < 4; i++) {
+		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = MRP_WR_WRITE, .stream = (uint16_t)i,
+			      .local = src, .len = sizeof(src), .remote_addr = b_addr(&n, 0),
+			      .rkey = n.mr[1].rkey };
+		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	}
+	silent = 1;
+	net_run_until(&n, NULL, NULL, n.now + 30000000ull);
+	silent = 0;
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 4 };
+	assert_true(net_run_until(&n, have_cqes, &w, n.now + 5000000000ull));
+	int ok = 0;
+	for (int i = 0; i < 4; i++) {
+		statuses[i] = log[0].e[i].status;
+		ok += log[0].e[i].status == MRP_WC_SUCCESS;
+	}
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+	return ok;
+}
+
+static void test_peer_pause_survives(void **state)
+{
+	(void)state;
+	int st[4];
+	assert_int_equal(pause_run(500000000ull, st), 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(st[i], MRP_WC_SUCCESS);
+	/* The counter-proof: the count alone gives up during the pause. */
+	assert_int_equal(pause_run(0, st), 0);
+}
+
 /* Many streams: 1,024 streams each with one SEND, all complete. */
 static void test_many_streams(void **state)
 {
@@ -1444,6 +1504,7 @@ int main(void)
 		cmocka_unit_test(test_close_graceful),
 		cmocka_unit_test(test_close_abort),
 		cmocka_unit_test(test_peer_silent_fails),
+		cmocka_unit_test(test_peer_pause_survives),
 		cmocka_unit_test(test_many_streams),
 		cmocka_unit_test(test_token_checked),
 		cmocka_unit_test(test_params_rejected),
