@@ -63,7 +63,7 @@ struct txmsg {
 	const uint8_t *local;
 	uint64_t remote_addr;
 	uint64_t rnr_until;
-	uint64_t first_rto_ns; /* first timeout of one of its packets; NEVER: none yet */
+	uint64_t first_retry_ns; /* first timeout or RNR NAK of it; NEVER: none yet */
 	uint32_t rkey, imm, len, msn, recv_idx;
 	uint32_t npkts, next_seg, nacked;
 	uint32_t refs;    /* scoreboard and retransmission-queue entries */
@@ -627,7 +627,7 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	m->local = wr->local;
 	m->remote_addr = is_write ? wr->remote_addr : 0;
 	m->rnr_until = 0;
-	m->first_rto_ns = NEVER;
+	m->first_retry_ns = NEVER;
 	m->rkey = is_write ? wr->rkey : 0;
 	m->imm = wr->opcode == MRP_OP_WRITE_IMM || wr->opcode == MRP_OP_SEND_IMM ? wr->imm : 0;
 	m->len = wr->len;
@@ -821,14 +821,14 @@ static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto, uint64_t now)
 		if (by_rto) {
 			if (rtos < 63)
 				rtos++;
-			if (m->first_rto_ns == NEVER)
-				m->first_rto_ns = now;
+			if (m->first_retry_ns == NEVER)
+				m->first_retry_ns = now;
 		}
 		*sb = (uint8_t)(SEG_PENDING | (rtos << 2));
 		/* Both a count and a time: a retransmission moves to another
 		 * path with its own (short) timer, so retry_max timeouts alone
 		 * can pass in a millisecond while the peer is merely busy. */
-		if (rtos > c->p.retry_max && now - m->first_rto_ns >= c->p.retry_timeout_ns) {
+		if (rtos > c->p.retry_max && now - m->first_retry_ns >= c->p.retry_timeout_ns) {
 			m->status = MRP_WC_RETRY_EXC;
 			m->done = 1;
 			c->pending_fail = 1;
@@ -1814,7 +1814,15 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		m->segs[seg] = (uint8_t)(m->segs[seg] & ~3u); /* back to pending */
 	if (k->reason == MRP_NAK_RNR) {
 		if (!m->in_rnr) {
-			if (++m->rnr_count > c->p.rnr_retry_max) {
+			if (m->rnr_count < UINT8_MAX)
+				m->rnr_count++;
+			if (m->first_retry_ns == NEVER)
+				m->first_retry_ns = now;
+			/* A count and a time, as for timeouts: a receiver that is
+			 * a process may be descheduled for longer than
+			 * rnr_retry_max short waits. */
+			if (m->rnr_count > c->p.rnr_retry_max &&
+			    now - m->first_retry_ns >= c->p.retry_timeout_ns) {
 				m->status = MRP_WC_RNR_RETRY_EXC;
 				m->done = 1;
 				c->pending_fail = 1;

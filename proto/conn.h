@@ -138,7 +138,8 @@ typedef struct mrp_conn_params {
 	uint64_t ack_delay_ns;   /* or after this long (default 8 us) */
 	uint32_t retry_max;      /* RTOs of one packet before RETRY_EXC (default 8) ... */
 	uint64_t retry_timeout_ns; /* ... and at least this long since the request's
-				    * first RTO (default 500 ms; 0 = count only) */
+				    * first RTO or RNR NAK (default 500 ms; 0 = count
+				    * only); the same holds for rnr_retry_max */
 	uint32_t rnr_retry_max;  /* RNR NAKs of one message (default 7) */
 	uint64_t rnr_delay_ns;   /* default wait after an RNR NAK (default 100 us) */
 	uint32_t suspect_rtos;   /* consecutive RTOs that fail a path (default 3) */

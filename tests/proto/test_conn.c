@@ -531,6 +531,45 @@ static void test_random_loss(void **state)
 }
 
 /* No posted receive: RNR NAK, retry, success once the receive is posted. */
+/* A receiver that posts its receive 20 ms late (an application thread
+ * descheduled): far beyond rnr_retry_max (7) waits of rnr_delay (100 us),
+ * yet within retry_timeout_ns, so the SEND succeeds. With the count alone
+ * it fails RNR_RETRY_EXC: the counter-proof. Returns the sender's status. */
+static int late_recv_status(uint64_t retry_timeout_ns)
+{
+	mrp_conn_params d[2];
+	pair_params(d, 1, 0);
+	for (int i = 0; i < 2; i++)
+		d[i].retry_timeout_ns = retry_timeout_ns;
+	net n;
+	net_init(&n, &d[0], &d[1]);
+	static uint8_t src[5000], dst[5000];
+	fill_pattern(src, sizeof(src), 5);
+	memset(dst, 0, sizeof(dst));
+	mrp_wr wr = { .wr_id = 9, .opcode = MRP_WR_SEND, .local = src, .len = sizeof(src) };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	net_run_until(&n, NULL, NULL, 20000000ull);
+	cqlog log[2] = { 0 };
+	poll_all(&n, log);
+	if (log[0].n == 0)
+		assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 8, dst, sizeof(dst), n.now), 0);
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, n.now + 1000000000ull));
+	int status = log[0].e[0].status;
+	if (status == MRP_WC_SUCCESS)
+		assert_memory_equal(dst, src, sizeof(src));
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+	return status;
+}
+
+static void test_rnr_late_receiver(void **state)
+{
+	(void)state;
+	assert_int_equal(late_recv_status(500000000ull), MRP_WC_SUCCESS);
+	assert_int_equal(late_recv_status(0), MRP_WC_RNR_RETRY_EXC);
+}
+
 static void test_rnr_then_success(void **state)
 {
 	(void)state;
@@ -1495,6 +1534,7 @@ int main(void)
 		cmocka_unit_test(test_streams_independent),
 		cmocka_unit_test(test_random_loss),
 		cmocka_unit_test(test_rnr_then_success),
+		cmocka_unit_test(test_rnr_late_receiver),
 		cmocka_unit_test(test_rnr_exhausted),
 		cmocka_unit_test(test_bad_rkey),
 		cmocka_unit_test(test_out_of_bounds),
