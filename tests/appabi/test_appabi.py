@@ -1,0 +1,404 @@
+"""The daemon's side of the application ABI, spoken raw (rawabi.py, no
+libmetaroce): two daemons on loopback, hostile sessions that must be refused
+or closed without harming anyone else, and a well-behaved end-to-end
+exchange (register, listen/connect, RECV + SEND, WRITE_IMM into the peer's
+region, every byte and completion checked), then a perf between the daemons
+that must still verify, and a clean SIGTERM (ASan checks leaks at exit).
+"""
+import os
+import socket
+import struct
+import time
+
+import mrtest
+import rawabi as R
+from mrtest import check
+
+SVC = 0x41505031  # "APP1"
+
+
+def nfds(d):
+    return len(os.listdir("/proc/%d/fd" % d.proc.pid))
+
+
+def status(d):
+    return d.ok("status")["apps"]
+
+
+p = mrtest.Pair("appabi")
+A, B = p.a, p.b
+fds0 = nfds(A)
+
+# ---- HELLO ---------------------------------------------------------------------
+c = R.Client(A.app_sock)
+st, _ = c.hello(version=2)
+check(st == R.ERR["VERSION"], "HELLO with ABI version 2: MRC_ERR_VERSION")
+check(c.eof(), "... and the session is closed")
+c.close()
+
+c = R.Client(A.app_sock)
+st, _, _ = c.call(R.CTX_CREATE, R.U32X2.pack(8, 0))
+check(st == R.ERR["VERSION"], "a first message that is not HELLO: MRC_ERR_VERSION")
+check(c.eof(), "... and the session is closed")
+c.close()
+
+good = R.Client(A.app_sock)  # a well-behaved session, alive throughout
+st, rep = good.hello(b"good")
+check(st == 0 and rep[0] == R.ABI_VERSION and rep[2] == 16 and rep[3] == 1024,
+      "HELLO: version and the default limits (16 contexts, 1024 regions)")
+check(rep[6] == 64 << 30 and rep[7] == 2 and rep[8] == 4096,
+      "HELLO: 64 GiB of regions, 2 planes, MTU 4096")
+
+# ---- malformed requests ----------------------------------------------------------
+c = R.Client(A.app_sock)
+check(c.hello()[0] == 0, "second session attached")
+seq = c.send(R.CTX_CREATE, R.U32X2.pack(8, 0) + b"\0\0\0\0")
+check(c.reply(seq)[0] == R.ERR["INVAL"], "CTX_CREATE with 4 extra bytes: MRC_ERR_INVAL")
+seq = c.send(R.CTX_DESTROY, R.U32X2.pack(1, 0)[:4])
+check(c.reply(seq)[0] == R.ERR["INVAL"], "CTX_DESTROY 4 bytes short: MRC_ERR_INVAL")
+check(c.call(R.CTX_DESTROY, R.U32X2.pack(1, 7))[0] == R.ERR["INVAL"],
+      "CTX_DESTROY with reserved != 0: MRC_ERR_INVAL")
+check(c.call(R.MR_DEREG, R.U32X2.pack(12345, 0))[0] == R.ERR["NOENT"],
+      "MR_DEREG of an unknown lkey: MRC_ERR_NOENT")
+check(c.call(99, b"")[0] == R.ERR["INVAL"], "unknown message type: MRC_ERR_INVAL")
+st, ctx = c.ctx_create(8, 8)
+check(st == R.ERR["INVAL"], "CQ smaller than twice the SQ: MRC_ERR_INVAL")
+st, ctx = c.ctx_create(12)
+check(st == R.ERR["INVAL"], "SQ size not a power of two: MRC_ERR_INVAL")
+st, ctx = c.ctx_create(8)
+check(st == 0 and ctx.sq_entries == 8 and ctx.cq_entries == 16,
+      "CTX_CREATE 8: SQ 8, CQ 16, three fds, the header as abi.h says")
+seals = R.fcntl.fcntl(ctx.shm, R.F_GET_SEALS)
+check(seals & (R.F_SEAL_SHRINK | R.F_SEAL_GROW | R.F_SEAL_SEAL) ==
+      R.F_SEAL_SHRINK | R.F_SEAL_GROW | R.F_SEAL_SEAL, "the context memfd is sealed")
+check(ctx.u32(ctx.sq_off + 128) & R.NEED_WAKEUP, "SQ NEED_WAKEUP set: the daemon sleeps")
+# fds where none belong (the daemon must close them: its fd count is checked below)
+pr, pw = os.pipe()
+check(c.call(R.LISTEN, R.LISTEN_REQ.pack(SVC, ctx.id, 0, 0, 0, 0), [pr, pw])[0] ==
+      R.ERR["INVAL"], "LISTEN carrying two fds: MRC_ERR_INVAL")
+check(c.listen(0x50455246, ctx.id)[0] == R.ERR["BUSY"], "LISTEN on the daemon's PERF service: MRC_ERR_BUSY")
+check(c.listen(SVC, 999)[0] == R.ERR["NOENT"], "LISTEN on an unknown context: NOENT")
+# MR_REG
+unsealed = R.Region(1 << 16, seal=False)
+check(c.mr_reg(unsealed, R.ACCESS_LOCAL_WRITE)[0] == R.ERR["INVAL"],
+      "MR_REG of a memfd without F_SEAL_SHRINK: refused (MRC_ERR_INVAL)")
+reg = R.Region(1 << 16)
+check(c.mr_reg(reg, R.ACCESS_LOCAL_WRITE, fds=[pr])[0] == R.ERR["INVAL"],
+      "MR_REG of a pipe: MRC_ERR_INVAL")
+check(c.mr_reg(reg, R.ACCESS_LOCAL_WRITE, fds=[])[0] == R.ERR["INVAL"],
+      "MR_REG without an fd: MRC_ERR_INVAL")
+check(c.mr_reg(reg, R.ACCESS_LOCAL_WRITE, fds=[reg.fd, reg.fd])[0] == R.ERR["INVAL"],
+      "MR_REG with two fds: MRC_ERR_INVAL")
+check(c.mr_reg(reg, R.ACCESS_LOCAL_WRITE, offset=100, length=4096)[0] == R.ERR["INVAL"],
+      "MR_REG at an offset not page-aligned: MRC_ERR_INVAL")
+check(c.mr_reg(reg, R.ACCESS_LOCAL_WRITE, length=(1 << 16) + 1)[0] == R.ERR["INVAL"],
+      "MR_REG beyond the end of the memfd: MRC_ERR_INVAL")
+check(c.mr_reg(reg, 0x80)[0] == R.ERR["INVAL"], "MR_REG with unknown access bits: INVAL")
+st, keys = c.mr_reg(reg, R.ACCESS_LOCAL_WRITE, offset=4096, length=8192)
+check(st == 0 and keys[1] != 0, "MR_REG of a sealed memfd at offset 4096: lkey and rkey")
+check(c.call(R.MR_DEREG, R.U32X2.pack(keys[0], 0))[0] == 0, "MR_DEREG")
+check(c.call(R.MR_DEREG, R.U32X2.pack(keys[0], 0))[0] == R.ERR["NOENT"],
+      "MR_DEREG again: MRC_ERR_NOENT")
+os.close(pr)
+os.close(pw)
+# the good session is unaffected
+st, gctx = good.ctx_create(8)
+check(st == 0, "the other session is served meanwhile")
+# a header whose length is not the datagram's: answered, then closed
+seq = c.send(R.CTX_DESTROY, R.U32X2.pack(1, 0), hdr_len=100)
+check(c.reply(seq)[0] == R.ERR["INVAL"] and c.eof(),
+      "header length != datagram length: MRC_ERR_INVAL, session closed")
+c.close()
+ctx = None
+
+# garbage again and again
+c = R.Client(A.app_sock)
+c.hello()
+for i in range(70):
+    try:
+        c.send(77, b"x" * (i % 9))
+    except OSError:
+        break
+check(c.eof(), "a session sending garbage again and again is closed")
+c.close()
+
+# an oversized datagram
+c = R.Client(A.app_sock)
+c.hello()
+c.send_raw(R.HDR.pack(R.CTX_CREATE, 2000, 1, 0, 0) + b"\0" * 1976)
+check(c.eof(), "a datagram above MRC_MSG_MAX closes the session")
+c.close()
+
+time.sleep(0.2)
+check(nfds(A) == fds0 + 3, "the daemon holds no fd it was sent: the good session's "
+      "socket and its context's two eventfds are all it gained (%d -> %d)"
+      % (fds0, nfds(A)))
+s = status(A)
+check(s["requests_bad"] >= 20 and s["sessions_refused"] == 0 and s["sessions"] == 1,
+      "status: bad requests counted (%d), one session open" % s["requests_bad"])
+
+# ---- the end-to-end exchange ----------------------------------------------------
+la = R.Client(A.app_sock)
+la.hello(b"listener")
+st, actx = la.ctx_create(8)
+aregion = R.Region(1 << 20)
+st, (alkey, arkey) = la.mr_reg(aregion, R.ACCESS_LOCAL_WRITE | R.ACCESS_REMOTE_WRITE)
+check(st == 0, "A: region of 1 MiB, local and remote write")
+st, lid = la.listen(SVC, actx.id, 4)
+check(st == 0, "A: LISTEN on an application service")
+check(good.listen(SVC, gctx.id)[0] == R.ERR["BUSY"],
+      "another session's LISTEN on the same service: MRC_ERR_BUSY")
+
+cb = R.Client(B.app_sock)
+cb.hello(b"connector")
+st, bctx = cb.ctx_create(16)
+bregion = R.Region(1 << 20)
+st, (blkey, brkey) = cb.mr_reg(bregion, R.ACCESS_LOCAL_WRITE)
+st, bad_conn = cb.connect(A.addrs[0], A.port, 0x7777, bctx.id)
+check(st == 0, "B: CONNECT to a service nobody listens on returns a handle")
+ev = cb.event()
+check(ev.event == R.EV_FAILED and ev.conn == bad_conn and ev.status == R.ERR["REJECTED"],
+      "... then EVENT FAILED with MRC_ERR_REJECTED (%r)" % ev)
+st, conn_b = cb.connect(A.addrs[0], A.port, SVC, bctx.id, nstreams=8)
+check(st == 0, "B: CONNECT to A's service")
+ev = cb.event()
+check(ev.event == R.EV_ESTABLISHED and ev.conn == conn_b and ev.ctx_id == bctx.id and
+      ev.nstreams == 4, "B: EVENT ESTABLISHED, 8 streams asked, the listener's 4 (%r)" % ev)
+ev = la.event()
+check(ev.event == R.EV_INCOMING and ev.listener_id == lid and ev.ctx_id == actx.id and
+      ev.nstreams == 4, "A: EVENT INCOMING on its listener, 4 streams (%r)" % ev)
+conn_a = ev.conn
+check(cb.events == [] and ev.peer != "", "events carry the peer's address")
+
+# RECV at A, SEND from B
+msg = os.urandom(100000)
+bregion.mm[0:len(msg)] = msg
+actx.post({"wr_id": 11, "opcode": R.OP_RECV, "conn": conn_a, "stream": 1,
+           "addr": aregion.addr + 4096, "lkey": alkey, "len": 200000})
+time.sleep(0.05)
+bctx.post({"wr_id": 21, "opcode": R.OP_SEND_IMM, "conn": conn_b, "stream": 1,
+           "addr": bregion.addr, "lkey": blkey, "len": len(msg), "imm": 0xabcdef})
+cq = bctx.reap(1)[0]
+check(cq["wr_id"] == 21 and cq["status"] == 0 and cq["opcode"] == R.OP_SEND_IMM and
+      cq["conn"] == conn_b, "B: SEND_IMM completes (%r)" % cq)
+cq = actx.reap(1)[0]
+check(cq["wr_id"] == 11 and cq["status"] == 0 and cq["opcode"] == R.WC_OP_RECV and
+      cq["byte_len"] == len(msg) and cq["flags"] == R.WITH_IMM and cq["imm"] == 0xabcdef and
+      cq["stream"] == 1 and cq["conn"] == conn_a, "A: RECV completes with imm (%r)" % cq)
+check(bytes(aregion.mm[4096:4096 + len(msg)]) == msg, "A: the 100000 bytes arrived intact")
+
+# WRITE_IMM from B into A's region (consumes a RECV at A)
+data = os.urandom(300000)
+bregion.mm[65536:65536 + len(data)] = data
+actx.post({"wr_id": 12, "opcode": R.OP_RECV, "conn": conn_a, "stream": 0})
+time.sleep(0.05)
+bctx.post({"wr_id": 22, "opcode": R.OP_WRITE_IMM, "conn": conn_b, "stream": 0,
+           "addr": bregion.addr + 65536, "lkey": blkey, "len": len(data),
+           "remote_addr": aregion.addr + 500000, "rkey": arkey, "imm": 7})
+cq = bctx.reap(1)[0]
+check(cq["wr_id"] == 22 and cq["status"] == 0, "B: WRITE_IMM completes (%r)" % cq)
+cq = actx.reap(1)[0]
+check(cq["wr_id"] == 12 and cq["status"] == 0 and cq["opcode"] == R.WC_OP_RECV_WRITE_IMM and
+      cq["imm"] == 7 and cq["byte_len"] == len(data), "A: RECV_WRITE_IMM with imm 7 (%r)" % cq)
+check(bytes(aregion.mm[500000:500000 + len(data)]) == data,
+      "A: the 300000 written bytes are in its region")
+
+# Remote errors end the connection (as an RDMA QP goes to the error state):
+# each gets a connection of its own; both applications see it end. The
+# receiver NAKs the packet and resets the connection, so the writer's
+# completion is the NAK's status or RESET, whichever arrives first; what
+# matters here is that nothing was written where it must not be.
+def reconnect():
+    st, cb_conn = cb.connect(A.addrs[0], A.port, SVC, bctx.id, nstreams=8)
+    ev = cb.event()
+    assert st == 0 and ev.event == R.EV_ESTABLISHED, ev
+    ev = la.event()
+    assert ev.event == R.EV_INCOMING, ev
+    return ev.conn, cb_conn
+
+
+def remote_error(wr_id, remote_addr, rkey, want, what):
+    global conn_a, conn_b
+    bctx.post({"wr_id": wr_id, "opcode": R.OP_WRITE, "conn": conn_b, "addr": bregion.addr,
+               "lkey": blkey, "len": 100, "remote_addr": remote_addr, "rkey": rkey})
+    cq = bctx.reap(1)[0]
+    eb, ea = cb.event(), la.event()
+    check(cq["wr_id"] == wr_id and cq["status"] in (R.WC[want], R.WC["RESET"]) and
+          eb.event == R.EV_RESET and eb.conn == conn_b and ea.conn == conn_a and
+          ea.event in (R.EV_RESET, R.EV_CLOSED),
+          "B: WRITE %s: %s, then both ends see the connection end (%r; %r, %r)"
+          % (what, want, cq, eb, ea))
+    conn_a, conn_b = reconnect()
+
+
+check(bytes(bregion.mm[0:100]).count(0) < 10, "B's source bytes are not zero")
+remote_error(23, aregion.addr, arkey ^ 1, "REM_ACCESS", "with a wrong rkey")
+check(bytes(aregion.mm[0:100]) == bytes(100), "A's region is untouched")
+remote_error(24, aregion.addr + (1 << 20) - 50, arkey, "REM_BOUNDS",
+             "past the end of A's region")
+roreg = R.Region(1 << 16)
+st, (rolkey, rorkey) = la.mr_reg(roreg, R.ACCESS_LOCAL_WRITE, app_addr=0)
+remote_error(25, 0, rorkey, "REM_ACCESS", "into a region without remote write")
+check(bytes(roreg.mm[0:100]) == bytes(100), "the region without remote write is untouched")
+# another session's rkey is invisible to this connection
+greg = R.Region(1 << 16)
+st, (glkey, grkey) = good.mr_reg(greg, R.ACCESS_LOCAL_WRITE | R.ACCESS_REMOTE_WRITE,
+                                 app_addr=0)
+remote_error(26, 0, grkey, "REM_ACCESS", "with the rkey of another session on A")
+check(bytes(greg.mm[0:100]) == bytes(100), "the other session's region is untouched")
+# a deregistered region is gone at once
+dreg = R.Region(1 << 16)
+st, (dlkey, drkey) = la.mr_reg(dreg, R.ACCESS_LOCAL_WRITE | R.ACCESS_REMOTE_WRITE)
+check(la.call(R.MR_DEREG, R.U32X2.pack(dlkey, 0))[0] == 0, "A: MR_DEREG")
+remote_error(27, dreg.addr, drkey, "REM_ACCESS", "into a deregistered region")
+check(bytes(dreg.mm[0:100]) == bytes(100), "the deregistered region is untouched")
+
+# ---- invalid work requests: completions, never a crash -----------------------------
+tmp = R.Region(1 << 16)
+st, (stale_lkey, _) = cb.mr_reg(tmp, R.ACCESS_LOCAL_WRITE)
+cb.call(R.MR_DEREG, R.U32X2.pack(stale_lkey, 0))
+st, (reused, _) = cb.mr_reg(tmp, R.ACCESS_LOCAL_WRITE)
+check(st == 0 and reused != stale_lkey and (reused ^ stale_lkey) & 0xfffff == 0,
+      "a region registered after a deregistration reuses the slot with a new lkey")
+bad = [
+    ({"opcode": 9, "conn": conn_b}, "BAD_WR", "unknown opcode"),
+    ({"opcode": R.OP_SEND, "conn": conn_b ^ 0x5555}, "BAD_WR", "unknown connection"),
+    ({"opcode": R.OP_SEND, "conn": conn_a}, "BAD_WR", "the other daemon's handle"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "flags": 1}, "BAD_WR", "flags set"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "reserved": b"\1" + b"\0" * 15}, "BAD_WR",
+     "reserved bytes set"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "stream": 4}, "BAD_WR", "stream 4 of 4"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "rkey": 5}, "BAD_WR", "SEND with an rkey"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "addr": bregion.addr, "lkey": blkey ^ 0x100,
+      "len": 10}, "LOC_PROT", "unknown lkey"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "addr": bregion.addr, "lkey": stale_lkey,
+      "len": 10}, "LOC_PROT", "the lkey of a deregistered region whose slot is reused"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "addr": bregion.addr + (1 << 20) - 5,
+      "lkey": blkey, "len": 10}, "LOC_PROT", "buffer past the region"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "addr": bregion.addr - 1, "lkey": blkey,
+      "len": 10}, "LOC_PROT", "buffer before the region"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "addr": (1 << 64) - 4, "lkey": blkey,
+      "len": 10}, "LOC_PROT", "address range that wraps"),
+]
+for i, (q, want, what) in enumerate(bad):
+    q["wr_id"] = 1000 + i
+    bctx.post(q)
+    cq = bctx.reap(1)[0]
+    check(cq["wr_id"] == 1000 + i and cq["status"] == R.WC[want],
+          "SQE with %s: %s (%r)" % (what, want, cq))
+reg_ro = R.Region(1 << 16)
+st, (rol, _) = cb.mr_reg(reg_ro, 0)
+bctx.post({"wr_id": 2000, "opcode": R.OP_RECV, "conn": conn_b, "addr": 0, "lkey": rol,
+           "len": 0})
+cq = bctx.reap(1)[0]
+check(cq["status"] == R.WC["BAD_WR"], "zero-length RECV naming a region: BAD_WR")
+bctx.post({"wr_id": 2001, "opcode": R.OP_RECV, "conn": conn_b, "addr": reg_ro.addr,
+           "lkey": rol, "len": 64})
+cq = bctx.reap(1)[0]
+check(cq["wr_id"] == 2001 and cq["status"] == R.WC["LOC_PROT"],
+      "RECV into a region without local write: LOC_PROT (%r)" % cq)
+sb = status(B)
+check(sb["wrs_bad"] == len(bad) + 2 and sb["wr_bad"].get("LKEY") == 2,
+      "status: bad work requests counted by reason (%r)" % sb["wr_bad"])
+
+# ---- CQ credit: a full CQ stops the daemon taking requests ------------------------
+# B's context: SQ 16, CQ 32. 32 RECVs fill the credit; a 33rd (bad) request
+# must stay in the SQ until completions are reaped.
+for k in range(4):
+    bctx.post(*[{"wr_id": 3000 + 8 * k + j, "opcode": R.OP_RECV, "conn": conn_b,
+                 "stream": 2, "addr": bregion.addr, "lkey": blkey, "len": 64}
+                for j in range(8)])
+    t = time.time() + 5
+    while bctx.sq_head() != bctx.sq_tail and time.time() < t:
+        time.sleep(0.005)
+check(bctx.sq_head() == bctx.sq_tail, "32 RECVs taken (the CQ's 32 credits)")
+bctx.post({"wr_id": 3999, "opcode": 9, "conn": conn_b})
+time.sleep(0.3)
+check(bctx.sq_head() == bctx.sq_tail - 1 and bctx.cq_ready() == 0,
+      "the 33rd request waits in the SQ: no credit left")
+# A sends 5 messages: 5 RECVs complete, their CQEs hold the credit still
+aregion.mm[0:64] = b"m" * 64
+actx.post(*[{"wr_id": 40 + j, "opcode": R.OP_SEND, "conn": conn_a, "stream": 2,
+             "addr": aregion.addr, "lkey": alkey, "len": 64} for j in range(5)])
+check(all(c["status"] == 0 for c in actx.reap(5)), "A: 5 SENDs complete")
+time.sleep(0.3)
+check(bctx.cq_ready() == 5 and bctx.sq_head() == bctx.sq_tail - 1,
+      "5 RECV completions in B's CQ; the request still waits (completions unreaped)")
+got = bctx.reap(5)
+check([c["wr_id"] for c in got] == list(range(3000, 3005)) and
+      all(c["status"] == 0 and c["byte_len"] == 64 for c in got),
+      "B reaps the 5 RECVs in order")
+cq = bctx.reap(1)[0]
+check(cq["wr_id"] == 3999 and cq["status"] == R.WC["BAD_WR"],
+      "reaping gives credit back: the waiting request is taken (BAD_WR)")
+
+# ---- ends of connections ---------------------------------------------------------
+# A closes its session with the connection up: B sees the connection end and
+# its 27 remaining RECVs flushed; A's daemon resets it.
+la.close()
+ev = cb.event()
+check(ev.event in (R.EV_RESET, R.EV_CLOSED) and ev.conn == conn_b,
+      "B: the peer application went away: EVENT %s (%r)" %
+      ("RESET" if ev.event == R.EV_RESET else "CLOSED", ev))
+got = bctx.reap(27)
+check(sorted(c["wr_id"] for c in got) == list(range(3005, 3032)) and
+      all(c["status"] in (R.WC["FLUSHED"], R.WC["RESET"]) for c in got),
+      "B: the 27 outstanding RECVs complete flushed")
+bctx.post({"wr_id": 5000, "opcode": R.OP_SEND, "conn": conn_b})
+cq = bctx.reap(1)[0]
+check(cq["status"] == R.WC["BAD_WR"], "a request on the ended connection: BAD_WR")
+check(cb.call(R.CLOSE, R.U32X2.pack(conn_b, 0))[0] == R.ERR["NOENT"],
+      "CLOSE of the ended connection: MRC_ERR_NOENT")
+time.sleep(0.2)
+check(status(A)["sessions"] == 1 and status(A)["regions"] == 1,
+      "A: the closed session's regions are gone (only the good session's remains)")
+
+# graceful CLOSE from the application
+la = R.Client(A.app_sock)
+la.hello(b"listener2")
+st, actx = la.ctx_create(8)
+st, lid = la.listen(SVC, actx.id)
+check(st == 0, "the service is free again after its session ended")
+st, conn_b = cb.connect(A.addrs[1], A.port, SVC, bctx.id, mask=0x2)
+check(st == 0 and cb.event().event == R.EV_ESTABLISHED, "B: connected again")
+conn_a = la.event().conn
+check(la.call(R.CTX_DESTROY, R.U32X2.pack(actx.id, 0))[0] == R.ERR["BUSY"],
+      "CTX_DESTROY of a context with a connection: MRC_ERR_BUSY")
+check(cb.call(R.CLOSE, R.U32X2.pack(conn_b, 0))[0] == 0, "B: CLOSE")
+ev = cb.event()
+check(ev.event == R.EV_CLOSED, "B: EVENT CLOSED (%r)" % ev)
+ev = la.event()
+check(ev.event == R.EV_CLOSED and ev.conn == conn_a, "A: EVENT CLOSED (%r)" % ev)
+check(la.call(R.UNLISTEN, R.U32X2.pack(lid, 0))[0] == 0, "A: UNLISTEN")
+check(la.call(R.CTX_DESTROY, R.U32X2.pack(actx.id, 0))[0] == 0,
+      "A: CTX_DESTROY once nothing uses the context")
+st, conn_x = cb.connect(A.addrs[0], A.port, SVC, bctx.id)
+ev = cb.event()
+check(ev.event == R.EV_FAILED and ev.status == R.ERR["REJECTED"],
+      "after UNLISTEN a CONNECT is rejected")
+
+# ---- a hostile context: SQ tail far beyond the ring ------------------------------
+h = R.Client(A.app_sock)
+h.hello(b"hostile")
+st, hctx = h.ctx_create(8)
+hctx.set_tail_raw(hctx.sq_head() + 1000000)
+check(h.eof(), "SQ tail = head + 1e6: the session is closed")
+h.close()
+st, rep = good.hello()
+check(st == R.ERR["INVAL"], "the good session still answers (a second HELLO is refused)")
+check(A.alive() and B.alive(), "both daemons alive")
+s = status(A)
+check(s["sessions_killed"] >= 4, "status: hostile sessions counted (%d)" % s["sessions_killed"])
+
+# ---- the daemons still do their own work ------------------------------------------
+r = A.ok("perf", {"peer": B.peer(), "seconds": 2, "bytes": 32 << 20}, timeout=60)
+check(r["verified"] and r["verify_errors"] == 0 and r["bytes"] > 0,
+      "metaroce-ctl perf between the daemons still verifies (%d bytes)" % r["bytes"])
+
+# ---- SIGTERM: applications see EOF ----------------------------------------------
+rc, secs = A.stop()
+check(rc == 0, "A stops with exit 0 under SIGTERM (ASan: no leak)")
+check(good.eof(), "the good session sees EOF when its daemon stops")
+check(not os.path.exists(A.app_sock), "the app socket file is removed")
+cb.close()
+p.close()
