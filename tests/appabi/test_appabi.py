@@ -25,7 +25,8 @@ def status(d):
     return d.ok("status")["apps"]
 
 
-p = mrtest.Pair("appabi")
+p = mrtest.Pair("appabi", yaml_extra="apps:\n  max_sessions: 4\n  max_contexts: 4\n"
+                "  max_regions: 8\n  max_region_bytes: 16MiB\n")
 A, B = p.a, p.b
 fds0 = nfds(A)
 
@@ -44,10 +45,12 @@ c.close()
 
 good = R.Client(A.app_sock)  # a well-behaved session, alive throughout
 st, rep = good.hello(b"good")
-check(st == 0 and rep[0] == R.ABI_VERSION and rep[2] == 16 and rep[3] == 1024,
-      "HELLO: version and the default limits (16 contexts, 1024 regions)")
-check(rep[6] == 64 << 30 and rep[7] == 2 and rep[8] == 4096,
-      "HELLO: 64 GiB of regions, 2 planes, MTU 4096")
+check(st == 0 and rep[0] == R.ABI_VERSION and rep[2] == 4 and rep[3] == 8 and
+      rep[4] == 1024 and rep[5] == 64,
+      "HELLO: version and the configured limits (4 contexts, 8 regions, 1024 conns, "
+      "64 listeners)")
+check(rep[6] == 16 << 20 and rep[7] == 2 and rep[8] == 4096,
+      "HELLO: 16 MiB of regions, 2 planes, MTU 4096")
 
 # ---- malformed requests ----------------------------------------------------------
 c = R.Client(A.app_sock)
@@ -389,6 +392,55 @@ check(st == R.ERR["INVAL"], "the good session still answers (a second HELLO is r
 check(A.alive() and B.alive(), "both daemons alive")
 s = status(A)
 check(s["sessions_killed"] >= 4, "status: hostile sessions counted (%d)" % s["sessions_killed"])
+
+# ---- limits -----------------------------------------------------------------------
+ctxs = [good.ctx_create(8) for i in range(3)]
+check(all(st == 0 for st, _ in ctxs), "good: 4 contexts with the one it had")
+check(good.ctx_create(8)[0] == R.ERR["LIMIT"], "a 5th context: MRC_ERR_LIMIT (apps.max_contexts)")
+regs = [R.Region(1 << 16) for i in range(8)]
+sts = [good.mr_reg(r, R.ACCESS_LOCAL_WRITE)[0] for r in regs]
+check(sts == [0] * 7 + [R.ERR["LIMIT"]],
+      "good: 8 regions with the one it had, a 9th is MRC_ERR_LIMIT (%r)" % sts)
+big = R.Region(16 << 20)
+c2 = R.Client(A.app_sock)
+c2.hello()
+check(c2.mr_reg(big, R.ACCESS_LOCAL_WRITE, length=(16 << 20) - 4096)[0] == 0,
+      "16 MiB - 4 KiB registered in a fresh session")
+check(c2.mr_reg(big, R.ACCESS_LOCAL_WRITE, length=8192)[0] == R.ERR["LIMIT"],
+      "8 KiB more: MRC_ERR_LIMIT (apps.max_region_bytes)")
+check(c2.mr_reg(big, R.ACCESS_LOCAL_WRITE, length=4096)[0] == 0, "4 KiB more fits exactly")
+c3 = R.Client(A.app_sock)
+check(c3.hello()[0] == 0, "a 4th session attaches")
+c4 = R.Client(A.app_sock)
+check(c4.hello()[0] == R.ERR["LIMIT"] and c4.eof(),
+      "a 5th session: MRC_ERR_LIMIT (apps.max_sessions), then closed")
+for x in (c2, c3, c4):
+    x.close()
+
+# ---- who may attach (as root: a child that becomes nobody) ------------------------
+if os.geteuid() == 0:
+    # past the file modes (the test's own directory and socket): the daemon's
+    # own check decides
+    os.chmod(os.path.dirname(A.app_sock), 0o711)
+    os.chmod(A.app_sock, 0o666)
+    time.sleep(0.2)  # the daemon noticed c2-c4 close
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            n = R.Client(A.app_sock)
+            st, _ = n.hello(b"nobody")
+            os._exit(0 if st == R.ERR["PERM"] and n.eof() else 1)
+        except BaseException as e:
+            print("child:", e)
+            os._exit(2)
+    _, w = os.waitpid(pid, 0)
+    check(os.WEXITSTATUS(w) == 0, "uid nobody, not in app_group: MRC_ERR_PERM, then closed")
+    check(status(A)["sessions_refused"] == 1, "status: one refused session")
+else:
+    print("skipped: the MRC_ERR_PERM check needs root (to become another user)")
 
 # ---- the daemons still do their own work ------------------------------------------
 r = A.ok("perf", {"peer": B.peer(), "seconds": 2, "bytes": 32 << 20}, timeout=60)
