@@ -146,6 +146,8 @@ static void session_close(app_session *s, const char *why);
 static void ctx_consume(app_ctx *x);
 static void on_idle(uv_idle_t *h);
 static void on_credit(uv_timer_t *t);
+static void refuse(app_session *s, const mrc_msg_hdr *h, int why, int status);
+static void bad_req(app_session *s, const mrc_msg_hdr *h, int why, int status);
 
 static const char *const bad_names[] = {
 #define BAD_NAME(name, msg) #name,
@@ -1000,14 +1002,11 @@ static void req_ctx_create(app_session *s, const mrc_msg_hdr *h, const mrc_ctx_c
 	uint32_t sq = q->sq_entries, cq = q->cq_entries ? q->cq_entries : 2 * q->sq_entries;
 	if (!is_pow2(sq) || sq < MRC_SQ_MIN || sq > MRC_SQ_MAX || !is_pow2(cq) || cq < 2 * sq ||
 	    cq > CQ_MAX) {
-		a->cnt.bad[MRD_APP_BAD_ARG]++;
-		s->bad++;
-		reply(s, h, MRC_ERR_INVAL, NULL, 0, NULL, 0);
+		bad_req(s, h, MRD_APP_BAD_ARG, MRC_ERR_INVAL);
 		return;
 	}
 	if (s->nctxs >= s->max_contexts) {
-		a->cnt.bad[MRD_APP_BAD_LIMIT]++;
-		reply(s, h, MRC_ERR_LIMIT, NULL, 0, NULL, 0);
+		refuse(s, h, MRD_APP_BAD_LIMIT, MRC_ERR_LIMIT);
 		return;
 	}
 	long pg = sysconf(_SC_PAGESIZE);
@@ -1119,12 +1118,20 @@ nomem:
 
 /* ---- requests ---------------------------------------------------------------------- */
 
-static void bad_req(app_session *s, const mrc_msg_hdr *h, int why, int status)
+/* A request refused for a reason an honest application can meet (a limit,
+ * a busy object): counted, but not against the session. */
+static void refuse(app_session *s, const mrc_msg_hdr *h, int why, int status)
 {
 	s->a->cnt.requests_bad++;
 	s->a->cnt.bad[why]++;
-	s->bad++;
 	reply(s, h, status, NULL, 0, NULL, 0);
+}
+
+/* A request that is wrong: counted, and BAD_MAX of them end the session. */
+static void bad_req(app_session *s, const mrc_msg_hdr *h, int why, int status)
+{
+	s->bad++;
+	refuse(s, h, why, status);
 }
 
 static void req_hello(app_session *s, const mrc_msg_hdr *h, const mrc_hello_req *q)
@@ -1202,8 +1209,7 @@ static void req_ctx_destroy(app_session *s, const mrc_msg_hdr *h, const mrc_ctx_
 		return;
 	}
 	if (x->users || x->nout) {
-		s->a->cnt.bad[MRD_APP_BAD_STATE]++;
-		reply(s, h, MRC_ERR_BUSY, NULL, 0, NULL, 0);
+		refuse(s, h, MRD_APP_BAD_STATE, MRC_ERR_BUSY);
 		return;
 	}
 	publish_all(s->a);
@@ -1243,8 +1249,7 @@ static void req_mr_reg(app_session *s, const mrc_msg_hdr *h, const mrc_mr_reg_re
 		return;
 	}
 	if (s->nregions >= s->max_regions || q->len > s->max_region_bytes - s->region_bytes) {
-		a->cnt.bad[MRD_APP_BAD_LIMIT]++;
-		reply(s, h, MRC_ERR_LIMIT, NULL, 0, NULL, 0);
+		refuse(s, h, MRD_APP_BAD_LIMIT, MRC_ERR_LIMIT);
 		return;
 	}
 	uint32_t slot = 0;
@@ -1323,13 +1328,11 @@ static void req_listen(app_session *s, const mrc_msg_hdr *h, const mrc_listen_re
 	}
 	if (q->service_id == MRD_SVC_PERF || q->service_id == MRD_SVC_ECHO ||
 	    listener_by_service(a, q->service_id)) {
-		a->cnt.bad[MRD_APP_BAD_STATE]++;
-		reply(s, h, MRC_ERR_BUSY, NULL, 0, NULL, 0);
+		refuse(s, h, MRD_APP_BAD_STATE, MRC_ERR_BUSY);
 		return;
 	}
 	if (s->nlisteners >= s->max_listeners) {
-		a->cnt.bad[MRD_APP_BAD_LIMIT]++;
-		reply(s, h, MRC_ERR_LIMIT, NULL, 0, NULL, 0);
+		refuse(s, h, MRD_APP_BAD_LIMIT, MRC_ERR_LIMIT);
 		return;
 	}
 	app_listener *l = calloc(1, sizeof(*l));
@@ -1418,8 +1421,7 @@ static void req_connect(app_session *s, const mrc_msg_hdr *h, const mrc_connect_
 		return;
 	}
 	if (s->nconns >= s->max_conns) {
-		a->cnt.bad[MRD_APP_BAD_LIMIT]++;
-		reply(s, h, MRC_ERR_LIMIT, NULL, 0, NULL, 0);
+		refuse(s, h, MRD_APP_BAD_LIMIT, MRC_ERR_LIMIT);
 		return;
 	}
 	app_conn *ac = calloc(1, sizeof(*ac));
