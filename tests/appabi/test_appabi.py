@@ -452,5 +452,16 @@ rc, secs = A.stop()
 check(rc == 0, "A stops with exit 0 under SIGTERM (ASan: no leak)")
 check(good.eof(), "the good session sees EOF when its daemon stops")
 check(not os.path.exists(A.app_sock), "the app socket file is removed")
+
+# ---- a daemon that died: its socket file is stale, the next one starts -----------
+B.proc.kill()
+B.proc.wait()
+check(cb.eof(), "B killed: its session sees EOF")
 cb.close()
+check(os.path.exists(B.app_sock), "a killed daemon leaves its app socket file")
+B2 = mrtest.Daemon(p.tmp.name, "b", B.addrs)
+p.b = B2
+c = R.Client(B2.app_sock)
+check(c.hello()[0] == 0, "a new daemon on the same path removed the stale file; apps attach")
+c.close()
 p.close()
