@@ -207,13 +207,15 @@ static int check_wr(const mrc_ctx *ctx, const mrc_conn *c, int op, uint16_t stre
 		return MRC_ERR_INVAL;
 	if (op < MRC_OP_WRITE || op > MRC_OP_RECV)
 		return MRC_ERR_INVAL;
-	if (!mr || mr->s != ctx->s)
-		return MRC_ERR_INVAL;
-	if (op == MRC_OP_RECV && !(mr->access & MRC_ACCESS_LOCAL_WRITE))
-		return MRC_ERR_INVAL;
-	uintptr_t a = (uintptr_t)addr, b = (uintptr_t)mr->addr;
-	if (a < b || a - b > mr->len || len > mr->len - (a - b))
-		return MRC_ERR_INVAL;
+	if (len) { /* an empty message names no buffer (the ABI wants addr, lkey 0) */
+		if (!mr || mr->s != ctx->s)
+			return MRC_ERR_INVAL;
+		if (op == MRC_OP_RECV && !(mr->access & MRC_ACCESS_LOCAL_WRITE))
+			return MRC_ERR_INVAL;
+		uintptr_t a = (uintptr_t)addr, b = (uintptr_t)mr->addr;
+		if (a < b || a - b > mr->len || len > mr->len - (a - b))
+			return MRC_ERR_INVAL;
+	}
 	if (ctx->s->hello.max_msg && len > ctx->s->hello.max_msg)
 		return MRC_ERR_INVAL;
 	if (atomic_load_explicit(&((mrc_conn *)c)->state, memory_order_relaxed) !=
@@ -237,8 +239,8 @@ static void fill_sqe(mrc_ctx *ctx, int op, const mrc_conn *c, uint16_t stream, c
 		.opcode = (uint8_t)op,
 		.stream = stream,
 		.conn = c->handle,
-		.addr = (uint64_t)(uintptr_t)addr,
-		.lkey = mr->lkey,
+		.addr = len ? (uint64_t)(uintptr_t)addr : 0,
+		.lkey = len ? mr->lkey : 0,
 		.len = len,
 		.remote_addr = raddr,
 		.rkey = rkey,

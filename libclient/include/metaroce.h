@@ -309,8 +309,8 @@ int mrc_conn_error(const mrc_conn *conn);      /* FAILED/RESET: MRC_ERR_* why; e
  * an array with one doorbell.
  *
  * Arguments: stream < mrc_conn_nstreams(); [addr, addr+len) inside mr (its
- * lkey names the local buffer); for WRITE*, remote_addr and rkey name the
- * peer's memory. Buffers must stay untouched until the completion.
+ * lkey names the local buffer; with len 0, addr and mr are ignored and may
+ * be NULL); for WRITE*, remote_addr and rkey name the peer's memory. Buffers must stay untouched until the completion.
  * Returns 0, MRC_ERR_AGAIN (submission ring full: reap completions and
  * retry), MRC_ERR_INVAL (checked here: a bad argument never reaches the
  * daemon), MRC_ERR_CLOSED (the connection is not established) or

@@ -538,6 +538,9 @@ static void test_post_checks(void **state)
 	assert_int_equal(q[2].len, 1);
 	assert_int_equal(q[3].opcode, MRC_OP_SEND_IMM);
 	assert_int_equal(q[3].imm, 0xbeef);
+	assert_int_equal(q[3].len, 0); /* empty: no buffer named */
+	assert_int_equal(q[3].addr, 0);
+	assert_int_equal(q[3].lkey, 0);
 	assert_int_equal(q[4].opcode, MRC_OP_RECV);
 	assert_int_equal(q[4].len, 4096 - 100);
 	for (int i = 0; i < 5; i++) {
