@@ -514,17 +514,19 @@ static void srv_one(perf *p)
 	int ok = !end && !res.verify_errors && !res.lost && !res.duplicated && !res.bad_status;
 	if (p->o.json)
 		printf("{\"role\":\"server\",\"op\":\"%s\",\"size\":%" PRIu64 ",\"streams\":%u,"
-		       "\"received\":%" PRIu64 ",\"verify_errors\":%" PRIu64 ",\"lost\":%" PRIu64
+		       "\"received\":%" PRIu64 ",\"verified\":%" PRIu64 ",\"verify_errors\":%" PRIu64
+		       ",\"lost\":%" PRIu64
 		       ",\"duplicated\":%" PRIu64 ",\"bad_status\":%" PRIu64 ",\"ok\":%s%s%s%s}\n",
-		       op_name((int)su->op), su->size, su->streams, res.received, res.verify_errors,
-		       res.lost, res.duplicated, res.bad_status, ok ? "true" : "false",
+		       op_name((int)su->op), su->size, su->streams, res.received, res.verified,
+		       res.verify_errors, res.lost, res.duplicated, res.bad_status, ok ? "true" : "false",
 		       end ? ",\"end\":\"" : "", end ? end : "", end ? "\"" : "");
 	else
 		printf("server: %s size %" PRIu64 " streams %u: received %" PRIu64
-		       ", verify errors %" PRIu64 ", lost %" PRIu64 ", duplicated %" PRIu64
+		       ", verified %" PRIu64 ", verify errors %" PRIu64 ", lost %" PRIu64 ", duplicated %" PRIu64
 		       ", bad completions %" PRIu64 "%s%s\n",
-		       op_name((int)su->op), su->size, su->streams, res.received, res.verify_errors,
-		       res.lost, res.duplicated, res.bad_status, end ? ": " : "", end ? end : "");
+		       op_name((int)su->op), su->size, su->streams, res.received, res.verified,
+		       res.verify_errors, res.lost, res.duplicated, res.bad_status, end ? ": " : "",
+		       end ? end : "");
 	fflush(stdout);
 	free(st.expect);
 }
@@ -746,50 +748,56 @@ static int run_client(opts *o)
 		while (posting || st.inflight) {
 			if (posting && (stop_flag || (o->count ? total >= o->count : now_ns() >= t_end)))
 				posting = 0;
-			int any = 0;
-			for (uint32_t s = 0; posting && s < o->streams; s++) {
-				while (st.posted[s] - st.completed[s] < o->depth &&
-				       (!o->count || total < o->count)) {
-					uint64_t q = st.posted[s];
-					uint8_t *src = p.data + (nslots > 1 ? (s * o->depth + q % o->depth) * slot : 0);
-					if (o->verify)
-						pat_fill(src, o->size, seed, s, q);
-					uint64_t raddr = rd.addr + ((uint64_t)s * R + q % R) * slot;
-					uint32_t len = (uint32_t)o->size;
-					switch (o->op) {
-					case MRC_OP_WRITE:
-						rc = mrc_post_write(p.ctx, p.conn, (uint16_t)s, src, len, p.data_mr,
-								    raddr, rd.rkey, WR_ID(s, q), MRC_POST_MORE);
-						break;
-					case MRC_OP_WRITE_IMM:
-						rc = mrc_post_write_imm(p.ctx, p.conn, (uint16_t)s, src, len,
-									p.data_mr, raddr, rd.rkey, (uint32_t)q,
-									WR_ID(s, q), MRC_POST_MORE);
-						break;
-					case MRC_OP_SEND:
-						rc = mrc_post_send(p.ctx, p.conn, (uint16_t)s, src, len, p.data_mr,
-								   WR_ID(s, q), MRC_POST_MORE);
-						break;
-					default:
-						rc = mrc_post_send_imm(p.ctx, p.conn, (uint16_t)s, src, len,
-								       p.data_mr, (uint32_t)q, WR_ID(s, q),
-								       MRC_POST_MORE);
-						break;
+			/* One request per stream per sweep, sweeps until every
+			 * stream has depth in flight: streams interleave in the
+			 * ring. */
+			int any = 0, swept;
+			do {
+				swept = 0;
+				for (uint32_t s = 0; posting && s < o->streams; s++) {
+					if (st.posted[s] - st.completed[s] < o->depth &&
+					    (!o->count || total < o->count)) {
+						uint64_t q = st.posted[s];
+						uint8_t *src = p.data + (nslots > 1 ? (s * o->depth + q % o->depth) * slot : 0);
+						if (o->verify)
+							pat_fill(src, o->size, seed, s, q);
+						uint64_t raddr = rd.addr + ((uint64_t)s * R + q % R) * slot;
+						uint32_t len = (uint32_t)o->size;
+						switch (o->op) {
+						case MRC_OP_WRITE:
+							rc = mrc_post_write(p.ctx, p.conn, (uint16_t)s, src, len, p.data_mr,
+									    raddr, rd.rkey, WR_ID(s, q), MRC_POST_MORE);
+							break;
+						case MRC_OP_WRITE_IMM:
+							rc = mrc_post_write_imm(p.ctx, p.conn, (uint16_t)s, src, len,
+										p.data_mr, raddr, rd.rkey, (uint32_t)q,
+										WR_ID(s, q), MRC_POST_MORE);
+							break;
+						case MRC_OP_SEND:
+							rc = mrc_post_send(p.ctx, p.conn, (uint16_t)s, src, len, p.data_mr,
+									   WR_ID(s, q), MRC_POST_MORE);
+							break;
+						default:
+							rc = mrc_post_send_imm(p.ctx, p.conn, (uint16_t)s, src, len,
+									       p.data_mr, (uint32_t)q, WR_ID(s, q),
+									       MRC_POST_MORE);
+							break;
+						}
+						if (rc == MRC_ERR_AGAIN)
+							break;
+						if (rc) {
+							fprintf(stderr, "metaroce-perf: post: %s\n", mrc_strerror(rc));
+							posting = 0;
+							failed = 1;
+							break;
+						}
+						st.posted[s]++;
+						st.inflight++;
+						total++;
+						any = swept = 1;
 					}
-					if (rc == MRC_ERR_AGAIN)
-						break;
-					if (rc) {
-						fprintf(stderr, "metaroce-perf: post: %s\n", mrc_strerror(rc));
-						posting = 0;
-						failed = 1;
-						break;
-					}
-					st.posted[s]++;
-					st.inflight++;
-					total++;
-					any = 1;
 				}
-			}
+			} while (swept && rc != MRC_ERR_AGAIN);
 			if (any)
 				mrc_submit(p.ctx);
 			if (!st.inflight)

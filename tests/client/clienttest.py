@@ -1,0 +1,71 @@
+"""Helpers of the client suite's end-to-end tests: two daemons on loopback
+(mrtest.Pair) configured for applications, and metaroce-perf runs."""
+import json
+import os
+import subprocess
+import time
+
+import mrtest
+from mrtest import fail
+
+# Enough streams for 1,024 data streams plus metaroce-perf's control
+# stream, and an RNR budget (255 x 1 ms) that outlasts a descheduled
+# receiver on a loaded machine (the default, 7 x 100 us, is for tuned
+# hosts).
+YAML = "transport:\n  max_streams: 2048\n  rnr_retry_max: 255\ntimers:\n  rnr_delay: 1ms\n"
+
+
+def perf_bin():
+    p = os.environ.get("MRC_PERF")
+    if not p or not os.access(p, os.X_OK):
+        mrtest.skip("MRC_PERF is not set to metaroce-perf")
+    return p
+
+
+class PerfServer:
+    def __init__(self, daemon, extra=()):
+        self.proc = subprocess.Popen([perf_bin(), "server", "--socket", daemon.app_sock,
+                                      "--json"] + list(extra),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening"):
+            self.proc.kill()
+            fail("metaroce-perf server did not start: %r %s" % (line, self.proc.stderr.read()))
+
+    def result(self, timeout=30):
+        """The server's JSON line for the last client."""
+        import select
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not r:
+            fail("metaroce-perf server printed no result within %ds" % timeout)
+        line = self.proc.stdout.readline()
+        try:
+            return json.loads(line)
+        except ValueError:
+            fail("metaroce-perf server: not JSON: %r" % line)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                fail("metaroce-perf server did not stop on SIGTERM")
+        return self.proc.returncode
+
+
+def perf_client(src, dst, args, timeout=120):
+    """Run metaroce-perf client from daemon src to dst; (returncode, json, stderr)."""
+    t = time.time()
+    r = subprocess.run([perf_bin(), "client", dst.addrs[0], "--port", str(dst.port),
+                        "--socket", src.app_sock, "--json"] + args,
+                       capture_output=True, text=True, timeout=timeout)
+    out = None
+    for line in r.stdout.splitlines():
+        if line.startswith("{"):
+            out = json.loads(line)
+    print("  perf %s -> rc %d in %.1fs: %s %s" % (" ".join(args), r.returncode, time.time() - t,
+                                                 r.stdout.strip(), r.stderr.strip()))
+    return r.returncode, out, r.stderr
