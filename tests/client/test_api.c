@@ -44,9 +44,11 @@ enum fault {
 
 typedef struct fake {
 	char dir[32], path[64];
-	int lfd, fd;
+	int lfd;
+	_Atomic int fd; /* set by the fake's thread, read by the test's */
 	enum fault fault;
 	pthread_t thr;
+	int joined;
 	/* the context it made */
 	uint8_t *shm;
 	size_t shm_size;
@@ -242,16 +244,19 @@ static void fake_die(fake *f)
 {
 	shutdown(f->fd, SHUT_RDWR);
 	pthread_join(f->thr, NULL);
+	f->joined = 1;
 	close(f->fd);
 	f->fd = -1;
 }
 
 static void fake_stop(fake *f)
 {
-	if (f->fd >= 0)
+	if (f->joined)
+		;
+	else if (f->fd >= 0)
 		fake_die(f);
 	else
-		pthread_join(f->thr, NULL);
+		pthread_join(f->thr, NULL); /* it closed by itself (F_HELLO_CLOSE) */
 	close(f->lfd);
 	if (f->shm)
 		munmap(f->shm, f->shm_size);
