@@ -162,6 +162,12 @@ check(st == 0, "B: CONNECT to a service nobody listens on returns a handle")
 ev = cb.event()
 check(ev.event == R.EV_FAILED and ev.conn == bad_conn and ev.status == R.ERR["REJECTED"],
       "... then EVENT FAILED with MRC_ERR_REJECTED (%r)" % ev)
+check(cb.connect(A.addrs[0], A.port, SVC, bctx.id, mask=0x4)[0] == R.ERR["INVAL"],
+      "CONNECT with a planes_mask of no plane we have: MRC_ERR_INVAL")
+check(cb.connect(A.addrs[0], A.port, SVC, bctx.id, paths=17)[0] == R.ERR["INVAL"],
+      "CONNECT with initial_paths above paths.max_per_plane: MRC_ERR_INVAL")
+check(cb.connect("a.example", A.port, SVC, bctx.id)[0] == R.ERR["INVAL"],
+      "CONNECT to a host name (only numeric addresses): MRC_ERR_INVAL")
 st, conn_b = cb.connect(A.addrs[0], A.port, SVC, bctx.id, nstreams=8)
 check(st == 0, "B: CONNECT to A's service")
 ev = cb.event()
@@ -362,9 +368,17 @@ la.hello(b"listener2")
 st, actx = la.ctx_create(8)
 st, lid = la.listen(SVC, actx.id)
 check(st == 0, "the service is free again after its session ended")
-st, conn_b = cb.connect(A.addrs[1], A.port, SVC, bctx.id, mask=0x2)
-check(st == 0 and cb.event().event == R.EV_ESTABLISHED, "B: connected again")
+st, conn_b = cb.connect(A.addrs[1], A.port, SVC, bctx.id, paths=3, mask=0x2)
+check(st == 0 and cb.event().event == R.EV_ESTABLISHED,
+      "B: connected again, planes_mask 0x2 and 3 initial paths")
 conn_a = la.event().conn
+cv = [x for x in B.ok("show conns") if x["id"] == "%08x" % conn_b][0]
+check(cv["plane_pairs"] == 1, "planes_mask 0x2: one plane pair (%d)" % cv["plane_pairs"])
+pv = B.ok("show paths", {"conn": "%08x" % conn_b})
+check(len(pv) == 3 and all(x["plane_name"] == "p1" for x in pv),
+      "3 paths, all on plane p1 (%r)" % [(x["id"], x["plane_name"]) for x in pv])
+av = [x for x in A.ok("show conns") if x["id"] == "%08x" % conn_a][0]
+check(av["plane_pairs"] == 1, "the acceptor pairs only the advertised plane too")
 check(la.call(R.CTX_DESTROY, R.U32X2.pack(actx.id, 0))[0] == R.ERR["BUSY"],
       "CTX_DESTROY of a context with a connection: MRC_ERR_BUSY")
 check(cb.call(R.CLOSE, R.U32X2.pack(conn_b, 0))[0] == 0, "B: CLOSE")
@@ -379,6 +393,119 @@ st, conn_x = cb.connect(A.addrs[0], A.port, SVC, bctx.id)
 ev = cb.event()
 check(ev.event == R.EV_FAILED and ev.status == R.ERR["REJECTED"],
       "after UNLISTEN a CONNECT is rejected")
+
+# ---- random work requests ---------------------------------------------------------
+# Random opcodes, flags, handles, keys, addresses and lengths, some valid:
+# every one gets exactly one completion, with a status the ABI knows. A valid
+# one may end the connection (a random rkey, a SEND nobody receives): then
+# the test connects again. The peer's region takes whatever valid WRITEs
+# carry. (Receives are left out: they complete only when data comes.)
+import random
+rnd = random.Random(20261129)
+st, fctx = la.ctx_create(32)
+st, flid = la.listen(SVC + 1, fctx.id, 4)
+fregion = R.Region(1 << 20)
+st, (flkey, frkey) = la.mr_reg(fregion, R.ACCESS_LOCAL_WRITE | R.ACCESS_REMOTE_WRITE)
+st, fconn_b = cb.connect(A.addrs[0], A.port, SVC + 1, bctx.id)
+check(st == 0 and cb.event().event == R.EV_ESTABLISHED, "a connection for random work requests")
+ev = la.event()
+assert ev.event == R.EV_INCOMING
+fconn_a = ev.conn
+posted, got, reconnects = set(), [], 0
+
+
+def pick(*choices):
+    return rnd.choice(choices)
+
+
+def wait_end(cl, conn):
+    while True:
+        ev = cl.event()
+        if ev.conn == conn and ev.event in (R.EV_CLOSED, R.EV_RESET):
+            return
+
+
+def refresh(done):
+    """A completion that ends the connection: wait for both ends, connect anew."""
+    global fconn_a, fconn_b, reconnects
+    if not any(c["status"] not in (R.WC["SUCCESS"], R.WC["BAD_WR"], R.WC["LOC_PROT"])
+               for c in done):
+        return
+    wait_end(cb, fconn_b)
+    wait_end(la, fconn_a)
+    st, fconn_b = cb.connect(A.addrs[0], A.port, SVC + 1, bctx.id)
+    ev = cb.event()
+    assert st == 0 and ev.event == R.EV_ESTABLISHED, ev
+    ev = la.event()
+    assert ev.event == R.EV_INCOMING, ev
+    fconn_a = ev.conn
+    reconnects += 1
+
+
+for k in range(1000):
+    good_f = rnd.random() < 0.85
+    q = {"wr_id": 100000 + k,
+         "opcode": pick(1, 1, 1, 2, 2, 3) if good_f else pick(0, 6, 255, 1, 3),
+         "flags": 0 if good_f else pick(0, 1, 0x80),
+         "stream": pick(0, 1, 3) if good_f else pick(0, 4, 65535),
+         "conn": fconn_b if good_f else pick(fconn_b, conn_b, 0, rnd.getrandbits(32)),
+         "addr": pick(bregion.addr, bregion.addr, bregion.addr + rnd.randrange(1 << 20), 0,
+                      rnd.getrandbits(64)),
+         "lkey": pick(blkey, blkey, blkey, 0, rnd.getrandbits(32)),
+         "len": pick(1, 100, 4096, 65536, rnd.randrange(1 << 21), rnd.getrandbits(32)),
+         "remote_addr": pick(fregion.addr, fregion.addr + rnd.randrange(1 << 19),
+                             rnd.getrandbits(64)),
+         "rkey": pick(frkey, frkey, frkey, rnd.getrandbits(32)),
+         "reserved": b"\0" * 16 if good_f else pick(b"\0" * 16, bytes([1] + [0] * 15))}
+    if q["opcode"] in (R.OP_WRITE_IMM, R.OP_SEND_IMM):
+        q["imm"] = 5
+    if q["opcode"] not in (R.OP_WRITE, R.OP_WRITE_IMM) and good_f:
+        q["remote_addr"] = q["rkey"] = 0
+    posted.add(q["wr_id"])
+    bctx.post(q)
+    done = bctx.reap(1, timeout=20)
+    got += done
+    refresh(done)
+ids = [c["wr_id"] for c in got]
+check(sorted(ids) == sorted(posted),
+      "1000 random work requests: one completion each (%d)" % len(got))
+check(all(c["status"] <= R.WC["BAD_WR"] for c in got), "every status is one the ABI defines")
+hist = {}
+for c in got:
+    hist[c["status"]] = hist.get(c["status"], 0) + 1
+print("statuses:", {k2: hist[k2] for k2 in sorted(hist)}, "reconnects:", reconnects)
+check(hist.get(R.WC["BAD_WR"], 0) > 50 and hist.get(R.WC["LOC_PROT"], 0) > 50 and
+      hist.get(R.WC["SUCCESS"], 0) > 50,
+      "the daemon refused many (BAD_WR %d, LOC_PROT %d) and posted many (SUCCESS %d)"
+      % (hist.get(R.WC["BAD_WR"], 0), hist.get(R.WC["LOC_PROT"], 0),
+         hist.get(R.WC["SUCCESS"], 0)))
+check(cb.call(R.CLOSE, R.U32X2.pack(fconn_b, 1))[0] == 0, "B: CLOSE with abort")
+wait_end(cb, fconn_b)
+wait_end(la, fconn_a)
+check(A.alive() and B.alive(), "both daemons alive after the random requests")
+
+# ---- random control messages -----------------------------------------------------
+for k in range(40):
+    c = R.Client(A.app_sock)
+    if k % 2:
+        c.hello()
+    try:
+        for j in range(80):
+            body = bytes(rnd.getrandbits(8) for _ in range(rnd.choice((0, 8, 16, 40, 280,
+                                                                        rnd.randrange(600)))))
+            ln = pick(R.HDR.size + len(body), R.HDR.size + len(body), rnd.randrange(2000))
+            mtype = pick(rnd.randrange(12), rnd.randrange(12), rnd.getrandbits(32))
+            fds = []
+            if rnd.random() < 0.2:
+                fds = [pick(reg.fd, fregion.fd, 0, 1, 2)]
+            c.send_raw(R.HDR.pack(mtype, ln, j, pick(0, 0, 1), pick(0, 0, 3)) + body, fds)
+    except OSError:
+        pass  # closed by the daemon meanwhile
+    c.close()
+time.sleep(0.3)
+check(A.alive(), "A alive after 40 sessions of random control messages")
+st, rep = good.hello()
+check(st == R.ERR["INVAL"], "the good session still answers")
 
 # ---- a hostile context: SQ tail far beyond the ring ------------------------------
 h = R.Client(A.app_sock)
