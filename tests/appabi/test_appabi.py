@@ -196,6 +196,36 @@ check(cq["wr_id"] == 11 and cq["status"] == 0 and cq["opcode"] == R.WC_OP_RECV a
       cq["stream"] == 1 and cq["conn"] == conn_a, "A: RECV completes with imm (%r)" % cq)
 check(bytes(aregion.mm[4096:4096 + len(msg)]) == msg, "A: the 100000 bytes arrived intact")
 
+# MR_DEREG of a region a posted RECV uses: gone from the lookups at once, but
+# mapped in the daemon until the RECV completes.
+def maps(d):
+    with open("/proc/%d/maps" % d.proc.pid) as f:
+        return sum("memfd:rawabi" in line for line in f)
+
+
+mreg = R.Region(1 << 16)
+st, (mlkey, mrkey) = la.mr_reg(mreg, R.ACCESS_LOCAL_WRITE)
+n_maps = maps(A)
+actx.post({"wr_id": 13, "opcode": R.OP_RECV, "conn": conn_a, "stream": 3,
+           "addr": mreg.addr, "lkey": mlkey, "len": 1000})
+time.sleep(0.05)
+check(la.call(R.MR_DEREG, R.U32X2.pack(mlkey, 0))[0] == 0, "A: MR_DEREG with a RECV posted in it")
+check(maps(A) == n_maps, "... still mapped in the daemon (%d mappings)" % n_maps)
+actx.post({"wr_id": 14, "opcode": R.OP_RECV, "conn": conn_a, "stream": 3,
+           "addr": mreg.addr, "lkey": mlkey, "len": 1000})
+cq = actx.reap(1)[0]
+check(cq["wr_id"] == 14 and cq["status"] == R.WC["LOC_PROT"],
+      "a new RECV with the deregistered lkey: LOC_PROT")
+bctx.post({"wr_id": 29, "opcode": R.OP_SEND, "conn": conn_b, "stream": 3,
+           "addr": bregion.addr + 7, "lkey": blkey, "len": 1000})
+cb_, ca_ = bctx.reap(1)[0], actx.reap(1)[0]
+check(cb_["status"] == 0 and ca_["wr_id"] == 13 and ca_["status"] == 0 and
+      ca_["byte_len"] == 1000 and bytes(mreg.mm[0:1000]) == bytes(bregion.mm[7:1007]),
+      "the RECV posted before MR_DEREG still receives its 1000 bytes")
+time.sleep(0.05)
+check(maps(A) == n_maps - 1, "its completion unmapped the region in the daemon (%d -> %d)"
+      % (n_maps, maps(A)))
+
 # WRITE_IMM from B into A's region (consumes a RECV at A)
 data = os.urandom(300000)
 bregion.mm[65536:65536 + len(data)] = data
