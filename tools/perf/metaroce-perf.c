@@ -545,6 +545,7 @@ static int run_server(opts *o)
 	mrc_listener *l;
 	if ((rc = mrc_ctx_new(p.s, 32768, 0, &p.ctx)))
 		die("context", rc);
+	mrc_ctx_set_busy_poll(p.ctx, o->busy_usec);
 	if ((rc = mrc_listen(p.s, o->service, p.ctx, 0, &l)))
 		die("listen", rc);
 	printf("listening on service %u\n", o->service);
@@ -913,6 +914,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: metaroce-perf server [--socket P] [--service ID] [--once] [--json]\n"
+		"                     [--busy-poll USEC]\n"
 		"       metaroce-perf client PEER [--port N] [--socket P] [--service ID]\n"
 		"                     [--op write|write_imm|send|send_imm] [--size N]\n"
 		"                     [--streams S] [--depth D] [--seconds T | --count N]\n"
