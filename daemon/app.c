@@ -23,7 +23,7 @@
 
 #define SQ_BUDGET 256        /* SQEs of one context per pass (fairness) */
 #define RECV_BUDGET 64       /* control messages of one session per pass */
-#define BAD_MAX 64           /* refused requests before the session is closed */
+#define BAD_MAX 64           /* wrong requests in a row before the session is closed */
 #define OUTQ_MAX 4096        /* queued replies and events before it is closed */
 #define REFUSED_MAX 16       /* refused sessions waiting for their first message */
 #define MAX_FDS 8            /* fds one message may carry (the rest are cut) */
@@ -242,7 +242,8 @@ static void session_send(app_session *s, const void *buf, uint32_t len, int *fds
 	o->next = NULL;
 	o->len = len;
 	o->nfds = nfds;
-	memcpy(o->fds, fds, (size_t)nfds * sizeof(int));
+	if (nfds)
+		memcpy(o->fds, fds, (size_t)nfds * sizeof(int));
 	memcpy(o->buf, buf, len);
 	*s->outq_tail = o;
 	s->outq_tail = &o->next;
@@ -275,6 +276,8 @@ static void reply(app_session *s, const mrc_msg_hdr *req, int status, const void
 		  uint32_t plen, int *fds, int nfds)
 {
 	uint8_t buf[MRC_MSG_MAX];
+	if (!status)
+		s->bad = 0; /* only garbage in a row ends a session */
 	mrc_msg_hdr h = {
 		.type = req->type | MRC_MSG_REPLY,
 		.len = (uint32_t)sizeof(h) + (status ? 0 : plen),
@@ -1395,7 +1398,7 @@ static void req_connect(app_session *s, const mrc_msg_hdr *h, const mrc_connect_
 	uint32_t all = d->dp.nplanes >= 32 ? UINT32_MAX : (1u << d->dp.nplanes) - 1;
 	mrd_sockaddr to;
 	memset(&to, 0, sizeof(to));
-	socklen_t tolen;
+	socklen_t tolen = 0;
 	uint16_t port = htons(q->port ? q->port : d->cfg.port);
 	const char *bad = NULL;
 	if (!memchr(q->host, '\0', sizeof(q->host)))
@@ -1463,7 +1466,9 @@ static void req_close(app_session *s, const mrc_msg_hdr *h, const mrc_close_req 
 	}
 	app_conn *ac = conn_of(s, q->conn);
 	if (!ac) {
-		bad_req(s, h, MRD_APP_BAD_NOENT, MRC_ERR_NOENT);
+		/* Not held against the session: the connection may have ended
+		 * while the application decided to close it. */
+		refuse(s, h, MRD_APP_BAD_NOENT, MRC_ERR_NOENT);
 		return;
 	}
 	ac->closing = 1;

@@ -25,6 +25,30 @@
  * context takes a request from its SQ only when (completions in the CQ not
  * yet reaped + requests outstanding in engines + 1) <= cq_entries, so the
  * CQ never overflows.
+ *
+ * Choices the ABI leaves to the daemon:
+ *  - lkeys are per session: slot + 1 in the low 21 bits, a generation above
+ *    (a stale lkey never names the region that reuses its slot); rkeys are
+ *    random 32-bit, nonzero, unique daemon-wide, and none of the last 1024
+ *    freed is handed out again.
+ *  - A connection handle is valid from CONNECT's reply (or INCOMING) until
+ *    its FAILED/CLOSED/RESET event; afterwards requests on it complete with
+ *    BAD_WR and CLOSE answers MRC_ERR_NOENT. Requests on a connection the
+ *    application is closing complete FLUSHED; outstanding ones complete
+ *    FLUSHED when it ends, before its event.
+ *  - A request the engine cannot take yet (the stream's message window is
+ *    full) stays in the SQ and is retried every millisecond, like one
+ *    waiting for CQ credit; the SQ's NEED_WAKEUP is set meanwhile.
+ *  - A connection's end is CLOSED when it was closed gracefully and no
+ *    request of it failed remotely, else RESET (status MRC_ERR_CLOSED).
+ *  - A first message other than HELLO gets MRC_ERR_VERSION; a process that
+ *    may not attach gets MRC_ERR_PERM in the reply to its first message;
+ *    both are then closed. 64 wrong requests in a row close a session
+ *    (refusals for a limit, a busy object or a connection that already
+ *    ended do not count; a request that succeeds starts the count again),
+ *    as does a header whose length is not the datagram's, a datagram above
+ *    MRC_MSG_MAX, or 4096 replies and events queued because the application
+ *    does not read its socket.
  */
 #ifndef MRD_APP_H
 #define MRD_APP_H

@@ -125,6 +125,29 @@ for i in range(70):
 check(c.eof(), "a session sending garbage again and again is closed")
 c.close()
 
+# replies the application does not read: queued in order, up to a bound
+c = R.Client(A.app_sock)
+c.hello()
+st, qctx = c.ctx_create(8)
+busy = R.LISTEN_REQ.pack(0x50455246, qctx.id, 0, 0, 0, 0)
+seqs = [c.send(R.LISTEN, busy) for i in range(1000)]
+got_all = all(c.reply(q)[0] == R.ERR["BUSY"] for q in seqs)
+check(got_all, "1000 requests sent before reading: 1000 replies, in order")
+c.s.setblocking(False)
+sent, t = 0, time.time() + 20
+while sent < 20000 and time.time() < t:
+    try:
+        c.send(R.LISTEN, busy)
+        sent += 1
+    except BlockingIOError:
+        time.sleep(0.001)
+    except OSError:
+        break
+c.s.setblocking(True)
+check(c.eof(timeout=10), "a session that never reads its replies is closed (after %d "
+      "requests)" % sent)
+c.close()
+
 # an oversized datagram
 c = R.Client(A.app_sock)
 c.hello()
