@@ -164,7 +164,25 @@ MRC_API int mrc_ctx_del(mrc_ctx *ctx)
 	mrc_session *s = ctx->s;
 	mrc_ctx_req req = {.ctx_id = ctx->id};
 	pthread_mutex_lock(&s->lock);
-	int rc = mrc_request(s, MRC_MSG_CTX_DESTROY, &req, sizeof(req), -1, NULL, 0, NULL, 0, NULL);
+	for (mrc_conn *c = s->conns; c; c = c->next) {
+		if (c->ctx == ctx) { /* not closed by the application */
+			pthread_mutex_unlock(&s->lock);
+			return MRC_ERR_BUSY;
+		}
+	}
+	/* Connections closed gracefully drain in the daemon for a round trip
+	 * or a few (SPEC: CLOSE is retried with backoff): wait for them. */
+	uint64_t until = mrc_now_ms() + MRC_CLOSE_DRAIN_MS;
+	int rc;
+	for (;;) {
+		rc = mrc_request(s, MRC_MSG_CTX_DESTROY, &req, sizeof(req), -1, NULL, 0, NULL, 0,
+				 NULL);
+		if (rc != MRC_ERR_BUSY || mrc_now_ms() >= until)
+			break;
+		pthread_mutex_unlock(&s->lock);
+		poll(NULL, 0, 5);
+		pthread_mutex_lock(&s->lock);
+	}
 	if (rc == MRC_ERR_BUSY) {
 		pthread_mutex_unlock(&s->lock);
 		return rc;

@@ -21,6 +21,10 @@
  * anything near this is a hung daemon, not a slow one. */
 #define MRC_REPLY_TIMEOUT_MS 30000
 
+/* How long mrc_ctx_del() waits for connections the application closed
+ * gracefully to finish closing in the daemon. */
+#define MRC_CLOSE_DRAIN_MS 5000
+
 typedef struct mrc_evnode {
 	struct mrc_evnode *next;
 	mrc_msg_event ev;

@@ -178,9 +178,11 @@ uint32_t mrc_session_max_msg(const mrc_session *s);
  * MRC_ERR_DAEMON. */
 int mrc_ctx_new(mrc_session *s, uint32_t sq_entries, uint32_t cq_entries, mrc_ctx **pout);
 
-/* Destroy a context; its connections must be closed first (MRC_ERR_BUSY
- * from the daemon otherwise; the context is then kept). NULL: 0. Returns
- * MRC_ERR_DAEMON (having freed local state) when the daemon is gone. */
+/* Destroy a context. Its connections must be closed first (mrc_close()):
+ * MRC_ERR_BUSY otherwise, and the context is kept. Connections closed
+ * gracefully may still be draining in the daemon: this waits up to 5 s for
+ * them (then MRC_ERR_BUSY). NULL: 0. Returns MRC_ERR_DAEMON (having freed
+ * local state) when the daemon is gone. */
 int mrc_ctx_del(mrc_ctx *ctx);
 
 /* The wakeup eventfd: becomes readable when completions arrive after

@@ -696,6 +696,8 @@ static void test_events(void **state)
 	int closes = e.f->closes;
 	assert_int_equal(mrc_close(in, 0), 0);
 	assert_int_equal(e.f->closes, closes);
+	/* A context with an open connection is not destroyed. */
+	assert_int_equal(mrc_ctx_del(e.ctx), MRC_ERR_BUSY);
 	/* A closed connection's late events are dropped. */
 	assert_int_equal(mrc_close(e.conn, 1), 0);
 	assert_int_equal(e.f->closes, closes + 1);
