@@ -181,7 +181,7 @@ static void close_fds(int *fds, int n)
 
 static void session_poll(app_session *s);
 
-/* Send one datagram; 1 sent, 0 would block, -1 the session is broken. */
+/* Send one datagram; 1 sent, 0 would block, -errno the session is broken. */
 static int send_now(app_session *s, const void *buf, uint32_t len, const int *fds, int nfds)
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
@@ -208,8 +208,14 @@ static int send_now(app_session *s, const void *buf, uint32_t len, const int *fd
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
-		return -1;
+		return -errno;
 	}
+}
+
+/* The application closed its end: a detach, not a failure. */
+static const char *send_failure(int r)
+{
+	return r == -EPIPE || r == -ECONNRESET ? NULL : "send failed";
 }
 
 /* Queue or send a message; the fds are the message's (closed once sent). */
@@ -224,7 +230,7 @@ static void session_send(app_session *s, const void *buf, uint32_t len, int *fds
 		if (r != 0) {
 			close_fds(fds, nfds);
 			if (r < 0)
-				session_close(s, "send failed");
+				session_close(s, send_failure(r));
 			return;
 		}
 	}
@@ -265,7 +271,7 @@ static void session_flush(app_session *s)
 		close_fds(o->fds, o->nfds);
 		free(o);
 		if (r < 0) {
-			session_close(s, "send failed");
+			session_close(s, send_failure(r));
 			return;
 		}
 	}
