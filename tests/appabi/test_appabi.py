@@ -185,6 +185,11 @@ check(st == 0, "B: CONNECT to a service nobody listens on returns a handle")
 ev = cb.event()
 check(ev.event == R.EV_FAILED and ev.conn == bad_conn and ev.status == R.ERR["REJECTED"],
       "... then EVENT FAILED with MRC_ERR_REJECTED (%r)" % ev)
+st, dead = cb.connect(A.addrs[0], A.port + 1, SVC, bctx.id)
+ev = cb.event(timeout=10)
+check(st == 0 and ev.event == R.EV_FAILED and ev.conn == dead and
+      ev.status == R.ERR["UNREACHABLE"],
+      "CONNECT to a port no daemon answers on: EVENT FAILED, MRC_ERR_UNREACHABLE (%r)" % ev)
 check(cb.connect(A.addrs[0], A.port, SVC, bctx.id, mask=0x4)[0] == R.ERR["INVAL"],
       "CONNECT with a planes_mask of no plane we have: MRC_ERR_INVAL")
 check(cb.connect(A.addrs[0], A.port, SVC, bctx.id, paths=17)[0] == R.ERR["INVAL"],
