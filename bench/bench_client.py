@@ -7,7 +7,7 @@ Five workloads, each run --reps times (default 3), interleaved, medians
 reported:
 
   bw        metaroce-perf client --op write, 1 connection, 1 stream,
-            --size 256 KiB --depth 16: goodput (Gbit/s)
+            --size 256 KiB --depth 16 (--bw changes them): goodput (Gbit/s)
   tcp       iperf3 -M 4000 over loopback: kernel TCP at (about) the same MSS
   lat       metaroce-perf --pingpong: 8-byte SEND ping-pong, latency p50 and
             p99 (half the round trip, microseconds)
@@ -25,7 +25,7 @@ reported as skipped.
 
   bench_client.py --build DIR [--reps N] [--seconds S] [--json] [--quick]
                   [--verify] [--busy-poll USEC] [--daemon-busy-poll USEC]
-                  [--transport KEY=V,...]
+                  [--transport KEY=V,...] [--bw "PERF ARGS"]
 """
 import argparse
 import json
@@ -153,8 +153,8 @@ def run_metaroce(a, extra, env):
     res = {}
     try:
         v = ["--verify"] if a.verify else []
-        out, srv = d.client(["--op", "write", "--size", "262144", "--depth", "16",
-                             "--seconds", str(a.seconds)] + v, a.seconds, a.busy_poll)
+        out, srv = d.client(["--op", "write"] + a.bw.split() + ["--seconds", str(a.seconds)] + v,
+                            a.seconds, a.busy_poll)
         res["bw"] = {"gbps": out["gbps"], "messages": out["messages"],
                      "verified": out["verify"] and out["server_verified"] > 0}
         out, srv = d.client(["--pingpong", "--seconds", str(a.seconds)] + v, a.seconds,
@@ -235,6 +235,8 @@ def main():
                     help="metaroce-perf --busy-poll USEC (the applications spin)")
     ap.add_argument("--daemon-busy-poll", type=int, default=0,
                     help="MRD_BUSY_POLL_US for both daemons")
+    ap.add_argument("--bw", default="--size 256K --depth 16 --streams 1",
+                    help="metaroce-perf arguments of the bandwidth run (one connection)")
     ap.add_argument("--transport", default="",
                     help="transport keys for both daemons, e.g. burst_pkts=16")
     a = ap.parse_args()
@@ -293,7 +295,7 @@ def main():
     if m["lat_p99_us"] is not None and m["sockperf_p99_us"]:
         ratios["lat_over_sockperf_p99"] = m["lat_p99_us"] / m["sockperf_p99_us"]
     skipped = [k for k, t in (("tcp", iperf3), ("sockperf", sockperf)) if not t]
-    out = {"reps": a.reps, "seconds": a.seconds, "verify": a.verify,
+    out = {"reps": a.reps, "seconds": a.seconds, "verify": a.verify, "bw_args": a.bw,
            "busy_poll_us": a.busy_poll, "daemon_busy_poll_us": a.daemon_busy_poll,
            "transport": a.transport, "median": m, "ratios": ratios, "runs": runs,
            "skipped": skipped, "bar_bw_over_tcp": 0.5, "bar_lat_over_sockperf": 3.0,
@@ -305,7 +307,7 @@ def main():
 
         def line(label, v, unit):
             print(f"  {label:52} " + (f"{v:9.3f} {unit}" if v is not None else "  skipped"))
-        line("metaroce-perf write 256 KiB x16, 1 connection", m["bw_gbps"], "Gbit/s")
+        line("metaroce-perf write " + a.bw, m["bw_gbps"], "Gbit/s")
         line("kernel TCP, iperf3 -M 4000", m["tcp_gbps"], "Gbit/s")
         line("metaroce-perf 8-byte SEND ping-pong, p50", m["lat_p50_us"], "us")
         line("metaroce-perf 8-byte SEND ping-pong, p99", m["lat_p99_us"], "us")

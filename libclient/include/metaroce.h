@@ -158,7 +158,8 @@ int mrc_session_open(const char *socket_path, const char *app_name, mrc_session 
 /* Detach: the daemon resets the session's connections and forgets its
  * contexts, regions and listeners. Frees every object of the session that
  * the application did not free (contexts, regions, listeners and
- * connections become invalid). NULL is a no-op. */
+ * connections become invalid). Call it when no other thread uses the
+ * session or its objects any more. NULL is a no-op. */
 void mrc_session_close(mrc_session *s);
 
 /* The control socket: readable when an event (mrc_get_event()) or the

@@ -739,6 +739,7 @@ static int run_client(opts *o)
 				}
 			}
 			st.done_msgs++;
+			st.done_bytes += o->size; /* the pings; as many came back */
 		}
 		t_last = now_ns();
 	} else {
