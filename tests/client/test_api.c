@@ -411,6 +411,39 @@ static void test_shm_check_direct(void **state)
 	free(m);
 }
 
+/* A field of /proc/meminfo, or -1. */
+static long meminfo(const char *key)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	long v = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)))
+			v = strtol(line + strlen(key), NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* KernelPageSize (kB) of the mapping that holds addr, from smaps; -1. */
+static long kernel_page_kb(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	long v = -1;
+	int in = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+		else if (in && !strncmp(line, "KernelPageSize:", 15))
+			v = strtol(line + 15, NULL, 10);
+	}
+	if (f)
+		fclose(f);
+	return v;
+}
+
 static void test_alloc(void **state)
 {
 	(void)state;
@@ -427,9 +460,18 @@ static void test_alloc(void **state)
 	assert_int_equal(mrc_free(NULL, b), MRC_ERR_INVAL);
 	int x;
 	assert_int_equal(mrc_free(NULL, &x), MRC_ERR_INVAL);
-	/* 2 MiB: huge pages or the fallback, usable either way. */
+	/* 2 MiB: huge pages when the system has one free, else the fallback;
+	 * usable either way. */
+	long huge_free = meminfo("HugePages_Free:");
 	assert_int_equal(mrc_alloc(NULL, 2u << 20, &p), 0);
 	memset(p, 1, 2u << 20);
+	long kps = kernel_page_kb(p);
+	if (huge_free > 0) {
+		assert_int_equal(kps, 2048);
+	} else {
+		print_message("no huge page reserved: the normal-page fallback is tested\n");
+		assert_int_equal(kps, sysconf(_SC_PAGESIZE) / 1024);
+	}
 	assert_int_equal(mrc_free(NULL, p), 0);
 }
 
