@@ -747,6 +747,12 @@ static int run_client(opts *o)
 		 * per pass. */
 		uint64_t total = 0;
 		int posting = 1;
+		/* Waiting for the last completions: 30 s, plus what the bytes
+		 * in flight take at a crawling 10 MB/s (a 1 GiB message on a
+		 * loaded host under a sanitizer). */
+		uint64_t inflight_max = per_pass * o->size;
+		int drain_ms = DEFAULT_TIMEOUT_MS +
+			       (int)(inflight_max / 10000 > INT32_MAX / 2 ? INT32_MAX / 2 : inflight_max / 10000);
 		while (posting || st.inflight) {
 			if (posting && (stop_flag || (o->count ? total >= o->count : now_ns() >= t_end)))
 				posting = 0;
@@ -804,7 +810,7 @@ static int run_client(opts *o)
 				mrc_submit(p.ctx);
 			if (!st.inflight)
 				continue;
-			int n = mrc_wait_cq(p.ctx, wc, 256, posting ? 1000 : DEFAULT_TIMEOUT_MS);
+			int n = mrc_wait_cq(p.ctx, wc, 256, posting ? 1000 : drain_ms);
 			if (n == MRC_ERR_TIMEOUT) {
 				if (!posting) {
 					fprintf(stderr, "metaroce-perf: %" PRIu64 " requests never completed\n",
