@@ -417,7 +417,7 @@ static void ctx_dirty(app_ctx *x)
 	x->s->a->dirty = x;
 }
 
-/* Room is reserved by the credit rule: see ctx_credit(). */
+/* Room is reserved by the credit rule: see ctx_consume(). */
 static void cq_put(app_ctx *x, uint64_t wr_id, uint32_t conn, uint8_t status, uint8_t opcode,
 		   uint16_t stream, uint32_t byte_len, uint32_t imm, int has_imm)
 {
