@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -632,6 +633,7 @@ typedef struct cq_writer {
 	fake *f;
 	int n;
 	int delay_ms;
+	int jitter;
 } cq_writer;
 
 /* The daemon's side of the CQ: write n completions, publish, kick if
@@ -646,7 +648,9 @@ static void *cq_produce(void *arg)
 	uint32_t tail = atomic_load(&cq->tail);
 	for (int i = 0; i < w->n; i++) {
 		while (mrc_ring_room(cq, tail, CQ_ENTRIES) == 0)
-			usleep(100);
+			sched_yield();
+		if (w->jitter && (tail % 97) == 0)
+			usleep(tail % 3 ? 0 : 50); /* let the consumer fall asleep */
 		e[tail & (CQ_ENTRIES - 1)] = (mrc_cqe){.wr_id = tail, .conn = 7, .byte_len = 8,
 							.stream = (uint16_t)(tail % NSTREAMS),
 							.opcode = MRC_WC_OP_RECV, .imm = tail,
@@ -684,6 +688,19 @@ static void test_completions(void **state)
 			assert_int_equal(wc[i].flags, MRC_WC_WITH_IMM);
 			expect++;
 		}
+	}
+	pthread_join(t, NULL);
+	/* The library's sleep/wake path under stress: 200,000 completions
+	 * through a 16-entry CQ with the producer pausing now and then; a
+	 * lost wakeup would be a 10 s timeout. */
+	cq_writer w2 = {.f = e.f, .n = 200000, .jitter = 1};
+	assert_int_equal(pthread_create(&t, NULL, cq_produce, &w2), 0);
+	uint64_t base = expect;
+	while (expect < base + 200000) {
+		int n = mrc_wait_cq(e.ctx, wc, 8, 10000);
+		assert_true(n > 0);
+		for (int i = 0; i < n; i++)
+			assert_int_equal(wc[i].wr_id, expect++);
 	}
 	pthread_join(t, NULL);
 	/* Busy polling returns the same way. */
