@@ -357,9 +357,9 @@ static int srv_on_data(perf *p, const mrc_wc *wc, void *arg)
 			rc = mrc_post_send(p->ctx, p->conn, (uint16_t)s, b, wc->byte_len, p->data_mr,
 					   WR_ID(s, k) | (1ull << 62), MRC_POST_MORE);
 		while (rc == MRC_ERR_AGAIN && mrc_submit(p->ctx) >= 0);
-		/* The receive is reposted only after the echo completed: see
-		 * the SEND completion above. Simpler: one in flight, so post
-		 * the next receive into the other half of the slots. */
+		/* One ping at a time: the next lands in the other slot, and
+		 * the one after it only once this echo has arrived (the
+		 * client waits for it), so the slot is free again by then. */
 		return srv_post_recv(p, st, s, (k + 1) % st->R, 0);
 	}
 	int want_imm = st->su.op == MRC_OP_SEND_IMM || st->su.op == MRC_OP_WRITE_IMM;
