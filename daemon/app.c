@@ -26,6 +26,8 @@
 #define BAD_MAX 64           /* wrong requests in a row before the session is closed */
 #define OUTQ_MAX 4096        /* queued replies and events before it is closed */
 #define REFUSED_MAX 16       /* refused sessions waiting for their first message */
+#define HELLO_MAX 64         /* allowed sessions waiting for their HELLO */
+#define HELLO_TIMEOUT_MS 5000 /* the first message comes within this, or the end */
 #define MAX_FDS 8            /* fds one message may carry (the rest are cut) */
 #define CQ_MAX (4 * MRC_SQ_MAX)
 #define CREDIT_RETRY_MS 1    /* contexts waiting for CQ credit are re-checked */
@@ -120,6 +122,7 @@ struct app_session {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
+	uint64_t accepted_ms; /* uv_now() */
 	char name[33];
 	/* limits, fixed at HELLO */
 	uint32_t max_contexts, max_regions, max_conns, max_listeners;
@@ -1184,6 +1187,7 @@ static void req_hello(app_session *s, const mrc_msg_hdr *h, const mrc_hello_req 
 		return;
 	}
 	s->state = S_OPEN;
+	a->nhello--;
 	s->id = ++a->next_session_id;
 	a->nsessions++;
 	a->cnt.sessions_opened++;
@@ -1694,9 +1698,11 @@ static void session_close(app_session *s, const char *why)
 			 (unsigned long long)s->wrs, (unsigned long long)s->wrs_bad);
 	} else if (was == S_REFUSED) {
 		a->nrefused--;
-	} else if (why) {
-		mrd_info("app socket: pid %d uid %u closed before HELLO: %s", (int)s->pid,
-			 (unsigned)s->uid, why);
+	} else {
+		a->nhello--;
+		if (why)
+			mrd_info("app socket: pid %d uid %u closed before HELLO: %s",
+				 (int)s->pid, (unsigned)s->uid, why);
 	}
 	/* Connections: detached first (no callback comes back to us), then
 	 * reset. A reset flushes the engine at once (mrp_conn_close with
@@ -1791,6 +1797,21 @@ static int peer_in_group(uid_t uid, pid_t pid, gid_t gid)
 	return 0;
 }
 
+/* Sessions that did not send their first message in time are closed. */
+static void on_hello_timer(uv_timer_t *t)
+{
+	mrd_apps *a = t->data;
+	uint64_t now = uv_now(a->d->loop);
+	for (app_session *s = a->sessions, *next; s; s = next) {
+		next = s->next;
+		if ((s->state == S_HELLO || s->state == S_REFUSED) &&
+		    now - s->accepted_ms >= HELLO_TIMEOUT_MS)
+			session_close(s, "no HELLO within 5 s");
+	}
+	if (!a->nhello && !a->nrefused)
+		uv_timer_stop(t);
+}
+
 static void on_accept(uv_poll_t *p, int status, int events)
 {
 	(void)events;
@@ -1810,7 +1831,9 @@ static void on_accept(uv_poll_t *p, int status, int events)
 		int allowed = cr.uid == 0 || cr.uid == geteuid() ||
 			      (a->have_group && (cr.gid == a->gid ||
 						 peer_in_group(cr.uid, cr.pid, a->gid)));
-		if (!allowed && a->nrefused >= REFUSED_MAX) {
+		/* Sessions not yet attached are bounded (they hold an fd
+		 * each, and max_sessions counts attached ones only). */
+		if (allowed ? a->nhello >= HELLO_MAX : a->nrefused >= REFUSED_MAX) {
 			a->cnt.sessions_refused++;
 			close(fd);
 			continue;
@@ -1826,7 +1849,10 @@ static void on_accept(uv_poll_t *p, int status, int events)
 		s->uid = cr.uid;
 		s->gid = cr.gid;
 		s->outq_tail = &s->outq;
+		s->accepted_ms = uv_now(a->d->loop);
 		s->state = S_HELLO;
+		if (allowed)
+			a->nhello++;
 		if (!allowed) {
 			/* Answered at its first message, so the library reads the
 			 * refusal as the reply to its HELLO. */
@@ -1845,6 +1871,8 @@ static void on_accept(uv_poll_t *p, int status, int events)
 		uv_poll_init(a->d->loop, &s->poll, fd);
 		s->poll.data = s;
 		session_poll(s);
+		if (!uv_is_active((uv_handle_t *)&a->hello_timer))
+			uv_timer_start(&a->hello_timer, on_hello_timer, 1000, 1000);
 	}
 }
 
@@ -1885,7 +1913,9 @@ int mrd_apps_init(mrd *d)
 	uv_check_init(d->loop, &a->check);
 	uv_idle_init(d->loop, &a->idle);
 	uv_timer_init(d->loop, &a->credit_timer);
+	uv_timer_init(d->loop, &a->hello_timer);
 	a->prepare.data = a->check.data = a->idle.data = a->credit_timer.data = a;
+	a->hello_timer.data = a;
 	a->handles_open = 1;
 	uv_prepare_start(&a->prepare, on_prepare);
 	uv_check_start(&a->check, on_check);
@@ -1964,6 +1994,7 @@ void mrd_apps_close(mrd *d)
 		uv_close((uv_handle_t *)&a->check, NULL);
 		uv_close((uv_handle_t *)&a->idle, NULL);
 		uv_close((uv_handle_t *)&a->credit_timer, NULL);
+		uv_close((uv_handle_t *)&a->hello_timer, NULL);
 	}
 	free(a->rkeys);
 	a->rkeys = NULL;

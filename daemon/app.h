@@ -49,6 +49,9 @@
  *    as does a header whose length is not the datagram's, a datagram above
  *    MRC_MSG_MAX, or 4096 replies and events queued because the application
  *    does not read its socket.
+ *  - A connection that sends nothing is closed after 5 s; at most 64 allowed
+ *    and 16 refused ones wait for their first message (more are closed at
+ *    once, counted as refused).
  */
 #ifndef MRD_APP_H
 #define MRD_APP_H
@@ -119,6 +122,7 @@ typedef struct mrd_apps {
 	int have_group;
 	app_session *sessions;
 	uint32_t nsessions, nrefused, next_session_id;
+	uint32_t nhello;   /* allowed sessions before their HELLO */
 	/* Regions by rkey, daemon-wide (rkeys are unique across sessions). */
 	app_region **rkeys;
 	uint32_t nrkeys_buckets, nregions;
@@ -131,6 +135,7 @@ typedef struct mrd_apps {
 	uv_check_t check;
 	uv_idle_t idle;
 	uv_timer_t credit_timer;
+	uv_timer_t hello_timer; /* closes sessions that never send HELLO */
 	int handles_open;
 	mrd_apps_counters cnt;
 } mrd_apps;

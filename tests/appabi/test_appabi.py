@@ -159,6 +159,8 @@ time.sleep(0.2)
 check(nfds(A) == fds0 + 3, "the daemon holds no fd it was sent: the good session's "
       "socket and its context's two eventfds are all it gained (%d -> %d)"
       % (fds0, nfds(A)))
+idle = R.Client(A.app_sock)  # never sends anything (checked at the end)
+t_idle = time.time()
 s = status(A)
 check(s["requests_bad"] >= 20 and s["sessions_refused"] == 0 and s["sessions"] == 1,
       "status: bad requests counted (%d), one session open" % s["requests_bad"])
@@ -626,6 +628,11 @@ if os.geteuid() == 0:
     check(status(A)["sessions_refused"] == 1, "status: one refused session")
 else:
     print("skipped: the MRC_ERR_PERM check needs root (to become another user)")
+
+# ---- a connection that never says HELLO --------------------------------------------
+check(idle.eof(timeout=max(1, 10 - (time.time() - t_idle))) and time.time() - t_idle >= 4.5,
+      "a connection that sends nothing is closed after 5 s (%.1f s)" % (time.time() - t_idle))
+idle.close()
 
 # ---- the daemons still do their own work ------------------------------------------
 r = A.ok("perf", {"peer": B.peer(), "seconds": 2, "bytes": 32 << 20}, timeout=60)
