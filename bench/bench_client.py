@@ -6,8 +6,9 @@ one invocation.
 Five workloads, each run --reps times (default 3), interleaved, medians
 reported:
 
-  bw        metaroce-perf client --op write, 1 connection, 1 stream,
-            --size 256 KiB --depth 16 (--bw changes them): goodput (Gbit/s)
+  bw        metaroce-perf client --op write, 1 connection of 4 streams,
+            --size 256 KiB --depth 4 (4 MiB in flight; --bw changes them):
+            goodput (Gbit/s)
   tcp       iperf3 -M 4000 over loopback: kernel TCP at (about) the same MSS
   lat       metaroce-perf --pingpong: 8-byte SEND ping-pong, latency p50 and
             p99 (half the round trip, microseconds)
@@ -235,7 +236,7 @@ def main():
                     help="metaroce-perf --busy-poll USEC (the applications spin)")
     ap.add_argument("--daemon-busy-poll", type=int, default=0,
                     help="MRD_BUSY_POLL_US for both daemons")
-    ap.add_argument("--bw", default="--size 256K --depth 16 --streams 1",
+    ap.add_argument("--bw", default="--size 256K --depth 4 --streams 4",
                     help="metaroce-perf arguments of the bandwidth run (one connection)")
     ap.add_argument("--transport", default="",
                     help="transport keys for both daemons, e.g. burst_pkts=16")
