@@ -163,7 +163,11 @@ int mrc_session_open(const char *socket_path, const char *app_name, mrc_session 
 void mrc_session_close(mrc_session *s);
 
 /* The control socket: readable when an event (mrc_get_event()) or the
- * daemon's departure is waiting. For epoll/libuv loops; never read it. */
+ * daemon's departure is waiting. For epoll/libuv loops; never read it.
+ * Calls that wait (mrc_wait_cq(), mrc_accept(), ...) may move events from
+ * the socket into the session's queue, after which the socket no longer
+ * polls readable: before sleeping on it, take events with
+ * mrc_get_event(s, &ev, 0) until it returns MRC_ERR_TIMEOUT. */
 int mrc_session_fd(const mrc_session *s);
 
 /* What the daemon allows this session (from its hello); 0 when unknown. */
