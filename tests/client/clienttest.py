@@ -2,6 +2,7 @@
 (mrtest.Pair) configured for applications, and metaroce-perf runs."""
 import json
 import os
+import select
 import subprocess
 import time
 
@@ -22,23 +23,49 @@ def perf_bin():
     return p
 
 
+_pending = {}
+
+
+def read_until(proc, text, timeout):
+    """Lines of proc's stdout until one contains text; fails on timeout.
+    Reads the pipe's fd directly: a buffered readline() would pull later
+    lines into Python's buffer, where select() cannot see them."""
+    end = time.time() + timeout
+    seen = []
+    fd = proc.stdout.fileno()
+    buf = _pending.get(fd, b"")
+    while True:
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            line = line.decode(errors="replace")
+            seen.append(line)
+            print("  |", line)
+            if text in line:
+                _pending[fd] = buf
+                return line
+        left = end - time.time()
+        if left <= 0:
+            break
+        r, _, _ = select.select([fd], [], [], left)
+        if not r:
+            break
+        data = os.read(fd, 65536)
+        if not data:
+            break
+        buf += data
+    _pending[fd] = buf
+    fail("no %r within %ds (saw %s)" % (text, timeout, seen[-5:]))
+
+
 class PerfServer:
     def __init__(self, daemon, extra=()):
         self.proc = subprocess.Popen([perf_bin(), "server", "--socket", daemon.app_sock,
-                                      "--json"] + list(extra),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith("listening"):
-            self.proc.kill()
-            fail("metaroce-perf server did not start: %r %s" % (line, self.proc.stderr.read()))
+                                      "--json"] + list(extra), stdout=subprocess.PIPE)
+        read_until(self.proc, "listening", 20)
 
     def result(self, timeout=30):
         """The server's JSON line for the last client."""
-        import select
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not r:
-            fail("metaroce-perf server printed no result within %ds" % timeout)
-        line = self.proc.stdout.readline()
+        line = read_until(self.proc, "{", timeout)
         try:
             return json.loads(line)
         except ValueError:

@@ -9,35 +9,17 @@
   3. kill -9 the sender's daemon mid-transfer: the application's
      mrc_wait_cq() returns MRC_ERR_DAEMON (no hang); after the daemon is
      restarted the same process attaches again, registers the same memory,
-     reconnects and completes verified round trips.
+     reconnects and completes verified round trips; the peer application
+     sees the old connection end and serves the new one.
 """
 import os
-import select
 import signal
 import subprocess
 import time
 
 import mrtest
 from mrtest import check, fail
-from clienttest import YAML, PerfServer, perf_bin, perf_client
-
-
-def read_until(proc, text, timeout):
-    """Lines of proc's stdout until one contains text; fails on timeout."""
-    end = time.time() + timeout
-    seen = []
-    while time.time() < end:
-        r, _, _ = select.select([proc.stdout], [], [], max(0.0, end - time.time()))
-        if not r:
-            break
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line.rstrip())
-        print("  |", line.rstrip())
-        if text in line:
-            return line
-    fail("no %r within %ds (saw %s)" % (text, timeout, seen[-5:]))
+from clienttest import YAML, PerfServer, perf_bin, perf_client, read_until
 
 
 def start_client(pair, args):
@@ -92,11 +74,10 @@ def main():
         env_b = dict(os.environ, METAROCE_APP_SOCKET=pair.b.app_sock)
         env_a = dict(os.environ, METAROCE_APP_SOCKET=pair.a.app_sock)
         rsrv = subprocess.Popen([reattach, "server"], env=env_b, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+                                stderr=subprocess.STDOUT)
         read_until(rsrv, "listening", 20)
         rcli = subprocess.Popen([reattach, "client", pair.b.addrs[0], str(pair.b.port)],
-                                env=env_a, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+                                env=env_a, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         read_until(rcli, "round trips 1000", 60)
         pair.a.proc.kill()
         pair.a.proc.wait()
@@ -117,6 +98,11 @@ def main():
             rcli.kill()
             fail("the re-attached application did not exit")
         check(rc == 0, "the re-attached application exits 0")
+        # The peer application saw its first connection end (B noticed A's
+        # restart) and served the second.
+        read_until(rsrv, "connection ended 1", 10)
+        read_until(rsrv, "connection 2", 10)
+        check(True, "the peer application saw the dead daemon's connection end, then served the new one")
         rsrv.kill()
         rsrv.wait()
     except BaseException:
