@@ -7,9 +7,12 @@ the receiver, every completion exactly once and in order per stream):
     SEND* and WRITE_IMM consume) at sizes from 0 and 1 byte to 16 MiB;
   - one 1 GiB WRITE;
   - 1,024 streams with interleaved posting (SEND and WRITE_IMM);
-  - an 8-byte ping-pong, each echo verified.
+  - an 8-byte ping-pong, each echo verified;
+  - connections that fail: a service nobody listens on (MRC_ERR_REJECTED),
+    a port no daemon answers on (MRC_ERR_UNREACHABLE).
 """
 import sys
+import types
 
 import mrtest
 from mrtest import check
@@ -60,6 +63,15 @@ def main():
                                     what="%s on 1024 streams" % op)
             check(res["received"] == n and res["verified"] == n,
                   "%s on 1024 streams: %d messages received in order per stream" % (op, n))
+
+        # Connections that fail: nobody listens on the service (the peer
+        # daemon refuses), and no daemon at the address (no answer).
+        rc, out, err = perf_client(pair.a, pair.b, ["--service", "999", "--count", "1"])
+        check(rc == 2 and "refused the connection" in err,
+              "a service nobody listens on: MRC_ERR_REJECTED")
+        nobody = types.SimpleNamespace(addrs=[pair.b.addrs[0]], port=pair.b.port + 7)
+        rc, out, err = perf_client(pair.a, nobody, ["--count", "1"], timeout=120)
+        check(rc == 2 and "did not answer" in err, "no daemon at the address: MRC_ERR_UNREACHABLE")
 
         # Ping-pong: each echo compared with its ping.
         out, res = verified_run(pair, srv, ["--pingpong", "--count", "500"], 500,
