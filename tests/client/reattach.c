@@ -71,8 +71,13 @@ static int server(void)
 			fatal("accept", rc);
 		say("connection %ld", nconn);
 		for (int k = 0; k < SLOTS / 2; k++)
-			if ((rc = mrc_post_recv(ctx, c, 0, buf + k * MSG, MSG, mr, (uint64_t)k, 0)))
+			if ((rc = mrc_post_recv(ctx, c, 0, buf + k * MSG, MSG, mr, (uint64_t)k,
+						MRC_POST_MORE)))
 				fatal("post receive", rc);
+		/* Receives are posted: tell the client it may send (a SEND
+		 * before that would meet no receive and be retried, RNR). */
+		if ((rc = mrc_post_send(ctx, c, 0, buf + (SLOTS - 1) * MSG, 1, mr, 99, 0)))
+			fatal("post ready", rc);
 		uint32_t h = mrc_conn_handle(c);
 		while (mrc_conn_status(c) == MRC_CONN_ESTABLISHED) {
 			mrc_wc wc[16];
@@ -82,8 +87,13 @@ static int server(void)
 			if (n < 0)
 				fatal("completions", n);
 			for (int i = 0; i < n; i++) {
-				if (wc[i].conn != h || wc[i].status != MRC_WC_SUCCESS)
-					continue; /* an earlier connection's flushes, or ours ending */
+				if (wc[i].conn != h)
+					continue; /* an earlier connection's flushes */
+				if (wc[i].status != MRC_WC_SUCCESS) {
+					say("completion %llu: %s", (unsigned long long)wc[i].wr_id,
+					    mrc_wc_status_str(wc[i].status));
+					continue;
+				}
 				if (wc[i].opcode != MRC_WC_OP_RECV)
 					continue;
 				/* Echo from the other half, then give the slot back. */
@@ -119,8 +129,10 @@ static int pingpong(mrc_ctx *ctx, mrc_conn *c, mrc_mr *mr, uint8_t *mem, long co
 			if (n < 0)
 				return n;
 			for (int i = 0; i < n; i++) {
-				if (wc[i].status != MRC_WC_SUCCESS)
+				if (wc[i].status != MRC_WC_SUCCESS) {
+					say("round trip %ld: %s", q, mrc_wc_status_str(wc[i].status));
 					return MRC_ERR_CLOSED;
+				}
 				if (wc[i].wr_id == 1) {
 					if (wc[i].byte_len != MSG || memcmp(ping, pong, MSG)) {
 						printf("VERIFY echo %ld differs\n", q);
@@ -137,6 +149,28 @@ static int pingpong(mrc_ctx *ctx, mrc_conn *c, mrc_mr *mr, uint8_t *mem, long co
 			say("round trips %ld", *done);
 	}
 	return 0;
+}
+
+/* The server's one-byte "receives posted" message. */
+static int wait_ready(mrc_ctx *ctx, mrc_conn *c, mrc_mr *mr, uint8_t *mem)
+{
+	int rc = mrc_post_recv(ctx, c, 0, mem + MSG, MSG, mr, 7, 0);
+	if (rc)
+		return rc;
+	for (;;) {
+		mrc_wc wc[4];
+		int n = mrc_wait_cq(ctx, wc, 4, 20000);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			if (wc[i].conn != mrc_conn_handle(c))
+				continue; /* an earlier attempt's flushes */
+			if (wc[i].status != MRC_WC_SUCCESS)
+				return MRC_ERR_CLOSED;
+			if (wc[i].wr_id == 7)
+				return 0;
+		}
+	}
 }
 
 static int client(const char *peer, uint16_t port)
@@ -169,6 +203,8 @@ static int client(const char *peer, uint16_t port)
 			if ((rc = mrc_connect(s, ctx, peer, port, SERVICE, &attr, &c)))
 				fatal("connect", rc);
 			rc = mrc_conn_wait_established(c, 10000);
+			if (rc == 0)
+				rc = wait_ready(ctx, c, mr, mem);
 			if (rc == 0)
 				break;
 			mrc_close(c, 1);

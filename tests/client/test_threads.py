@@ -40,7 +40,7 @@ def main():
         raise
     finally:
         srv.kill()
-        srv.wait()
+        print("server:", srv.communicate()[0])
     pair.close()
 
 

@@ -86,7 +86,11 @@ static int server(void)
 				check(mrc_post_recv(ctx, c, 0, base + ((size_t)k * 2 * RECVS + (size_t)i) * MSG,
 						    MSG, mr, (uint64_t)k << 8 | (uint64_t)i, MRC_POST_MORE),
 				      "post receive");
-			mrc_submit(ctx);
+			/* Receives posted: the client may send now (before, its
+			 * SEND would meet no receive and be retried, RNR). */
+			check(mrc_post_send(ctx, c, 0, base + ((size_t)k * 2 + 1) * RECVS * MSG, 1, mr,
+					    (uint64_t)k << 8 | 0xff, 0),
+			      "post ready");
 		} else if (rc != MRC_ERR_TIMEOUT) {
 			check(rc, "accept");
 		}
@@ -100,6 +104,8 @@ static int server(void)
 			if (k >= MAXCONN || !conns[k] || mrc_conn_handle(conns[k]) != wc[i].conn)
 				continue;
 			if (wc[i].status != MRC_WC_SUCCESS) {
+				say("connection %d: request %llu: %s: closing it", k,
+				    (unsigned long long)wc[i].wr_id, mrc_wc_status_str(wc[i].status));
 				mrc_close(conns[k], 1);
 				conns[k] = NULL;
 				continue;
@@ -109,12 +115,16 @@ static int server(void)
 			uint8_t *rx = base + ((size_t)k * 2 * RECVS + (size_t)b) * MSG;
 			uint8_t *tx = rx + (size_t)RECVS * MSG;
 			memcpy(tx, rx, wc[i].byte_len);
-			mrc_post_send(ctx, conns[k], 0, tx, wc[i].byte_len, mr, 1u << 16, MRC_POST_MORE);
+			mrc_post_send(ctx, conns[k], 0, tx, wc[i].byte_len, mr,
+				      (uint64_t)k << 8 | 0xfe, MRC_POST_MORE);
 			mrc_post_recv(ctx, conns[k], 0, rx, MSG, mr, wc[i].wr_id, MRC_POST_MORE);
 		}
 		mrc_submit(ctx);
 		for (int k = 0; k < MAXCONN; k++) {
 			if (conns[k] && mrc_conn_status(conns[k]) != MRC_CONN_ESTABLISHED) {
+				say("connection %d: %s", k,
+				    mrc_conn_status(conns[k]) == MRC_CONN_CLOSED ? "closed by the client"
+										 : mrc_strerror(mrc_conn_error(conns[k])));
 				mrc_close(conns[k], 1);
 				conns[k] = NULL;
 			}
@@ -180,6 +190,20 @@ static void *worker(void *arg)
 	check(mrc_connect(S, ctx, PEER, PORT, SERVICE, &attr, &c), "connect");
 	check(mrc_conn_wait_established(c, 20000), "connect");
 	uint8_t *ping = mem, *pong = (uint8_t *)mem + MSG;
+	/* The server's "receives posted" message first. */
+	check(mrc_post_recv(ctx, c, 0, pong, MSG, mr, 3, 0), "post receive");
+	for (int ready = 0; !ready;) {
+		mrc_wc wc[4];
+		int n = reap(ctx, t == 0, epfd, wc, 4);
+		check(n, "waiting for the server");
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != MRC_WC_SUCCESS) {
+				say("FATAL thread %u: ready: %s", t, mrc_wc_status_str(wc[i].status));
+				exit(1);
+			}
+			ready |= wc[i].wr_id == 3;
+		}
+	}
 	void *scratch;
 	check(mrc_alloc(S, 4096, &scratch), "alloc");
 	for (unsigned q = 0; q < ROUNDS; q++) {
@@ -193,8 +217,8 @@ static void *worker(void *arg)
 			check(n, "completions");
 			for (int i = 0; i < n; i++) {
 				if (wc[i].status != MRC_WC_SUCCESS) {
-					say("FATAL thread %u round %u: %s", t, q,
-					    mrc_wc_status_str(wc[i].status));
+					say("FATAL thread %u round %u: request %llu: %s", t, q,
+					    (unsigned long long)wc[i].wr_id, mrc_wc_status_str(wc[i].status));
 					exit(1);
 				}
 				if (wc[i].wr_id == 1) {
