@@ -197,7 +197,10 @@ int mrc_ctx_fd(const mrc_ctx *ctx);
 
 /* Ask for a wakeup on mrc_ctx_fd() at the next completion. Returns the
  * number of completions already waiting (>0: do not sleep, poll them) or 0
- * (sleep on the fd, then mrc_poll_cq(), which disarms), or MRC_ERR_DAEMON. */
+ * (sleep on the fd, then mrc_poll_cq(), which disarms), or MRC_ERR_DAEMON.
+ * Sleep on mrc_session_fd() too: a daemon that dies never writes the
+ * wakeup fd, but its socket turns readable (then mrc_get_event() says
+ * MRC_ERR_DAEMON). */
 int mrc_ctx_arm(mrc_ctx *ctx);
 
 /* Busy polling: mrc_wait_cq() spins up to usec microseconds before it
