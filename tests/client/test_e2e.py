@@ -88,6 +88,9 @@ def main():
     except BaseException:
         pair.a.dump()
         pair.b.dump()
+        srv.proc.kill()  # leave nothing running behind a failure
+        srv.proc.wait()
+        pair.close(expect_clean=False)
         raise
     check(srv.stop() == 0, "metaroce-perf server exits 0 on SIGTERM")
     check(pair.a.alive() and pair.b.alive(), "both daemons still up")

@@ -47,9 +47,10 @@ def main():
         check(rc == 0, "write server exits 0")
         check("written: hello, written into your memory (imm 31)" in out,
               "write: the bytes are in the server's memory, imm carries the length")
-    except Exception:
+    except BaseException:
         pair.a.dump()
         pair.b.dump()
+        pair.close(expect_clean=False)
         raise
     pair.close()
 

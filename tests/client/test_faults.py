@@ -33,6 +33,7 @@ def main():
     if not reattach:
         mrtest.skip("MRC_REATTACH is not set")
     pair = mrtest.Pair("client-faults", yaml_extra=YAML)
+    srv = cli = rsrv = rcli = None
     try:
         # 1. The sender dies.
         srv = PerfServer(pair.b)
@@ -108,6 +109,12 @@ def main():
     except BaseException:
         pair.a.dump()
         pair.b.dump()
+        # Leave nothing running behind a failure.
+        for p in (cli, rcli, rsrv, srv and srv.proc):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        pair.close(expect_clean=False)
         raise
     pair.close()
 

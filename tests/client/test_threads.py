@@ -37,10 +37,12 @@ def main():
     except BaseException:
         pair.a.dump()
         pair.b.dump()
-        raise
-    finally:
         srv.kill()
         print("server:", srv.communicate()[0])
+        pair.close(expect_clean=False)
+        raise
+    srv.kill()
+    print("server:", srv.communicate()[0])
     pair.close()
 
 
