@@ -47,6 +47,7 @@ def daemon_config(tmp, name, port, sports, extra=""):
         f.write(f"""service:
   port: {port}
   control_socket: {tmp}/{name}.sock
+  app_socket: {tmp}/{name}.app.sock
   control_group: ""
   state_db: {tmp}/{name}.db
   log_level: warn

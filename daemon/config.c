@@ -41,6 +41,7 @@ enum vtype {
 	V_PATH,      /* a file system path, char[size] */
 	V_LOG_LEVEL, /* int, MRD_LOG_* */
 	V_CC_NAME,   /* a congestion control algorithm, char[size] */
+	V_SIZE,      /* uint64_t bytes: "64GiB", "4096B", or a bare number */
 };
 
 #define F_LIVE 0x1     /* a reload applies it without a restart */
@@ -63,6 +64,12 @@ typedef struct key {
 #define T_M (60 * T_S)
 #define T_H (60 * T_M)
 #define T_D (24 * T_H)
+
+#define S_KI 1024ull
+#define S_MI (1024 * S_KI)
+#define S_GI (1024 * S_MI)
+#define S_TI (1024 * S_GI)
+#define S_PI (1024 * S_TI)
 
 #define R_K 1000ull
 #define R_M (1000 * R_K)
@@ -87,6 +94,8 @@ static const key service_keys[] = {
 	C_KEY("port", V_UINT, port, 1, 65535, 0),
 	C_KEY("control_socket", V_PATH, control_socket, 0, 0, 0),
 	C_KEY("control_group", V_GROUP, control_group, 0, 0, 0),
+	C_KEY("app_socket", V_PATH, app_socket, 0, 0, 0),
+	C_KEY("app_group", V_GROUP, app_group, 0, 0, 0),
 	C_KEY("state_db", V_PATH, state_db, 0, 0, 0),
 	C_KEY("log_level", V_LOG_LEVEL, log_level, 0, 0, F_LIVE),
 	END,
@@ -157,6 +166,17 @@ static const key telemetry_keys[] = {
 	END,
 };
 
+static const key apps_keys[] = {
+	C_KEY("max_sessions", V_UINT, app_max_sessions, 1, 65536, F_LIVE),
+	C_KEY("max_contexts", V_UINT, app_max_contexts, 1, 4096, F_LIVE),
+	C_KEY("max_regions", V_UINT, app_max_regions, 1, 1u << 20, F_LIVE),
+	C_KEY("max_region_bytes", V_SIZE, app_max_region_bytes, S_KI * 4,
+	      S_PI, F_LIVE),
+	C_KEY("max_conns", V_UINT, app_max_conns, 1, 65536, F_LIVE),
+	C_KEY("max_listeners", V_UINT, app_max_listeners, 1, 4096, F_LIVE),
+	END,
+};
+
 static const key top_keys[] = {
 	SECTION("service", 0, service_keys, 0),
 	{ .name = "planes", .type = V_PLANES, .off = 0, .size = 0, .min = 0,
@@ -166,6 +186,7 @@ static const key top_keys[] = {
 	SECTION("timers", 0, timers_keys, F_LIVE),
 	SECTION("transport", 0, transport_keys, F_LIVE),
 	SECTION("telemetry", 0, telemetry_keys, F_LIVE),
+	SECTION("apps", 0, apps_keys, F_LIVE),
 	END,
 };
 
@@ -198,6 +219,8 @@ void mrd_config_defaults(mrd_config *c)
 	snprintf(c->control_socket, sizeof(c->control_socket), "%s",
 		 "/run/metaroce/metarocd.sock");
 	snprintf(c->control_group, sizeof(c->control_group), "%s", "metaroce");
+	snprintf(c->app_socket, sizeof(c->app_socket), "%s", "/run/metaroce/app.sock");
+	snprintf(c->app_group, sizeof(c->app_group), "%s", "metaroce");
 	snprintf(c->state_db, sizeof(c->state_db), "%s",
 		 "/var/lib/metaroce/state.db");
 	c->log_level = MRD_LOG_INFO;
@@ -231,6 +254,12 @@ void mrd_config_defaults(mrd_config *c)
 	c->suspect_rtos = cp.suspect_rtos;
 	c->telemetry_interval_ns = T_S;
 	c->telemetry_retention_ns = 24 * T_H;
+	c->app_max_sessions = 256;
+	c->app_max_contexts = 16;
+	c->app_max_regions = 1024;
+	c->app_max_region_bytes = 64 * S_GI;
+	c->app_max_conns = 1024;
+	c->app_max_listeners = 64;
 }
 
 void mrd_config_free(mrd_config *c)
@@ -264,6 +293,19 @@ static const unit rate_out[] = {
 	{ "bps", 1 }, { NULL, 0 },
 };
 
+/* Sizes: binary units (what memory is counted in) and the decimal ones
+ * people also write. */
+static const unit size_units[] = {
+	{ "B", 1 }, { "KiB", S_KI }, { "MiB", S_MI }, { "GiB", S_GI },
+	{ "TiB", S_TI }, { "PiB", S_PI }, { "KB", 1000ull }, { "MB", 1000000ull },
+	{ "GB", 1000000000ull }, { "TB", 1000000000000ull }, { NULL, 0 },
+};
+static const unit size_out[] = {
+	{ "PiB", S_PI }, { "TiB", S_TI }, { "GiB", S_GI }, { "MiB", S_MI },
+	{ "KiB", S_KI }, { "B", 1 }, { NULL, 0 },
+};
+
+#define SIZE_UNITS "B, KiB, MiB, GiB, TiB, PiB, KB, MB, GB, TB"
 #define DURATION_UNITS "ns, us, ms, s, m, h, d"
 #define RATE_UNITS "bps, Kbps, Mbps, Gbps, Tbps"
 
@@ -380,6 +422,11 @@ static void fmt_duration(char *buf, size_t len, uint64_t ns)
 static void fmt_rate(char *buf, size_t len, uint64_t bps)
 {
 	fmt_quantity(buf, len, bps, rate_out);
+}
+
+static void fmt_size(char *buf, size_t len, uint64_t bytes)
+{
+	fmt_quantity(buf, len, bytes, size_out);
 }
 
 /* ---- names, suggestions ---------------------------------------------------- */
@@ -636,6 +683,9 @@ static int fail_range(ctx *x, unsigned line, const char *what, const key *k,
 	} else if (k->type == V_RATE) {
 		fmt_rate(lo, sizeof(lo), k->min);
 		fmt_rate(hi, sizeof(hi), k->max);
+	} else if (k->type == V_SIZE) {
+		fmt_size(lo, sizeof(lo), k->min);
+		fmt_size(hi, sizeof(hi), k->max);
 	} else {
 		snprintf(lo, sizeof(lo), "%llu", (unsigned long long)k->min);
 		snprintf(hi, sizeof(hi), "%llu", (unsigned long long)k->max);
@@ -691,6 +741,37 @@ static int parse_quantity_value(ctx *x, const key *k, const char *s, void *field
 		return fail_range(x, line, what, k, shown);
 	}
 	if (!(v == 0 && (k->flags & F_ZERO)) && (v < k->min || v > k->max))
+		return fail_range(x, line, what, k, shown);
+	memcpy(field, &v, sizeof(v));
+	return 0;
+}
+
+/* A byte count: a number and a unit, or a bare number of bytes. */
+static int parse_size_value(ctx *x, const key *k, const char *s, void *field,
+			    const char *what, unsigned line, const char *shown)
+{
+	uint64_t v = 0;
+	int r = parse_u64(s, &v);
+
+	if (r == -2)
+		return fail_range(x, line, what, k, shown);
+	if (r == -1) {
+		switch (parse_quantity(s, size_units, &v)) {
+		case Q_OK:
+			break;
+		case Q_SYNTAX:
+		case Q_NOUNIT:
+			return fail(x, line, what, "'%s' is not a size (a number of "
+				    "bytes, or a number and a unit: " SIZE_UNITS ")",
+				    shown);
+		case Q_FRACTION:
+			return fail(x, line, what, "'%s' is not a whole number of "
+				    "bytes", shown);
+		default:
+			return fail_range(x, line, what, k, shown);
+		}
+	}
+	if (v < k->min || v > k->max)
 		return fail_range(x, line, what, k, shown);
 	memcpy(field, &v, sizeof(v));
 	return 0;
@@ -954,6 +1035,8 @@ static int parse_leaf(ctx *x, const key *k, const yaml_node_t *v, void *base,
 	case V_DURATION:
 	case V_RATE:
 		return parse_quantity_value(x, k, s, field, what, line, shown);
+	case V_SIZE:
+		return parse_size_value(x, k, s, field, what, line, shown);
 	case V_PORTS:
 		return parse_ports(x, k, s, field, what, line, shown);
 	case V_ADDR:
@@ -1587,6 +1670,11 @@ static void dump_value(FILE *f, const key *k, const void *field)
 			snprintf(buf, sizeof(buf), "auto");
 		else
 			fmt_rate(buf, sizeof(buf), v);
+		fputs(buf, f);
+		break;
+	case V_SIZE:
+		memcpy(&v, field, sizeof(v));
+		fmt_size(buf, sizeof(buf), v);
 		fputs(buf, f);
 		break;
 	case V_PORTS: {

@@ -84,6 +84,8 @@ typedef struct mrd_config {
 	uint16_t port;                                /* UDP service port */
 	char control_socket[MRD_SOCKET_PATH_MAX + 1]; /* Unix socket of apps and metaroce-ctl */
 	char control_group[MRD_GROUP_NAME_MAX + 1];   /* group allowed read-only commands; "" = none */
+	char app_socket[MRD_SOCKET_PATH_MAX + 1];     /* SOCK_SEQPACKET socket of libmetaroce */
+	char app_group[MRD_GROUP_NAME_MAX + 1];       /* group whose members may attach; "" = none */
 	char state_db[MRD_PATH_MAX + 1];              /* sqlite database */
 	int log_level;                                /* MRD_LOG_* */
 
@@ -118,6 +120,16 @@ typedef struct mrd_config {
 	/* telemetry: */
 	uint64_t telemetry_interval_ns;  /* sampling period */
 	uint64_t telemetry_retention_ns; /* how long samples are kept in state_db */
+
+	/* apps (daemon/app.c): the daemon-wide session count and what one
+	 * application session may hold; a session keeps the limits it got at
+	 * HELLO across reloads. */
+	uint32_t app_max_sessions;
+	uint32_t app_max_contexts;
+	uint32_t app_max_regions;
+	uint64_t app_max_region_bytes; /* all regions of a session together */
+	uint32_t app_max_conns;
+	uint32_t app_max_listeners;
 } mrd_config;
 
 /* The defaults: everything the file may leave out, and no planes. */
@@ -154,9 +166,11 @@ void mrd_config_free(mrd_config *c);
  * Compare the running configuration with a newly loaded one. Writes the keys
  * that changed as comma-separated lists ("timers.rto_min, service.log_level")
  * into live (those a running daemon can apply: service.log_level, paths,
- * congestion, timers, transport, telemetry; connection parameters apply to
- * connections opened after the reload) and restart (service.port,
- * service.control_socket, service.control_group, service.state_db, planes).
+ * congestion, timers, transport, telemetry, apps; connection parameters apply
+ * to connections opened after the reload, app limits to sessions attached
+ * after it) and restart (service.port, service.control_socket,
+ * service.control_group, service.app_socket, service.app_group,
+ * service.state_db, planes).
  * A changed plane is named "planes[i].key"; a change in the number of
  * planes is "planes". Either buffer may be NULL; a list that does not fit
  * ends with "...". Returns a mask of MRD_CONFIG_LIVE and MRD_CONFIG_RESTART,

@@ -275,6 +275,7 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "ctl_requests", ju(d->ctl.requests));
 	json_object_set_new(cn, "ctl_errors", ju(d->ctl.errors));
 	json_object_set_new(o, "counters", cn);
+	json_object_set_new(o, "apps", mrd_apps_json(d));
 	const mrd_dp *dp = &d->dp;
 	json_object_set_new(o, "datapath", json_pack("{s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"gso", dp->gso, "gro", dp->gro, "host_ecn", dp->host_ecn,

@@ -105,6 +105,7 @@ static void close_all(mrd *d)
 	mrd_timer_close(&d->timer, NULL);
 	mrd_notify_close(&d->notify);
 	mrd_planes_close(d);
+	mrd_apps_close(d);
 }
 
 static void on_stop_tick(uv_timer_t *t)
@@ -128,6 +129,7 @@ void mrd_stop(mrd *d)
 	mrd_notify_send(&d->notify, "STOPPING=1");
 	mrd_record(d, MRD_STORE_EV_DAEMON_STOPPED, MRD_STORE_NO_ID, "SIGTERM");
 	mrd_ctl_close(d);
+	mrd_apps_close(d); /* applications see EOF: their connections are reset */
 	mrd_peers_close_all(d);
 	/* Poll until every connection has ended, MRD_STOP_GRACE_MS at most. */
 	d->stop_deadline_ms = uv_now(d->loop) + MRD_STOP_GRACE_MS;
@@ -168,6 +170,8 @@ static void on_sighup(uv_signal_t *s, int signum)
 		d->cfg.port = keep.port;
 		memcpy(d->cfg.control_socket, keep.control_socket, sizeof(keep.control_socket));
 		memcpy(d->cfg.control_group, keep.control_group, sizeof(keep.control_group));
+		memcpy(d->cfg.app_socket, keep.app_socket, sizeof(keep.app_socket));
+		memcpy(d->cfg.app_group, keep.app_group, sizeof(keep.app_group));
 		memcpy(d->cfg.state_db, keep.state_db, sizeof(keep.state_db));
 		d->cfg.nplanes = keep.nplanes;
 		memcpy(d->cfg.planes, keep.planes, sizeof(keep.planes));
@@ -191,6 +195,8 @@ static int start(mrd *d)
 		return rv;
 	}
 	if ((rv = mrd_ctl_init(d)) < 0)
+		return rv;
+	if ((rv = mrd_apps_init(d)) < 0)
 		return rv;
 	mrd_notify_init(&d->notify, d->loop);
 	store_open(d);
@@ -260,6 +266,7 @@ int main(int argc, char **argv)
 		mrd_err("cannot start: %s", strerror(-rv < 4096 && rv > -4096 ? -rv : EINVAL));
 		/* Close what was opened so the loop can finish. */
 		mrd_ctl_close(d);
+		mrd_apps_close(d);
 		mrd_dp_close(&d->dp);
 		if (d->timer.heap || d->timer.fd > 0)
 			mrd_timer_close(&d->timer, NULL);

@@ -9,6 +9,7 @@
  *   timer.c     engine deadlines (timerfd, ns)
  *   perf.c      built-in services: perf (bulk transfer, verified) and echo
  *   ctl.c       control socket (newline-delimited JSON, docs/control-protocol.md)
+ *   app.c       application sessions of libmetaroce (libclient/abi.h)
  *   notify.c    sd_notify and the watchdog
  *   main.c      options, signals, reload, startup and shutdown
  */
@@ -18,6 +19,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "app.h"
 #include "config.h"
 #include "ctl.h"
 #include "datapath.h"
@@ -57,6 +59,7 @@ struct mrd {
 	mrd_timer timer;
 	mrd_notify notify;
 	mrd_ctl ctl;
+	mrd_apps apps;
 
 	/* State store (store.h): NULL when the database cannot be opened (the
 	 * daemon runs on without history). Records are queued on the loop and

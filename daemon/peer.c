@@ -291,13 +291,15 @@ static void hdr_init(mrp_hdr *h, uint8_t op, uint32_t dst, uint32_t src, uint64_
 	h->token = token;
 }
 
-/* Our plane addresses as handshake entries. */
-static uint8_t our_addrs(const mrd *d, mrp_addr *out)
+/* Our plane addresses as handshake entries (the planes in mask; 0 = all). */
+static uint8_t our_addrs(const mrd *d, mrp_addr *out, uint32_t mask)
 {
 	uint8_t n = 0;
 	for (unsigned i = 0; i < d->cfg.nplanes && n < MRP_MAX_ADDRS; i++) {
 		const mrd_addr *a = &d->cfg.planes[i].address;
 		if (a->family != AF_INET && a->family != AF_INET6)
+			continue;
+		if (mask && !(mask & (1u << i)))
 			continue;
 		memset(&out[n], 0, sizeof(out[n]));
 		out[n].family = a->family == AF_INET ? 4 : 6;
@@ -394,6 +396,8 @@ static unsigned make_pairs(mrd_conn *c, const mrp_hs *hs, unsigned hs_plane)
 	}
 	for (unsigned i = 0; i < d->dp.nplanes; i++) {
 		int fam = d->dp.planes[i].local.sa.sa_family;
+		if (c->opt_planes && !(c->opt_planes & (1u << i)))
+			continue;
 		for (unsigned k = 0; k < hs->num_addrs; k++) {
 			const mrp_addr *a = &hs->addrs[k];
 			if (a->plane != i || (a->family == 4) != (fam == AF_INET))
@@ -443,7 +447,8 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	cp.max_streams = c->max_streams;
 	cp.nplanes = (uint8_t)c->npairs;
 	uint32_t maxp = (uint32_t)d->cfg.max_paths_per_plane * c->npairs;
-	uint32_t initp = (uint32_t)d->cfg.initial_paths_per_plane * c->npairs;
+	uint32_t initp = (uint32_t)(c->opt_paths ? c->opt_paths
+						  : d->cfg.initial_paths_per_plane) * c->npairs;
 	if (maxp > c->max_paths)
 		maxp = c->max_paths;
 	if (initp > maxp)
@@ -710,6 +715,15 @@ int mrd_conn_connect(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
 		     uint32_t service_id, const mrd_conn_ops *ops, void *ud,
 		     mrd_conn **pc, char *err, size_t errlen)
 {
+	return mrd_conn_connect_opts(d, to, tolen, service_id, ops, ud, NULL, pc, err,
+				     errlen);
+}
+
+int mrd_conn_connect_opts(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
+			  uint32_t service_id, const mrd_conn_ops *ops, void *ud,
+			  const mrd_conn_opts *opts, mrd_conn **pc, char *err,
+			  size_t errlen)
+{
 	if (d->stopping) {
 		snprintf(err, errlen, "the daemon is stopping");
 		return -1;
@@ -734,6 +748,12 @@ int mrd_conn_connect(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
 	c->hs_alen = tolen;
 	mrp_conn_params cp;
 	our_params(d, &cp);
+	if (opts) {
+		if (opts->max_streams && opts->max_streams < cp.max_streams)
+			cp.max_streams = opts->max_streams;
+		c->opt_paths = opts->initial_paths;
+		c->opt_planes = opts->planes_mask;
+	}
 	mrp_pkt k;
 	memset(&k, 0, sizeof(k));
 	hdr_init(&k.hdr, MRP_OP_CONNECT, 0, c->local_id, 0);
@@ -748,7 +768,7 @@ int mrd_conn_connect(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
 	hs->max_streams = cp.max_streams;
 	hs->max_paths = cp.max_paths;
 	hs->service_port = d->cfg.port;
-	hs->num_addrs = our_addrs(d, hs->addrs);
+	hs->num_addrs = our_addrs(d, hs->addrs, c->opt_planes);
 	ssize_t n = mrp_pkt_encode(c->hs_pkt, sizeof(c->hs_pkt), &k);
 	if (n < 0) {
 		snprintf(err, errlen, "cannot encode CONNECT: %s", mrp_strerror((int)n));
@@ -908,6 +928,11 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	c->hs_alen = srclen;
 	c->mtu = hs->mtu < cp.mtu ? hs->mtu : cp.mtu;
 	c->max_streams = hs->max_streams < cp.max_streams ? hs->max_streams : cp.max_streams;
+	if (ops->max_streams) {
+		uint16_t m = ops->max_streams(d, hs->service_id);
+		if (m && m < c->max_streams)
+			c->max_streams = m;
+	}
 	c->max_paths = hs->max_paths < cp.max_paths ? hs->max_paths : cp.max_paths;
 	c->caps = hs->caps & OUR_CAPS;
 	/* 4. Parameters: a usable address pair. */
@@ -930,7 +955,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	a->max_streams = c->max_streams;
 	a->max_paths = c->max_paths;
 	a->service_port = d->cfg.port;
-	a->num_addrs = our_addrs(d, a->addrs);
+	a->num_addrs = our_addrs(d, a->addrs, 0);
 	ssize_t n = mrp_pkt_encode(c->hs_pkt, sizeof(c->hs_pkt), &k);
 	if (n < 0) {
 		conn_free(c);

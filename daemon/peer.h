@@ -63,6 +63,9 @@ typedef struct mrd_conn_ops {
 	 * NULL: every rkey is invalid. */
 	uint8_t *(*resolve)(mrd_conn *c, uint32_t rkey, uint64_t addr, uint64_t len,
 			    unsigned access, int *pnak);
+	/* Acceptor: the most streams the service takes for service_id (it
+	 * caps what the ACCEPT offers); NULL or 0: the configuration's. */
+	uint16_t (*max_streams)(mrd *d, uint32_t service_id);
 } mrd_conn_ops;
 
 /* Who answers CONNECTs for a service id: returns the ops, or NULL for
@@ -121,6 +124,9 @@ struct mrd_conn {
 	void *ud;                 /* the service's state */
 	uint64_t drops[18];       /* datagrams of this connection dropped, by -MRP_ERR_* */
 	uint64_t sport_fails;
+	/* initiator options (mrd_conn_opts): 0 = the configuration's */
+	uint16_t opt_paths;       /* initial paths per plane */
+	uint32_t opt_planes;      /* our planes the connection may use (bit i) */
 };
 
 /* Token bucket of the answers to unauthenticated packets (SPEC 14.3). */
@@ -164,6 +170,23 @@ void mrd_peer_on_timer(mrd_timer *t);
 int mrd_conn_connect(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
 		     uint32_t service_id, const mrd_conn_ops *ops, void *ud,
 		     mrd_conn **pc, char *err, size_t errlen);
+
+/* What an initiator may ask beyond the configuration; 0 = its value. */
+typedef struct mrd_conn_opts {
+	uint16_t max_streams;   /* offered in the CONNECT (the peer may take fewer) */
+	uint16_t initial_paths; /* paths this end opens per plane pair, at most
+				 * paths.max_per_plane (the acceptor opens what
+				 * its own configuration says) */
+	uint32_t planes_mask;   /* bit i: our plane i may carry paths; the CONNECT
+				 * advertises only those planes' addresses, so
+				 * the acceptor pairs only them */
+} mrd_conn_opts;
+
+/* mrd_conn_connect() with options (opts may be NULL). */
+int mrd_conn_connect_opts(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
+			  uint32_t service_id, const mrd_conn_ops *ops, void *ud,
+			  const mrd_conn_opts *opts, mrd_conn **pc, char *err,
+			  size_t errlen);
 
 /* Work was posted: service the connection at the next mrd_peer_run(). */
 void mrd_conn_touch(mrd_conn *c);

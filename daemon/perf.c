@@ -344,10 +344,9 @@ static const mrd_conn_ops srv_ops = {
 
 const mrd_conn_ops *mrd_service_lookup(mrd *d, uint32_t service_id)
 {
-	(void)d;
 	if (service_id == MRD_SVC_PERF || service_id == MRD_SVC_ECHO)
 		return &srv_ops;
-	return NULL;
+	return mrd_apps_service(d, service_id); /* a service an application listens on */
 }
 
 /* ---- initiator ----------------------------------------------------------- */

@@ -9,7 +9,8 @@ pkgs=(
 	libcmocka-dev
 	clang libclang-rt-dev            # libFuzzer harness and sanitizers
 	iproute2 nftables                # network-namespace test beds
-	iperf3                           # bench_daemon: kernel TCP reference
+	iperf3                           # bench_daemon, bench_client: kernel TCP reference
+	sockperf                         # bench_client: UDP ping-pong latency reference
 	systemd                          # systemd-analyze verify of the unit
 	python3
 )

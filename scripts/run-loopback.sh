@@ -55,6 +55,7 @@ config() {
 	service:
 	  port: $2
 	  control_socket: $tmp/$1.sock
+	  app_socket: $tmp/$1.app.sock
 	  control_group: ""
 	  state_db: $tmp/$1.db
 	  log_level: info

@@ -88,6 +88,8 @@ static void test_defaults(void **state)
 	assert_int_equal(c.port, 19791);
 	assert_string_equal(c.control_socket, "/run/metaroce/metarocd.sock");
 	assert_string_equal(c.control_group, "metaroce");
+	assert_string_equal(c.app_socket, "/run/metaroce/app.sock");
+	assert_string_equal(c.app_group, "metaroce");
 	assert_string_equal(c.state_db, "/var/lib/metaroce/state.db");
 	assert_int_equal(c.log_level, MRD_LOG_INFO);
 	assert_int_equal(c.nplanes, 0);
@@ -116,6 +118,12 @@ static void test_defaults(void **state)
 	assert_int_equal(c.suspect_rtos, p.suspect_rtos);
 	assert_int_equal(c.telemetry_interval_ns, 1000000000ull);
 	assert_int_equal(c.telemetry_retention_ns, 24 * 3600 * 1000000000ull);
+	assert_int_equal(c.app_max_sessions, 256);
+	assert_int_equal(c.app_max_contexts, 16);
+	assert_int_equal(c.app_max_regions, 1024);
+	assert_int_equal(c.app_max_region_bytes, 64ull << 30);
+	assert_int_equal(c.app_max_conns, 1024);
+	assert_int_equal(c.app_max_listeners, 64);
 	assert_string_equal(mrd_log_level_name(MRD_LOG_DEBUG), "debug");
 	assert_string_equal(mrd_log_level_name(7), "?");
 }
@@ -163,6 +171,8 @@ static const char full_yaml[] =
 	"  port: 20000\n"
 	"  control_socket: /tmp/mr/ctl.sock\n"
 	"  control_group: \"\"\n"
+	"  app_socket: /tmp/mr/app.sock\n"
+	"  app_group: apps\n"
 	"  state_db: /tmp/mr/state.db\n"
 	"  log_level: debug\n"
 	"planes:\n"
@@ -202,7 +212,14 @@ static const char full_yaml[] =
 	"  suspect_rtos: 2\n"
 	"telemetry:\n"
 	"  interval: 100ms\n"
-	"  retention: 7d\n";
+	"  retention: 7d\n"
+	"apps:\n"
+	"  max_sessions: 8\n"
+	"  max_contexts: 2\n"
+	"  max_regions: 100\n"
+	"  max_region_bytes: 1.5GiB\n"
+	"  max_conns: 10\n"
+	"  max_listeners: 3\n";
 
 static void test_every_key(void **state)
 {
@@ -255,6 +272,14 @@ static void test_every_key(void **state)
 	assert_int_equal(c.suspect_rtos, 2);
 	assert_int_equal(c.telemetry_interval_ns, 100000000);
 	assert_int_equal(c.telemetry_retention_ns, 7 * 86400 * 1000000000ull);
+	assert_string_equal(c.app_socket, "/tmp/mr/app.sock");
+	assert_string_equal(c.app_group, "apps");
+	assert_int_equal(c.app_max_sessions, 8);
+	assert_int_equal(c.app_max_contexts, 2);
+	assert_int_equal(c.app_max_regions, 100);
+	assert_int_equal(c.app_max_region_bytes, 3ull << 29);
+	assert_int_equal(c.app_max_conns, 10);
+	assert_int_equal(c.app_max_listeners, 3);
 }
 
 /* Other accepted spellings. */
@@ -390,13 +415,13 @@ static void test_unknown_keys(void **state)
 		  NAME ":1: plane: unknown key; did you mean 'planes'?" },
 		{ P0 "logging: debug\n",
 		  NAME ":4: logging: unknown key (valid here: service, planes, paths, "
-		  "congestion, timers, transport, telemetry)" },
+		  "congestion, timers, transport, telemetry, apps)" },
 		{ P0 "    speed: 1Gbps\n",
 		  NAME ":4: planes[0].speed: unknown key (valid here: name, "
 		  "interface, address, mtu, link_speed, source_ports)" },
 		{ P0 "\"a\\x01\": 1\n",
 		  NAME ":4: a\\x01: unknown key (valid here: service, planes, paths, "
-		  "congestion, timers, transport, telemetry)" },
+		  "congestion, timers, transport, telemetry, apps)" },
 	};
 
 	(void)state;
@@ -885,6 +910,105 @@ static void test_transport_telemetry_errors(void **state)
 	CHECK_BAD(cases);
 }
 
+static void roundtrip(const char *yaml);
+
+static void test_apps(void **state)
+{
+	static const bad cases[] = {
+		{ P0 "apps:\n  max_contexts: 0\n",
+		  NAME ":5: apps.max_contexts: 0 is out of range (1-4096)" },
+		{ P0 "apps:\n  max_sessions: 65537\n",
+		  NAME ":5: apps.max_sessions: 65537 is out of range (1-65536)" },
+		{ P0 "apps:\n  max_regions: 2000000\n",
+		  NAME ":5: apps.max_regions: 2000000 is out of range (1-1048576)" },
+		{ P0 "apps:\n  max_conns: many\n",
+		  NAME ":5: apps.max_conns: 'many' is not a whole number" },
+		{ P0 "apps:\n  max_listeners: 4097\n",
+		  NAME ":5: apps.max_listeners: 4097 is out of range (1-4096)" },
+		{ P0 "apps:\n  max_region_bytes: 1KiB\n",
+		  NAME ":5: apps.max_region_bytes: 1KiB is out of range (4KiB-1PiB)" },
+		{ P0 "apps:\n  max_region_bytes: 2PiB\n",
+		  NAME ":5: apps.max_region_bytes: 2PiB is out of range (4KiB-1PiB)" },
+		{ P0 "apps:\n  max_region_bytes: 0\n",
+		  NAME ":5: apps.max_region_bytes: 0 is out of range (4KiB-1PiB)" },
+		{ P0 "apps:\n  max_region_bytes: 99999999999999999999999\n",
+		  NAME ":5: apps.max_region_bytes: 99999999999999999999999 is out of "
+		  "range (4KiB-1PiB)" },
+		{ P0 "apps:\n  max_region_bytes: 99999999999999999999GiB\n",
+		  NAME ":5: apps.max_region_bytes: 99999999999999999999GiB is out of "
+		  "range (4KiB-1PiB)" },
+		{ P0 "apps:\n  max_region_bytes: 64Gib\n",
+		  NAME ":5: apps.max_region_bytes: '64Gib' is not a size (a number of "
+		  "bytes, or a number and a unit: B, KiB, MiB, GiB, TiB, PiB, KB, MB, "
+		  "GB, TB)" },
+		{ P0 "apps:\n  max_region_bytes: 64 GiB\n",
+		  NAME ":5: apps.max_region_bytes: '64 GiB' is not a size (a number of "
+		  "bytes, or a number and a unit: B, KiB, MiB, GiB, TiB, PiB, KB, MB, "
+		  "GB, TB)" },
+		{ P0 "apps:\n  max_region_bytes: 4096.5B\n",
+		  NAME ":5: apps.max_region_bytes: '4096.5B' is not a whole number of "
+		  "bytes" },
+		{ P0 "apps:\n  max_region_bytes: -5GiB\n",
+		  NAME ":5: apps.max_region_bytes: '-5GiB' is not a size (a number of "
+		  "bytes, or a number and a unit: B, KiB, MiB, GiB, TiB, PiB, KB, MB, "
+		  "GB, TB)" },
+		{ P0 "apps:\n  max_conn: 5\n",
+		  NAME ":5: apps.max_conn: unknown key; did you mean 'max_conns'?" },
+		{ P0 "apps:\n  foo: 5\n",
+		  NAME ":5: apps.foo: unknown key (valid here: max_sessions, "
+		  "max_contexts, max_regions, max_region_bytes, max_conns, "
+		  "max_listeners)" },
+		{ P0 "service:\n  app_group: -apps\n",
+		  NAME ":5: service.app_group: '-apps' is not a group name (up "
+		  "to 32 letters, digits, '_', '.' or '-', not first; \"\" for none)" },
+		{ P0 "service:\n  app_sock: /x\n",
+		  NAME ":5: service.app_sock: unknown key; did you mean 'app_socket'?" },
+		{ P0 "service:\n  app_socket: ~bob/app.sock\n",
+		  NAME ":5: service.app_socket: '~bob/app.sock': only '~/' "
+		  "(your home directory) is supported" },
+		{ P0 "service:\n  app_socket: /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		  "aaaaaa.sock\n",
+		  NAME ":5: service.app_socket: '/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		  "aaaaaaaaaaaaa...' is longer than the 107 bytes a Unix socket path "
+		  "can hold" },
+	};
+	mrd_config c;
+	char live[256], restart[256];
+
+	(void)state;
+	CHECK_BAD(cases);
+	/* every size unit; a bare number is bytes; "" means no group */
+	static const struct { const char *v; uint64_t bytes; } sizes[] = {
+		{ "4096", 4096 }, { "4096B", 4096 }, { "8KiB", 8192 },
+		{ "3MiB", 3ull << 20 }, { "0.5GiB", 1ull << 29 }, { "2TiB", 2ull << 40 },
+		{ "1PiB", 1ull << 50 }, { "5KB", 5000 }, { "7MB", 7000000 },
+		{ "1.5GB", 1500000000 }, { "1TB", 1000000000000ull },
+	};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char y[128];
+		snprintf(y, sizeof(y), P0 "apps:\n  max_region_bytes: %s\n", sizes[i].v);
+		parse_ok(&c, y);
+		assert_int_equal(c.app_max_region_bytes, sizes[i].bytes);
+	}
+	parse_ok(&c, P0 "service:\n  app_group: \"\"\n  app_socket: run/app.sock\n");
+	assert_string_equal(c.app_group, "");
+	assert_string_equal(c.app_socket, "run/app.sock");
+	/* limits apply live (to sessions attached later); the socket does not */
+	mrd_config d = c;
+	d.app_max_conns = 5;
+	d.app_max_region_bytes = 4096;
+	snprintf(d.app_socket, sizeof(d.app_socket), "/x");
+	snprintf(d.app_group, sizeof(d.app_group), "g");
+	assert_int_equal(mrd_config_diff(&c, &d, live, sizeof(live), restart,
+					 sizeof(restart)), MRD_CONFIG_LIVE | MRD_CONFIG_RESTART);
+	assert_string_equal(live, "apps.max_region_bytes, apps.max_conns");
+	assert_string_equal(restart, "service.app_socket, service.app_group");
+	/* the dump writes sizes in the largest binary unit that divides them */
+	roundtrip(P0 "apps:\n  max_region_bytes: 1000000\n");
+	roundtrip(P0 "apps:\n  max_region_bytes: 3GB\n");
+}
+
 /* Messages are cut to the caller's buffer; values are cut and escaped. */
 static void test_message_limits(void **state)
 {
@@ -1148,6 +1272,8 @@ static void test_dump(void **state)
 		"  port: 20000\n"
 		"  control_socket: /tmp/mr/ctl.sock\n"
 		"  control_group: \"\"\n"
+		"  app_socket: /tmp/mr/app.sock\n"
+		"  app_group: apps\n"
 		"  state_db: /tmp/mr/state.db\n"
 		"  log_level: debug\n"
 		"planes:\n"
@@ -1192,7 +1318,14 @@ static void test_dump(void **state)
 		"  suspect_rtos: 2\n"
 		"telemetry:\n"
 		"  interval: 100ms\n"
-		"  retention: 7d\n");
+		"  retention: 7d\n"
+		"apps:\n"
+		"  max_sessions: 8\n"
+		"  max_contexts: 2\n"
+		"  max_regions: 100\n"
+		"  max_region_bytes: 1536MiB\n"
+		"  max_conns: 10\n"
+		"  max_listeners: 3\n");
 	free(buf);
 
 	roundtrip(full_yaml);
@@ -1303,12 +1436,12 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 5 + 6 + 2 + 1 + 7 + 6 + 7 + 2);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 7 + 2 + 6);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
-	assert_int_equal(mrd_config_key(5, k, sizeof(k)), 0);
+	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);
 	assert_string_equal(k, "planes[].name");
-	assert_int_equal(mrd_config_key(14, k, sizeof(k)), 0);
+	assert_int_equal(mrd_config_key(16, k, sizeof(k)), 0);
 	assert_string_equal(k, "congestion.params.init_cwnd_pkts");
 	free(etc);
 	free(man);
@@ -1335,6 +1468,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timer_errors),
 		cmocka_unit_test(test_transport_telemetry_errors),
 		cmocka_unit_test(test_message_limits),
+		cmocka_unit_test(test_apps),
 		cmocka_unit_test(test_load),
 		cmocka_unit_test(test_diff),
 		cmocka_unit_test(test_diff_from_files),

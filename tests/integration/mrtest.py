@@ -46,6 +46,7 @@ class Daemon:
                  sports="40000-59999"):
         self.name = name
         self.sock = os.path.join(tmp, name + ".sock")
+        self.app_sock = os.path.join(tmp, name + ".app.sock")
         self.conf = os.path.join(tmp, name + ".yaml")
         self.logpath = os.path.join(tmp, name + ".log")
         self.addrs = addrs
@@ -55,8 +56,10 @@ class Daemon:
             for i, a in enumerate(addrs))
         with open(self.conf, "w") as f:
             f.write("service:\n  port: %d\n  control_socket: %s\n  control_group: \"\"\n"
+                    "  app_socket: %s\n  app_group: \"\"\n"
                     "  state_db: %s\n  log_level: info\nplanes:\n%s%s"
-                    % (port, self.sock, os.path.join(tmp, name + ".db"), planes, yaml_extra))
+                    % (port, self.sock, self.app_sock, os.path.join(tmp, name + ".db"),
+                       planes, yaml_extra))
         env = dict(os.environ)
         env.update(extra_env or {})
         self.log = open(self.logpath, "w")

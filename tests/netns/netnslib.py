@@ -118,10 +118,12 @@ class Fabric:
         self.socks[name] = self.path(name + ".sock")
         with open(conf, "w") as f:
             f.write("service:\n  port: 19791\n  control_socket: %s\n  control_group: \"\"\n"
+                    "  app_socket: %s.app\n"
                     "  state_db: %s\n  log_level: info\nplanes:\n"
                     "  - name: plane0\n    address: \"10.200.0.%d\"\n"
                     "  - name: plane1\n    interface: veth-%s1\n    address: \"10.201.0.%d\"\n"
-                    % (self.socks[name], self.path(name + ".db"), host, name, host))
+                    % (self.socks[name], self.socks[name], self.path(name + ".db"), host,
+                       name, host))
         log = open(self.path(name + ".log"), "a")
         # `ip netns exec` execs the daemon: the pid is the daemon's.
         p = subprocess.Popen(["ip", "netns", "exec", self.ns[name], self.metarocd, "-c", conf],
