@@ -22,6 +22,7 @@
 #include "mrd.h"
 
 #define SQ_BUDGET 256        /* SQEs of one context per pass (fairness) */
+#define ENDED_KEEP 256       /* ended connection handles remembered per session */
 #define RECV_BUDGET 64       /* control messages of one session per pass */
 #define BAD_MAX 64           /* wrong requests in a row before the session is closed */
 #define OUTQ_MAX 4096        /* queued replies and events before it is closed */
@@ -142,6 +143,11 @@ struct app_session {
 	uint32_t noutq;
 	uint32_t bad;
 	uint64_t requests, wrs, wrs_bad;
+	/* Handles of this session's connections that ended, most recent
+	 * last: a request that raced the end completes FLUSHED, not BAD_WR
+	 * (the application could not have known). */
+	uint32_t ended[ENDED_KEEP];
+	uint32_t nended;
 };
 
 static const mrd_conn_ops app_ops;
@@ -485,6 +491,15 @@ static app_ctx *ctx_find(app_session *s, uint32_t id)
 	return NULL;
 }
 
+static int ended_handle(const app_session *s, uint32_t handle)
+{
+	uint32_t n = s->nended < ENDED_KEEP ? s->nended : ENDED_KEEP;
+	for (uint32_t i = 0; i < n; i++)
+		if (s->ended[i] == handle)
+			return 1;
+	return 0;
+}
+
 static app_conn *conn_of(app_session *s, uint32_t handle)
 {
 	mrd_conn *c = mrd_conn_find(s->a->d, handle);
@@ -647,6 +662,7 @@ static void op_ended(mrd_conn *c, const char *why)
 	snprintf(ev.reason, sizeof(ev.reason), "%s",
 		 ac->failed && ev.event == MRC_EV_RESET ? "a work request failed" : why);
 	app_session *s = ac->s;
+	s->ended[s->nended++ % ENDED_KEEP] = ac->handle;
 	conn_unlink(ac);
 	free(ac);
 	send_event(s, &ev);
@@ -734,6 +750,10 @@ static int sqe_post(app_ctx *x, const mrc_sqe *q)
 		return 0;
 	}
 	app_conn *ac = conn_of(s, q->conn);
+	if (!ac && ended_handle(s, q->conn)) {
+		wr_bad(x, q, MRD_APP_WR_BAD_CONN, MRC_WC_FLUSHED);
+		return 0;
+	}
 	if (!ac || ac->ctx != x || ac->state != AC_ESTABLISHED) {
 		wr_bad(x, q, MRD_APP_WR_BAD_CONN, MRC_WC_BAD_WR);
 		return 0;
