@@ -52,11 +52,11 @@ def log(*a):
 
 def daemon_config(tmp, name, port, sports, extra=""):
     path = os.path.join(tmp, name + ".yaml")
-    transport = "transport:\n  rnr_retry_max: 255\n"
+    transport = ""
     if "transport:\n" in extra:
-        # merge the caller's transport keys into ours
+        # the caller's transport keys
         head, tail = extra.split("transport:\n", 1)
-        transport += tail
+        transport = "transport:\n" + tail
         extra = head
     with open(path, "w") as f:
         f.write(f"""service:
@@ -74,8 +74,6 @@ planes:
   - name: plane1
     address: 127.0.0.2
     source_ports: {sports}
-timers:
-  rnr_delay: 1ms
 """ + transport + extra)
     return path
 
