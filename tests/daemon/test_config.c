@@ -102,10 +102,11 @@ static void test_defaults(void **state)
 	assert_int_equal(c.cc.init_cwnd_pkts, p.cc.init_cwnd_pkts);
 	assert_int_equal(c.cc.loss_cut_pct, p.cc.loss_cut_pct);
 	assert_int_equal(c.cc.max_cwnd_pkts, 256);
-	/* the engine's defaults, so a file that says nothing changes nothing */
-	assert_int_equal(c.rto_min_ns, p.rto_min_ns);
+	/* the engine's defaults, so a file that says nothing changes nothing,
+	 * except the timeouts: a daemon peer is a process (config.c) */
+	assert_int_equal(c.rto_min_ns, 5000000);
 	assert_int_equal(c.rto_max_ns, p.rto_max_ns);
-	assert_int_equal(c.rto_initial_ns, p.rto_init_ns);
+	assert_int_equal(c.rto_initial_ns, 5000000);
 	assert_int_equal(c.probe_interval_ns, p.probe_idle_ns);
 	assert_int_equal(c.ack_delay_ns, p.ack_delay_ns);
 	assert_int_equal(c.rnr_delay_ns, p.rnr_delay_ns);
@@ -862,13 +863,13 @@ static void test_timer_errors(void **state)
 		{ P0 "timers:\n  rnr_delay: 0\n",
 		  NAME ":5: timers.rnr_delay: 0 is out of range (1us-1s)" },
 		{ P0 "timers:\n  rto_max: 50us\n",
-		  NAME ":5: timers.rto_max: 50us is less than rto_min (100us)" },
+		  NAME ":5: timers.rto_max: 50us is less than rto_min (5ms)" },
 		{ P0 "timers:\n  rto_initial: 200ms\n",
 		  NAME ":5: timers.rto_initial: 200ms is more than rto_max (100ms)" },
-		{ P0 "timers:\n  rto_min: 2ms\n",
-		  NAME ":5: timers.rto_min: 2ms is more than rto_initial (1ms)" },
+		{ P0 "timers:\n  rto_min: 20ms\n",
+		  NAME ":5: timers.rto_min: 20ms is more than rto_initial (5ms)" },
 		{ P0 "timers:\n  rto_initial: 50us\n",
-		  NAME ":5: timers.rto_initial: 50us is less than rto_min (100us)" },
+		  NAME ":5: timers.rto_initial: 50us is less than rto_min (5ms)" },
 	};
 
 	(void)state;
