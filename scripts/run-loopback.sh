@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Two metarocd daemons on this host's loopback, a verified perf run between
-# them, and their paths: the quickest way to see MetaRoCE work. No root.
+# them, their paths, and two applications moving verified data through
+# libmetaroce (metaroce-perf): the quickest way to see MetaRoCE work. No root.
 #
 #   scripts/run-loopback.sh            # 5-second run
 #   SECONDS_RUN=10 scripts/run-loopback.sh
@@ -19,11 +20,12 @@ BUILD=${BUILD:-build}
 SECONDS_RUN=${SECONDS_RUN:-5}
 daemon=$BUILD/daemon/metarocd
 ctl=$BUILD/cli/metaroce-ctl
+mperf=$BUILD/tools/perf/metaroce-perf
 
-if [ ! -x "$daemon" ] || [ ! -x "$ctl" ]; then
+if [ ! -x "$daemon" ] || [ ! -x "$ctl" ] || [ ! -x "$mperf" ]; then
 	echo "== building into $BUILD/"
 	[ -d "$BUILD" ] || meson setup "$BUILD" -Dbuildtype=release >/dev/null
-	meson compile -C "$BUILD" metarocd metaroce-ctl >/dev/null
+	meson compile -C "$BUILD" metarocd metaroce-ctl metaroce-perf >/dev/null
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/metaroce-loopback.XXXXXX")
@@ -105,6 +107,22 @@ if [ $rc -ne 0 ]; then
 	echo "perf failed (exit $rc)" >&2
 	exit 1
 fi
+
+echo "== applications: metaroce-perf server on B, client on A (libmetaroce, WRITE_IMM, verified)"
+"$mperf" server --socket "$tmp/b.app.sock" --once >"$tmp/mperf-server.out" 2>&1 &
+server=$!
+sleep 0.3
+rc=0
+"$mperf" client 127.0.0.1 --port 19792 --socket "$tmp/a.app.sock" --op write_imm \
+	--size 65536 --streams 4 --depth 16 --seconds 3 --verify || rc=$?
+if [ $rc -ne 0 ]; then
+	kill -TERM $server 2>/dev/null || true
+	wait $server 2>/dev/null || true
+	cat "$tmp/mperf-server.out"
+	echo "metaroce-perf failed (exit $rc)" >&2
+	exit 1
+fi
+wait $server || { cat "$tmp/mperf-server.out"; echo "metaroce-perf server failed" >&2; exit 1; }
 
 echo "== stopping (SIGTERM)"
 for i in "${!pids[@]}"; do
