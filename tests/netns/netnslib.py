@@ -1,11 +1,12 @@
 """Helpers of the network-namespace tests: the fabric (fabric.sh), a daemon
 in each namespace, link control, the daemons' logs and stores.
 
-A Fabric builds two namespaces of its own (names from the pid, so a fabric
-made by hand with `fabric.sh up` is left alone) and removes them on exit,
-also when the test fails or meson's timeout sends SIGTERM. It exits 77
-(skipped) with the reason when this host cannot build it: not root, no
-`ip netns`, namespaces refused (a restricted container).
+A Fabric builds namespaces of its own (N hosts, K planes, optionally rate
+limited; names from the pid, so a fabric made by hand with `fabric.sh up`
+is left alone) and removes them on exit, also when the test fails or
+meson's timeout sends SIGTERM. It exits 77 (skipped) with the reason when
+this host cannot build it: not root, no `ip netns`, namespaces refused (a
+restricted container), and with full=True no tc tbf or nftables.
 """
 import ctypes
 import fcntl
@@ -42,9 +43,18 @@ def wait_for(cond, timeout, step=0.01):
 
 
 class Fabric:
-    def __init__(self, tbf=None, extra_env=None):
-        self.ns = {"a": "mrt-a-%d" % os.getpid(), "b": "mrt-b-%d" % os.getpid()}
-        self.env = dict(os.environ, MR_NS_A=self.ns["a"], MR_NS_B=self.ns["b"])
+    """hosts namespaces a, b, ... joined by `planes` planes; tbf (a rate such
+    as "250mbit") bounds every link end; full=True also requires what
+    impairments need (tc tbf, nftables) or skips."""
+
+    def __init__(self, tbf=None, extra_env=None, hosts=2, planes=2, full=False):
+        self.names = "abcdefgh"[:hosts]
+        self.nplanes = planes
+        prefix = "mrt%d-" % os.getpid()
+        self.ns = {h: prefix + h for h in self.names}
+        self.env = dict(os.environ, MR_NS_PREFIX=prefix)
+        self.env.pop("MR_NS_A", None)
+        self.env.pop("MR_NS_B", None)
         self.daemon_env = dict(os.environ, **(extra_env or {}))
         self.procs = {}
         self.socks = {}
@@ -52,7 +62,8 @@ class Fabric:
         self._nssock = {}
         if os.geteuid() != 0:
             mrtest.skip("needs root (network namespaces and veth pairs)")
-        r = subprocess.run([FABRIC, "check"], env=self.env, capture_output=True, text=True)
+        r = subprocess.run([FABRIC, "check-full" if full else "check"], env=self.env,
+                           capture_output=True, text=True)
         if r.returncode == 77:
             mrtest.skip(r.stderr.strip() or "fabric.sh check: cannot build the fabric")
         if r.returncode != 0:
@@ -60,7 +71,8 @@ class Fabric:
         self.metarocd, self.ctl = mrtest.binaries()
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
-        r = subprocess.run([FABRIC, "up"] + (["--tbf", tbf] if tbf else []), env=self.env,
+        r = subprocess.run([FABRIC, "up", "--hosts", str(hosts), "--planes", str(planes)] +
+                           (["--rate", tbf] if tbf else []), env=self.env,
                            capture_output=True, text=True)
         if r.returncode != 0:
             self.cleanup()
@@ -109,19 +121,27 @@ class Fabric:
 
     # ---- daemons ------------------------------------------------------------
 
-    def start(self, name, extra_env=None):
-        """metarocd in namespace `name` ("a" = host 1, "b" = host 2): plane0
-        found by its address, plane1 by its interface. A daemon started
-        again keeps its database and appends to its log."""
-        host = 1 if name == "a" else 2
+    def addr(self, name, plane=0):
+        """Host `name`'s address on plane `plane`."""
+        return "10.%d.0.%d" % (200 + plane, self.names.index(name) + 1)
+
+    def start(self, name, extra_env=None, yaml_extra="", plane_extra=""):
+        """metarocd in namespace `name` ("a" = host 1, "b" = host 2, ...):
+        plane0 found by its address, the others by interface and address.
+        plane_extra is added to every plane's map (e.g. "    link_speed:
+        250M\n"), yaml_extra to the file. A daemon started again keeps its
+        database and appends to its log."""
         conf = self.path(name + ".yaml")
         self.socks[name] = self.path(name + ".sock")
+        planes = "".join(
+            "  - name: plane%d\n%s    address: \"%s\"\n%s"
+            % (i, "" if i == 0 else "    interface: veth-%s%d\n" % (name, i),
+               self.addr(name, i), plane_extra)
+            for i in range(self.nplanes))
         with open(conf, "w") as f:
             f.write("service:\n  port: 19791\n  control_socket: %s\n  control_group: \"\"\n"
-                    "  state_db: %s\n  log_level: info\nplanes:\n"
-                    "  - name: plane0\n    address: \"10.200.0.%d\"\n"
-                    "  - name: plane1\n    interface: veth-%s1\n    address: \"10.201.0.%d\"\n"
-                    % (self.socks[name], self.path(name + ".db"), host, name, host))
+                    "  state_db: %s\n  log_level: info\nplanes:\n%s%s"
+                    % (self.socks[name], self.path(name + ".db"), planes, yaml_extra))
         log = open(self.path(name + ".log"), "a")
         # `ip netns exec` execs the daemon: the pid is the daemon's.
         p = subprocess.Popen(["ip", "netns", "exec", self.ns[name], self.metarocd, "-c", conf],
@@ -223,6 +243,26 @@ class Fabric:
         t0 = time.monotonic()
         self.ip(name, "link", "set", "dev", ifname, "up" if up else "down")
         return t0
+
+    # ---- impairments (fabric.sh) ------------------------------------------
+
+    def fabric(self, *args):
+        """fabric.sh with these arguments on this fabric; fails the test if it
+        fails."""
+        r = subprocess.run([FABRIC] + [str(a) for a in args], env=self.env,
+                           capture_output=True, text=True)
+        self.check(r.returncode == 0, "fabric.sh %s%s" % (
+            " ".join(str(a) for a in args), "" if r.returncode == 0 else ": " + r.stderr))
+        return r.stdout
+
+    def nft_counter(self, name, kind, plane):
+        """packets counted by the `kind` rule (loss, ecn) of host `name` on
+        `plane`; 0 without one."""
+        r = subprocess.run(["ip", "netns", "exec", self.ns[name], "nft", "list", "chain",
+                            "inet", "mrfabric", "pre"], capture_output=True, text=True)
+        m = re.search(r'counter packets (\d+) bytes \d+.*comment "%s veth-%s%d"'
+                      % (kind, name, plane), r.stdout)
+        return int(m.group(1)) if m else 0
 
     def ip(self, name, *args):
         subprocess.run(["ip", "-n", self.ns[name]] + list(args), check=True)
