@@ -118,6 +118,9 @@ typedef struct mrd_config {
 	/* telemetry: */
 	uint64_t telemetry_interval_ns;  /* sampling period */
 	uint64_t telemetry_retention_ns; /* how long samples are kept in state_db */
+	uint64_t telemetry_history_ns;   /* how long 1-minute aggregates are kept */
+	uint32_t telemetry_max_paths;    /* paths sampled per interval at most */
+	char telemetry_textfile[MRD_PATH_MAX + 1]; /* Prometheus textfile; "" = off */
 } mrd_config;
 
 /* The defaults: everything the file may leave out, and no planes. */
