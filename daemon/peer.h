@@ -121,6 +121,7 @@ struct mrd_conn {
 	void *ud;                 /* the service's state */
 	uint64_t drops[18];       /* datagrams of this connection dropped, by -MRP_ERR_* */
 	uint64_t sport_fails;
+	void *tel;                /* the telemetry sampler's state (telemetry.c) */
 };
 
 /* Token bucket of the answers to unauthenticated packets (SPEC 14.3). */
