@@ -316,7 +316,8 @@ show() {
 		ns=$(ns_of "$l")
 		echo "== host $l (namespace $ns)"
 		ip -n "$ns" -br addr show | grep -v '^lo '
-		ip netns exec "$ns" tc qdisc show | grep tbf || true
+		ip netns exec "$ns" tc -s qdisc show | grep -A2 tbf | grep -v "^ *backlog\|^--" || true
+		ip netns exec "$ns" nstat -az UdpRcvbufErrors UdpInErrors 2>/dev/null | grep Udp || true
 		ip netns exec "$ns" nft list table inet "$NFT_TABLE" 2>/dev/null | grep iifname || true
 	done
 }

@@ -10,6 +10,7 @@ restricted container), and with full=True no tc tbf or nftables.
 """
 import ctypes
 import fcntl
+import json
 import os
 import re
 import signal
@@ -29,6 +30,14 @@ FABRIC = os.path.join(HERE, "fabric.sh")
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 _IFREQ = "16sH22x"
+
+
+def by_plane(paths, field):
+    """{plane_name: sum of field} over a show-paths array."""
+    out = {}
+    for p in paths:
+        out[p["plane_name"]] = out.get(p["plane_name"], 0) + p[field]
+    return out
 
 
 def wait_for(cond, timeout, step=0.01):
@@ -60,6 +69,7 @@ class Fabric:
         self.socks = {}
         self.tmp = None
         self._nssock = {}
+        self._perfs = []
         if os.geteuid() != 0:
             mrtest.skip("needs root (network namespaces and veth pairs)")
         r = subprocess.run([FABRIC, "check-full" if full else "check"], env=self.env,
@@ -90,7 +100,7 @@ class Fabric:
         for s in self._nssock.values():
             s.close()
         self._nssock = {}
-        for p in self.procs.values():
+        for p in [q for q, _, _ in self._perfs] + list(self.procs.values()):
             if p.poll() is None:
                 p.kill()
                 p.wait()
@@ -243,6 +253,64 @@ class Fabric:
         t0 = time.monotonic()
         self.ip(name, "link", "set", "dev", ifname, "up" if up else "down")
         return t0
+
+    # ---- operator view (metaroce-ctl) ----------------------------------------
+
+    def ctl_json(self, name, *args, timeout=60):
+        """metaroce-ctl -j ARGS against daemon `name`: the parsed output."""
+        r = subprocess.run([self.ctl, "-s", self.socks[name], "-j"] + [str(a) for a in args],
+                           capture_output=True, text=True, timeout=timeout)
+        self.check(r.returncode == 0, "metaroce-ctl -j %s (%s)" % (
+            " ".join(str(a) for a in args), r.stderr.strip() or "exit 0"))
+        return json.loads(r.stdout)
+
+    def perf_start(self, name, peer, seconds, *extra):
+        """`metaroce-ctl -j perf` from daemon `name` to host `peer`'s plane0
+        address, in the background; perf_wait() gives the result."""
+        out = open(self.path("perf-%d.json" % len(self._perfs)), "w+")
+        p = subprocess.Popen([self.ctl, "-s", self.socks[name], "-j", "perf",
+                              self.addr(peer), "--seconds", str(seconds)] +
+                             [str(a) for a in extra], stdout=out, stderr=subprocess.STDOUT)
+        self._perfs.append((p, out, seconds))
+        return p
+
+    def perf_wait(self, p):
+        """(exit code, result or None, output) of a perf_start() run."""
+        out, seconds = next((o, s) for q, o, s in self._perfs if q is p)
+        try:
+            rc = p.wait(seconds + 60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        out.seek(0)
+        text = out.read()
+        try:
+            res = json.loads(text)
+        except ValueError:
+            res = None
+        return rc, res, text
+
+    def perf(self, name, peer, seconds, *extra):
+        """A verified perf run that must succeed: its result."""
+        rc, res, text = self.perf_wait(self.perf_start(name, peer, seconds, *extra))
+        self.check(rc == 0 and res is not None, "perf %s -> %s, %s s%s: exit %s%s" % (
+            name, peer, seconds, "".join(" " + str(a) for a in extra), rc,
+            "" if res is not None else " " + text.strip()[:300]))
+        self.check_verified(res)
+        return res
+
+    def check_verified(self, res):
+        self.check(res["verify_errors"] == 0 and res["verified"] and res["bytes"] > 0 and
+                   res["verified_bytes"] == res["bytes"],
+                   "perf: %d bytes in %.2f s (%.3f Gbit/s), every byte verified, %d "
+                   "verification errors" % (res["bytes"], res["seconds"], res["goodput_gbps"],
+                                            res["verify_errors"]))
+
+    def cpu_seconds(self, name):
+        """user + system CPU seconds the daemon `name` has used."""
+        with open("/proc/%d/stat" % self.procs[name].pid) as f:
+            x = f.read().rsplit(")", 1)[1].split()
+        return (int(x[11]) + int(x[12])) / os.sysconf("SC_CLK_TCK")
 
     # ---- impairments (fabric.sh) ------------------------------------------
 

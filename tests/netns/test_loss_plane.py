@@ -1,0 +1,84 @@
+"""Random loss of 1 % on one plane (docs/netns.md).
+
+Two daemons joined by two planes, each bounded by tc tbf at MR_PLANE_RATE
+(default 250mbit); the daemons pace each plane below that
+(planes[].link_speed = 80 % of it) so that the tbf never drops, and
+timers.rto_min is 20 ms, above the 10 ms a tbf queue may add, so that no
+retransmission timer fires early: the only loss is what nftables injects,
+1 % of the packets that arrive at B on plane1 (fabric.sh loss b 1 1).
+
+Two verified perf transfers run (1 MiB and 64 KiB messages). Each must
+complete with every byte verified and no verification error; the injected
+drop rate must be about 1 % (0.5-1.5 %) of plane1's packets; A's
+`metaroce-ctl -j show paths` must account for the drops on plane1's paths
+(lost_pkts at least 90 % of the packets nftables dropped, a loss fraction
+of at least 0.5 %) and for next to none on plane0's (below 0.1 %).
+
+Needs root, network namespaces, tc and nftables: exits 77 (skipped),
+saying why, otherwise.
+"""
+import os
+import time
+
+from netnslib import Fabric, by_plane
+
+RATE = os.environ.get("MR_PLANE_RATE", "250mbit")
+LOSS_PCT = 1
+PERF_SECONDS = 4
+
+
+def rate_mbps(s):
+    units = {"kbit": 1e-3, "mbit": 1, "gbit": 1e3}
+    for u, m in units.items():
+        if s.lower().endswith(u):
+            return float(s[:-len(u)]) * m
+    raise SystemExit("MR_PLANE_RATE: %s is not N{kbit,mbit,gbit}" % s)
+
+
+pace = int(rate_mbps(RATE) * 0.8)
+f = Fabric(tbf=RATE, planes=2, full=True)
+try:
+    conf = dict(plane_extra="    link_speed: %dMbps\n" % pace,
+                yaml_extra="timers:\n  rto_min: 20ms\n  rto_initial: 50ms\n")
+    f.start("a", **conf)
+    f.start("b", **conf)
+    f.fabric("loss", "b", 1, LOSS_PCT)
+
+    for msg_size in (1048576, 65536):
+        drops0 = f.nft_counter("b", "loss", 1)
+        run = f.perf_start("a", "b", PERF_SECONDS, "--msg-size", msg_size)
+        time.sleep(PERF_SECONDS * 0.75)
+        live = f.ctl_json("a", "show", "paths")  # the operator's view, mid-run
+        rc, res, text = f.perf_wait(run)
+        f.check(rc == 0 and res is not None, "perf with %d-byte messages answered%s" % (
+            msg_size, "" if res is not None else ": " + text.strip()[:300]))
+        f.check_verified(res)
+        drops = f.nft_counter("b", "loss", 1) - drops0
+        # The run's paths (taken just before its close) are its own counts.
+        tx = by_plane(res["paths"], "tx_pkts")
+        lost = by_plane(res["paths"], "lost_pkts")
+        print("%d-byte messages: %.3f Gbit/s; plane0 %d packets, %d lost; plane1 %d "
+              "packets, %d lost, %d dropped by nftables; retransmitted %d" % (
+                  msg_size, res["goodput_gbps"], tx["plane0"], lost["plane0"], tx["plane1"],
+                  lost["plane1"], drops, res["conn"]["stats"]["retx_pkts"]))
+        f.check(0.005 * tx["plane1"] <= drops <= 0.015 * tx["plane1"],
+                "nftables dropped %.2f %% of plane1's packets" % (100 * drops / tx["plane1"]))
+        f.check(lost["plane1"] >= 0.9 * drops and lost["plane1"] >= 0.005 * tx["plane1"],
+                "plane1's paths report the loss: %d lost (%.2f %%) for %d dropped"
+                % (lost["plane1"], 100 * lost["plane1"] / tx["plane1"], drops))
+        f.check(lost["plane0"] < 0.001 * tx["plane0"],
+                "plane0's paths report next to none: %d lost (%.3f %%)"
+                % (lost["plane0"], 100 * lost["plane0"] / tx["plane0"]))
+        ltx, llost = by_plane(live, "tx_pkts"), by_plane(live, "lost_pkts")
+        f.check(llost["plane1"] > 0 and llost["plane0"] < 0.001 * ltx["plane0"],
+                "metaroce-ctl -j show paths mid-run: plane1 %d lost of %d, plane0 %d of %d "
+                "(per path: %s)" % (llost["plane1"], ltx["plane1"], llost["plane0"],
+                                    ltx["plane0"], ", ".join(
+                                        "%s#%d %d/%d" % (p["plane_name"], p["id"], p["lost_pkts"],
+                                                         p["tx_pkts"]) for p in live)))
+
+    f.fabric("loss", "b", 1, 0)
+    f.stop("a")
+    f.stop("b")
+finally:
+    f.close()
