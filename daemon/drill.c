@@ -289,12 +289,15 @@ static void finish(drill *r)
 			       .result_json = text};
 	if (d->store)
 		mrd_store_drill_update(d->store, &row);
-	char detail[160];
-	snprintf(detail, sizeof(detail), "drill %" PRIu64 " %s%s: detection %s ms, %s", r->drill_id,
-		 json_is_true(json_object_get(rep, "pass")) ? "passed" : "failed",
-		 r->cancelled ? " (cancelled)" : "",
-		 json_is_number(json_object_get(rep, "detection_ms")) ? "measured" : "n/a",
-		 r->reason[0] ? r->reason : "completed");
+	char detail[256], det[32] = "n/a", red[32] = "n/a";
+	json_t *jd = json_object_get(rep, "detection_ms"), *jr = json_object_get(rep, "redistribution_ms");
+	if (json_is_number(jd))
+		snprintf(det, sizeof(det), "%.3f ms", json_number_value(jd));
+	if (json_is_number(jr))
+		snprintf(red, sizeof(red), "%.3f ms", json_number_value(jr));
+	snprintf(detail, sizeof(detail), "drill %" PRIu64 " %s%s: detection %s, redistribution %s%s%s",
+		 r->drill_id, json_is_true(json_object_get(rep, "pass")) ? "passed" : "failed",
+		 r->cancelled ? " (cancelled)" : "", det, red, r->reason[0] ? "; " : "", r->reason);
 	mrd_event(d, MRD_STORE_EV_DRILL_ENDED, plane, 0, -1, detail);
 	free(text);
 	if (r->cl) {

@@ -28,7 +28,7 @@ typedef struct ring {
 /* What one path looked like at the previous sample. */
 typedef struct tel_path {
 	uint8_t valid;
-	uint64_t tx_bytes, acked, ce, lost, retx;
+	mrd_tel_counters last;
 	ring r;
 } tel_path;
 
@@ -216,31 +216,21 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 			}
 			budget--;
 			tel_path *tp = &t->p[i];
-			uint64_t dtx = 0, dack = 0, dce = 0, dlost = 0, dretx = 0;
+			mrd_tel_counters now_c = {.tx_bytes = pi.tx_bytes,
+						  .acked_pkts = pi.acked_pkts,
+						  .ce_pkts = pi.ce_pkts,
+						  .lost_pkts = pi.lost_pkts,
+						  .retx_pkts = pi.retx_pkts};
 			int was_valid = tp->valid;
-			if (was_valid) {
-				dtx = delta(pi.tx_bytes, tp->tx_bytes);
-				dack = delta(pi.acked_pkts, tp->acked);
-				dce = delta(pi.ce_pkts, tp->ce);
-				dlost = delta(pi.lost_pkts, tp->lost);
-				dretx = delta(pi.retx_pkts, tp->retx);
-			}
+			mrd_tel_counters prev = tp->last;
 			tp->valid = 1;
-			tp->tx_bytes = pi.tx_bytes;
-			tp->acked = pi.acked_pkts;
-			tp->ce = pi.ce_pkts;
-			tp->lost = pi.lost_pkts;
-			tp->retx = pi.retx_pkts;
+			tp->last = now_c;
 			if (dt <= 0 || !was_valid)
 				continue; /* the first sample only sets the base */
 			unsigned lp = pi.plane < c->npairs ? c->pairs[pi.plane].lplane : 0;
-			double rate = (double)dtx / dt; /* bytes/s */
-			uint64_t speed = mrd_planes_speed(d, lp);
-			double util = speed ? rate * 8 / (double)speed : 0;
-			double ecn = dack ? (double)dce / (double)dack : 0;
-			if (ecn > 1)
-				ecn = 1;
-			ring_push(&tp->r, (double)pi.srtt_ns / 1e3, util, rate);
+			mrd_tel_derived x;
+			mrd_tel_derive(&prev, &now_c, dt, mrd_planes_speed(d, lp), &x);
+			ring_push(&tp->r, (double)pi.srtt_ns / 1e3, x.utilization, x.tx_bytes_per_s);
 			if (d->store) {
 				mrd_store_path_sample_row row = {
 					.ts_ns = wall,
@@ -250,11 +240,11 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 					.sport = pi.sport,
 					.state = mrp_path_state_name(pi.state),
 					.srtt_ns = pi.srtt_ns,
-					.ecn_fraction = ecn,
-					.lost_pkts = dlost,
-					.retx_pkts = dretx,
-					.utilization = util,
-					.tx_bytes_per_s = (uint64_t)rate,
+					.ecn_fraction = x.ecn_fraction,
+					.lost_pkts = x.lost_pkts,
+					.retx_pkts = x.retx_pkts,
+					.utilization = x.utilization,
+					.tx_bytes_per_s = (uint64_t)x.tx_bytes_per_s,
 				};
 				if (mrd_store_path_sample(d->store, &row) == 0)
 					g.st.path_samples++;

@@ -26,6 +26,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "sample.h"
+
 typedef struct mrd mrd;
 typedef struct mrd_conn mrd_conn;
 

@@ -109,6 +109,7 @@ mon.wait(5)
 ev = [e for e in lines if e["kind"] == "plane.drained"]
 mrtest.check(len(ev) == 1 and ev[0]["plane"] == "p1" and ev[0]["detail"].startswith("by uid"),
              "monitor streams the plane.drained event as JSON")
+time.sleep(0.3)  # a few telemetry samples of p1 drained (history planes below)
 runj("plane", "undrain", "p1")
 
 # ---- path commands during a transfer -------------------------------------
@@ -185,6 +186,26 @@ rc, _, _ = run("history", "events", "--since", "x")
 mrtest.check(rc == 2, "bad --since: usage")
 rec = mrtest.request(p.a.sock, "telemetry")
 mrtest.check(rec["ok"] and len(rec["result"]["planes"]) == 2, "telemetry: recent samples")
+
+# ---- show --watch (not a terminal: no screen clearing) -----------------------
+w = subprocess.Popen([ctl, "-s", p.a.sock, "-j", "show", "planes", "--watch"],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+time.sleep(0.5)  # the interval is 100 ms: several refreshes
+w.send_signal(2)  # SIGINT
+out, _ = w.communicate(timeout=10)
+frames = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+mrtest.check(w.returncode == 0 and len(frames) >= 2 and "\033[2J" not in out and
+             len(frames[-1]["planes"]) == 2 and
+             any(len(x["tx_bytes_per_s"]) > 0 for x in frames[-1]["recent"]),
+             "show planes --watch -j: %d refreshes with recent samples, no clearing"
+             % len(frames))
+w = subprocess.Popen([ctl, "-s", p.a.sock, "show", "planes", "--watch"],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+time.sleep(0.5)
+w.send_signal(2)
+out, _ = w.communicate(timeout=10)
+mrtest.check(w.returncode == 0 and "TX (RECENT)" in out and
+             any(ch in out for ch in "▁▂▃▄▅▆▇█"), "show planes --watch: sparklines")
 
 # ---- help on every level ---------------------------------------------------
 for args in (["--help"], ["plane", "--help"], ["plane", "drain", "--help"],
