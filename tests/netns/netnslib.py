@@ -32,6 +32,14 @@ SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 _IFREQ = "16sH22x"
 
 
+def rate_bps(s):
+    """A tc rate such as "250mbit" in bit/s."""
+    for unit, mult in (("kbit", 1e3), ("mbit", 1e6), ("gbit", 1e9)):
+        if s.lower().endswith(unit):
+            return float(s[:-len(unit)]) * mult
+    mrtest.fail("%s is not a rate (N kbit, mbit or gbit)" % s)
+
+
 def by_plane(paths, field):
     """{plane_name: sum of field} over a show-paths array."""
     out = {}

@@ -20,22 +20,15 @@ saying why, otherwise.
 import os
 import time
 
-from netnslib import Fabric, by_plane
+from netnslib import Fabric, by_plane, rate_bps
 
 RATE = os.environ.get("MR_PLANE_RATE", "250mbit")
 LOSS_PCT = 1
 PERF_SECONDS = 4
 
 
-def rate_mbps(s):
-    units = {"kbit": 1e-3, "mbit": 1, "gbit": 1e3}
-    for u, m in units.items():
-        if s.lower().endswith(u):
-            return float(s[:-len(u)]) * m
-    raise SystemExit("MR_PLANE_RATE: %s is not N{kbit,mbit,gbit}" % s)
 
-
-pace = int(rate_mbps(RATE) * 0.8)
+pace = int(rate_bps(RATE) / 1e6 * 0.8)
 f = Fabric(tbf=RATE, planes=2, full=True)
 try:
     conf = dict(plane_extra="    link_speed: %dMbps\n" % pace,

@@ -17,20 +17,13 @@ import statistics
 import time
 
 import mrtest
-from netnslib import Fabric
+from netnslib import Fabric, rate_bps
 
 RATE = os.environ.get("MR_PLANE_RATE", "200mbit")
 PLANES = [int(k) for k in os.environ.get("MR_SCALING_PLANES", "1 2 4").split()]
 PERF_SECONDS = 3
 PERF_RUNS = 3
 
-
-def rate_bps(s):
-    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-    for u, m in units.items():
-        if s.lower().endswith(u):
-            return float(s[:-len(u)]) * m
-    return float(s)
 
 
 goodput = {}
