@@ -84,6 +84,22 @@ rc, _, err = run("drill", "plane", "p0")
 mrtest.check(rc == 1 and "already out of service" in err, "a drill of a drained plane is refused")
 mrtest.request(p.a.sock, "plane undrain", {"plane": "p0"})
 
+# SIGTERM during a drill: the daemon gives the plane back, stores the
+# report (cancelled) and exits 0.
+proc = subprocess.Popen([ctl, "-s", p.a.sock, "drill", "plane", "p1", "--duration", "30s"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+deadline = time.time() + 10
+while time.time() < deadline and planes()["p1"]["admin_state"] != "drill":
+    time.sleep(0.02)
+rc, _ = p.a.stop()
+proc.communicate(timeout=20)
+mrtest.check(rc == 0, "SIGTERM during a drill: exit 0")
+p.a = mrtest.Daemon(p.tmp.name, "a", p.a.addrs)
+h = mrtest.request(p.a.sock, "history drills", {"since_s": 600})["result"]["rows"]
+mrtest.check(h[-1]["report"].get("cancelled") is True and h[-1]["report"]["restored"] and
+             h[-1]["ended_ts"] is not None, "the drill was closed and stored at the stop")
+mrtest.check(planes()["p1"]["admin_state"] == "in-service", "p1 in service after the restart")
+
 # A daemon killed during a drill: the next start closes the drill as
 # interrupted (an administrative hold ends with the process).
 proc = subprocess.Popen([ctl, "-s", p.a.sock, "drill", "plane", "p0", "--duration", "30s"],
