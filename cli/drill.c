@@ -39,7 +39,7 @@ static void print_report(json_t *r)
 	if (json_is_number(det))
 		printf("  detection:       %.3f ms\n", json_number_value(det));
 	else
-		printf("  detection:       not seen (no path on the plane left active)\n");
+		printf("  detection:       not seen (no path of the plane stopped)\n");
 	if (json_is_number(red))
 		printf("  redistribution:  %.3f ms (surviving planes >= %.3f Gbit/s)\n",
 		       json_number_value(red),

@@ -38,7 +38,8 @@ void mrd_drill_init(mrd *d);
 /* "drill plane": returns 1 when cmd is a drill command. */
 int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args);
 
-/* Hooks from ops.c: a path on our plane left ACTIVE; a plane went down. */
+/* Hook from ops.c: a path on our plane became suspect, failed or
+ * disabled, or the plane went down. */
 void mrd_drill_note(mrd *d, unsigned plane);
 
 /* Drills run since the daemon started. */

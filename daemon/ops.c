@@ -83,7 +83,10 @@ void mrd_event_path(mrd *d, const mrd_conn *c, const mrp_event *ev)
 				    : NULL;
 	const char *from = mrp_path_state_name(ev->old_state);
 	const char *to = mrp_path_state_name(ev->new_state);
-	if (ev->old_state == MRP_PATH_ACTIVE && ev->new_state != MRP_PATH_ACTIVE &&
+	/* A drill's detection: a path of the plane stops carrying data (from
+	 * whatever state it was in: under loss it may be suspect already). */
+	if ((ev->new_state == MRP_PATH_SUSPECT || ev->new_state == MRP_PATH_FAILED ||
+	     ev->new_state == MRP_PATH_DISABLED) &&
 	    ev->plane < c->npairs)
 		mrd_drill_note(d, c->pairs[ev->plane].lplane);
 	char detail[96];

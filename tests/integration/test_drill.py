@@ -28,13 +28,13 @@ def planes():
     return {x["name"]: x for x in mrtest.request(p.a.sock, "show planes")["result"]}
 
 
-rc, out, err = run("-j", "drill", "plane", "p0", "--peer", p.b.peer(), "--duration", "1500ms")
+rc, out, err = run("-j", "drill", "plane", "p0", "--peer", p.b.peer(), "--duration", "3s")
 mrtest.check(rc == 0, "drill of p0 with perf traffic: exit 0 (%s)" % err.strip()[-300:])
 r = json.loads(out)
 mrtest.check(r["pass"] and r["restored"] and r["taken_out"] and not r["cancelled"],
              "the drill passed and gave the plane back")
 mrtest.check(r["detection_ms"] is not None and r["detection_ms"] >= 0,
-             "detection measured: %.3f ms" % r["detection_ms"])
+             "detection measured: %s ms" % r["detection_ms"])
 perf = r["perf"]
 mrtest.check(perf["verified"] and perf["verify_errors"] == 0 and
              perf["lost_completions"] == 0 and perf["duplicated_completions"] == 0 and
@@ -44,7 +44,7 @@ tx = r["tx_gbps"]
 mrtest.check(tx["before"] > 0 and tx["during"] > 0 and tx["after"] > 0,
              "traffic before %.2f, during %.2f, after %.2f Gbit/s"
              % (tx["before"], tx["during"], tx["after"]))
-mrtest.check(abs(r["out_s"] - 1.5) < 0.1, "the plane was out %.3f s" % r["out_s"])
+mrtest.check(abs(r["out_s"] - 3) < 0.1, "the plane was out %.3f s" % r["out_s"])
 # Redistribution: defined against the pre-drill rate; on loopback one plane
 # can carry it all.
 mrtest.check(r["redistribution_ms"] is not None,
