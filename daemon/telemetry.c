@@ -28,6 +28,8 @@ typedef struct ring {
 /* What one path looked like at the previous sample. */
 typedef struct tel_path {
 	uint8_t valid;
+	uint64_t last_ns; /* when last sampled: a path skipped for the
+			   * max_paths budget spans more than one interval */
 	mrd_tel_counters last;
 	ring r;
 } tel_path;
@@ -223,13 +225,15 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 						  .retx_pkts = pi.retx_pkts};
 			int was_valid = tp->valid;
 			mrd_tel_counters prev = tp->last;
+			double pdt = was_valid ? (double)(now - tp->last_ns) / 1e9 : 0;
 			tp->valid = 1;
 			tp->last = now_c;
-			if (dt <= 0 || !was_valid)
+			tp->last_ns = now;
+			if (pdt <= 0)
 				continue; /* the first sample only sets the base */
 			unsigned lp = pi.plane < c->npairs ? c->pairs[pi.plane].lplane : 0;
 			mrd_tel_derived x;
-			mrd_tel_derive(&prev, &now_c, dt, mrd_planes_speed(d, lp), &x);
+			mrd_tel_derive(&prev, &now_c, pdt, mrd_planes_speed(d, lp), &x);
 			ring_push(&tp->r, (double)pi.srtt_ns / 1e3, x.utilization, x.tx_bytes_per_s);
 			if (d->store) {
 				mrd_store_path_sample_row row = {

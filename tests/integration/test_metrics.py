@@ -81,7 +81,8 @@ p = mrtest.Pair("metrics")
 textfile = os.path.join(p.tmp.name, "metarocd.prom")
 p.a.stop()
 p.a = mrtest.Daemon(p.tmp.name, "a", p.a.addrs,
-                    yaml_extra="telemetry:\n  interval: 200ms\n  textfile: %s\n" % textfile)
+                    yaml_extra="telemetry:\n  interval: 200ms\n  max_paths: 3\n"
+                               "  textfile: %s\n" % textfile)
 
 r = mrtest.request(p.a.sock, "perf", {"peer": p.b.peer(), "seconds": 1})
 mrtest.check(r["ok"] and r["result"]["verified"], "perf")
@@ -107,6 +108,13 @@ mrtest.check(value(fams, "metaroce_connections_opened_total") ==
              st["counters"]["conns_opened"], "connection counter agrees with status")
 mrtest.check(value(fams, "metaroce_telemetry_path_samples_total") > 0,
              "the sampler took path samples during the transfer")
+# telemetry.max_paths: 3 of the connection's 8 paths are sampled, the rest
+# counted.
+mrtest.check(value(fams, "metaroce_telemetry_paths_skipped_total") > 0,
+             "paths over telemetry.max_paths are counted as skipped")
+h = mrtest.request(p.a.sock, "history paths", {"since_s": 600})["result"]["rows"]
+mrtest.check(0 < len({(x["conn"], x["path"]) for x in h}) <= 3,
+             "history holds samples of at most 3 paths")
 
 # The textfile: the same grammar, replaced (a new inode) on the interval.
 deadline = time.time() + 10

@@ -207,6 +207,35 @@ out, _ = w.communicate(timeout=10)
 mrtest.check(w.returncode == 0 and "TX (RECENT)" in out and
              any(ch in out for ch in "▁▂▃▄▅▆▇█"), "show planes --watch: sparklines")
 
+# ---- malformed arguments: an error reply each, the daemon keeps serving -------
+bad = [
+    ("plane drain", None), ("plane drain", {"plane": 7.5}), ("plane drain", {"plane": []}),
+    ("plane drain", {"plane": "p0", "force": "yes"}), ("plane undrain", {"plane": 99}),
+    ("path steer", {"conn": "zz", "path": 0, "port": 40000}),
+    ("path steer", {"conn": "-1", "path": 0, "port": 40000}),
+    ("path steer", {"conn": conn, "path": -1, "port": 40000}),
+    ("path steer", {"conn": conn, "path": 70000, "port": 40000}),
+    ("path steer", {"conn": conn, "path": 0, "port": 40000, "plane": "p1"}),
+    ("path disable", {"conn": 5, "path": 0}), ("path reset", {"path": 0}),
+    ("history events", {"since_s": -5}), ("history events", {"since_s": "1h"}),
+    ("history paths", {"limit": 0}), ("history drills", {"limit": 10 ** 7}),
+    ("drill plane", None), ("drill plane", {"plane": "p0", "duration_s": 0}),
+    ("drill plane", {"plane": "p0", "duration_s": 10 ** 6}),
+    ("drill plane", {"plane": "p0", "link": 1}), ("drill plane", {"plane": "nosuch"}),
+    ("drill cancel", None),
+]
+codes = set()
+for cmd, args in bad:
+    r = mrtest.request(p.a.sock, cmd, args)
+    if r.get("ok"):
+        mrtest.fail("%s %s was accepted: %s" % (cmd, args, r))
+    codes.add(r["error"]["code"])
+mrtest.check(codes <= {"bad_request", "not_found"} and p.a.alive(),
+             "%d malformed requests: each an error (%s), the daemon serves on"
+             % (len(bad), ", ".join(sorted(codes))))
+mrtest.check(all(x["admin_state"] == "in-service" for x in planes().values()),
+             "none of them changed a plane")
+
 # ---- help on every level ---------------------------------------------------
 for args in (["--help"], ["plane", "--help"], ["plane", "drain", "--help"],
              ["path", "--help"], ["history", "--help"], ["drill", "plane", "--help"],
