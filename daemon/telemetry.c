@@ -203,6 +203,17 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 	for (mrd_conn *c = d->peers.all; c; c = c->next) {
 		if (!c->eng || c->state != MRD_CONN_ESTABLISHED)
 			continue;
+		/* Past the budget, a connection keeps no sampler state at all:
+		 * the memory follows telemetry.max_paths, not the number of
+		 * connections. */
+		if (!budget) {
+			for (unsigned i = 0; i < c->max_paths; i++) {
+				mrp_path_info pi;
+				g.st.paths_skipped += mrp_conn_path_info(c->eng, i, &pi) == 0;
+			}
+			mrd_telemetry_conn_free(c);
+			continue;
+		}
 		tel_conn *t = conn_state(c);
 		if (!t)
 			continue;

@@ -9,8 +9,10 @@
  * utilization. The samples are only queued in the store (a copy under a
  * mutex); the store's own worker writes them in one transaction a second.
  *
- * Bounds: at most telemetry.max_paths paths are sampled per interval (the
- * rest are counted); about once a minute a worker folds raw samples older
+ * Bounds: at most telemetry.max_paths paths are sampled per interval, the
+ * first ones in the order of the connections (the rest are counted); only
+ * connections with a sampled path keep sampler state (about 440 bytes per
+ * path slot, for the previous counters and the recent samples); about once a minute a worker folds raw samples older
  * than telemetry.retention into 1-minute aggregates, kept for
  * telemetry.history (mrd_store_prune; the row caps of store.h bound the
  * file, docs/store.md gives the numbers).
