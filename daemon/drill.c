@@ -394,8 +394,11 @@ static void on_tick(uv_timer_t *t)
 				if (now - r->rt[i] >= REDIST_WINDOW_NS) {
 					double rate = (double)(oth - r->roth[i]) * 1e9 /
 						      (double)(now - r->rt[i]);
+					/* The time from which the other planes
+					 * carried the target for a whole window:
+					 * its start (so it may be under 50 ms). */
 					if (r->rt[i] >= r->t_action && rate >= r->target_rate)
-						r->t_redist = now;
+						r->t_redist = r->rt[i];
 					break;
 				}
 			}
