@@ -109,7 +109,8 @@ try:
             "of %.3f)" % (rep["tx_gbps"]["during_surviving_planes"], cap_gbps))
 
     # ---- after ---------------------------------------------------------------
-    f.check(f.planes("a")["plane1"]["state"] == "up", "plane1 up again after the drill")
+    f.check(wait_for(lambda: f.planes("a")["plane1"]["state"] == "up", 2.0),
+            "plane1 up again after the drill")
     tx1 = f.plane_tx("a", "plane1")
     f.check(wait_for(lambda: f.plane_tx("a", "plane1") > tx1 + 100, 3.0),
             "plane1 carries traffic again")
