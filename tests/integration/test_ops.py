@@ -159,6 +159,36 @@ after = {x["id"]: x for x in res["r"]["result"]["paths"]}
 mrtest.check(after[1]["tx_pkts"] > paths[1]["tx_pkts"] and after[1]["state"] == "active",
              "the steered path is active and carried data")
 
+# ---- drain and undrain of a live connection ---------------------------------
+res = {}
+th = threading.Thread(target=bg_perf)
+th.start()
+conn2 = None
+deadline = time.time() + 10
+while time.time() < deadline and not conn2:
+    for c in runj("show", "conns"):
+        if c["state"] == "established" and c["role"] == "initiator" and c["id"] != conn:
+            conn2 = c["id"]
+    time.sleep(0.02)
+mrtest.check(conn2 is not None, "a second transfer is running (%s)" % conn2)
+time.sleep(0.3)
+r = runj("plane", "drain", "p0")
+mrtest.check(r["conns"] >= 1, "drain p0 during the transfer: %d connection(s) on it" % r["conns"])
+time.sleep(0.1)
+p0 = [x for x in runj("show", "paths", "--conn", conn2) if x["plane_name"] == "p0"]
+mrtest.check(p0 and all(x["state"] == "disabled" for x in p0),
+             "the live connection's p0 paths are disabled")
+sent = sum(x["tx_pkts"] for x in p0)
+time.sleep(0.5)
+p0 = [x for x in runj("show", "paths", "--conn", conn2) if x["plane_name"] == "p0"]
+mrtest.check(sum(x["tx_pkts"] for x in p0) == sent, "and send nothing while drained")
+runj("plane", "undrain", "p0")
+th.join(30)
+mrtest.check(res["r"]["ok"] and res["r"]["result"]["verified"],
+             "the transfer across drain and undrain verified")
+after = [x for x in res["r"]["result"]["paths"] if x["plane_name"] == "p0"]
+mrtest.check(sum(x["tx_pkts"] for x in after) > sent, "p0 carried data again after undrain")
+
 # ---- history --------------------------------------------------------------
 ev = runj("history", "events", "--since", "10m")
 kinds = [e["kind"] for e in ev["rows"]]
