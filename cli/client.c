@@ -46,10 +46,7 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-int cli_open(cli *c)
-{
-	return connect_to(c->socket);
-}
+
 
 int cli_send(int fd, const char *cmd, json_t *args, int id)
 {
@@ -135,6 +132,15 @@ int cli_recv(int fd, int timeout_ms, json_t **pmsg)
 	}
 }
 
+int cli_open(cli *c)
+{
+	/* A new connection may get the number of a closed one: nothing read
+	 * from that one may be taken for this one's. */
+	rd.fd = -1;
+	rd.len = 0;
+	return connect_to(c->socket);
+}
+
 int cli_result(const char *cmd, json_t *reply, json_t **presult)
 {
 	if (!json_is_true(json_object_get(reply, "ok"))) {
@@ -151,7 +157,7 @@ int cli_result(const char *cmd, json_t *reply, json_t **presult)
 
 int cli_request(cli *c, const char *cmd, json_t *args, int timeout_s, json_t **presult)
 {
-	int fd = connect_to(c->socket);
+	int fd = cli_open(c);
 	if (fd < 0) {
 		json_decref(args);
 		return CLI_UNREACHABLE;
