@@ -1,28 +1,34 @@
 """CE marking on one plane (docs/netns.md).
 
 Two daemons joined by two planes, each bounded by tc tbf at MR_PLANE_RATE
-(default 250mbit). A verified perf from A to B runs first unmarked, then
+(default 250mbit). Verified perfs from A to B run first unmarked, then
 with nftables setting CE on MARK_PCT % of the ECT packets that arrive at B
-on plane1 (fabric.sh ecn b 1 MARK_PCT). `metaroce-ctl -j show paths`,
-taken on both daemons during the marked run, must show the marks on
+on plane1 (fabric.sh ecn b 1 MARK_PCT), RUNS of each. `metaroce-ctl -j
+show paths`, taken on both daemons during each marked run, must show the
+marks on
 plane1's paths only: at A (the sender, CE echoed in ACKs: ce_pkts /
 acked_pkts) and at B (the receiver: rx_ce_pkts / rx_pkts) the fraction
 on plane1 is MARK_PCT % within a factor of 1.5, on plane0 below 1 %. The
 congestion controller cuts the marked paths, so plane1's share of the bytes
-A sent (per-plane tx_bytes of the run) must drop to less than 3/4 of its
-share in the unmarked run. Both runs verify every byte.
+A sent (per-plane tx_bytes of a run; the median of the runs) must drop to
+less than 3/4 of its median share in the unmarked runs. Every run verifies
+every byte. The unmarked runs must saturate the planes (median goodput at
+least 80 % of their rate): on a machine too slow or too loaded for that the
+comparison would measure the hosts, and the test fails saying so.
 
 Needs root, network namespaces, tc and nftables: exits 77 (skipped),
 saying why, otherwise.
 """
 import os
+import statistics
 import time
 
-from netnslib import Fabric, by_plane
+from netnslib import Fabric, by_plane, rate_bps
 
 RATE = os.environ.get("MR_PLANE_RATE", "250mbit")
 MARK_PCT = 10
-PERF_SECONDS = 4
+PERF_SECONDS = 3
+RUNS = 3
 MIN_PKTS = 200  # a path's fraction is judged on at least this many packets
 
 
@@ -43,54 +49,69 @@ try:
     f.start("b")
 
     # ---- unmarked ------------------------------------------------------------
-    base = f.perf("a", "b", PERF_SECONDS)
-    ce = by_plane(base["paths"], "ce_pkts")
-    acked = by_plane(base["paths"], "acked_pkts")
-    f.check(all(ce[p] < 0.01 * max(1, acked[p]) for p in ("plane0", "plane1")),
-            "unmarked: CE on less than 1 %% of the packets of each plane (%s)" % ", ".join(
-                "%s %d of %d" % (p, ce[p], acked[p]) for p in sorted(ce)))
-    s_base = share1(base)
-    print("unmarked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
-          % (base["goodput_gbps"], 100 * s_base))
+    s_base, g_base = [], []
+    for _ in range(RUNS):
+        base = f.perf("a", "b", PERF_SECONDS)
+        ce = by_plane(base["paths"], "ce_pkts")
+        acked = by_plane(base["paths"], "acked_pkts")
+        f.check(all(ce[p] < 0.01 * max(1, acked[p]) for p in ("plane0", "plane1")),
+                "unmarked: CE on less than 1 %% of the packets of each plane (%s)" % ", ".join(
+                    "%s %d of %d" % (p, ce[p], acked[p]) for p in sorted(ce)))
+        s_base.append(share1(base))
+        g_base.append(base["goodput_gbps"])
+        print("unmarked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
+              % (base["goodput_gbps"], 100 * s_base[-1]))
+
+    # The premise: the planes, not the hosts, limit the traffic (a machine
+    # too slow or too loaded for this test fails here, saying so).
+    g = statistics.median(g_base)
+    f.check(g * 1e9 >= 0.8 * 2 * rate_bps(RATE), "unmarked: the two planes are saturated "
+            "(median %.3f Gbit/s of 2 x %s)" % (g, RATE))
 
     # ---- plane1 marked ---------------------------------------------------------
     f.fabric("ecn", "b", 1, MARK_PCT)
-    run = f.perf_start("a", "b", PERF_SECONDS)
-    time.sleep(PERF_SECONDS * 0.75)
-    # The operator's view of the live connection, on both ends.
-    pa = [p for p in f.ctl_json("a", "show", "paths") if p["state"] != "closed"]
-    pb = [p for p in f.ctl_json("b", "show", "paths") if p["state"] != "closed"]
-    rc, res, text = f.perf_wait(run)
-    f.check(rc == 0 and res is not None, "marked perf answered%s" % (
-        "" if res is not None else ": " + text.strip()[:300]))
-    f.check_verified(res)
-    marks = f.nft_counter("b", "ecn", 1)
-    f.check(marks > 0, "nftables marked %d packets on plane1" % marks)
-
     want = MARK_PCT / 100.0
-    for side, paths, num, den in (("A", pa, "ce_pkts", "acked_pkts"),
-                                  ("B", pb, "rx_ce_pkts", "rx_pkts")):
-        fr = fractions(paths, num, den)
-        print("%s: per-path %s / %s: %s" % (side, num, den, ", ".join(
-            "%s#%d %.3f of %d" % x for x in fr)))
-        on1 = [x for x in fr if x[0] == "plane1"]
-        on0 = [x for x in fr if x[0] == "plane0"]
-        f.check(on1 and on0, "%s: paths with at least %d packets on both planes" % (side, MIN_PKTS))
-        tot1 = sum(p[num] for p in paths if p["plane_name"] == "plane1")
-        den1 = sum(p[den] for p in paths if p["plane_name"] == "plane1")
-        f.check(want / 1.5 <= tot1 / den1 <= want * 1.5,
-                "%s: plane1's CE fraction %.3f is %d %% within a factor 1.5" % (
-                    side, tot1 / den1, MARK_PCT))
-        f.check(all(want / 2 <= x[2] <= want * 2 for x in on1),
-                "%s: every plane1 path reports it (within a factor 2 of %d %%)" % (side, MARK_PCT))
-        f.check(all(x[2] < 0.01 for x in on0),
-                "%s: every plane0 path below 1 %% (max %.4f)" % (side, max(x[2] for x in on0)))
+    s_mark = []
+    for _ in range(RUNS):
+        marks0 = f.nft_counter("b", "ecn", 1)
+        run = f.perf_start("a", "b", PERF_SECONDS)
+        time.sleep(PERF_SECONDS * 0.75)
+        # The operator's view of the live connection, on both ends.
+        pa = [p for p in f.ctl_json("a", "show", "paths") if p["state"] != "closed"]
+        pb = [p for p in f.ctl_json("b", "show", "paths") if p["state"] != "closed"]
+        rc, res, text = f.perf_wait(run)
+        f.check(rc == 0 and res is not None, "marked perf answered%s" % (
+            "" if res is not None else ": " + text.strip()[:300]))
+        f.check_verified(res)
+        marks = f.nft_counter("b", "ecn", 1) - marks0
+        f.check(marks > 0, "nftables marked %d packets on plane1" % marks)
+        for side, paths, num, den in (("A", pa, "ce_pkts", "acked_pkts"),
+                                      ("B", pb, "rx_ce_pkts", "rx_pkts")):
+            fr = fractions(paths, num, den)
+            print("%s: per-path %s / %s: %s" % (side, num, den, ", ".join(
+                "%s#%d %.3f of %d" % x for x in fr)))
+            on1 = [x for x in fr if x[0] == "plane1"]
+            on0 = [x for x in fr if x[0] == "plane0"]
+            f.check(on1 and on0, "%s: paths with at least %d packets on both planes"
+                    % (side, MIN_PKTS))
+            tot1 = sum(p[num] for p in paths if p["plane_name"] == "plane1")
+            den1 = sum(p[den] for p in paths if p["plane_name"] == "plane1")
+            f.check(want / 1.5 <= tot1 / den1 <= want * 1.5,
+                    "%s: plane1's CE fraction %.3f is %d %% within a factor 1.5" % (
+                        side, tot1 / den1, MARK_PCT))
+            f.check(all(want / 2 <= x[2] <= want * 2 for x in on1),
+                    "%s: every plane1 path reports it (within a factor 2 of %d %%)"
+                    % (side, MARK_PCT))
+            f.check(all(x[2] < 0.01 for x in on0),
+                    "%s: every plane0 path below 1 %% (max %.4f)"
+                    % (side, max(x[2] for x in on0)))
+        s_mark.append(share1(res))
+        print("marked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
+              % (res["goodput_gbps"], 100 * s_mark[-1]))
 
-    s_mark = share1(res)
-    print("marked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes (unmarked %.1f %%)"
-          % (res["goodput_gbps"], 100 * s_mark, 100 * s_base))
-    f.check(s_mark < 0.75 * s_base, "plane1's share of the traffic dropped: %.1f %% -> %.1f %%"
-            % (100 * s_base, 100 * s_mark))
+    mb, mm = statistics.median(s_base), statistics.median(s_mark)
+    f.check(mm < 0.75 * mb, "plane1's share of the traffic dropped: median %.1f %% -> %.1f %%"
+            % (100 * mb, 100 * mm))
 
     f.fabric("ecn", "b", 1, 0)
     f.stop("a")

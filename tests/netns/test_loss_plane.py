@@ -3,8 +3,9 @@
 Two daemons joined by two planes, each bounded by tc tbf at MR_PLANE_RATE
 (default 250mbit); the daemons pace each plane below that
 (planes[].link_speed = 80 % of it) so that the tbf never drops, and
-timers.rto_min is 20 ms, above the 10 ms a tbf queue may add, so that no
-retransmission timer fires early: the only loss is what nftables injects,
+timers.rto_min is 50 ms, above the 10 ms a tbf queue may add and the
+stalls of a sanitizer build on a loaded machine, so that no retransmission
+timer fires early: the only loss is what nftables injects,
 1 % of the packets that arrive at B on plane1 (fabric.sh loss b 1 1).
 
 Two verified perf transfers run (1 MiB and 64 KiB messages). Each must
@@ -32,7 +33,7 @@ pace = int(rate_bps(RATE) / 1e6 * 0.8)
 f = Fabric(tbf=RATE, planes=2, full=True)
 try:
     conf = dict(plane_extra="    link_speed: %dMbps\n" % pace,
-                yaml_extra="timers:\n  rto_min: 20ms\n  rto_initial: 50ms\n")
+                yaml_extra="timers:\n  rto_min: 50ms\n  rto_initial: 100ms\n")
     f.start("a", **conf)
     f.start("b", **conf)
     f.fabric("loss", "b", 1, LOSS_PCT)
