@@ -331,6 +331,27 @@ class Fabric:
             " ".join(str(a) for a in args), "" if r.returncode == 0 else ": " + r.stderr))
         return r.stdout
 
+    def host_drops(self, name, plane):
+        """Packets the kernel of host `name` dropped on their way in on
+        `plane` that no rule asked for: the tbf of the sending end (the
+        peer's end of a direct link) and the UDP sockets bound to this
+        host's plane address (receive buffer full). Two-host fabrics."""
+        peer = next(h for h in self.names if h != name)
+        tc = subprocess.run(["ip", "netns", "exec", self.ns[peer], "tc", "-s", "qdisc", "show",
+                             "dev", "veth-%s%d" % (peer, plane)],
+                            capture_output=True, text=True).stdout
+        tbf = sum(int(x) for x in re.findall(r"dropped (\d+)", tc))
+        udp = subprocess.run(["ip", "netns", "exec", self.ns[name], "cat", "/proc/net/udp"],
+                             capture_output=True, text=True).stdout
+        ip = socket.inet_aton(self.addr(name, plane))
+        want = "%08X" % struct.unpack("<I", ip)[0]
+        sock = 0
+        for line in udp.splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 13 and f[1].split(":")[0] == want:
+                sock += int(f[12])
+        return tbf + sock
+
     def nft_counter(self, name, kind, plane):
         """packets counted by the `kind` rule (loss, ecn) of host `name` on
         `plane`; 0 without one."""
