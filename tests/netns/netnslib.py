@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import mrtest
@@ -230,6 +231,13 @@ class Fabric:
         is unavailable."""
         if name in self._nssock:
             return self._nssock[name]
+        s = self._ns_socket(name, socket.AF_INET, socket.SOCK_DGRAM, 0)
+        self._nssock[name] = s
+        return s
+
+    def _ns_socket(self, name, family, kind, proto):
+        """A socket created in namespace `name`; None if setns is
+        unavailable."""
         libc = ctypes.CDLL(None, use_errno=True)
         me = os.open("/proc/self/ns/net", os.O_RDONLY)
         tgt = os.open("/run/netns/" + self.ns[name], os.O_RDONLY)
@@ -237,15 +245,56 @@ class Fabric:
         try:
             if libc.setns(tgt, CLONE_NEWNET) == 0:
                 try:
-                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    s = socket.socket(family, kind, proto)
                 finally:
                     if libc.setns(me, CLONE_NEWNET) != 0:
                         os._exit(3)  # cannot get home: do not run on elsewhere
         finally:
             os.close(me)
             os.close(tgt)
-        self._nssock[name] = s
         return s
+
+    def watch_link_down(self, name, ifname):
+        """Start listening to namespace `name`'s link notifications (rtnetlink,
+        as the daemon does); returns a function that gives the
+        CLOCK_MONOTONIC time at which the first notification of `ifname`
+        without IFF_UP arrived, or None. An independent observer of a link
+        that something else (a drill) sets down."""
+        s = self._ns_socket(name, socket.AF_NETLINK, socket.SOCK_RAW, 0)  # NETLINK_ROUTE
+        if s is None:
+            self.check(False, "a netlink socket in namespace %s" % name)
+        s.bind((0, 1))  # RTMGRP_LINK
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        seen = []
+
+        def run():
+            while not seen:
+                try:
+                    data = s.recv(1 << 16)
+                except OSError:
+                    return
+                t = time.monotonic()
+                off = 0
+                while off + 16 <= len(data) and not seen:
+                    ln, typ = struct.unpack_from("=IH", data, off)
+                    if ln < 16:
+                        break
+                    if typ == 16 and ln >= 32:  # RTM_NEWLINK
+                        flags = struct.unpack_from("=I", data, off + 24)[0]
+                        a = off + 32
+                        while a + 4 <= off + ln:
+                            alen, atyp = struct.unpack_from("=HH", data, a)
+                            if alen < 4:
+                                break
+                            if atyp == 3 and data[a + 4:a + alen].rstrip(b"\0") == \
+                                    ifname.encode() and not flags & IFF_UP:  # IFLA_IFNAME
+                                seen.append(t)
+                            a += (alen + 3) & ~3
+                    off += (ln + 3) & ~3
+            s.close()
+
+        threading.Thread(target=run, daemon=True).start()
+        return lambda: seen[0] if seen else None
 
     def link_set(self, name, ifname, up):
         """`ip link set dev IFNAME up|down` in namespace `name`. Returns the
