@@ -77,6 +77,11 @@ try:
     still_down = f.planes("a")["plane1"]["state"] == "down"
     f.check(still_down, "plane1 still out at the end of the measuring window")
     surv = (rx0_end - rx0) * 8 / (t1 - t0) / 1e9
+    for c in f.req("a", "show conns"):
+        if c["state"] == "established":
+            print("A conn %s while out: %s" % (c["id"], {k: c["stats"][k] for k in (
+                "pacing_bps", "qwnd", "rate_hint_bps", "npaths_active", "rto_count",
+                "lost_pkts")}))
     print("B received %.3f Gbit/s on plane0 while plane1 was out (capacity %.3f)"
           % (surv, cap_gbps))
     f.check(surv >= 0.9 * cap_gbps, "the surviving plane carried >= 90 %% of its capacity "
