@@ -12,9 +12,11 @@ on plane1 is MARK_PCT % within a factor of 1.5, on plane0 below 1 %. The
 congestion controller cuts the marked paths, so plane1's share of the bytes
 A sent (per-plane tx_bytes of a run; the median of the runs) must drop to
 less than 3/4 of its median share in the unmarked runs. Every run verifies
-every byte. The unmarked runs must saturate the planes (median goodput at
-least 80 % of their rate): on a machine too slow or too loaded for that the
-comparison would measure the hosts, and the test fails saying so.
+every byte. The unmarked runs must fill the planes (median goodput at least
+60 % of their rate; measured 68-96 % run to run on a quiet machine, 24 %
+when other jobs starved the daemons): on a machine too slow or too loaded
+for that the comparison would measure the hosts, and the test fails saying
+so.
 
 Needs root, network namespaces, tc and nftables: exits 77 (skipped),
 saying why, otherwise.
@@ -63,10 +65,11 @@ try:
               % (base["goodput_gbps"], 100 * s_base[-1]))
 
     # The premise: the planes, not the hosts, limit the traffic (a machine
-    # too slow or too loaded for this test fails here, saying so).
+    # too slow or too loaded for this test fails here, saying so). Two
+    # saturated tbf planes give 68-96 % of their rate from run to run.
     g = statistics.median(g_base)
-    f.check(g * 1e9 >= 0.8 * 2 * rate_bps(RATE), "unmarked: the two planes are saturated "
-            "(median %.3f Gbit/s of 2 x %s)" % (g, RATE))
+    f.check(g * 1e9 >= 0.6 * 2 * rate_bps(RATE), "unmarked: the two planes carry most of "
+            "their capacity (median %.3f Gbit/s of 2 x %s)" % (g, RATE))
 
     # ---- plane1 marked ---------------------------------------------------------
     f.fabric("ecn", "b", 1, MARK_PCT)
