@@ -47,11 +47,13 @@ def share1(res):
 
 f = Fabric(tbf=RATE, planes=2, full=True)
 try:
-    f.start("a")
-    f.start("b")
+    # Telemetry every 100 ms: the daemon's own per-path ECN fraction.
+    f.start("a", yaml_extra="telemetry:\n  interval: 100ms\n")
+    f.start("b", yaml_extra="telemetry:\n  interval: 100ms\n")
 
     # ---- unmarked ------------------------------------------------------------
     s_base, g_base = [], []
+    t_base = time.time()
     for _ in range(RUNS):
         base = f.perf("a", "b", PERF_SECONDS)
         ce = by_plane(base["paths"], "ce_pkts")
@@ -72,7 +74,9 @@ try:
             "their capacity (median %.3f Gbit/s of 2 x %s)" % (g, RATE))
 
     # ---- plane1 marked ---------------------------------------------------------
+    t_base_end = time.time()
     f.fabric("ecn", "b", 1, MARK_PCT)
+    t_mark = time.time()
     want = MARK_PCT / 100.0
     s_mark = []
     for _ in range(RUNS):
@@ -111,6 +115,27 @@ try:
         s_mark.append(share1(res))
         print("marked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
               % (res["goodput_gbps"], 100 * s_mark[-1]))
+
+    t_mark_end = time.time()
+
+    # The daemon's telemetry (`history paths`): ecn_fraction per path and
+    # interval, from A's samples of the runs' connections.
+    rows = f.ctl_json("a", "history", "paths", "--since", "5m", "--limit", "100000")["rows"]
+
+    def ecn(lo, hi, plane):
+        return [r["ecn_fraction"] for r in rows if lo <= r["ts"] <= hi and
+                r["plane"] == plane and r["tx_bytes_per_s"] > 0 and
+                r.get("resolution", "raw") == "raw"]
+    for plane in ("plane0", "plane1"):
+        b = ecn(t_base, t_base_end, plane)
+        f.check(len(b) >= 5 and max(b) < 0.01, "history paths, unmarked: %d samples of %s, "
+                "ecn_fraction below 1 %% (max %.4f)" % (len(b), plane, max(b or [-1])))
+    m0, m1 = ecn(t_mark, t_mark_end, "plane0"), ecn(t_mark, t_mark_end, "plane1")
+    f.check(len(m0) >= 5 and max(m0) < 0.01, "history paths, marked: %d samples of plane0, "
+            "ecn_fraction below 1 %% (max %.4f)" % (len(m0), max(m0 or [-1])))
+    f.check(len(m1) >= 5 and want / 2 <= statistics.median(m1) <= want * 2,
+            "history paths, marked: %d samples of plane1, median ecn_fraction %.3f (%d %% "
+            "within a factor 2)" % (len(m1), statistics.median(m1) if m1 else -1, MARK_PCT))
 
     mb, mm = statistics.median(s_base), statistics.median(s_mark)
     f.check(mm < 0.75 * mb, "plane1's share of the traffic dropped: median %.1f %% -> %.1f %%"
