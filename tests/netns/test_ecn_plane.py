@@ -5,8 +5,7 @@ Two daemons joined by two planes, each bounded by tc tbf at MR_PLANE_RATE
 with nftables setting CE on MARK_PCT % of the ECT packets that arrive at B
 on plane1 (fabric.sh ecn b 1 MARK_PCT), RUNS of each. `metaroce-ctl -j
 show paths`, taken on both daemons during each marked run, must show the
-marks on
-plane1's paths only: at A (the sender, CE echoed in ACKs: ce_pkts /
+marks on plane1's paths only: at A (the sender, CE echoed in ACKs: ce_pkts /
 acked_pkts) and at B (the receiver: rx_ce_pkts / rx_pkts) the fraction
 on plane1 is MARK_PCT % within a factor of 1.5, on plane0 below 1 %. The
 congestion controller cuts the marked paths, so plane1's share of the bytes
@@ -16,7 +15,9 @@ every byte. The unmarked runs must fill the planes (median goodput at least
 60 % of their rate; measured 68-96 % run to run on a quiet machine, 24 %
 when other jobs starved the daemons): on a machine too slow or too loaded
 for that the comparison would measure the hosts, and the test fails saying
-so.
+so. The daemon's telemetry (`history paths`, sampled every 100 ms) must
+agree: ecn_fraction below 1 % on every sample of both planes unmarked and
+of plane0 marked, a median of MARK_PCT % within a factor 2 on plane1.
 
 Needs root, network namespaces, tc and nftables: exits 77 (skipped),
 saying why, otherwise.
