@@ -17,7 +17,10 @@ drop rate must be about 1 % (0.5-1.5 %) of plane1's packets; A's
 (lost_pkts at least 90 % of the packets nftables dropped, a loss fraction
 of at least 0.5 %) and for none on plane0's beyond what the hosts really
 dropped there (tbf and UDP socket drop counters; zero on a machine that
-keeps up) plus 0.1 %.
+keeps up) plus 0.1 %. The daemon's telemetry (`history paths`, sampled
+every 100 ms) must agree: the lost packets of plane1's samples add up to
+at least 80 % of the drops (the first interval of each path is not
+sampled), plane0's to no more than the hosts dropped plus 0.1 %.
 
 Needs root, network namespaces, tc and nftables: exits 77 (skipped),
 saying why, otherwise.
@@ -37,7 +40,8 @@ pace = int(rate_bps(RATE) / 1e6 * 0.8)
 f = Fabric(tbf=RATE, planes=2, full=True)
 try:
     conf = dict(plane_extra="    link_speed: %dMbps\n" % pace,
-                yaml_extra="timers:\n  rto_min: 50ms\n  rto_initial: 100ms\n")
+                yaml_extra="timers:\n  rto_min: 50ms\n  rto_initial: 100ms\n"
+                "telemetry:\n  interval: 100ms\n")
     f.start("a", **conf)
     f.start("b", **conf)
     f.fabric("loss", "b", 1, LOSS_PCT)
@@ -45,6 +49,7 @@ try:
     for msg_size in (1048576, 65536):
         drops0 = f.nft_counter("b", "loss", 1)
         host0 = {k: f.host_drops("b", k) for k in (0, 1)}
+        t_run = time.time()
         run = f.perf_start("a", "b", PERF_SECONDS, "--msg-size", msg_size)
         time.sleep(PERF_SECONDS * 0.75)
         live = f.ctl_json("a", "show", "paths")  # the operator's view, mid-run
@@ -84,6 +89,17 @@ try:
                 "plane0's paths report no loss beyond what the hosts dropped: %d lost "
                 "(%.3f %%), %d dropped" % (lost["plane0"], 100 * lost["plane0"] / tx["plane0"],
                                            host[0]))
+        # The daemon's telemetry of the run (history paths, lost packets
+        # per 100 ms interval and path): the same picture.
+        rows = [r for r in f.ctl_json("a", "history", "paths", "--since", "1m", "--limit",
+                                      "100000")["rows"]
+                if r["ts"] >= t_run and r["conn"] == res["conn"]["id"]]
+        tl = {pl: sum(r["lost_pkts"] for r in rows if r["plane"] == pl)
+              for pl in ("plane0", "plane1")}
+        f.check(len(rows) >= 20 and tl["plane1"] >= 0.8 * drops and
+                tl["plane0"] <= host[0] + 0.001 * tx["plane0"],
+                "history paths: %d samples; lost packets plane1 %d (nftables dropped %d), "
+                "plane0 %d" % (len(rows), tl["plane1"], drops, tl["plane0"]))
         ltx, llost = by_plane(live, "tx_pkts"), by_plane(live, "lost_pkts")
         f.check(llost["plane1"] > 0 and llost["plane0"] <= host[0] + 0.001 * ltx["plane0"],
                 "metaroce-ctl -j show paths mid-run: plane1 %d lost of %d, plane0 %d of %d "
