@@ -22,7 +22,10 @@
  * It also reports the engine's memory per connection, per path and per
  * stream, measured through a counting allocator.
  *
- * Usage: bench_engine [--reps N] [--quick] [--json]
+ * Usage: bench_engine [--reps N] [--quick] [--json] [--workload write|send64]
+ *                     [--stall LEN_US/EVERY_US] [--rto-min US]
+ * (--stall: the receiver stops for LEN_US of every EVERY_US of simulated time,
+ * as a descheduled process; with --rto-min, for the timeouts this causes)
  * Exits 0 when every run completed with all data verified, 1 otherwise (the
  * throughput goal is printed, never enforced).
  */
@@ -127,12 +130,13 @@ typedef struct slot {
 typedef struct fifo {
 	uint8_t *mem;  /* cap slots of `stride` bytes: a slot header, then the packet */
 	size_t stride;
-	uint32_t cap, head, len;
+	uint32_t cap, head, len; /* cap: 0 or a power of two (indexes by mask: a
+				  * division per packet would be charged to the engine) */
 } fifo;
 
 static slot *fifo_at(fifo *q, uint32_t i)
 {
-	return (slot *)(q->mem + (size_t)((q->head + i) % q->cap) * q->stride);
+	return (slot *)(q->mem + (size_t)((q->head + i) & (q->cap - 1)) * q->stride);
 }
 
 static int fifo_grow(fifo *q)
@@ -163,6 +167,17 @@ typedef struct sim {
 	const char *why;
 } sim;
 
+/* --stall LEN/EVERY: the receiver does nothing (reads no packet, writes
+ * none, runs no timer) for LEN ns out of every EVERY ns of simulated time,
+ * as a receiving process that is descheduled now and then; --rto-min sets
+ * both ends' rto_min_ns (0: the engine's default). */
+static uint64_t stall_len_ns, stall_every_ns, rto_min_ns;
+
+static int stalled(uint64_t t)
+{
+	return stall_every_ns && t % stall_every_ns < stall_len_ns;
+}
+
 static int sim_init(sim *s, uint32_t mtu, uint8_t *dst, uint64_t dstlen)
 {
 	memset(s, 0, sizeof(*s));
@@ -181,6 +196,13 @@ static int sim_init(sim *s, uint32_t mtu, uint8_t *dst, uint64_t dstlen)
 		p.max_streams = NSTREAMS;
 		p.max_paths = 4; /* the initial 4: a fixed set of routes */
 		p.probe_idle_ns = 0;
+		if (rto_min_ns) {
+			p.rto_min_ns = rto_min_ns;
+			if (p.rto_init_ns < rto_min_ns)
+				p.rto_init_ns = rto_min_ns;
+			if (p.rto_max_ns < rto_min_ns)
+				p.rto_max_ns = rto_min_ns;
+		}
 		mrp_mem m = { c_alloc, c_free, &s->mem[i] };
 		mrp_rng r = { rng_next, &s->seed[i] };
 		mrp_mr_ops mr = { mr_resolve, &s->mr };
@@ -206,8 +228,10 @@ static void sim_fail(sim *s, const char *why)
 	}
 }
 
-/* Everything side i wants to send now goes into its FIFO. */
-static void sim_tx(sim *s, int i)
+/* Everything side i wants to send now goes into its FIFO. (sim_tx and
+ * sim_rx are always inlined: called from the stall step as well, they were
+ * not, which added 50 instructions a packet to the timed loop.) */
+static inline __attribute__((always_inline)) void sim_tx(sim *s, int i)
 {
 	fifo *q = &s->q[i];
 	for (;;) {
@@ -233,7 +257,7 @@ static void sim_tx(sim *s, int i)
 }
 
 /* Deliver what has arrived by now. */
-static void sim_rx(sim *s, int i)
+static inline __attribute__((always_inline)) void sim_rx(sim *s, int i)
 {
 	fifo *q = &s->q[i];
 	while (q->len) {
@@ -253,15 +277,50 @@ static void sim_rx(sim *s, int i)
 			else
 				s->other_pkts++;
 		}
-		q->head = (q->head + 1) % q->cap;
+		q->head = (q->head + 1) & (q->cap - 1);
 		q->len--;
 	}
+}
+
+/* sim_step() with the receiver stalled now and then (--stall): while it
+ * stalls, its events (its deadline, deliveries to it on q[0]) wait for the
+ * end of the stall. Kept apart so that the plain step stays as it was. */
+__attribute__((noinline)) static int sim_step_stall(sim *s)
+{
+	int st = stalled(s->now);
+	sim_tx(s, 0);
+	if (!st)
+		sim_tx(s, 1);
+	uint64_t t = NEVER;
+	for (int i = 0; i < 2; i++) {
+		if (s->q[i].len && fifo_at(&s->q[i], 0)->at < t && !(st && i == 0))
+			t = fifo_at(&s->q[i], 0)->at;
+		uint64_t d = mrp_conn_deadline(s->c[i]);
+		if (d < t && !(st && i == 1))
+			t = d;
+	}
+	if (st && s->now - s->now % stall_every_ns + stall_len_ns < t)
+		t = s->now - s->now % stall_every_ns + stall_len_ns; /* the stall ends */
+	if (t == NEVER)
+		return -1;
+	if (t > s->now)
+		s->now = t;
+	st = stalled(s->now);
+	if (!st)
+		sim_rx(s, 0);
+	sim_rx(s, 1);
+	for (int i = 0; i < 2; i++)
+		if (!(st && i == 1) && mrp_conn_deadline(s->c[i]) <= s->now)
+			mrp_conn_handle_timeout(s->c[i], s->now);
+	return 0;
 }
 
 /* One step: transmit, advance simulated time to the next event, deliver,
  * run timers. Returns 0, or -1 when nothing can ever happen again. */
 static int sim_step(sim *s)
 {
+	if (stall_every_ns)
+		return sim_step_stall(s);
 	sim_tx(s, 0);
 	sim_tx(s, 1);
 	uint64_t t = NEVER;
@@ -304,6 +363,8 @@ static uint64_t sim_poll(sim *s, int i, uint32_t want_len)
 typedef struct result {
 	double engine_pps, reference_pps;
 	uint64_t data_pkts, ack_pkts, other_pkts, retx_pkts;
+	uint64_t rto_count, tlp_count, reports; /* the sender's, last run */
+	double sim_ms;                          /* simulated time, last run */
 	uint64_t payload_bytes;
 	double engine_s;
 	int ok;
@@ -329,7 +390,9 @@ static void fill(uint8_t *p, size_t len, uint64_t seed)
 
 /* One pass of the engine: post everything, run until all completed. Returns
  * wall seconds spent. */
-static double engine_pass(sim *s, const workload *w, const uint8_t *src, uint8_t *dst)
+/* (not inlined: profilers can then count the engine alone, e.g.
+ * valgrind --tool=callgrind --toggle-collect=engine_pass) */
+__attribute__((noinline)) static double engine_pass(sim *s, const workload *w, const uint8_t *src, uint8_t *dst)
 {
 	double t0 = now_s();
 	uint64_t want = w->nmsgs, sent_done = 0, recv_done = 0;
@@ -479,6 +542,10 @@ static int run_workload(const workload *w, int reps, result *out)
 		out->ack_pkts = s.ack_pkts;
 		out->other_pkts = s.other_pkts;
 		out->retx_pkts = st.retx_pkts;
+		out->rto_count = st.rto_count;
+		out->tlp_count = st.tlp_count;
+		out->reports = st.reports;
+		out->sim_ms = (double)s.now / 1e6;
 		out->engine_s = t;
 		sim_free(&s);
 
@@ -517,6 +584,9 @@ typedef struct sizes {
 	size_t conn, path, stream, recv, send64;
 } sizes;
 
+/* Bytes a connection holds with npaths paths, a receive posted on stream
+ * (none for UINT16_MAX) and extra_recv more on it, and (send64) a 64-byte
+ * SEND on it. */
 static size_t conn_bytes(uint16_t npaths, uint16_t stream, int extra_recv, int send64)
 {
 	counter k = { 0, 0 };
@@ -538,8 +608,8 @@ static size_t conn_bytes(uint16_t npaths, uint16_t stream, int extra_recv, int s
 		return 0;
 	if (stream != UINT16_MAX)
 		mrp_conn_post_recv(c, stream, 0, buf, sizeof(buf), 0);
-	if (extra_recv)
-		mrp_conn_post_recv(c, stream, 1, buf, sizeof(buf), 0);
+	for (int i = 0; i < extra_recv; i++)
+		mrp_conn_post_recv(c, stream, 1 + (uint64_t)i, buf, sizeof(buf), 0);
 	if (send64) {
 		mrp_wr wr = { .opcode = MRP_WR_SEND, .stream = stream, .local = buf, .len = 64 };
 		mrp_conn_post_send(c, &wr, 0);
@@ -557,14 +627,17 @@ static int measure_sizes(sizes *z)
 	size_t all = conn_bytes(64, UINT16_MAX, 0, 0);
 	size_t s1 = conn_bytes(1, 0, 0, 0);
 	size_t s1024 = conn_bytes(1, 1023, 0, 0);
-	size_t r2 = conn_bytes(1, 0, 1, 0);
+	/* receives are entries of a per-stream ring that doubles as it
+	 * fills: measured over 1,024 of them, not 2 */
+	size_t r1024 = conn_bytes(1, 0, 1023, 0);
 	size_t snd = conn_bytes(1, 0, 0, 1);
-	if (!one || !all || !s1 || !s1024 || !r2 || !snd || all < one || s1024 < s1)
+	if (!one || !all || !s1 || !s1024 || !r1024 || !snd || all < one || s1024 < s1 ||
+	    r1024 < s1)
 		return -1;
 	z->path = (all - one) / 63;
 	z->conn = one - z->path;
 	z->stream = (s1024 - s1) / 1023;
-	z->recv = r2 - s1;
+	z->recv = (r1024 - s1) / 1023;
 	z->send64 = snd - s1;
 	return 0;
 }
@@ -580,13 +653,16 @@ static void print_result_json(const char *name, const workload *w, const result 
 {
 	printf("\"%s\":{\"mtu\":%u,\"msg_bytes\":%u,\"streams\":%u,\"data_pkts\":%llu,"
 	       "\"ack_pkts\":%llu,\"other_pkts\":%llu,\"retx_pkts\":%llu,\"engine_pps\":%.0f,"
-	       "\"reference_pps\":%.0f,\"ratio\":%.4f,\"payload_gbps\":%.3f,\"goal_met\":%s}",
+	       "\"reference_pps\":%.0f,\"ratio\":%.4f,\"payload_gbps\":%.3f,\"goal_met\":%s,"
+	       "\"rto_count\":%llu,\"tlp_count\":%llu,\"reports\":%llu,\"sim_ms\":%.3f}",
 	       name, w->mtu, w->msg_len, w->send ? NSTREAMS : 1,
 	       (unsigned long long)r->data_pkts, (unsigned long long)r->ack_pkts,
 	       (unsigned long long)r->other_pkts, (unsigned long long)r->retx_pkts,
 	       r->engine_pps, r->reference_pps, ratio(r),
 	       r->engine_pps * w->msg_len / ((w->msg_len + w->mtu - 1) / w->mtu) * 8 / 1e9,
-	       r->engine_pps >= GOAL_PPS ? "true" : "false");
+	       r->engine_pps >= GOAL_PPS ? "true" : "false",
+	       (unsigned long long)r->rto_count, (unsigned long long)r->tlp_count,
+	       (unsigned long long)r->reports, r->sim_ms);
 }
 
 static void print_result_text(const char *label, const workload *w, const result *r)
@@ -600,6 +676,7 @@ static void print_result_text(const char *label, const workload *w, const result
 int main(int argc, char **argv)
 {
 	int reps = 5, quick = 0, json = 0;
+	const char *only = NULL; /* one workload (for profilers), or both */
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
 			reps = atoi(argv[++i]);
@@ -612,8 +689,37 @@ int main(int argc, char **argv)
 			quick = 1;
 		} else if (!strcmp(argv[i], "--json")) {
 			json = 1;
+		} else if (!strcmp(argv[i], "--stall") && i + 1 < argc) {
+			unsigned long long len, every;
+			char tail;
+			if (sscanf(argv[++i], "%llu/%llu%c", &len, &every, &tail) != 2 ||
+			    !len || len >= every || every > 1000000000ull) {
+				fprintf(stderr, "bench_engine: --stall: %s is not LEN_US/EVERY_US "
+					"with 0 < LEN_US < EVERY_US <= 1e9\n", argv[i]);
+				return 2;
+			}
+			stall_len_ns = len * 1000;
+			stall_every_ns = every * 1000;
+		} else if (!strcmp(argv[i], "--rto-min") && i + 1 < argc) {
+			unsigned long long us;
+			char tail;
+			if (sscanf(argv[++i], "%llu%c", &us, &tail) != 1 || !us || us > 1000000) {
+				fprintf(stderr, "bench_engine: --rto-min: %s is out of range "
+					"(1-1000000 us)\n", argv[i]);
+				return 2;
+			}
+			rto_min_ns = us * 1000;
+		} else if (!strcmp(argv[i], "--workload") && i + 1 < argc) {
+			only = argv[++i];
+			if (strcmp(only, "write") && strcmp(only, "send64")) {
+				fprintf(stderr, "bench_engine: --workload: %s is not write or send64\n",
+					only);
+				return 2;
+			}
 		} else {
-			fprintf(stderr, "usage: bench_engine [--reps N] [--quick] [--json]\n");
+			fprintf(stderr, "usage: bench_engine [--reps N] [--quick] [--json] "
+				"[--workload write|send64] [--stall LEN_US/EVERY_US] "
+				"[--rto-min US]\n");
 			return 2;
 		}
 	}
@@ -631,8 +737,15 @@ int main(int argc, char **argv)
 	}
 	result rw, rs;
 	sizes z = { 0, 0, 0, 0, 0 };
-	int ok = run_workload(&ww, reps, &rw) == 0;
-	ok &= run_workload(&ws, reps, &rs) == 0;
+	int do_w = !only || !strcmp(only, "write");
+	int do_s = !only || !strcmp(only, "send64");
+	memset(&rw, 0, sizeof(rw));
+	memset(&rs, 0, sizeof(rs));
+	int ok = 1;
+	if (do_w)
+		ok &= run_workload(&ww, reps, &rw) == 0;
+	if (do_s)
+		ok &= run_workload(&ws, reps, &rs) == 0;
 	int zok = measure_sizes(&z) == 0;
 	ok &= zok;
 	if (!zok)
@@ -640,10 +753,15 @@ int main(int argc, char **argv)
 	if (json) {
 		printf("{\"reps\":%d,\"quick\":%s,\"delay_ns\":%d,\"goal_pps\":%.0f,", reps,
 		       quick ? "true" : "false", DELAY_NS, GOAL_PPS);
-		print_result_json("write", &ww, &rw);
-		printf(",");
-		print_result_json("send64", &ws, &rs);
-		printf(",\"state\":{\"conn_bytes\":%zu,\"path_bytes\":%zu,\"stream_bytes\":%zu,"
+		if (do_w) {
+			print_result_json("write", &ww, &rw);
+			printf(",");
+		}
+		if (do_s) {
+			print_result_json("send64", &ws, &rs);
+			printf(",");
+		}
+		printf("\"state\":{\"conn_bytes\":%zu,\"path_bytes\":%zu,\"stream_bytes\":%zu,"
 		       "\"recv_bytes\":%zu,\"send64_bytes\":%zu},\"verified\":%s}\n",
 		       z.conn, z.path, z.stream, z.recv, z.send64, ok ? "true" : "false");
 		return ok ? 0 : 1;
@@ -663,6 +781,24 @@ int main(int argc, char **argv)
 		       (unsigned long long)rw.data_pkts, (unsigned long long)rw.ack_pkts,
 		       (unsigned long long)rs.data_pkts, (unsigned long long)rs.ack_pkts,
 		       (unsigned long long)(rw.retx_pkts + rs.retx_pkts));
+	else if (rw.ok || rs.ok)
+		printf("packets per run: %llu data + %llu ACK; retransmissions %llu\n",
+		       (unsigned long long)(rw.data_pkts + rs.data_pkts),
+		       (unsigned long long)(rw.ack_pkts + rs.ack_pkts),
+		       (unsigned long long)(rw.retx_pkts + rs.retx_pkts));
+	mrp_conn_params dp;
+	mrp_conn_params_default(&dp);
+	if (stall_every_ns || rto_min_ns)
+		printf("receiver stalls %llu us of every %llu, rto_min %llu us; the sender's last "
+		       "run: write %llu RTOs, %llu TLPs, %llu re-ports in %.1f ms simulated; "
+		       "send64 %llu RTOs, %llu TLPs, %llu re-ports in %.1f ms\n",
+		       (unsigned long long)stall_len_ns / 1000,
+		       (unsigned long long)stall_every_ns / 1000,
+		       (unsigned long long)(rto_min_ns ? rto_min_ns : dp.rto_min_ns) / 1000,
+		       (unsigned long long)rw.rto_count, (unsigned long long)rw.tlp_count,
+		       (unsigned long long)rw.reports, rw.sim_ms,
+		       (unsigned long long)rs.rto_count, (unsigned long long)rs.tlp_count,
+		       (unsigned long long)rs.reports, rs.sim_ms);
 	if (zok)
 		printf("engine state: %zu B per connection, %zu B per path, %zu B per stream, "
 		       "%zu B per posted receive, %zu B per posted 64-B send\n",

@@ -54,6 +54,7 @@ typedef struct txmsg txmsg;
 typedef struct rxmsg rxmsg;
 typedef struct rxrecv rxrecv;
 
+/* (mrp_conn_post_send() sets every field: records are not zeroed) */
 struct txmsg {
 	txmsg *snext;     /* stream queue, MSN order */
 	txmsg *qnext;     /* connection send queue (has unsent segments) */
@@ -62,6 +63,7 @@ struct txmsg {
 	const uint8_t *local;
 	uint64_t remote_addr;
 	uint64_t rnr_until;
+	uint64_t first_rto_ns; /* first timeout of one of its packets; NEVER: none yet */
 	uint32_t rkey, imm, len, msn, recv_idx;
 	uint32_t npkts, next_seg, nacked;
 	uint32_t refs;    /* scoreboard and retransmission-queue entries */
@@ -75,12 +77,12 @@ struct txmsg {
 	uint8_t segs[];
 };
 
+/* A posted receive: an entry of its stream's receive ring. */
 struct rxrecv {
-	rxrecv *next;
 	uint64_t wr_id;
 	uint8_t *buf;
 	uint32_t len;
-	uint8_t claimed; /* an rxmsg points at it: freed only when that completes */
+	uint8_t claimed; /* an rxmsg names it (by recv_idx) */
 };
 
 struct rxmsg {
@@ -89,14 +91,18 @@ struct rxmsg {
 	uint16_t stream;
 	uint8_t opcode;
 	uint8_t status;   /* MRP_WC_* of a message that failed */
-	rxrecv *recv;     /* matched receive (SEND*, WRITE_IMM) */
 	uint8_t bits[];   /* segments placed */
 };
 
 /* Per-stream state: 56 bytes on LP64 (the issue allows 64). */
 typedef struct stream {
 	txmsg *head, *tail;   /* outstanding sends, MSN order */
-	rxrecv *rq_head, *rq_tail; /* posted receives not yet completed */
+	/* Posted receives not yet completed, a ring indexed by receive number:
+	 * receive k (consumed <= k < posted) is rq[k & (rq_cap - 1)]. One array
+	 * per stream, not a record per receive: posting and matching cost no
+	 * allocator call and walk contiguous memory. */
+	rxrecv *rq;
+	uint32_t rq_cap;      /* a power of two, or 0 */
 	uint32_t next_msn;    /* send: next MSN to assign */
 	uint32_t next_recv;   /* send: next recv_idx to assign */
 	uint32_t complete_msn; /* receive: next MSN to complete */
@@ -191,7 +197,7 @@ struct mrp_conn {
 	txmsg *sq_head, *sq_tail;
 	txmsg *rnr_list;
 	rqent *rq;               /* retransmission queue ring */
-	uint32_t rq_cap, rq_head, rq_len;
+	uint32_t rq_cap, rq_head, rq_len; /* rq_cap: 0 or a power of two */
 	uint64_t total_inflight;
 	uint64_t pace_at;
 
@@ -199,7 +205,7 @@ struct mrp_conn {
 	uint32_t rxh_cap, rxh_len;
 
 	mrp_cqe *cq;
-	uint32_t cq_cap, cq_head, cq_len;
+	uint32_t cq_cap, cq_head, cq_len; /* cq_cap: 0 or a power of two */
 
 	struct {
 		mrp_nak nak;
@@ -219,12 +225,40 @@ struct mrp_conn {
 	uint32_t ctl_rr;        /* round robin over paths for ACKs */
 	uint64_t last_rx_ns;    /* last valid packet from the peer */
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
-	objcache tx1, rx1, recv;  /* freed one-packet messages and receives */
+	objcache tx1, rx1;      /* freed one-packet messages */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
+	/* The paths' and RNR timers (timers_compute()), kept while valid:
+	 * callers ask for the deadline after every batch, and computing it is
+	 * a scan over the paths. Every entry point that changes state clears
+	 * dl_valid on entry, except those that move none of these timers
+	 * (posting) or usually none: mrp_conn_write_pkt(), data packets in
+	 * mrp_conn_read_pkt() and mrp_conn_handle_timeout() when nothing is
+	 * due clear it where they move one. mrp_conn_check() verifies the
+	 * cached value. */
+	uint8_t dl_valid;
+	uint64_t dl_tmr;
 	mrp_conn_stats st;
 };
 
 /* ---- small helpers ---------------------------------------------------- */
+
+/* A hint to start loading *p: used where the next record the engine will
+ * need is known one step ahead and was last touched long ago (work posted
+ * far ahead of the wire), so its cache miss overlaps other work. */
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
+/* A rarely taken branch's helper, kept out of line: inlined into
+ * mrp_conn_write_pkt() it would make every call, most of which write a
+ * data packet or nothing, save and restore more registers. */
+#if defined(__GNUC__)
+#define COLD __attribute__((noinline, cold))
+#else
+#define COLD
+#endif
 
 static inline int32_t sdiff(uint32_t a, uint32_t b)
 {
@@ -302,6 +336,7 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->probe_idle_ns = 1000000000;
 	p->msg_window = 1024;
 	p->peer_timeout_ns = 2000000000ull;
+	p->retry_timeout_ns = 500000000ull;
 	p->wire_overhead = 66;
 }
 
@@ -333,43 +368,66 @@ static void set_state(mrp_conn *c, path *pa, int state, uint64_t now)
 
 /* ---- completion queue ------------------------------------------------- */
 
+static int cq_grow(mrp_conn *c)
+{
+	uint32_t ncap = c->cq_cap ? c->cq_cap * 2 : 64;
+	mrp_cqe *n = mrp_calloc(&c->mem, ncap, sizeof(*n));
+	if (!n)
+		return MRP_ERR_NOMEM;
+	for (uint32_t i = 0; i < c->cq_len; i++)
+		n[i] = c->cq[(c->cq_head + i) & (c->cq_cap - 1)];
+	mrp_free(&c->mem, c->cq);
+	c->cq = n;
+	c->cq_cap = ncap;
+	c->cq_head = 0;
+	return 0;
+}
+
+/* The next free completion slot, filled by the caller in place and taken
+ * with c->cq_len++ (a completion built on the stack and copied in stalled
+ * on the copy: its fields' stores do not forward to the wider loads of a
+ * struct copy). NULL without memory. */
+static inline mrp_cqe *cq_slot(mrp_conn *c)
+{
+	if (c->cq_len == c->cq_cap && cq_grow(c) < 0)
+		return NULL;
+	return &c->cq[(c->cq_head + c->cq_len) & (c->cq_cap - 1)];
+}
+
 static int cq_push(mrp_conn *c, const mrp_cqe *e)
 {
-	if (c->cq_len == c->cq_cap) {
-		uint32_t ncap = c->cq_cap ? c->cq_cap * 2 : 64;
-		mrp_cqe *n = mrp_calloc(&c->mem, ncap, sizeof(*n));
-		if (!n)
-			return MRP_ERR_NOMEM;
-		for (uint32_t i = 0; i < c->cq_len; i++)
-			n[i] = c->cq[(c->cq_head + i) % c->cq_cap];
-		mrp_free(&c->mem, c->cq);
-		c->cq = n;
-		c->cq_cap = ncap;
-		c->cq_head = 0;
-	}
-	c->cq[(c->cq_head + c->cq_len++) % c->cq_cap] = *e;
+	mrp_cqe *slot = cq_slot(c);
+	if (!slot)
+		return MRP_ERR_NOMEM;
+	*slot = *e;
+	c->cq_len++;
 	return 0;
 }
 
 int mrp_conn_poll_cq(mrp_conn *c, mrp_cqe *out, int max)
 {
 	int n = 0;
+	/* in at most two runs: to the end of the ring, then from its start */
 	while (n < max && c->cq_len) {
-		out[n++] = c->cq[c->cq_head];
-		c->cq_head = (c->cq_head + 1) % c->cq_cap;
-		c->cq_len--;
+		uint32_t run = c->cq_cap - c->cq_head;
+		if (run > c->cq_len)
+			run = c->cq_len;
+		if (run > (uint32_t)(max - n))
+			run = (uint32_t)(max - n);
+		memcpy(out + n, c->cq + c->cq_head, run * sizeof(*out));
+		n += (int)run;
+		c->cq_head = (c->cq_head + run) & (c->cq_cap - 1);
+		c->cq_len -= run;
 	}
 	return n;
 }
 
 /* ---- streams ---------------------------------------------------------- */
 
-static stream *get_stream(mrp_conn *c, uint16_t id)
+static stream *grow_streams(mrp_conn *c, uint16_t id)
 {
 	if (id >= c->p.max_streams)
 		return NULL;
-	if (id < c->nstreams)
-		return &c->streams[id];
 	uint32_t n = c->nstreams ? c->nstreams : 1;
 	while (n <= id)
 		n *= 2;
@@ -384,6 +442,23 @@ static stream *get_stream(mrp_conn *c, uint16_t id)
 	c->streams = s;
 	c->nstreams = n;
 	return &c->streams[id];
+}
+
+/* Stream id, allocating the table up to it; NULL beyond max_streams or
+ * without memory. */
+static inline stream *get_stream(mrp_conn *c, uint16_t id)
+{
+	if (id < c->nstreams) /* (nstreams <= max_streams) */
+		return &c->streams[id];
+	return grow_streams(c, id);
+}
+
+/* n * size bytes, not zeroed; NULL on overflow or failure. */
+static void *alloc_array(mrp_conn *c, size_t n, size_t size)
+{
+	if (size != 0 && n > SIZE_MAX / size)
+		return NULL;
+	return c->mem.alloc(c->mem.ud, n * size);
 }
 
 /* ---- record caches ------------------------------------------------------- */
@@ -423,11 +498,16 @@ static void cache_drain(mrp_conn *c, objcache *oc)
 /* One-packet messages (the common small case) and rxmsgs with a one-byte
  * segment map come from and go back to the caches; larger ones are
  * allocated and freed as they come. */
+/* (not zeroed: mrp_conn_post_send() sets every field and segment) */
 static txmsg *txmsg_alloc(mrp_conn *c, uint32_t npkts)
 {
-	if (npkts == 1)
-		return cache_get(c, &c->tx1, sizeof(txmsg) + 1);
-	return mrp_calloc(&c->mem, 1, sizeof(txmsg) + npkts);
+	if (npkts == 1 && c->tx1.head) {
+		txmsg *m = c->tx1.head;
+		c->tx1.head = *(void **)m;
+		c->tx1.n--;
+		return m;
+	}
+	return alloc_array(c, 1, sizeof(txmsg) + npkts);
 }
 
 static void txmsg_release(mrp_conn *c, txmsg *m)
@@ -472,20 +552,22 @@ static void stream_complete_tx(mrp_conn *c, stream *s)
 {
 	while (s->head && s->head->done) {
 		txmsg *m = s->head;
-		mrp_cqe e = {
-			.wr_id = m->wr_id,
-			.status = m->status,
-			.opcode = m->opcode,
-			.stream = m->stream,
-			.byte_len = m->status == MRP_WC_SUCCESS ? m->len : 0,
-			.imm = m->imm,
-			.has_imm = m->opcode == MRP_OP_WRITE_IMM || m->opcode == MRP_OP_SEND_IMM,
-		};
-		if (cq_push(c, &e) < 0)
+		mrp_cqe *e = cq_slot(c);
+		if (!e)
 			return; /* retried on the next event; nothing is lost */
+		e->wr_id = m->wr_id;
+		e->status = m->status;
+		e->opcode = m->opcode;
+		e->has_imm = m->opcode == MRP_OP_WRITE_IMM || m->opcode == MRP_OP_SEND_IMM;
+		e->stream = m->stream;
+		e->byte_len = m->status == MRP_WC_SUCCESS ? m->len : 0;
+		e->imm = m->imm;
+		c->cq_len++;
 		s->head = m->snext;
 		if (!s->head)
 			s->tail = NULL;
+		else
+			PREFETCH(s->head);
 		s->outstanding--;
 		c->tx_outstanding--;
 		if (m->in_rnr) {
@@ -511,12 +593,14 @@ static void sq_remove_head(mrp_conn *c)
 	c->sq_head = m->qnext;
 	if (!c->sq_head)
 		c->sq_tail = NULL;
+	else
+		PREFETCH(c->sq_head);
 	m->qnext = NULL;
 }
 
 int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 {
-	(void)now_ns;
+	(void)now_ns; /* (posting moves no timer: the cached deadline stays) */
 	if (c->state != CONN_OPEN || c->peer_closing)
 		return MRP_ERR_STATE;
 	if (!wr || !mrp_op_is_data(wr->opcode) || wr->len > MRP_MSG_MAX ||
@@ -530,25 +614,35 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 		return wr->stream >= c->p.max_streams ? MRP_ERR_INVAL : MRP_ERR_NOMEM;
 	if (s->outstanding >= c->p.msg_window)
 		return MRP_ERR_FULL;
-	uint32_t npkts = wr->len ? (wr->len + c->p.mtu - 1) / c->p.mtu : 1;
+	uint32_t npkts = wr->len > c->p.mtu ? (wr->len + c->p.mtu - 1) / c->p.mtu : 1;
 	txmsg *m = txmsg_alloc(c, npkts);
 	if (!m)
 		return MRP_ERR_NOMEM;
+	/* Every field, one by one: zeroing the record first compiles to a
+	 * string store that cost a third of this function. (A new field of
+	 * txmsg must be set here.) */
+	int is_write = wr->opcode == MRP_OP_WRITE || wr->opcode == MRP_OP_WRITE_IMM;
+	m->snext = m->qnext = m->rnext = NULL;
 	m->wr_id = wr->wr_id;
-	m->opcode = wr->opcode;
-	m->stream = wr->stream;
 	m->local = wr->local;
+	m->remote_addr = is_write ? wr->remote_addr : 0;
+	m->rnr_until = 0;
+	m->first_rto_ns = NEVER;
+	m->rkey = is_write ? wr->rkey : 0;
+	m->imm = wr->opcode == MRP_OP_WRITE_IMM || wr->opcode == MRP_OP_SEND_IMM ? wr->imm : 0;
 	m->len = wr->len;
-	m->npkts = npkts;
 	m->msn = s->next_msn++;
-	if (wr->opcode == MRP_OP_WRITE || wr->opcode == MRP_OP_WRITE_IMM) {
-		m->remote_addr = wr->remote_addr;
-		m->rkey = wr->rkey;
-	}
-	if (wr->opcode == MRP_OP_WRITE_IMM || wr->opcode == MRP_OP_SEND_IMM)
-		m->imm = wr->imm;
-	if (wr->opcode != MRP_OP_WRITE)
-		m->recv_idx = s->next_recv++;
+	m->recv_idx = wr->opcode != MRP_OP_WRITE ? s->next_recv++ : 0;
+	m->npkts = npkts;
+	m->next_seg = m->nacked = m->refs = 0;
+	m->stream = wr->stream;
+	m->opcode = wr->opcode;
+	m->status = MRP_WC_SUCCESS;
+	m->done = m->detached = m->rnr_count = m->in_rnr = 0;
+	if (npkts == 1)
+		m->segs[0] = 0;
+	else
+		memset(m->segs, 0, npkts);
 	if (s->tail)
 		s->tail->snext = m;
 	else
@@ -564,6 +658,43 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	return 0;
 }
 
+/* Receives kept when a stream's ring empties; a larger ring is freed then,
+ * so a burst of posted receives does not pin its memory for good. */
+#define RQ_KEEP 64
+
+static int rq_grow(mrp_conn *c, stream *s)
+{
+	uint32_t ncap = s->rq_cap ? s->rq_cap * 2 : 4;
+	if (!ncap)
+		return MRP_ERR_NOMEM; /* 2^31 receives posted: refuse, do not wrap */
+	/* (not zeroed: only the entries of posted receives are ever read) */
+	rxrecv *n = alloc_array(c, ncap, sizeof(*n));
+	if (!n)
+		return MRP_ERR_NOMEM;
+	for (uint32_t k = s->consumed; k != s->posted; k++)
+		n[k & (ncap - 1)] = s->rq[k & (s->rq_cap - 1)];
+	mrp_free(&c->mem, s->rq);
+	s->rq = n;
+	s->rq_cap = ncap;
+	return 0;
+}
+
+/* The oldest posted receive has completed. */
+static void rq_consume(mrp_conn *c, stream *s)
+{
+	s->consumed++;
+	/* A few entries ahead: the next one is usually in the same cache line
+	 * (24-byte entries); measured, a prefetch of the next entry hid
+	 * little of the miss, one 8 entries (3 lines) ahead most of it. */
+	if (s->consumed != s->posted)
+		PREFETCH(&s->rq[(s->consumed + 8) & (s->rq_cap - 1)]);
+	else if (s->rq_cap > RQ_KEEP) {
+		mrp_free(&c->mem, s->rq);
+		s->rq = NULL;
+		s->rq_cap = 0;
+	}
+}
+
 int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
 		       uint32_t len, uint64_t now_ns)
 {
@@ -575,17 +706,13 @@ int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
 	stream *s = get_stream(c, sid);
 	if (!s)
 		return sid >= c->p.max_streams ? MRP_ERR_INVAL : MRP_ERR_NOMEM;
-	rxrecv *r = cache_get(c, &c->recv, sizeof(*r));
-	if (!r)
+	if (s->posted - s->consumed == s->rq_cap && rq_grow(c, s) < 0)
 		return MRP_ERR_NOMEM;
+	rxrecv *r = &s->rq[s->posted & (s->rq_cap - 1)];
 	r->wr_id = wr_id;
 	r->buf = buf;
 	r->len = len;
-	if (s->rq_tail)
-		s->rq_tail->next = r;
-	else
-		s->rq_head = r;
-	s->rq_tail = r;
+	r->claimed = 0;
 	s->posted++;
 	return 0;
 }
@@ -600,13 +727,13 @@ static int rq_push(mrp_conn *c, txmsg *m, uint32_t seg)
 		if (!n)
 			return MRP_ERR_NOMEM;
 		for (uint32_t i = 0; i < c->rq_len; i++)
-			n[i] = c->rq[(c->rq_head + i) % c->rq_cap];
+			n[i] = c->rq[(c->rq_head + i) & (c->rq_cap - 1)];
 		mrp_free(&c->mem, c->rq);
 		c->rq = n;
 		c->rq_cap = ncap;
 		c->rq_head = 0;
 	}
-	c->rq[(c->rq_head + c->rq_len++) % c->rq_cap] = (rqent){ m, seg };
+	c->rq[(c->rq_head + c->rq_len++) & (c->rq_cap - 1)] = (rqent){ m, seg };
 	m->refs++;
 	return 0;
 }
@@ -652,7 +779,7 @@ static void recompute_qwnd(mrp_conn *c)
 	c->st.npaths_active = n;
 }
 
-static path *path_slot(mrp_conn *c, uint16_t id)
+static path *path_slot_new(mrp_conn *c, uint16_t id)
 {
 	if (id >= c->p.max_paths)
 		return NULL;
@@ -670,8 +797,17 @@ static path *path_slot(mrp_conn *c, uint16_t id)
 	return c->paths[id];
 }
 
+/* Path slot id, allocated if it is not yet; NULL beyond max_paths or
+ * without memory. */
+static inline path *path_slot(mrp_conn *c, uint16_t id)
+{
+	if (id < c->p.max_paths && c->paths[id])
+		return c->paths[id];
+	return path_slot_new(c, id);
+}
+
 /* Resolve one in-flight scoreboard entry as lost: queue its segment again. */
-static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto)
+static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto, uint64_t now)
 {
 	txmsg *m = e->m;
 	pa->cc.inflight -= e->bytes;
@@ -682,10 +818,17 @@ static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto)
 	uint8_t *sb = &m->segs[e->seg];
 	if (SEG_STATE(*sb) == SEG_INFLIGHT && m->status == MRP_WC_SUCCESS && !m->done) {
 		uint8_t rtos = SEG_RTOS(*sb);
-		if (by_rto && rtos < 63)
-			rtos++;
+		if (by_rto) {
+			if (rtos < 63)
+				rtos++;
+			if (m->first_rto_ns == NEVER)
+				m->first_rto_ns = now;
+		}
 		*sb = (uint8_t)(SEG_PENDING | (rtos << 2));
-		if (rtos > c->p.retry_max) {
+		/* Both a count and a time: a retransmission moves to another
+		 * path with its own (short) timer, so retry_max timeouts alone
+		 * can pass in a millisecond while the peer is merely busy. */
+		if (rtos > c->p.retry_max && now - m->first_rto_ns >= c->p.retry_timeout_ns) {
 			m->status = MRP_WC_RETRY_EXC;
 			m->done = 1;
 			c->pending_fail = 1;
@@ -699,12 +842,12 @@ static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto)
 
 /* Forget everything in flight on a path (new generation, or closing):
  * in-flight segments are queued for retransmission elsewhere. */
-static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto)
+static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto, uint64_t now)
 {
 	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
 		if (e->state == ENT_INFLIGHT)
-			ent_lost(c, pa, e, by_rto);
+			ent_lost(c, pa, e, by_rto, now);
 	}
 	pa->snd_una = pa->snd_nxt;
 	pa->rto_at = pa->tlp_at = NEVER;
@@ -714,7 +857,7 @@ static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto)
 /* Start a new generation: fresh PSN space and congestion state. */
 static void path_new_gen(mrp_conn *c, path *pa, uint64_t now)
 {
-	path_drain_inflight(c, pa, 0);
+	path_drain_inflight(c, pa, 0, now);
 	pa->gen++;
 	pa->snd_nxt = pa->snd_una = 0;
 	pa->have_counts = 0;
@@ -736,6 +879,7 @@ static int path_open(mrp_conn *c, uint16_t id, uint8_t plane, uint64_t now,
 	path *pa = path_slot(c, id);
 	if (!pa)
 		return MRP_ERR_NOMEM;
+	c->dl_valid = 0;
 	if (!pa->ring) {
 		pa->ring_cap = 16;
 		pa->ring = mrp_calloc(&c->mem, pa->ring_cap, sizeof(txent));
@@ -923,7 +1067,7 @@ void mrp_conn_del(mrp_conn *c)
 	}
 	mrp_free(&c->mem, c->paths);
 	for (uint32_t i = 0; i < c->rq_len; i++)
-		txmsg_unref(c, c->rq[(c->rq_head + i) % c->rq_cap].m);
+		txmsg_unref(c, c->rq[(c->rq_head + i) & (c->rq_cap - 1)].m);
 	mrp_free(&c->mem, c->rq);
 	for (uint32_t i = 0; i < c->nstreams; i++) {
 		stream *s = &c->streams[i];
@@ -931,16 +1075,12 @@ void mrp_conn_del(mrp_conn *c)
 			n = m->snext;
 			txmsg_release(c, m);
 		}
-		for (rxrecv *r = s->rq_head, *n; r; r = n) {
-			n = r->next;
-			cache_put(c, &c->recv, r);
-		}
+		mrp_free(&c->mem, s->rq);
 	}
 	mrp_free(&c->mem, c->streams);
 	free_rxmsgs(c);
 	cache_drain(c, &c->tx1);
 	cache_drain(c, &c->rx1);
-	cache_drain(c, &c->recv);
 	mrp_free(&c->mem, c->rxh);
 	mrp_free(&c->mem, c->cq);
 	if (c->p.rh && c->rh_slot != UINT32_MAX)
@@ -955,6 +1095,7 @@ void mrp_conn_del(mrp_conn *c)
  * still come out exactly once and in posting order per stream. */
 static void conn_flush(mrp_conn *c, int status)
 {
+	c->dl_valid = 0;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa || !pa->ring)
@@ -978,7 +1119,7 @@ static void conn_flush(mrp_conn *c, int status)
 	c->total_inflight = 0;
 	while (c->rq_len) {
 		txmsg *m = c->rq[c->rq_head].m;
-		c->rq_head = (c->rq_head + 1) % c->rq_cap;
+		c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 		c->rq_len--;
 		txmsg_unref(c, m);
 	}
@@ -998,8 +1139,8 @@ static void conn_flush(mrp_conn *c, int status)
 			}
 		}
 		stream_complete_tx(c, s);
-		while (s->rq_head) {
-			rxrecv *r = s->rq_head;
+		while (s->consumed != s->posted) {
+			rxrecv *r = &s->rq[s->consumed & (s->rq_cap - 1)];
 			mrp_cqe e = {
 				.wr_id = r->wr_id,
 				.status = MRP_WC_FLUSHED,
@@ -1008,11 +1149,8 @@ static void conn_flush(mrp_conn *c, int status)
 			};
 			if (cq_push(&*c, &e) < 0)
 				break;
-			s->rq_head = r->next;
-			cache_put(c, &c->recv, r);
+			rq_consume(c, s);
 		}
-		if (!s->rq_head)
-			s->rq_tail = NULL;
 	}
 	free_rxmsgs(c);
 	c->ctl_dirty = 1; /* queued NAKs still go out, then CLOSE or RESET */
@@ -1022,6 +1160,7 @@ static void conn_flush(mrp_conn *c, int status)
 static void conn_fail(mrp_conn *c)
 {
 	c->pending_fail = 0;
+	c->dl_valid = 0;
 	if (c->state == CONN_CLOSED)
 		return;
 	conn_flush(c, MRP_WC_FLUSHED);
@@ -1051,6 +1190,7 @@ static void close_check(mrp_conn *c, uint64_t now)
 		return;
 	if (sends_outstanding(c))
 		return;
+	c->dl_valid = 0; /* the state changes */
 	if (c->peer_closing) {
 		conn_flush(c, MRP_WC_FLUSHED); /* only receives are left */
 		c->state = CONN_CLOSED;
@@ -1066,6 +1206,7 @@ static void close_check(mrp_conn *c, uint64_t now)
 
 void mrp_conn_close(mrp_conn *c, int abort, uint64_t now_ns)
 {
+	c->dl_valid = 0;
 	if (c->state == CONN_CLOSED)
 		return;
 	if (abort) {
@@ -1146,18 +1287,18 @@ static int nak_to_status(int reason)
 /* Complete, in MSN order, the messages of stream sid that are whole. */
 static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 {
-	for (;;) {
+	while (c->rxh_len) {
 		rxmsg **pp = rxh_find(c, sid, s->complete_msn);
 		rxmsg *r = pp ? *pp : NULL;
 		if (!r || (r->nrecv < r->npkts && !r->status))
 			return;
 		if (r->opcode != MRP_OP_WRITE) {
-			rxrecv *rv = s->rq_head;
-			if (!rv || rv != r->recv || r->recv_idx != s->consumed) {
+			if (s->consumed == s->posted || r->recv_idx != s->consumed) {
 				/* The peer numbered its receives out of order. */
 				c->pending_fail = 1;
 				return;
 			}
+			rxrecv *rv = &s->rq[s->consumed & (s->rq_cap - 1)];
 			mrp_cqe e = {
 				.wr_id = rv->wr_id,
 				.status = r->status,
@@ -1170,11 +1311,7 @@ static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 			};
 			if (cq_push(c, &e) < 0)
 				return;
-			s->rq_head = rv->next;
-			if (!s->rq_head)
-				s->rq_tail = NULL;
-			s->consumed++;
-			cache_put(c, &c->recv, rv);
+			rq_consume(c, s);
 		}
 		*pp = r->hnext;
 		c->rxh_len--;
@@ -1184,6 +1321,68 @@ static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 }
 
 #define PLACE_OK 0
+#define PLACE_SLOW -1 /* not placed: take the general path */
+
+/*
+ * The common case: a message of one packet that is the next of its stream
+ * to complete, completed on arrival with no record to track it (the general
+ * path would allocate an rxmsg, hash it, find it again to complete it and
+ * free it). The caller checked npkts == 1, msn == complete_msn, no rxmsg for
+ * it yet and room in the completion queue. Returns PLACE_OK, a NAK reason
+ * (and *pfatal) as rx_place() would, or PLACE_SLOW, having changed nothing,
+ * for anything unusual: no matching receive, a receive another message
+ * claimed, a SEND larger than its receive.
+ */
+static int rx_place_next(mrp_conn *c, stream *s, const mrp_pkt *pkt, int consumes,
+			 int *pfatal)
+{
+	const mrp_data *d = &pkt->u.data;
+	uint8_t op = pkt->hdr.opcode;
+	rxrecv *rv = NULL;
+	if (consumes) {
+		if (d->recv_idx != s->consumed || s->consumed == s->posted)
+			return PLACE_SLOW;
+		rv = &s->rq[s->consumed & (s->rq_cap - 1)];
+		if (rv->claimed || ((op == MRP_OP_SEND || op == MRP_OP_SEND_IMM) &&
+				    d->msg_len > rv->len))
+			return PLACE_SLOW;
+	}
+	uint8_t status = MRP_WC_SUCCESS;
+	int nak = PLACE_OK;
+	if (op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM) {
+		nak = MRP_NAK_INVALID_RKEY;
+		uint8_t *base = c->mr.resolve(c->mr.ud, d->rkey, d->remote_addr, d->msg_len,
+					      MRP_ACCESS_REMOTE_WRITE, &nak);
+		if (!base) {
+			/* as the general path: the message completes in error */
+			if (nak < MRP_NAK_INVALID_RKEY || nak > MRP_NAK_ACCESS)
+				nak = MRP_NAK_INVALID_RKEY;
+			status = (uint8_t)nak_to_status(nak);
+		} else {
+			nak = PLACE_OK;
+			if (d->payload_len)
+				memcpy(base, d->payload, d->payload_len);
+		}
+	} else if (d->payload_len) {
+		memcpy(rv->buf, d->payload, d->payload_len);
+	}
+	if (consumes) {
+		/* (the caller checked for room: no growth, no failure) */
+		mrp_cqe *e = &c->cq[(c->cq_head + c->cq_len++) & (c->cq_cap - 1)];
+		e->wr_id = rv->wr_id;
+		e->status = status;
+		e->opcode = op == MRP_OP_WRITE_IMM ? MRP_WC_RECV_WRITE_IMM : MRP_WC_RECV;
+		e->has_imm = op != MRP_OP_SEND;
+		e->stream = d->stream_id;
+		e->byte_len = status ? 0 : d->msg_len;
+		e->imm = d->imm;
+		rq_consume(c, s);
+	}
+	s->complete_msn++;
+	stream_complete_rx(c, s, d->stream_id); /* later messages already whole */
+	*pfatal = nak != PLACE_OK;
+	return nak;
+}
 
 /*
  * Place one data packet. Returns PLACE_OK (placed, or a harmless duplicate)
@@ -1213,15 +1412,28 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		*pfatal = 0;
 		return MRP_NAK_RNR; /* too far ahead to track now */
 	}
-	uint32_t npkts = d->msg_len ? (d->msg_len + mtu - 1) / mtu : 1;
-	uint32_t seg = d->offset / mtu;
+	/* (no division for a message of one packet: offset must be 0) */
+	uint32_t npkts = 1, seg = 0;
+	if (d->msg_len > mtu) {
+		npkts = (d->msg_len + mtu - 1) / mtu;
+		seg = d->offset / mtu;
+		if (d->offset % mtu)
+			return MRP_NAK_MALFORMED; /* not cut at the negotiated MTU */
+	} else if (d->offset) {
+		return MRP_NAK_MALFORMED;
+	}
 	uint32_t want = d->msg_len - d->offset < mtu ? d->msg_len - d->offset : mtu;
-	if (d->offset % mtu || d->payload_len != want)
-		return MRP_NAK_MALFORMED; /* not cut at the negotiated MTU */
+	if (d->payload_len != want)
+		return MRP_NAK_MALFORMED;
 	int consumes = op != MRP_OP_WRITE;
 
-	rxmsg **pp = rxh_find(c, d->stream_id, d->msn);
+	rxmsg **pp = c->rxh_len ? rxh_find(c, d->stream_id, d->msn) : NULL;
 	rxmsg *r = pp ? *pp : NULL;
+	if (!r && npkts == 1 && dm == 0 && c->cq_len < c->cq_cap) {
+		int rv = rx_place_next(c, s, pkt, consumes, pfatal);
+		if (rv != PLACE_SLOW)
+			return rv;
+	}
 	if (!r) {
 		rxrecv *rv = NULL;
 		if (consumes) {
@@ -1232,9 +1444,7 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 				*pfatal = 0;
 				return MRP_NAK_RNR;
 			}
-			rv = s->rq_head;
-			for (int32_t k = 0; k < ri; k++)
-				rv = rv->next;
+			rv = &s->rq[d->recv_idx & (s->rq_cap - 1)];
 			if (rv->claimed)
 				return MRP_NAK_MALFORMED; /* two messages name one receive */
 		}
@@ -1250,7 +1460,6 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		r->npkts = npkts;
 		r->imm = d->imm;
 		r->recv_idx = d->recv_idx;
-		r->recv = rv;
 		if (rxh_insert(c, r) < 0) {
 			rxmsg_release(c, r);
 			*pfatal = 0;
@@ -1286,7 +1495,7 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		}
 		dst = base + d->offset;
 	} else {
-		dst = r->recv->buf + d->offset;
+		dst = s->rq[r->recv_idx & (s->rq_cap - 1)].buf + d->offset;
 	}
 	if (d->payload_len)
 		memcpy(dst, d->payload, d->payload_len);
@@ -1390,6 +1599,7 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		c->ctl_dirty = 1;
 	} else if (pa->rx_ack_at == NEVER) {
 		pa->rx_ack_at = now + c->p.ack_delay_ns;
+		c->dl_valid = 0;
 	}
 	return 0;
 }
@@ -1491,6 +1701,10 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	if (sdiff(n, pa->snd_una) > 0) {
 		for (uint32_t psn = pa->snd_una; psn != n; psn++) {
 			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+			/* the next entry's message, sent an RTT ago, is cold:
+			 * start loading it while this one is resolved */
+			if (psn + 1 != n)
+				PREFETCH(pa->ring[(psn + 1) & (pa->ring_cap - 1)].m);
 			if (e->state != ENT_INFLIGHT)
 				continue;
 			uint32_t age = n - 1 - psn;
@@ -1499,10 +1713,16 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 				ent_acked(c, pa, e);
 			} else {
 				lost++;
-				ent_lost(c, pa, e, 0);
+				ent_lost(c, pa, e, 0, now);
 			}
 		}
 		pa->snd_una = n;
+		/* and the entries the path's next ACK will resolve (the
+		 * scoreboard, written an RTT ago, is cold too) */
+		if (n != pa->snd_nxt) {
+			PREFETCH(&pa->ring[n & (pa->ring_cap - 1)]);
+			PREFETCH(&pa->ring[(n + 2) & (pa->ring_cap - 1)]);
+		}
 	}
 	uint64_t marked = 0;
 	if (!pa->have_counts || sdiff(a->rcv_count, pa->ack_rcv) >= 0) {
@@ -1645,6 +1865,10 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		      uint64_t now_ns)
 {
 	const mrp_hdr *h = &pkt->hdr;
+	/* (a data packet moves no timer but its path's delayed ACK, and
+	 * rx_data() drops the cached deadline for that; anything else may) */
+	if (!mrp_op_is_data(h->opcode))
+		c->dl_valid = 0;
 	if (h->dst_conn_id != c->p.local_conn_id)
 		return MRP_ERR_NOCONN;
 	int unknown_conn_nak = h->opcode == MRP_OP_NAK &&
@@ -1808,12 +2032,16 @@ static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 {
 	path *via = ctl_route(c, pa->id, pa->rx_plane);
 	pa->rx_ack_now = 0;
-	pa->rx_ack_at = NEVER;
+	if (pa->rx_ack_at != NEVER) {
+		pa->rx_ack_at = NEVER;
+		c->dl_valid = 0;
+	}
 	pa->rx_pending = 0;
 	if (!via)
 		return 0;
 	mrp_pkt k;
-	memset(&k, 0, sizeof(k));
+	/* (the header and the ACK body only: the union is 10 times larger) */
+	memset(&k, 0, offsetof(mrp_pkt, u) + sizeof(k.u.ack));
 	fill_hdr(c, &k.hdr, MRP_OP_ACK, via);
 	mrp_ack *a = &k.u.ack;
 	a->acked_path_id = pa->id;
@@ -1832,7 +2060,7 @@ static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	return encode_ctl(&k, ti, via, buf, buflen);
 }
 
-static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+COLD static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 			       size_t buflen, uint64_t now)
 {
 	pa->pack_pending = 0;
@@ -1851,7 +2079,7 @@ static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *
 	return encode_ctl(&k, ti, via, buf, buflen);
 }
 
-static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 			   size_t buflen, uint64_t now)
 {
 	mrp_pkt k;
@@ -1860,6 +2088,7 @@ static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	k.hdr.flags = MRP_F_ACK_REQ;
 	k.u.probe.probe_seq = ++pa->probe_seq;
 	k.u.probe.ts_ns = now;
+	c->dl_valid = 0;
 	pa->probe_at = NEVER;
 	pa->probe_pending = 1;
 	pa->probe_sent_ns = now;
@@ -1869,7 +2098,7 @@ static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	return encode_ctl(&k, ti, pa, buf, buflen);
 }
 
-static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen)
+COLD static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen)
 {
 	uint32_t i = c->nakq_head;
 	c->nakq_head = (c->nakq_head + 1) % NAKQ_LEN;
@@ -1886,9 +2115,10 @@ static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bufl
 	return encode_ctl(&k, ti, via, buf, buflen);
 }
 
-static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
+COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
 			   uint64_t now)
 {
+	c->dl_valid = 0;
 	path *via = ctl_route(c, 0, 0);
 	mrp_pkt k;
 	memset(&k, 0, sizeof(k));
@@ -1983,6 +2213,8 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	e->state = ENT_INFLIGHT;
 	m->refs++;
 	m->segs[seg] = (uint8_t)((m->segs[seg] & ~3u) | SEG_INFLIGHT);
+	if (pa->snd_nxt == pa->snd_una)
+		c->dl_valid = 0; /* the path was idle: its idle probe is off now */
 	pa->snd_nxt++;
 	pa->cc.inflight += bytes;
 	c->total_inflight += bytes;
@@ -1995,14 +2227,16 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 		pa->retx_pkts++;
 		c->st.retx_pkts++;
 	}
-	if (pa->rto_at == NEVER || pa->probe_pending)
+	if (pa->rto_at == NEVER || pa->probe_pending) {
 		path_arm_timers(c, pa, now);
+		c->dl_valid = 0;
+	}
 	pace_sent(c, pa->plane, bytes, now);
 	fill_ti(ti, pa, 1);
 	return n + plen;
 }
 
-static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
+COLD static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 			 size_t buflen, uint64_t now)
 {
 	pa->tlp_pending = 0;
@@ -2035,19 +2269,33 @@ static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 }
 
 /* The active path with the most room for `bytes` on a plane whose link is
- * free, round robin on ties. */
+ * free, round robin on ties; but a path with nothing in flight comes
+ * first. When the connection is held back by its pacing rate rather than by
+ * windows, every path has room, and "most room" alone gives everything to
+ * the path with the largest window for ever: the others' windows grow only
+ * with the ACKs of data they carry, so they would never get the chance
+ * (tests/netns/FINDINGS.md, finding 2). An idle path gets its window's
+ * worth each round trip and grows from there. */
 static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
 	path *best = NULL;
 	uint64_t best_room = 0;
+	int best_idle = 0;
 	uint32_t n = c->path_hi;
-	uint32_t start = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
-	for (uint32_t k = 0; k < n; k++) {
-		path *pa = c->paths[(start + k) % n];
+	uint32_t i = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
+	for (uint32_t k = 0; k < n; k++, i++) {
+		if (i >= n) /* (no division: this runs for every burst) */
+			i = 0;
+		path *pa = c->paths[i];
 		uint64_t room = path_room(c, pa);
-		if (room >= bytes && room > best_room && !plane_paced(c, pa, now)) {
+		if (room < bytes)
+			continue;
+		int idle = pa->cc.inflight == 0;
+		if ((idle > best_idle || (idle == best_idle && room > best_room)) &&
+		    !plane_paced(c, pa, now)) {
 			best = pa;
 			best_room = room;
+			best_idle = idle;
 		}
 	}
 	return best;
@@ -2055,7 +2303,7 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 
 /* The connection has data but no window: open another path when every
  * active path is at its ceiling (the bandwidth-delay product outgrew them). */
-static void maybe_open_path(mrp_conn *c, uint64_t now)
+COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 {
 	if (c->npaths >= c->p.max_paths)
 		return;
@@ -2120,7 +2368,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		rqent *r = &c->rq[c->rq_head];
 		if (r->m->done || r->m->in_rnr || SEG_STATE(r->m->segs[r->seg]) != SEG_PENDING) {
 			txmsg *dead = r->m;
-			c->rq_head = (c->rq_head + 1) % c->rq_cap;
+			c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 			c->rq_len--;
 			txmsg_unref(c, dead);
 			continue;
@@ -2174,7 +2422,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	c->burst_left--;
 	if (retx) {
 		/* The queue's reference moves to the scoreboard entry. */
-		c->rq_head = (c->rq_head + 1) % c->rq_cap;
+		c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 		c->rq_len--;
 		m->refs--;
 	} else if (++m->next_seg == m->npkts) {
@@ -2238,15 +2486,13 @@ static uint64_t idle_probe_at(const mrp_conn *c, const path *pa)
 	return max64(pa->last_ack_ns, pa->last_tx_ns) + c->p.probe_idle_ns;
 }
 
-uint64_t mrp_conn_deadline(const mrp_conn *c)
+/* The earliest time a timer that mrp_conn_handle_timeout() runs is due:
+ * the paths' and the RNR waits (none on a closed connection). */
+static uint64_t timers_compute(const mrp_conn *c)
 {
-	if (c->ctl_dirty || c->nakq_len)
-		return 0;
-	uint64_t t = NEVER;
-	if (c->close_pending)
-		t = c->close_pending == 1 ? c->close_at : 0;
 	if (c->state == CONN_CLOSED)
-		return t;
+		return NEVER;
+	uint64_t t = NEVER;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		const path *pa = c->paths[i];
 		if (!pa)
@@ -2261,8 +2507,30 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 	}
 	for (const txmsg *m = c->rnr_list; m; m = m->rnext)
 		t = min64(t, m->rnr_until);
+	return t;
+}
+
+static uint64_t timers_at(const mrp_conn *c)
+{
+	if (!c->dl_valid) {
+		/* A cache behind a const interface: every mrp_conn comes from
+		 * mrp_conn_new(), never from a const definition, so the write
+		 * is well defined. */
+		mrp_conn *mc = (mrp_conn *)c;
+		mc->dl_tmr = timers_compute(c);
+		mc->dl_valid = 1;
+	}
+	return c->dl_tmr;
+}
+
+uint64_t mrp_conn_deadline(const mrp_conn *c)
+{
+	if (c->ctl_dirty || c->nakq_len)
+		return 0; /* a control packet waits */
+	uint64_t t = timers_at(c);
 	/* Pacing waits only matter while data may still be sent: a closing
-	 * connection that stopped while paced must not stay due forever. */
+	 * connection that stopped while paced must not stay due forever.
+	 * (These are read here, not cached: they change with most packets.) */
 	if (sending(c)) {
 		if (c->pace_blocked)
 			t = min64(t, c->pace_at);
@@ -2270,6 +2538,8 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 		if (sends_outstanding(c))
 			t = min64(t, c->last_rx_ns + c->p.peer_timeout_ns);
 	}
+	if (c->close_pending)
+		t = min64(t, c->close_pending == 1 ? c->close_at : 0);
 	return t;
 }
 
@@ -2279,7 +2549,7 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	if (pa->snd_una != pa->snd_nxt) {
 		c->st.rto_count++;
 		pa->rto_count++;
-		path_drain_inflight(c, pa, 1);
+		path_drain_inflight(c, pa, 1, now);
 		c->cc.ops->on_rto(&c->cc, &pa->cc, now);
 	} else if (pa->probe_pending) {
 		pa->rto_count++;
@@ -2302,7 +2572,13 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 
 void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 {
-	if (c->state != CONN_CLOSED) {
+	/* Callers come whenever the deadline passed, and it is 0 while a
+	 * control packet waits: often no timer is due, and then the scan below
+	 * has nothing to do. */
+	int due = timers_at(c) <= now;
+	if (due)
+		c->dl_valid = 0; /* (conn_fail() and close_check() drop it too) */
+	if (c->state != CONN_CLOSED && due) {
 		for (uint32_t i = 0; i < c->path_hi; i++) {
 			path *pa = c->paths[i];
 			if (!pa)
@@ -2367,7 +2643,7 @@ static void path_set_disabled(mrp_conn *c, path *pa, uint8_t dis, uint64_t now)
 	uint8_t was = pa->disabled;
 	pa->disabled = dis;
 	if (!was && dis) {
-		path_drain_inflight(c, pa, 0);
+		path_drain_inflight(c, pa, 0, now);
 		pa->probe_at = NEVER;
 		pa->probe_pending = 0;
 		set_state(c, pa, MRP_PATH_DISABLED, now);
@@ -2381,6 +2657,7 @@ static void path_set_disabled(mrp_conn *c, path *pa, uint8_t dis, uint64_t now)
 
 int mrp_conn_plane_event(mrp_conn *c, unsigned plane, int event, uint64_t now)
 {
+	c->dl_valid = 0;
 	if (plane >= c->p.nplanes)
 		return MRP_ERR_INVAL;
 	uint8_t flag;
@@ -2415,6 +2692,7 @@ static path *open_path(const mrp_conn *c, uint16_t id)
 
 int mrp_conn_path_disable(mrp_conn *c, uint16_t id, uint64_t now)
 {
+	c->dl_valid = 0;
 	path *pa = open_path(c, id);
 	if (!pa)
 		return MRP_ERR_NOENT;
@@ -2425,6 +2703,7 @@ int mrp_conn_path_disable(mrp_conn *c, uint16_t id, uint64_t now)
 
 int mrp_conn_path_enable(mrp_conn *c, uint16_t id, uint64_t now)
 {
+	c->dl_valid = 0;
 	path *pa = open_path(c, id);
 	if (!pa)
 		return MRP_ERR_NOENT;
@@ -2435,13 +2714,14 @@ int mrp_conn_path_enable(mrp_conn *c, uint16_t id, uint64_t now)
 
 int mrp_conn_path_steer(mrp_conn *c, uint16_t id, uint16_t sport, int plane, uint64_t now)
 {
+	c->dl_valid = 0;
 	path *pa = open_path(c, id);
 	if (!pa)
 		return MRP_ERR_NOENT;
 	if (plane >= (int)c->p.nplanes || (sport && (sport < c->p.sport_min || sport > c->p.sport_max)))
 		return MRP_ERR_INVAL;
 	if (plane >= 0 && plane != pa->plane) {
-		path_drain_inflight(c, pa, 0);
+		path_drain_inflight(c, pa, 0, now);
 		pa->plane = (uint8_t)plane;
 		uint8_t dis = (uint8_t)((pa->disabled & DIS_OPERATOR) | c->plane_dis[plane]);
 		if (dis != pa->disabled) {
@@ -2566,5 +2846,7 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 		return fail(err, errlen, "connection outstanding count disagrees with its streams");
 	if (c->cq_len > c->cq_cap)
 		return fail(err, errlen, "completion queue overflow");
+	if (c->dl_valid && c->dl_tmr != timers_compute(c))
+		return fail(err, errlen, "cached deadline disagrees with the timers");
 	return 0;
 }

@@ -136,7 +136,9 @@ typedef struct mrp_conn_params {
 	uint32_t burst_pkts;     /* same-path packets handed out in a row (default 4) */
 	uint32_t ack_every;      /* ACK after this many packets (default 4) */
 	uint64_t ack_delay_ns;   /* or after this long (default 8 us) */
-	uint32_t retry_max;      /* RTOs of one packet before RETRY_EXC (default 8) */
+	uint32_t retry_max;      /* RTOs of one packet before RETRY_EXC (default 8) ... */
+	uint64_t retry_timeout_ns; /* ... and at least this long since the request's
+				    * first RTO (default 500 ms; 0 = count only) */
 	uint32_t rnr_retry_max;  /* RNR NAKs of one message (default 7) */
 	uint64_t rnr_delay_ns;   /* default wait after an RNR NAK (default 100 us) */
 	uint32_t suspect_rtos;   /* consecutive RTOs that fail a path (default 3) */
@@ -204,7 +206,11 @@ ssize_t mrp_conn_write_pkt(mrp_conn *conn, mrp_tx_info *ti, uint8_t *buf,
 			   size_t buflen, uint64_t now_ns);
 
 /* The earliest time the connection needs mrp_conn_handle_timeout or
- * mrp_conn_write_pkt again; UINT64_MAX for never. */
+ * mrp_conn_write_pkt again; UINT64_MAX for never. Cheap to ask after every
+ * batch: the connection keeps the part that needs a scan over its paths
+ * until a call changes it. (That cache is written through the const
+ * pointer, so this is no more safe to call concurrently with another call
+ * on the same connection than any other function here.) */
 uint64_t mrp_conn_deadline(const mrp_conn *conn);
 
 /* Run the timers that are due (RTO, tail-loss probe, delayed ACK, RNR

@@ -55,6 +55,15 @@ int mrp_rxwin_record(mrp_rxwin *w, uint32_t psn, int *pgap)
 	}
 	/* Serial-number distance from the highest PSN received (RFC 1982). */
 	int32_t d = (int32_t)(psn - (w->next_psn - 1));
+	if (d == 1) {
+		/* the next PSN, as nearly every arrival on a path: a one-place
+		 * shift, written out (the general shift is a loop) */
+		for (int i = NWORDS - 1; i > 0; i--)
+			w->bits[i] = w->bits[i] << 1 | w->bits[i - 1] >> 63;
+		w->bits[0] = w->bits[0] << 1 | 1;
+		w->next_psn = psn + 1;
+		return MRP_RXWIN_NEW;
+	}
 	if (d > 0) {
 		shift_older(w->bits, (uint32_t)d);
 		set_bit(w->bits, 0);
@@ -88,8 +97,14 @@ void mrp_rxwin_to_ack(const mrp_rxwin *w, mrp_ack *ack)
 {
 	ack->acked_path_gen = w->gen;
 	ack->next_psn = w->next_psn;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* the map's bytes are the words' bytes in little-endian order */
+	_Static_assert(sizeof(ack->sack) == sizeof(w->bits), "SACK map size");
+	memcpy(ack->sack, w->bits, sizeof(ack->sack));
+#else
 	for (unsigned j = 0; j < MRP_SACK_BYTES; j++)
 		ack->sack[j] = (uint8_t)(w->bits[j / 8] >> ((j % 8) * 8));
+#endif
 	ack->ce_count = w->ce_count;
 	ack->rcv_count = w->rcv_count;
 }

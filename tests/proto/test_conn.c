@@ -204,8 +204,14 @@ static void net_flush_tx(net *n)
 	for (int i = 0; i < 2; i++) {
 		for (;;) {
 			mrp_tx_info ti;
+			/* Asking for the deadline is a pure query; asking before
+			 * every write and checking after it makes
+			 * mrp_conn_check() verify that a write which moves a
+			 * timer drops the deadline the engine keeps. */
+			(void)mrp_conn_deadline(n->c[i]);
 			ssize_t len = mrp_conn_write_pkt(n->c[i], &ti, buf, sizeof(buf), n->now);
 			assert_true(len >= 0);
+			net_check(n);
 			if (len == 0)
 				break;
 			uint64_t delay;
@@ -860,6 +866,66 @@ static void test_peer_silent_fails(void **state)
 	net_free(&n);
 }
 
+/* Data lost for 30 ms while the paths still answer probes (a peer whose
+ * receive path is stuck, a burst of drops): every request completes with
+ * success afterwards. Retransmissions hop to other paths with fresh, short
+ * timers, and probes bring suspect paths back, so retry_max timeouts of one
+ * packet pass within a few milliseconds; the request may fail only once
+ * retry_timeout_ns has passed as well. With the count alone
+ * (retry_timeout_ns = 0) the same 30 ms fail them all: the counter-proof
+ * below shows the test can fail. */
+static int data_silent_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			      uint64_t *delay, int *ce)
+{
+	if (silent && from == 0 && ti->is_data)
+		return 0;
+	return default_policy(n, from, ti, pkt, delay, ce);
+}
+
+static int pause_run(uint64_t retry_timeout_ns, int *statuses)
+{
+	mrp_conn_params d[2];
+	pair_params(d, 3, 1000000000ull); /* 12 paths, probing as the daemon does */
+	for (int i = 0; i < 2; i++)
+		d[i].retry_timeout_ns = retry_timeout_ns;
+	net n;
+	net_init(&n, &d[0], &d[1]);
+	n.policy = data_silent_policy;
+	silent = 0;
+	static uint8_t src[4096];
+	for (int i = 0; i < 4; i++) {
+		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = MRP_WR_WRITE, .stream = (uint16_t)i,
+			      .local = src, .len = sizeof(src), .remote_addr = b_addr(&n, 0),
+			      .rkey = n.mr[1].rkey };
+		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	}
+	silent = 1;
+	net_run_until(&n, NULL, NULL, n.now + 30000000ull);
+	silent = 0;
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 4 };
+	assert_true(net_run_until(&n, have_cqes, &w, n.now + 5000000000ull));
+	int ok = 0;
+	for (int i = 0; i < 4; i++) {
+		statuses[i] = log[0].e[i].status;
+		ok += log[0].e[i].status == MRP_WC_SUCCESS;
+	}
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+	return ok;
+}
+
+static void test_peer_pause_survives(void **state)
+{
+	(void)state;
+	int st[4];
+	assert_int_equal(pause_run(500000000ull, st), 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(st[i], MRP_WC_SUCCESS);
+	/* The counter-proof: the count alone gives up during the pause. */
+	assert_int_equal(pause_run(0, st), 0);
+}
+
 /* Many streams: 1,024 streams each with one SEND, all complete. */
 static void test_many_streams(void **state)
 {
@@ -1176,6 +1242,216 @@ static void test_two_messages_one_receive(void **state)
 	net_free(&n);
 }
 
+/* The same with the receive's rightful message next in its stream and the
+ * completion queue already in use (the case completed on arrival): it must
+ * still see that another message took the receive. */
+static void test_two_messages_one_receive_in_order(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t dst[2][8192];
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 5, dst[0], sizeof(dst[0]), 0), 0);
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 6, dst[1], sizeof(dst[1]), 0), 0);
+	assert_int_equal(forge_send(&n, 0, 0, 0, 100, 0), 0); /* MSN 0 completes */
+	/* MSN 2, receive 1: its second packet comes first and takes receive 1 */
+	assert_int_equal(forge_send(&n, 1, 2, 1, 8192, 4096), 0);
+	/* MSN 1 claims receive 1 as well */
+	assert_int_equal(forge_send(&n, 2, 1, 1, 100, 0), 0);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[1], &st);
+	assert_int_equal(st.naks_sent, 1);
+	cqlog log[2] = { 0 };
+	poll_all(&n, log);
+	assert_int_equal(log[1].n, 2);
+	assert_int_equal(log[1].e[0].wr_id, 5);
+	assert_int_equal(log[1].e[0].status, MRP_WC_SUCCESS);
+	assert_int_equal(log[1].e[0].byte_len, 100);
+	assert_int_equal(log[1].e[1].wr_id, 6);
+	assert_int_equal(log[1].e[1].status, MRP_WC_FLUSHED);
+	assert_int_equal(forge_send(&n, 3, 2, 1, 8192, 0), MRP_ERR_STATE);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
+/* ---- one-packet messages: completed on arrival, receive rings ----------- */
+
+enum { SM_NS = 3, SM_NMSG = 600, SM_LEN = 64 };
+static uint8_t sm_src[SM_NMSG][SM_LEN], sm_dst[SM_NMSG][SM_LEN];
+
+/* Message i: stream i % SM_NS; every fifth a WRITE_IMM into B's region at
+ * i * SM_LEN, else a SEND (every fifth of those with an immediate) into
+ * receive 10000 + i. */
+static void sm_post_recvs(net *n, int from, int to)
+{
+	for (int i = from; i < to; i++)
+		assert_int_equal(mrp_conn_post_recv(n->c[1], (uint16_t)(i % SM_NS),
+						    10000u + (uint64_t)i, sm_dst[i], SM_LEN,
+						    n->now), 0);
+}
+
+static void sm_post_sends(net *n, int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		mrp_wr wr = { .wr_id = (uint64_t)i, .stream = (uint16_t)(i % SM_NS),
+			      .local = sm_src[i], .len = SM_LEN, .imm = 0xab000000u + (uint32_t)i };
+		if (i % 5 == 4) {
+			wr.opcode = MRP_WR_WRITE_IMM;
+			wr.remote_addr = b_addr(n, (uint64_t)i * SM_LEN);
+			wr.rkey = n->mr[1].rkey;
+		} else {
+			wr.opcode = i % 5 == 3 ? MRP_WR_SEND_IMM : MRP_WR_SEND;
+		}
+		assert_int_equal(mrp_conn_post_send(n->c[0], &wr, n->now), 0);
+	}
+}
+
+static void sm_run(net *n, cqlog log[2], int count)
+{
+	want w = { log, 1, count };
+	assert_true(net_run_until(n, have_cqes, &w, n->now + 1000000000ull));
+	w.side = 0;
+	assert_true(net_run_until(n, have_cqes, &w, n->now + 1000000000ull));
+}
+
+/* Hundreds of one-packet SENDs, SEND_IMMs and WRITE_IMMs on three streams,
+ * over paths of unequal delay (packets overtake each other) with 5% loss:
+ * most complete on arrival, the rest wait for earlier messages of their
+ * stream. The receives are posted in batches so that a stream's receive
+ * ring grows, empties (and is freed), wraps around and grows while wrapped.
+ * Every receive completes exactly once, in posting order per stream, with
+ * the right message in it. */
+static void test_small_messages(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.loss_pct = 5;
+	for (int i = 0; i < SM_NMSG; i++)
+		fill_pattern(sm_src[i], SM_LEN, 500u + (uint32_t)i);
+	memset(sm_dst, 0, sizeof(sm_dst));
+	static cqlog log[2];
+	memset(log, 0, sizeof(log));
+	sm_post_recvs(&n, 0, 300); /* 100 a stream: the ring grows to 128 */
+	sm_post_sends(&n, 0, 300);
+	sm_run(&n, log, 300);      /* ... and empties */
+	sm_post_recvs(&n, 300, 400);
+	sm_post_sends(&n, 300, 360);
+	sm_run(&n, log, 360);
+	sm_post_recvs(&n, 400, 600); /* wraps, then grows while wrapped */
+	sm_post_sends(&n, 360, 600);
+	sm_run(&n, log, 600);
+	poll_all(&n, log);
+	assert_int_equal(log[0].n, SM_NMSG);
+	assert_int_equal(log[1].n, SM_NMSG);
+	int last[SM_NS] = { -1, -1, -1 };
+	static uint8_t seen[SM_NMSG];
+	memset(seen, 0, sizeof(seen));
+	for (int k = 0; k < SM_NMSG; k++) {
+		const mrp_cqe *e = &log[1].e[k];
+		assert_true(e->wr_id >= 10000 && e->wr_id < 10000 + SM_NMSG);
+		int i = (int)(e->wr_id - 10000);
+		assert_int_equal(seen[i], 0);
+		seen[i] = 1;
+		assert_int_equal(e->stream, i % SM_NS);
+		assert_true(i > last[i % SM_NS]);
+		last[i % SM_NS] = i;
+		assert_int_equal(e->status, MRP_WC_SUCCESS);
+		assert_int_equal(e->byte_len, SM_LEN);
+		if (i % 5 == 4) {
+			assert_int_equal(e->opcode, MRP_WC_RECV_WRITE_IMM);
+			assert_memory_equal(n.mr[1].base + (size_t)i * SM_LEN, sm_src[i], SM_LEN);
+		} else {
+			assert_int_equal(e->opcode, MRP_WC_RECV);
+			assert_memory_equal(sm_dst[i], sm_src[i], SM_LEN);
+		}
+		assert_int_equal(e->has_imm, i % 5 >= 3);
+		if (i % 5 >= 3)
+			assert_int_equal(e->imm, 0xab000000u + (uint32_t)i);
+		assert_int_equal(log[0].e[k].status, MRP_WC_SUCCESS);
+	}
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_true(st.retx_pkts > 0); /* the loss was repaired */
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
+/* A one-packet WRITE_IMM with a wrong rkey, next in its stream: the receive
+ * it names completes with REM_ACCESS and no bytes, the sender's with
+ * REM_ACCESS, and nothing is written. */
+static void test_small_write_imm_bad_rkey(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[100];
+	memset(src, 0x3c, sizeof(src));
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 61, NULL, 0, 0), 0);
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 62, NULL, 0, 0), 0);
+	mrp_wr wr = { .wr_id = 7, .opcode = MRP_WR_WRITE_IMM, .local = src, .len = sizeof(src),
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey, .imm = 1 };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	wr.wr_id = 8;
+	wr.rkey = n.mr[1].rkey + 1;
+	wr.remote_addr = b_addr(&n, 4096);
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 2 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	poll_all(&n, log);
+	assert_int_equal(log[0].e[0].wr_id, 7);
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_int_equal(log[0].e[1].wr_id, 8);
+	assert_int_equal(log[0].e[1].status, MRP_WC_REM_ACCESS);
+	assert_int_equal(log[1].n, 2);
+	assert_int_equal(log[1].e[0].wr_id, 61);
+	assert_int_equal(log[1].e[0].status, MRP_WC_SUCCESS);
+	assert_int_equal(log[1].e[0].byte_len, sizeof(src));
+	assert_int_equal(log[1].e[1].wr_id, 62);
+	assert_int_equal(log[1].e[1].status, MRP_WC_REM_ACCESS);
+	assert_int_equal(log[1].e[1].byte_len, 0);
+	assert_int_equal(log[1].e[1].opcode, MRP_WC_RECV_WRITE_IMM);
+	assert_memory_equal(n.mr[1].base, src, sizeof(src));
+	for (size_t i = 4096; i < 4096 + sizeof(src); i++)
+		assert_int_equal(n.mr[1].base[i], 0);
+	net_free(&n);
+}
+
+/* A one-packet SEND larger than the receive it names fails with LOC_LEN on
+ * the receiver and REM_BOUNDS on the sender, after an earlier message of the
+ * stream succeeded. */
+static void test_small_send_too_long(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[200], dst[2][100];
+	memset(src, 0x42, sizeof(src));
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 1, dst[0], sizeof(dst[0]), 0), 0);
+	assert_int_equal(mrp_conn_post_recv(n.c[1], 0, 2, dst[1], sizeof(dst[1]), 0), 0);
+	mrp_wr wr = { .wr_id = 11, .opcode = MRP_WR_SEND, .local = src, .len = 100 };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	wr.wr_id = 12;
+	wr.len = 200;
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 2 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	poll_all(&n, log);
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_int_equal(log[0].e[1].wr_id, 12);
+	assert_int_equal(log[0].e[1].status, MRP_WC_REM_BOUNDS);
+	assert_int_equal(log[1].n, 2);
+	assert_int_equal(log[1].e[0].status, MRP_WC_SUCCESS);
+	assert_int_equal(log[1].e[1].wr_id, 2);
+	assert_int_equal(log[1].e[1].status, MRP_WC_LOC_LEN);
+	assert_memory_equal(dst[0], src, 100);
+	for (size_t i = 0; i < sizeof(dst[1]); i++)
+		assert_int_equal(dst[1][i], 0);
+	net_free(&n);
+}
+
 /* Steering a path onto a plane that is down disables it and cancels the
  * probe it had scheduled. (The probe used to stay due on the disabled path,
  * which sends no probes: the deadline stayed in the past and the caller
@@ -1228,6 +1504,7 @@ int main(void)
 		cmocka_unit_test(test_close_graceful),
 		cmocka_unit_test(test_close_abort),
 		cmocka_unit_test(test_peer_silent_fails),
+		cmocka_unit_test(test_peer_pause_survives),
 		cmocka_unit_test(test_many_streams),
 		cmocka_unit_test(test_token_checked),
 		cmocka_unit_test(test_params_rejected),
@@ -1235,6 +1512,10 @@ int main(void)
 		cmocka_unit_test(test_rnr_copy_completes),
 		cmocka_unit_test(test_tlp_skips_acked_copy),
 		cmocka_unit_test(test_two_messages_one_receive),
+		cmocka_unit_test(test_two_messages_one_receive_in_order),
+		cmocka_unit_test(test_small_messages),
+		cmocka_unit_test(test_small_write_imm_bad_rkey),
+		cmocka_unit_test(test_small_send_too_long),
 		cmocka_unit_test(test_steer_onto_down_plane),
 	};
 	if (getenv("TEST_FILTER"))

@@ -108,6 +108,68 @@ static void test_wrap(void **state)
 	assert_int_equal(mrp_rxwin_record(&w, 0xffffffffu, &gap), MRP_RXWIN_DUP);
 }
 
+/* Against a plain model (one flag per PSN, a byte array) over a long random
+ * run: mostly the next PSN, sometimes a jump ahead, a late arrival inside
+ * the window or a duplicate. Every answer, gap flag and bit agrees. */
+static void test_random_vs_model(void **state)
+{
+	(void)state;
+	enum { N = 20000 };
+	static uint8_t got[N + 600];
+	memset(got, 0, sizeof(got));
+	mrp_rxwin w;
+	mrp_rxwin_init(&w, 1);
+	uint64_t r = 0x2545f4914f6cdd1dull;
+	uint32_t hi = 0; /* highest PSN recorded + 1 (model) */
+	int any = 0;
+	while (hi < N) {
+		r ^= r << 13;
+		r ^= r >> 7;
+		r ^= r << 17;
+		unsigned k = (unsigned)(r % 100);
+		uint32_t psn;
+		if (!any || k < 80)
+			psn = hi;                           /* the next one */
+		else if (k < 88)
+			psn = hi + 1 + (uint32_t)(r >> 32) % 300; /* a jump */
+		else
+			psn = hi - 1 - (uint32_t)((r >> 32) % (hi < 300 ? hi : 300)); /* old */
+		int gap;
+		int rv = mrp_rxwin_record(&w, psn, &gap);
+		int want, want_gap;
+		if (!any) {
+			want = MRP_RXWIN_NEW;
+			want_gap = psn != 0;
+		} else if (psn >= hi) {
+			want = MRP_RXWIN_NEW;
+			want_gap = psn > hi;
+		} else if (hi - 1 - psn >= MRP_SACK_BITS) {
+			want = MRP_RXWIN_OLD;
+			want_gap = 0;
+		} else if (got[psn]) {
+			want = MRP_RXWIN_DUP;
+			want_gap = 0;
+		} else {
+			want = MRP_RXWIN_NEW;
+			want_gap = 1;
+		}
+		assert_int_equal(rv, want);
+		assert_int_equal(gap, want_gap);
+		if (want == MRP_RXWIN_NEW) {
+			got[psn] = 1;
+			if (psn >= hi)
+				hi = psn + 1;
+		}
+		any = 1;
+		assert_int_equal(w.next_psn, hi);
+		mrp_ack a;
+		memset(&a, 0, sizeof(a));
+		mrp_rxwin_to_ack(&w, &a);
+		for (unsigned i = 0; i < MRP_SACK_BITS && i < hi; i++)
+			assert_int_equal(mrp_ack_bit(&a, i), got[hi - 1 - i]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -116,6 +178,7 @@ int main(void)
 		cmocka_unit_test(test_dup_and_fill),
 		cmocka_unit_test(test_shift_across_words),
 		cmocka_unit_test(test_wrap),
+		cmocka_unit_test(test_random_vs_model),
 	};
 	return cmocka_run_group_tests_name("proto/sack", tests, NULL, NULL);
 }
