@@ -9,11 +9,12 @@ marks on plane1's paths only: at A (the sender, CE echoed in ACKs: ce_pkts /
 acked_pkts) and at B (the receiver: rx_ce_pkts / rx_pkts) the fraction
 on plane1 is MARK_PCT % within a factor of 1.5, on plane0 below 1 %. The
 congestion controller cuts the marked paths, so plane1's share of the bytes
-A sent (per-plane tx_bytes of a run; the median of the runs) must drop to
-less than 3/4 of its median share in the unmarked runs. Every run verifies
+A sent (per-plane tx_bytes of a run; the median of the runs) must drop by
+at least 3 points (the unmarked medians stay within a point of 50 %), and
+plane1's sending rate (median) below 3/4 of its rate unmarked. Every run verifies
 every byte. The unmarked runs must fill the planes (median goodput at least
-60 % of their rate; measured 68-96 % run to run on a quiet machine, 24 %
-when other jobs starved the daemons): on a machine too slow or too loaded
+60 % of their rate; measured 97 %, 68-96 % before the engine fixes of
+FINDINGS.md 1 and 2, 24 % when other jobs starved the daemons): on a machine too slow or too loaded
 for that the comparison would measure the hosts, and the test fails saying
 so. The daemon's telemetry (`history paths`, sampled every 100 ms) must
 agree: ecn_fraction below 1 % on every sample of both planes unmarked and
@@ -46,6 +47,11 @@ def share1(res):
     return tx.get("plane1", 0) / max(1, sum(tx.values()))
 
 
+def rate1(res):
+    """plane1's sending rate over the run, Gbit/s."""
+    return by_plane(res["paths"], "tx_bytes").get("plane1", 0) * 8 / res["seconds"] / 1e9
+
+
 f = Fabric(tbf=RATE, planes=2, full=True)
 try:
     # Telemetry every 100 ms: the daemon's own per-path ECN fraction.
@@ -53,7 +59,7 @@ try:
     f.start("b", yaml_extra="telemetry:\n  interval: 100ms\n")
 
     # ---- unmarked ------------------------------------------------------------
-    s_base, g_base = [], []
+    s_base, g_base, r_base = [], [], []
     t_base = time.time()
     for _ in range(RUNS):
         base = f.perf("a", "b", PERF_SECONDS)
@@ -64,12 +70,12 @@ try:
                     "%s %d of %d" % (p, ce[p], acked[p]) for p in sorted(ce)))
         s_base.append(share1(base))
         g_base.append(base["goodput_gbps"])
+        r_base.append(rate1(base))
         print("unmarked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
               % (base["goodput_gbps"], 100 * s_base[-1]))
 
     # The premise: the planes, not the hosts, limit the traffic (a machine
-    # too slow or too loaded for this test fails here, saying so). Two
-    # saturated tbf planes give 68-96 % of their rate from run to run.
+    # too slow or too loaded for this test fails here, saying so).
     g = statistics.median(g_base)
     f.check(g * 1e9 >= 0.6 * 2 * rate_bps(RATE), "unmarked: the two planes carry most of "
             "their capacity (median %.3f Gbit/s of 2 x %s)" % (g, RATE))
@@ -79,7 +85,7 @@ try:
     f.fabric("ecn", "b", 1, MARK_PCT)
     t_mark = time.time()
     want = MARK_PCT / 100.0
-    s_mark = []
+    s_mark, r_mark = [], []
     for _ in range(RUNS):
         marks0 = f.nft_counter("b", "ecn", 1)
         run = f.perf_start("a", "b", PERF_SECONDS)
@@ -114,6 +120,7 @@ try:
                     "%s: every plane0 path below 1 %% (max %.4f)"
                     % (side, max(x[2] for x in on0)))
         s_mark.append(share1(res))
+        r_mark.append(rate1(res))
         print("marked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
               % (res["goodput_gbps"], 100 * s_mark[-1]))
 
@@ -138,9 +145,16 @@ try:
             "history paths, marked: %d samples of plane1, median ecn_fraction %.3f (%d %% "
             "within a factor 2)" % (len(m1), statistics.median(m1) if m1 else -1, MARK_PCT))
 
+    # The medians of the unmarked shares stay within a point of 50 %
+    # (49.0-50.1 measured, loaded machine included): a drop of 3 points is
+    # the marks' doing. (Measured 6-9 points; 19-23 before the engine chose
+    # idle paths first.)
     mb, mm = statistics.median(s_base), statistics.median(s_mark)
-    f.check(mm < 0.75 * mb, "plane1's share of the traffic dropped: median %.1f %% -> %.1f %%"
-            % (100 * mb, 100 * mm))
+    f.check(mm <= mb - 0.03, "plane1's share of the traffic dropped by at least 3 points: "
+            "median %.1f %% -> %.1f %%" % (100 * mb, 100 * mm))
+    rb, rm = statistics.median(r_base), statistics.median(r_mark)
+    f.check(rm < 0.75 * rb, "plane1's sending rate dropped below 3/4: median %.3f -> %.3f "
+            "Gbit/s" % (rb, rm))
 
     f.fabric("ecn", "b", 1, 0)
     f.stop("a")

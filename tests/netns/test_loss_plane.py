@@ -11,7 +11,7 @@ timer fires early: the only loss is what nftables injects,
 Two verified perf transfers run (1 MiB and 64 KiB messages). Each must
 complete with every byte verified and no verification error; each plane
 must carry at least a quarter of the packets (a plane starved by the
-scheduler, FINDINGS.md 2, fails here, intermittently); the injected
+scheduler, FINDINGS.md 2, now fixed, failed here); the injected
 drop rate must be about 1 % (0.5-1.5 %) of plane1's packets; A's
 `metaroce-ctl -j show paths` must account for the drops on plane1's paths
 (lost_pkts at least 90 % of the packets nftables dropped, a loss fraction
@@ -72,7 +72,7 @@ try:
                   " ".join("%s#%d:%d" % (p["plane_name"][-1:], p["id"], p["gen"])
                            for p in res["paths"])))
         # Both planes carry traffic (paced alike, they should share it about
-        # evenly); a starved plane is FINDINGS.md 2.
+        # evenly); a starved plane was FINDINGS.md 2.
         f.check(tx["plane1"] >= 0.25 * (tx["plane0"] + tx["plane1"]) and
                 tx["plane0"] >= 0.25 * (tx["plane0"] + tx["plane1"]),
                 "both planes carried at least a quarter of the packets (plane1 %.0f %%)"
