@@ -46,90 +46,131 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/* Read one line (the reply) within timeout_s. */
-static char *read_line(int fd, int timeout_s, size_t *plen)
-{
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap);
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (buf) {
-		char *nl = len ? memchr(buf, '\n', len) : NULL;
-		if (nl) {
-			*plen = (size_t)(nl - buf);
-			return buf;
-		}
-		struct timespec t;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		long left = (long)timeout_s * 1000 - ((t.tv_sec - t0.tv_sec) * 1000 +
-						    (t.tv_nsec - t0.tv_nsec) / 1000000);
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
-			fprintf(stderr, "metaroce-ctl: no reply from metarocd within %d s\n",
-				timeout_s);
-			break;
-		}
-		if (len == cap) {
-			if (cap >= REPLY_MAX)
-				break;
-			char *n = realloc(buf, cap *= 2);
-			if (!n)
-				break;
-			buf = n;
-		}
-		ssize_t r = recv(fd, buf + len, cap - len, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			fprintf(stderr, "metaroce-ctl: metarocd closed the connection\n");
-			break;
-		}
-		len += (size_t)r;
-	}
-	free(buf);
-	return NULL;
-}
 
-int cli_request(cli *c, const char *cmd, json_t *args, int timeout_s, json_t **presult)
+
+int cli_send(int fd, const char *cmd, json_t *args, int id)
 {
-	json_t *req = json_pack("{s:i, s:i, s:s}", "v", 1, "id", 1, "cmd", cmd);
+	json_t *req = json_pack("{s:i, s:i, s:s}", "v", 1, "id", id, "cmd", cmd);
 	if (args)
 		json_object_set_new(req, "args", args);
 	char *s = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	int fd = connect_to(c->socket);
-	if (fd < 0) {
-		free(s);
-		return CLI_UNREACHABLE;
-	}
+	if (!s)
+		return -1;
 	size_t n = strlen(s);
 	s[n] = '\n'; /* json_dumps leaves room for the NUL we overwrite */
 	int rv = write_all(fd, s, n + 1);
 	free(s);
-	size_t len = 0;
-	char *line = rv < 0 ? NULL : read_line(fd, timeout_s, &len);
-	close(fd);
-	if (!line)
-		return CLI_UNREACHABLE;
-	json_error_t err;
-	json_t *reply = json_loadb(line, len, 0, &err);
-	free(line);
-	if (!reply) {
-		fprintf(stderr, "metaroce-ctl: bad reply from metarocd: %s\n", err.text);
-		return CLI_FAILED;
+	return rv;
+}
+
+/* A reader of newline-terminated messages on one socket. */
+static struct {
+	int fd;
+	char *buf;
+	size_t len, cap;
+} rd = {.fd = -1};
+
+int cli_recv(int fd, int timeout_ms, json_t **pmsg)
+{
+	if (rd.fd != fd) {
+		rd.fd = fd;
+		rd.len = 0;
 	}
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		char *nl = rd.len ? memchr(rd.buf, '\n', rd.len) : NULL;
+		if (nl) {
+			size_t n = (size_t)(nl - rd.buf);
+			json_error_t err;
+			*pmsg = json_loadb(rd.buf, n, 0, &err);
+			memmove(rd.buf, nl + 1, rd.len - n - 1);
+			rd.len -= n + 1;
+			if (!*pmsg) {
+				fprintf(stderr, "metaroce-ctl: bad reply from metarocd: %s\n",
+					err.text);
+				return CLI_FAILED;
+			}
+			return 0;
+		}
+		long left = -1;
+		if (timeout_ms >= 0) {
+			struct timespec t;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			left = timeout_ms - ((t.tv_sec - t0.tv_sec) * 1000 +
+					     (t.tv_nsec - t0.tv_nsec) / 1000000);
+			if (left <= 0)
+				return CLI_TIMEOUT;
+		}
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int pr = poll(&p, 1, (int)left);
+		if (pr < 0 && errno == EINTR)
+			return CLI_INTERRUPTED;
+		if (pr == 0)
+			return CLI_TIMEOUT;
+		if (rd.len == rd.cap) {
+			if (rd.cap >= REPLY_MAX) {
+				fprintf(stderr, "metaroce-ctl: reply longer than %d bytes\n", REPLY_MAX);
+				return CLI_FAILED;
+			}
+			size_t ncap = rd.cap ? rd.cap * 2 : 65536;
+			char *nb = realloc(rd.buf, ncap);
+			if (!nb)
+				return CLI_FAILED;
+			rd.buf = nb;
+			rd.cap = ncap;
+		}
+		ssize_t r = recv(fd, rd.buf + rd.len, rd.cap - rd.len, 0);
+		if (r < 0 && errno == EINTR)
+			return CLI_INTERRUPTED;
+		if (r <= 0) {
+			fprintf(stderr, "metaroce-ctl: metarocd closed the connection\n");
+			return CLI_UNREACHABLE;
+		}
+		rd.len += (size_t)r;
+	}
+}
+
+int cli_open(cli *c)
+{
+	/* A new connection may get the number of a closed one: nothing read
+	 * from that one may be taken for this one's. */
+	rd.fd = -1;
+	rd.len = 0;
+	return connect_to(c->socket);
+}
+
+int cli_result(const char *cmd, json_t *reply, json_t **presult)
+{
 	if (!json_is_true(json_object_get(reply, "ok"))) {
 		json_t *e = json_object_get(reply, "error");
-		fprintf(stderr, "metaroce-ctl: %s: %s\n", cmd,
-			json_string_value(json_object_get(e, "message"))
-				? json_string_value(json_object_get(e, "message"))
-				: "failed");
+		const char *msg = json_string_value(json_object_get(e, "message"));
+		fprintf(stderr, "metaroce-ctl: %s: %s\n", cmd, msg ? msg : "failed");
 		json_decref(reply);
 		return CLI_FAILED;
 	}
 	*presult = json_incref(json_object_get(reply, "result"));
 	json_decref(reply);
 	return *presult ? CLI_OK : CLI_FAILED;
+}
+
+int cli_request(cli *c, const char *cmd, json_t *args, int timeout_s, json_t **presult)
+{
+	int fd = cli_open(c);
+	if (fd < 0) {
+		json_decref(args);
+		return CLI_UNREACHABLE;
+	}
+	json_t *reply = NULL;
+	int rv = cli_send(fd, cmd, args, 1) < 0 ? CLI_UNREACHABLE
+						 : cli_recv(fd, timeout_s * 1000, &reply);
+	close(fd);
+	if (rv == CLI_TIMEOUT)
+		fprintf(stderr, "metaroce-ctl: no reply from metarocd within %d s\n", timeout_s);
+	if (rv)
+		return rv == CLI_TIMEOUT || rv == CLI_INTERRUPTED ? CLI_UNREACHABLE : rv;
+	return cli_result(cmd, reply, presult);
 }
 
 void cli_print_json(json_t *result)
@@ -162,6 +203,26 @@ static void value_str(json_t *v, char *buf, size_t len)
 	}
 }
 
+/* Terminal columns of a UTF-8 string (sparklines are 3 bytes a column). */
+static int cols_of(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return n;
+}
+
+static void pad(const char *s, int width, int more)
+{
+	fputs(s, stdout);
+	if (!more) {
+		putchar('\n');
+		return;
+	}
+	for (int k = cols_of(s); k < width + 2; k++)
+		putchar(' ');
+}
+
 void cli_print_table(json_t *rows, const char *const *cols, int ncols)
 {
 	enum { W = 64 };
@@ -177,7 +238,7 @@ void cli_print_table(json_t *rows, const char *const *cols, int ncols)
 		for (char *p = head[i]; *p && !colon; p++)
 			if (*p >= 'a' && *p <= 'z')
 				*p = (char)(*p - 'a' + 'A');
-		width[i] = (int)strlen(head[i]);
+		width[i] = cols_of(head[i]);
 	}
 	char(*cell)[W] = calloc(nrows * (size_t)ncols + 1, W);
 	if (!cell)
@@ -186,15 +247,14 @@ void cli_print_table(json_t *rows, const char *const *cols, int ncols)
 		for (int i = 0; i < ncols; i++) {
 			char *b = cell[r * (size_t)ncols + (size_t)i];
 			value_str(json_object_get(json_array_get(rows, r), key[i]), b, W);
-			if ((int)strlen(b) > width[i])
-				width[i] = (int)strlen(b);
+			if (cols_of(b) > width[i])
+				width[i] = cols_of(b);
 		}
 	for (int i = 0; i < ncols; i++)
-		printf("%-*s%s", width[i], head[i], i + 1 < ncols ? "  " : "\n");
+		pad(head[i], width[i], i + 1 < ncols);
 	for (size_t r = 0; r < nrows; r++)
 		for (int i = 0; i < ncols; i++)
-			printf("%-*s%s", width[i], cell[r * (size_t)ncols + (size_t)i],
-			       i + 1 < ncols ? "  " : "\n");
+			pad(cell[r * (size_t)ncols + (size_t)i], width[i], i + 1 < ncols);
 	free(cell);
 }
 

@@ -16,12 +16,26 @@
 
 static const cli_cmd commands[] = {
 	{"status", cmd_status, "daemon state and counters"},
-	{"show planes", cmd_show_planes, "planes and their sockets"},
+	{"show planes", cmd_show_planes, "[--watch]  planes: link and admin state, sockets"},
 	{"show peers", cmd_show_peers, "peer daemons"},
 	{"show conns", cmd_show_conns, "connections"},
-	{"show paths", cmd_show_paths, "[--conn ID]  paths of every (or one) connection"},
+	{"show paths", cmd_show_paths, "[--conn ID] [--watch]  paths of every (or one) connection"},
 	{"ping", cmd_ping, "PEER [-c COUNT]  round trips to a peer daemon"},
 	{"perf", cmd_perf, "PEER [--seconds N] [--msg-size BYTES]  verified bulk transfer"},
+	{"plane drain", cmd_plane_drain, "PLANE [--force]  take a plane out of service (kept)"},
+	{"plane undrain", cmd_plane_undrain, "PLANE  put a drained plane back in service"},
+	{"path steer", cmd_path_steer, "CONN PATH (--port N | --plane P)  move a path"},
+	{"path disable", cmd_path_disable, "CONN PATH  take a path out of service"},
+	{"path enable", cmd_path_enable, "CONN PATH  put a disabled path back"},
+	{"path reset", cmd_path_reset, "CONN PATH  move a path to a random new source port"},
+	{"drill plane", cmd_drill_plane,
+	 "PLANE [--peer PEER] [--duration D] [--link] [--auto-revert D]  failover drill"},
+	{"history events", cmd_history_events, "[--since D] [--limit N]  the event log"},
+	{"history drills", cmd_history_drills, "[--since D] [--limit N]  drill reports"},
+	{"history paths", cmd_history_paths, "[--since D] [--limit N]  path telemetry"},
+	{"history planes", cmd_history_planes, "[--since D] [--limit N]  plane telemetry"},
+	{"metrics", cmd_metrics, "counters and gauges, Prometheus text format"},
+	{"monitor", cmd_monitor, "events as they happen (one JSON object a line with -j)"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -31,9 +45,41 @@ static void usage(FILE *f)
 	fprintf(f, "usage: metaroce-ctl [-s SOCKET] [-j] COMMAND [ARGS]\n"
 		   "  -s SOCKET  control socket (default $METAROCE_SOCKET or %s)\n"
 		   "  -j         JSON output, one object per line\n"
+		   "  COMMAND --help: the command's usage\n"
 		   "commands:\n", MRC_DEFAULT_SOCKET);
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+		fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].help);
+}
+
+/* `metaroce-ctl plane` or `metaroce-ctl plane --help`: the commands of one
+ * object. Returns whether word names an object. */
+static int object_help(FILE *f, const char *word)
+{
+	size_t n = strlen(word);
+	int any = 0;
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (strncmp(commands[i].name, word, n) == 0 && commands[i].name[n] == ' ') {
+			if (!any)
+				fprintf(f, "usage: metaroce-ctl [-s SOCKET] [-j] %s COMMAND\n", word);
+			fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].help);
+			any = 1;
+		}
+	return any;
+}
+
+static int is_help(const char *s)
+{
+	return strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0;
+}
+
+static int run(const cli_cmd *k, cli *c, int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++)
+		if (is_help(argv[i])) {
+			printf("usage: metaroce-ctl [-s SOCKET] [-j] %s %s\n", k->name, k->help);
+			return CLI_OK;
+		}
+	return k->fn(c, argc, argv);
 }
 
 int main(int argc, char **argv)
@@ -59,10 +105,17 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < NCOMMANDS; k++) {
 		const char *name = commands[k].name, *sp = strchr(name, ' ');
 		if (!sp && i < argc && strcmp(argv[i], name) == 0)
-			return commands[k].fn(&c, argc - i - 1, argv + i + 1);
+			return run(&commands[k], &c, argc - i - 1, argv + i + 1);
 		if (sp && i + 1 < argc && strncmp(argv[i], name, (size_t)(sp - name)) == 0 &&
 		    argv[i][sp - name] == '\0' && strcmp(argv[i + 1], sp + 1) == 0)
-			return commands[k].fn(&c, argc - i - 2, argv + i + 2);
+			return run(&commands[k], &c, argc - i - 2, argv + i + 2);
+	}
+	if (i < argc && (i + 1 == argc || is_help(argv[i + 1]))) {
+		/* An object alone, or with --help: its commands. */
+		if (i + 1 < argc && object_help(stdout, argv[i]))
+			return CLI_OK;
+		if (i + 1 == argc && object_help(stderr, argv[i]))
+			return CLI_USAGE;
 	}
 	if (i < argc)
 		fprintf(stderr, "metaroce-ctl: unknown command '%s%s%s'\n", argv[i],

@@ -1,18 +1,68 @@
-/* metaroce-ctl show paths [--conn ID] */
+/* metaroce-ctl show paths [--conn ID] [--watch] */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 
+static int render(cli *c, json_t *rows, json_t *recent)
+{
+	if (c->json) {
+		json_t *o = json_pack("{s:O, s:O}", "paths", rows, "recent",
+				      json_object_get(recent, "paths"));
+		cli_print_json(o);
+		json_decref(o);
+		return CLI_OK;
+	}
+	/* Sparklines of each path's recent smoothed RTT and sending rate
+	 * (utilization of the link when its speed is known). */
+	size_t i;
+	json_t *o;
+	json_array_foreach(rows, i, o) {
+		size_t k;
+		json_t *p;
+		json_array_foreach(json_object_get(recent, "paths"), k, p) {
+			if (!json_equal(json_object_get(p, "conn"), json_object_get(o, "conn")) ||
+			    !json_equal(json_object_get(p, "path"), json_object_get(o, "id")))
+				continue;
+			char b[128];
+			cli_sparkline(json_object_get(p, "srtt_us"), 16, b, sizeof(b));
+			json_object_set_new(o, "rtt_spark", json_string(b));
+			json_t *u = json_object_get(p, "utilization");
+			double usum = 0;
+			for (size_t j = 0; j < json_array_size(u); j++)
+				usum += json_number_value(json_array_get(u, j));
+			cli_sparkline(usum > 0 ? u : json_object_get(p, "tx_bytes_per_s"), 16, b,
+				      sizeof(b));
+			json_object_set_new(o, "util_spark", json_string(b));
+		}
+	}
+	static const char *const cols[] = {"conn", "id:PATH", "plane_name:PLANE", "state",
+		"sport", "srtt_us:SRTT US", "rtt_spark:RTT (RECENT)",
+		"util_spark:UTIL/RATE (RECENT)", "tx_pkts:TX PKTS", "retx_pkts:RETX",
+		"lost_pkts:LOST", "ce_pkts:CE"};
+	cli_print_table(rows, cols, (int)(sizeof(cols) / sizeof(cols[0])));
+	return CLI_OK;
+}
+
 int cmd_show_paths(cli *c, int argc, char **argv)
 {
 	json_t *args = NULL;
-	if (argc == 2 && strcmp(argv[0], "--conn") == 0) {
-		args = json_pack("{s:s}", "conn", argv[1]);
-	} else if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl show paths [--conn ID]\n");
+	int watch = 0, bad = 0;
+	for (int i = 0; i < argc && !bad; i++) {
+		if (strcmp(argv[i], "--watch") == 0)
+			watch = 1;
+		else if (strcmp(argv[i], "--conn") == 0 && i + 1 < argc && !args)
+			args = json_pack("{s:s}", "conn", argv[++i]);
+		else
+			bad = 1;
+	}
+	if (bad) {
+		json_decref(args);
+		fprintf(stderr, "usage: metaroce-ctl show paths [--conn ID] [--watch]\n");
 		return CLI_USAGE;
 	}
+	if (watch)
+		return cli_watch(c, "show paths", args, render);
 	json_t *r;
 	int rv = cli_request(c, "show paths", args, 10, &r);
 	if (rv)

@@ -163,6 +163,10 @@ static const key telemetry_keys[] = {
 	C_KEY("interval", V_DURATION, telemetry_interval_ns, 10 * T_MS, T_H, F_LIVE),
 	C_KEY("retention", V_DURATION, telemetry_retention_ns, T_M, 365 * T_D,
 	      F_LIVE),
+	C_KEY("history", V_DURATION, telemetry_history_ns, T_H, 365 * T_D, F_LIVE),
+	C_KEY("max_paths", V_UINT, telemetry_max_paths, 1, 65536, F_LIVE),
+	/* F_ZERO on a path: "" is allowed and means "off". */
+	C_KEY("textfile", V_PATH, telemetry_textfile, 0, 0, F_LIVE | F_ZERO),
 	END,
 };
 
@@ -266,6 +270,9 @@ void mrd_config_defaults(mrd_config *c)
 	c->app_max_region_bytes = 64 * S_GI;
 	c->app_max_conns = 1024;
 	c->app_max_listeners = 64;
+	c->telemetry_history_ns = 7 * T_D;
+	c->telemetry_max_paths = 4096;
+	c->telemetry_textfile[0] = '\0';
 }
 
 void mrd_config_free(mrd_config *c)
@@ -935,6 +942,10 @@ static int parse_path(ctx *x, const key *k, const char *s, void *field,
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			return fail(x, line, what, "'%s' contains a control character",
 				    shown);
+	if (!s[0] && (k->flags & F_ZERO)) {
+		((char *)field)[0] = '\0'; /* an optional file: "" is off */
+		return 0;
+	}
 	if (s[0] == '~') {
 		const char *home = getenv("HOME");
 		if (s[1] != '/')
@@ -1031,7 +1042,7 @@ static int parse_leaf(ctx *x, const key *k, const yaml_node_t *v, void *base,
 	size_t len = v->data.scalar.length;
 	if (memchr(s, '\0', len))
 		return fail(x, line, what, "the value contains a NUL byte");
-	if (len == 0 && k->type != V_GROUP)
+	if (len == 0 && k->type != V_GROUP && !(k->type == V_PATH && (k->flags & F_ZERO)))
 		return fail(x, line, what, "no value");
 	show(shown, sizeof(shown), s, len);
 

@@ -130,6 +130,9 @@ typedef struct mrd_config {
 	uint64_t app_max_region_bytes; /* all regions of a session together */
 	uint32_t app_max_conns;
 	uint32_t app_max_listeners;
+	uint64_t telemetry_history_ns;   /* how long 1-minute aggregates are kept */
+	uint32_t telemetry_max_paths;    /* paths sampled per interval at most */
+	char telemetry_textfile[MRD_PATH_MAX + 1]; /* Prometheus textfile; "" = off */
 } mrd_config;
 
 /* The defaults: everything the file may leave out, and no planes. */

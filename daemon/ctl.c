@@ -14,10 +14,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "drill.h"
 #include "log.h"
+#include "metrics.h"
 #include "mrd.h"
+#include "ops.h"
 #include "perf.h"
 #include "planes.h"
+#include "telemetry.h"
 
 #ifndef MRD_VERSION_STRING
 #define MRD_VERSION_STRING "0.1.0"
@@ -37,7 +41,19 @@ struct mrd_ctl_client {
 	char rdbuf[16384];
 	mrd_perf_op *op; /* pending ping/perf */
 	json_t *op_id;
+	/* An operation of another module (a drill), cancelled at close. */
+	void (*ext_cancel)(void *ud);
+	void *ext_ud;
+	unsigned refs;     /* work on a thread that will come back to us */
+	int handle_closed; /* the pipe is closed; free at the last release */
+	int monitor;       /* subscribed to events */
+	uint64_t monitor_dropped; /* events not sent: the client reads too slowly */
 };
+
+/* A subscriber with more than this many bytes queued loses events (counted
+ * and reported to it as monitor.dropped once it catches up) instead of
+ * making the daemon buffer without bound. */
+#define MONITOR_QUEUE_MAX (4u << 20)
 
 typedef struct wreq {
 	uv_write_t req;
@@ -111,6 +127,107 @@ static void reply_err(mrd_ctl_client *cl, json_t *id, const char *code, const ch
 	json_t *r = reply_new(id, 0);
 	json_object_set_new(r, "error", json_pack("{s:s, s:s}", "code", code, "message", msg));
 	send_json(cl, r);
+}
+
+void mrd_ctl_reply(mrd_ctl_client *cl, json_t *id, json_t *result)
+{
+	reply_ok(cl, id, result);
+}
+
+void mrd_ctl_error(mrd_ctl_client *cl, json_t *id, const char *code, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	reply_err(cl, id, code, "%s", msg);
+}
+
+int mrd_ctl_may_act(const mrd_ctl_client *cl)
+{
+	return cl->may_act;
+}
+
+uid_t mrd_ctl_uid(const mrd_ctl_client *cl)
+{
+	return cl->uid;
+}
+
+mrd *mrd_ctl_daemon(const mrd_ctl_client *cl)
+{
+	return cl->d;
+}
+
+void mrd_ctl_hold(mrd_ctl_client *cl)
+{
+	cl->refs++;
+}
+
+void mrd_ctl_release(mrd_ctl_client *cl)
+{
+	if (--cl->refs == 0 && cl->handle_closed) {
+		free(cl->line);
+		free(cl);
+	}
+}
+
+int mrd_ctl_gone(const mrd_ctl_client *cl)
+{
+	return cl->closing;
+}
+
+void mrd_ctl_subscribe(mrd_ctl_client *cl)
+{
+	if (!cl->monitor) {
+		cl->monitor = 1;
+		cl->d->ctl.monitors++;
+	}
+}
+
+void mrd_ctl_publish(mrd *d, json_t *event)
+{
+	json_t *msg = NULL;
+	for (mrd_ctl_client *cl = d->ctl.clients; cl; cl = cl->next) {
+		if (!cl->monitor || cl->closing)
+			continue;
+		if (uv_stream_get_write_queue_size((uv_stream_t *)&cl->pipe) > MONITOR_QUEUE_MAX) {
+			cl->monitor_dropped++;
+			d->ctl.events_dropped++;
+			continue;
+		}
+		if (cl->monitor_dropped) {
+			json_t *e = json_pack("{s:i, s:{s:f, s:s, s:I}}", "v", MRD_CTL_VERSION,
+					      "event", "ts", (double)mrd_wall_ns() / 1e9, "kind",
+					      "monitor.dropped", "count",
+					      (json_int_t)cl->monitor_dropped);
+			cl->monitor_dropped = 0;
+			send_json(cl, e);
+		}
+		if (!msg) {
+			msg = json_object();
+			json_object_set_new(msg, "v", json_integer(MRD_CTL_VERSION));
+			json_object_set(msg, "event", event);
+		}
+		d->ctl.events_pushed++;
+		send_json(cl, json_incref(msg));
+	}
+	json_decref(msg);
+}
+
+int mrd_ctl_set_op(mrd_ctl_client *cl, void (*cancel)(void *ud), void *ud)
+{
+	if (cl->ext_cancel || cl->op)
+		return -1;
+	cl->ext_cancel = cancel;
+	cl->ext_ud = ud;
+	return 0;
+}
+
+void mrd_ctl_clear_op(mrd_ctl_client *cl)
+{
+	cl->ext_cancel = NULL;
+	cl->ext_ud = NULL;
 }
 
 /* ---- views ----------------------------------------------------------------- */
@@ -312,8 +429,17 @@ static json_t *cmd_planes(mrd *d)
 		json_object_set_new(o, "tx_pkts", ju(pl->tx_pkts));
 		json_object_set_new(o, "tx_bytes", ju(pl->tx_bytes));
 		json_object_set_new(o, "bind_fails", ju(pl->bind_fails));
-		/* Link state from netlink (planes.c). */
+		/* Link state from netlink (planes.c): the operational state;
+		 * the operator's (drained, or out for a drill) beside it. */
 		json_object_set_new(o, "state", json_string(mrd_planes_state_name(d, i)));
+		json_object_set_new(o, "oper_state",
+				    json_string(mrd_planes_up(d, i) ? "up" : "down"));
+		json_object_set_new(o, "admin_state", json_string(mrd_ops_plane_admin(d, i)));
+		json_object_set_new(o, "drained", json_boolean(mrd_ops_plane_operator_drained(d, i)));
+		int64_t dts = 0;
+		const char *dby = mrd_ops_drained_by(d, i, &dts);
+		json_object_set_new(o, "drained_by", json_string(dby));
+		json_object_set_new(o, "drained_ts", json_real((double)dts / 1e9));
 		const mrd_plane_state *ps = mrd_planes_get(d, i);
 		if (ps) {
 			json_object_set_new(o, "ifname", json_string(ps->ifname));
@@ -386,8 +512,8 @@ static void op_done(void *ud, json_t *result, const char *err)
 static void cmd_async(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
 {
 	mrd *d = cl->d;
-	if (cl->op) {
-		reply_err(cl, id, "busy", "a ping or perf is already running on this connection");
+	if (cl->op || cl->ext_cancel) {
+		reply_err(cl, id, "busy", "a ping, perf or drill is already running on this connection");
 		return;
 	}
 	const char *peer = NULL;
@@ -504,6 +630,18 @@ static void handle_line(mrd_ctl_client *cl, const char *line, size_t len)
 					  (unsigned)geteuid());
 			else
 				cmd_async(cl, id, cmd, args);
+		} else if (strcmp(cmd, "metrics") == 0) {
+			char *text = mrd_metrics_render(d, NULL);
+			if (!text)
+				reply_err(cl, id, "failed", "out of memory");
+			else
+				reply_ok(cl, id, json_pack("{s:s, s:s}", "format",
+							   "prometheus-text-0.0.4", "text", text));
+			free(text);
+		} else if (strcmp(cmd, "telemetry") == 0) {
+			reply_ok(cl, id, mrd_telemetry_recent(d));
+		} else if (mrd_ops_handle(cl, id, cmd, args) || mrd_drill_handle(cl, id, cmd, args)) {
+			/* answered, or will be */
 		} else {
 			reply_err(cl, id, "unknown_command", "unknown command '%.64s'", cmd);
 		}
@@ -516,6 +654,9 @@ static void handle_line(mrd_ctl_client *cl, const char *line, size_t len)
 static void client_closed(uv_handle_t *h)
 {
 	mrd_ctl_client *cl = h->data;
+	cl->handle_closed = 1;
+	if (cl->refs)
+		return; /* freed by the last mrd_ctl_release() */
 	free(cl->line);
 	free(cl);
 }
@@ -531,6 +672,15 @@ static void client_close(mrd_ctl_client *cl)
 	}
 	json_decref(cl->op_id);
 	cl->op_id = NULL;
+	if (cl->ext_cancel) {
+		void (*cancel)(void *) = cl->ext_cancel;
+		cl->ext_cancel = NULL;
+		cancel(cl->ext_ud);
+	}
+	if (cl->monitor) {
+		cl->monitor = 0;
+		cl->d->ctl.monitors--;
+	}
 	*cl->pprev = cl->next;
 	if (cl->next)
 		cl->next->pprev = cl->pprev;

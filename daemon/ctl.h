@@ -35,6 +35,8 @@ typedef struct mrd_ctl {
 	int have_group;
 	mrd_ctl_client *clients;
 	uint64_t requests, errors;
+	unsigned monitors;          /* clients subscribed with `monitor` */
+	uint64_t events_pushed, events_dropped;
 } mrd_ctl;
 
 /* Create the socket and listen. Returns 0 or -errno (logged). */
@@ -43,6 +45,34 @@ int mrd_ctl_init(mrd *d);
 /* Close the socket and every client (pending ping/perf are cancelled) and
  * remove the socket file. */
 void mrd_ctl_close(mrd *d);
+
+/* For the modules that add commands (ops.c, drill.c). */
+
+/* Send the reply (result is stolen) or an error; a client that has gone is
+ * skipped. */
+void mrd_ctl_reply(mrd_ctl_client *cl, json_t *id, json_t *result);
+void mrd_ctl_error(mrd_ctl_client *cl, json_t *id, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Whether the caller may run commands that change state (root or the
+ * daemon's own uid). */
+int mrd_ctl_may_act(const mrd_ctl_client *cl);
+uid_t mrd_ctl_uid(const mrd_ctl_client *cl);
+mrd *mrd_ctl_daemon(const mrd_ctl_client *cl);
+/* Keep the client's memory while work on a thread refers to it; a client
+ * closed meanwhile is freed by the last release. mrd_ctl_gone() says
+ * whether it was closed. */
+void mrd_ctl_hold(mrd_ctl_client *cl);
+void mrd_ctl_release(mrd_ctl_client *cl);
+int mrd_ctl_gone(const mrd_ctl_client *cl);
+/* Make the client a subscriber of events (monitor). */
+void mrd_ctl_subscribe(mrd_ctl_client *cl);
+/* Push one event object (a new reference is taken) to every subscriber, as
+ * {"v": 1, "event": {...}} on its own line. */
+void mrd_ctl_publish(mrd *d, json_t *event);
+/* An operation that lasts (a drill) and must be cancelled when the client
+ * goes: cancel(ud) is called from client_close. One per client. */
+int mrd_ctl_set_op(mrd_ctl_client *cl, void (*cancel)(void *ud), void *ud);
+void mrd_ctl_clear_op(mrd_ctl_client *cl);
 
 /* JSON views shared with perf.c: one connection, its paths. */
 json_t *mrd_json_conn(const mrd_conn *c);

@@ -21,9 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "drill.h"
 #include "log.h"
 #include "mrd.h"
+#include "ops.h"
 #include "planes.h"
+#include "telemetry.h"
 
 #define MRD_STOP_GRACE_MS 3000
 #define MRD_STOP_POLL_MS 10
@@ -45,12 +48,8 @@ static void usage(FILE *f)
 
 void mrd_record(mrd *d, mrd_store_event_kind kind, uint64_t conn_id, const char *detail)
 {
-	if (!d->store)
-		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	mrd_store_event(d->store, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, kind, NULL,
-			conn_id, MRD_STORE_NO_ID, detail);
+	/* The store and the control socket's monitors (ops.c). */
+	mrd_event(d, kind, NULL, conn_id <= UINT32_MAX ? (uint32_t)conn_id : 0, -1, detail);
 }
 
 static void store_flush_work(uv_work_t *w)
@@ -97,6 +96,7 @@ static void close_all(mrd *d)
 	uv_timer_stop(&d->stop_timer);
 	uv_close((uv_handle_t *)&d->stop_timer, NULL);
 	uv_close((uv_handle_t *)&d->store_timer, NULL);
+	mrd_telemetry_close(d);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 	uv_close((uv_handle_t *)&d->sig_hup, NULL);
@@ -201,6 +201,11 @@ static int start(mrd *d)
 	mrd_notify_init(&d->notify, d->loop);
 	store_open(d);
 	mrd_planes_init(d); /* without netlink the planes are just not watched */
+	/* Operations: drained planes and interrupted drills from the store,
+	 * then the telemetry sampler. */
+	mrd_ops_init(d);
+	mrd_drill_init(d);
+	mrd_telemetry_init(d);
 	uv_timer_init(d->loop, &d->stop_timer);
 	d->stop_timer.data = d;
 	uv_signal_init(d->loop, &d->sig_term);

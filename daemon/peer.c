@@ -7,7 +7,9 @@
 
 #include "log.h"
 #include "mrd.h"
+#include "ops.h"
 #include "planes.h"
+#include "telemetry.h"
 
 #define HS_TRIES 10                   /* CONNECT transmissions (SPEC 9.3) */
 #define HS_FIRST_NS 1000000ull        /* first retransmission after 1 ms */
@@ -210,6 +212,7 @@ static void conn_free(mrd_conn *c)
 	p->nconns--;
 	c->peer->nconns--;
 	mrp_conn_del(c->eng);
+	mrd_telemetry_conn_free(c);
 	free(c);
 }
 
@@ -478,6 +481,8 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	for (unsigned i = 0; i < c->npairs; i++)
 		if (!mrd_planes_up(d, c->pairs[i].lplane))
 			mrp_conn_plane_event(c->eng, i, MRP_PLANE_DOWN, now);
+	/* And a drained plane (by an operator or a drill) takes no data. */
+	mrd_ops_conn_established(d, c, now);
 	return rv;
 }
 
@@ -606,9 +611,7 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 	deliver_cq(c);
 	mrp_event ev;
 	while (mrp_conn_poll_event(e, &ev) == 1)
-		mrd_debug("conn %08x path %u gen %u plane %u sport %u: %s -> %s", c->local_id,
-			  ev.path_id, ev.gen, ev.plane, ev.sport,
-			  mrp_path_state_name(ev.old_state), mrp_path_state_name(ev.new_state));
+		mrd_event_path(c->d, c, &ev); /* the log, the monitors, a drill */
 	return sent;
 }
 

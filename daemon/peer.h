@@ -127,6 +127,7 @@ struct mrd_conn {
 	/* initiator options (mrd_conn_opts): 0 = the configuration's */
 	uint16_t opt_paths;       /* initial paths per plane */
 	uint32_t opt_planes;      /* our planes the connection may use (bit i) */
+	void *tel;                /* the telemetry sampler's state (telemetry.c) */
 };
 
 /* Token bucket of the answers to unauthenticated packets (SPEC 14.3). */

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 
 #include "log.h"
@@ -239,13 +240,17 @@ static void srv_hello(mrd_conn *c, server *s, const ctlmsg *m)
 		ctl_send(&s->ep, T_READY, 0, 0, 0); /* rkey 0: busy or refused */
 		return;
 	}
-	s->region = malloc(MRD_PERF_REGION_BYTES);
-	if (!s->region) {
+	/* Fresh anonymous pages: zero without touching them here. Zeroing
+	 * 64 MiB in the loop stalled the receiver for 40-150 ms, long enough
+	 * for the sender's HELLO to exhaust its retries (tests/netns/FINDINGS.md). */
+	void *region = mmap(NULL, MRD_PERF_REGION_BYTES, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (region == MAP_FAILED) {
 		ctl_send(&s->ep, T_READY, 0, 0, 0);
 		return;
 	}
+	s->region = region;
 	nregions++;
-	memset(s->region, 0, MRD_PERF_REGION_BYTES);
 	s->seed = m->a;
 	s->msg_size = (uint32_t)size;
 	s->slots = MRD_PERF_REGION_BYTES / s->msg_size;
@@ -328,7 +333,7 @@ static void srv_ended(mrd_conn *c, const char *why)
 	if (!s)
 		return;
 	if (s->region) {
-		free(s->region);
+		munmap(s->region, MRD_PERF_REGION_BYTES);
 		nregions--;
 	}
 	free(s);
@@ -474,7 +479,14 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 	ctlmsg m;
 	int rv = ep_completion(&op->ep, e, &m);
 	if (rv < 0) {
-		op_finish(op, "bad control message from the peer");
+		if (e->status != MRP_WC_SUCCESS) {
+			snprintf(op->error, sizeof(op->error), "control %s failed: %s",
+				 (e->wr_id & TAG_MASK) == TAG_CTL_TX ? "send" : "receive",
+				 mrp_wc_status_str(e->status));
+			op_finish(op, NULL);
+		} else {
+			op_finish(op, "bad control message from the peer");
+		}
 		return;
 	}
 	if (rv == 0 || op->phase == 3)

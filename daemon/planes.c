@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <libmnl/libmnl.h>
+
+#include "ops.h"
 #include <linux/ethtool.h>
 #include <linux/ethtool_netlink.h>
 #include <linux/genetlink.h>
@@ -222,13 +224,8 @@ static int raw_up(const mrd_plane_state *s, const char **why)
 
 static void record(const mrd_plane_state *s, mrd_store_event_kind kind, const char *detail)
 {
-	mrd *d = g.d;
-	if (!d->store)
-		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	mrd_store_event(d->store, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, kind,
-			d->cfg.planes[s->idx].name, MRD_STORE_NO_ID, MRD_STORE_NO_ID, detail);
+	/* The log and the monitors (ops.c). */
+	mrd_event(g.d, kind, g.d->cfg.planes[s->idx].name, 0, -1, detail);
 }
 
 static void set_down(mrd_plane_state *s, const char *why)

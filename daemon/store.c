@@ -175,6 +175,25 @@ static const char *const migrations[] = {
 	"  rx_max_bytes_per_s INTEGER NOT NULL,"
 	"  UNIQUE (ts, plane)"
 	");",
+
+	/* 2 -> 3: what the telemetry sampler measures beyond v2: a path's
+	 * sending rate, a plane's state and utilization of its link (and how
+	 * many of a minute's samples found it down). Existing rows get 0 and
+	 * 'unknown': they were never measured. */
+	"ALTER TABLE path_samples ADD COLUMN"
+	"  tx_bytes_per_s INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE plane_samples ADD COLUMN"
+	"  state TEXT NOT NULL DEFAULT 'unknown';"
+	"ALTER TABLE plane_samples ADD COLUMN"
+	"  utilization REAL NOT NULL DEFAULT 0;"
+	"ALTER TABLE path_samples_1m ADD COLUMN"
+	"  tx_avg_bytes_per_s REAL NOT NULL DEFAULT 0;"
+	"ALTER TABLE plane_samples_1m ADD COLUMN"
+	"  util_avg REAL NOT NULL DEFAULT 0;"
+	"ALTER TABLE plane_samples_1m ADD COLUMN"
+	"  util_max REAL NOT NULL DEFAULT 0;"
+	"ALTER TABLE plane_samples_1m ADD COLUMN"
+	"  down_samples INTEGER NOT NULL DEFAULT 0;",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
@@ -186,7 +205,7 @@ _Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
 
 typedef struct psample {
 	int64_t ts;
-	uint64_t conn_id, path_id, srtt_ns, lost, retx;
+	uint64_t conn_id, path_id, srtt_ns, lost, retx, tx;
 	double ecn, util;
 	uint16_t sport;
 	char plane[MRD_STORE_NAME_MAX + 1];
@@ -196,7 +215,9 @@ typedef struct psample {
 typedef struct plsample {
 	int64_t ts;
 	uint64_t tx, rx;
+	double util;
 	char plane[MRD_STORE_NAME_MAX + 1];
+	char state[MRD_STORE_STATE_MAX + 1];
 } plsample;
 
 enum rec_kind { REC_EVENT, REC_PLANE, REC_PEER, REC_CONN, REC_DRILL };
@@ -275,10 +296,12 @@ static const char *const stmt_sql[ST_COUNT] = {
 		     " ended_ts = excluded.ended_ts, result = excluded.result",
 	[ST_PSAMPLE] = "INSERT INTO path_samples (ts, conn_id, path_id, plane,"
 		       " sport, state, srtt_ns, ecn_fraction, lost_pkts,"
-		       " retx_pkts, utilization)"
-		       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+		       " retx_pkts, utilization, tx_bytes_per_s)"
+		       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+		       " ?12)",
 	[ST_PLSAMPLE] = "INSERT INTO plane_samples (ts, plane, tx_bytes_per_s,"
-			" rx_bytes_per_s) VALUES (?1, ?2, ?3, ?4)",
+			" rx_bytes_per_s, state, utilization)"
+			" VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 };
 
 struct mrd_store {
@@ -1175,6 +1198,7 @@ int mrd_store_path_sample(mrd_store *s, const mrd_store_path_sample_row *p)
 	e.lost = clamp_counter(p->lost_pkts);
 	e.retx = clamp_counter(p->retx_pkts);
 	e.util = finite_or_zero(p->utilization);
+	e.tx = clamp_counter(p->tx_bytes_per_s);
 	pthread_mutex_lock(&s->qlock);
 	bool overwrote;
 	int rc = ring_push(&s->active->ps, sizeof(e), s->lim.sample_queue_max,
@@ -1191,11 +1215,14 @@ int mrd_store_plane_sample(mrd_store *s, const mrd_store_plane_sample_row *p)
 		return MRD_STORE_ERR_INVAL;
 	plsample e;
 	memset(&e, 0, sizeof(e));
-	if (copy_name(e.plane, sizeof(e.plane), p->plane, false) < 0)
+	if (copy_name(e.plane, sizeof(e.plane), p->plane, false) < 0 ||
+	    copy_name(e.state, sizeof(e.state), p->state ? p->state : "unknown",
+		      true) < 0)
 		return reject(s);
 	e.ts = p->ts_ns;
 	e.tx = clamp_counter(p->tx_bytes_per_s);
 	e.rx = clamp_counter(p->rx_bytes_per_s);
+	e.util = finite_or_zero(p->utilization);
 	pthread_mutex_lock(&s->qlock);
 	bool overwrote;
 	int rc = ring_push(&s->active->pl, sizeof(e), s->lim.sample_queue_max,
@@ -1297,6 +1324,7 @@ static int write_batch(mrd_store *s, batch *b, int *prows)
 		sqlite3_bind_int64(st, 9, clamp_i64(e->lost));
 		sqlite3_bind_int64(st, 10, clamp_i64(e->retx));
 		sqlite3_bind_double(st, 11, e->util);
+		sqlite3_bind_int64(st, 12, clamp_i64(e->tx));
 		rc = step_done(st);
 	}
 	st = s->stmt[ST_PLSAMPLE];
@@ -1306,6 +1334,8 @@ static int write_batch(mrd_store *s, batch *b, int *prows)
 		bind_text(st, 2, e->plane);
 		sqlite3_bind_int64(st, 3, clamp_i64(e->tx));
 		sqlite3_bind_int64(st, 4, clamp_i64(e->rx));
+		bind_text(st, 5, e->state);
+		sqlite3_bind_double(st, 6, e->util);
 		rc = step_done(st);
 	}
 	if (rc == SQLITE_OK)
@@ -1596,12 +1626,12 @@ static int cap_cut(mrd_store *s, const char *table, int64_t rows_max,
 static const char fold_paths_sql[] =
 	"INSERT INTO path_samples_1m (ts, conn_id, path_id, plane, sports,"
 	" samples, srtt_avg_ns, srtt_max_ns, ecn_avg, ecn_max, lost_pkts,"
-	" retx_pkts, util_avg, util_max)"
+	" retx_pkts, util_avg, util_max, tx_avg_bytes_per_s)"
 	" SELECT ts - ts % 60000000000 AS m, conn_id, path_id, plane,"
 	" count(DISTINCT sport),"
 	" count(*), avg(srtt_ns), max(srtt_ns), avg(ecn_fraction),"
 	" max(ecn_fraction), sum(lost_pkts), sum(retx_pkts), avg(utilization),"
-	" max(utilization)"
+	" max(utilization), avg(tx_bytes_per_s)"
 	" FROM path_samples WHERE ts < ?1"
 	" GROUP BY m, conn_id, path_id"
 	" ON CONFLICT (ts, conn_id, path_id) DO UPDATE SET"
@@ -1618,14 +1648,19 @@ static const char fold_paths_sql[] =
 	" retx_pkts = retx_pkts + excluded.retx_pkts,"
 	" util_avg = (util_avg * samples + excluded.util_avg * excluded.samples)"
 	"   / (samples + excluded.samples),"
-	" util_max = max(util_max, excluded.util_max)";
+	" util_max = max(util_max, excluded.util_max),"
+	" tx_avg_bytes_per_s = (tx_avg_bytes_per_s * samples"
+	"   + excluded.tx_avg_bytes_per_s * excluded.samples)"
+	"   / (samples + excluded.samples)";
 
 static const char fold_planes_sql[] =
 	"INSERT INTO plane_samples_1m (ts, plane, samples, tx_avg_bytes_per_s,"
-	" tx_max_bytes_per_s, rx_avg_bytes_per_s, rx_max_bytes_per_s)"
+	" tx_max_bytes_per_s, rx_avg_bytes_per_s, rx_max_bytes_per_s,"
+	" util_avg, util_max, down_samples)"
 	" SELECT ts - ts % 60000000000 AS m, plane, count(*),"
 	" avg(tx_bytes_per_s), max(tx_bytes_per_s), avg(rx_bytes_per_s),"
-	" max(rx_bytes_per_s)"
+	" max(rx_bytes_per_s), avg(utilization), max(utilization),"
+	" sum(state = 'down')"
 	" FROM plane_samples WHERE ts < ?1"
 	" GROUP BY m, plane"
 	" ON CONFLICT (ts, plane) DO UPDATE SET"
@@ -1639,7 +1674,11 @@ static const char fold_planes_sql[] =
 	"   + excluded.rx_avg_bytes_per_s * excluded.samples)"
 	"   / (samples + excluded.samples),"
 	" rx_max_bytes_per_s = max(rx_max_bytes_per_s,"
-	"   excluded.rx_max_bytes_per_s)";
+	"   excluded.rx_max_bytes_per_s),"
+	" util_avg = (util_avg * samples + excluded.util_avg * excluded.samples)"
+	"   / (samples + excluded.samples),"
+	" util_max = max(util_max, excluded.util_max),"
+	" down_samples = down_samples + excluded.down_samples";
 
 int mrd_store_prune(mrd_store *s, int64_t now_ns, int64_t raw_retention_s)
 {
@@ -1825,6 +1864,7 @@ static int path_sample_row(sqlite3_stmt *st, any_cb cb, void *ud)
 		.lost_pkts = (uint64_t)sqlite3_column_int64(st, 8),
 		.retx_pkts = (uint64_t)sqlite3_column_int64(st, 9),
 		.utilization = sqlite3_column_double(st, 10),
+		.tx_bytes_per_s = (uint64_t)sqlite3_column_int64(st, 11),
 	};
 	return ((mrd_store_path_sample_cb)cb)(&r, ud);
 }
@@ -1835,7 +1875,8 @@ int mrd_store_query_path_samples(mrd_store *s, int64_t since_ns,
 	return run_query(s,
 			 "SELECT ts, conn_id, path_id, plane, sport, state,"
 			 " srtt_ns, ecn_fraction, lost_pkts, retx_pkts,"
-			 " utilization FROM path_samples WHERE ts >= ?1"
+			 " utilization, tx_bytes_per_s FROM path_samples"
+			 " WHERE ts >= ?1"
 			 " ORDER BY ts, rowid",
 			 since_ns, path_sample_row, (any_cb)cb, ud);
 }
@@ -1847,6 +1888,8 @@ static int plane_sample_row(sqlite3_stmt *st, any_cb cb, void *ud)
 		.plane = column_text(st, 1),
 		.tx_bytes_per_s = (uint64_t)sqlite3_column_int64(st, 2),
 		.rx_bytes_per_s = (uint64_t)sqlite3_column_int64(st, 3),
+		.state = column_text(st, 4),
+		.utilization = sqlite3_column_double(st, 5),
 	};
 	return ((mrd_store_plane_sample_cb)cb)(&r, ud);
 }
@@ -1855,8 +1898,9 @@ int mrd_store_query_plane_samples(mrd_store *s, int64_t since_ns,
 				  mrd_store_plane_sample_cb cb, void *ud)
 {
 	return run_query(s,
-			 "SELECT ts, plane, tx_bytes_per_s, rx_bytes_per_s"
-			 " FROM plane_samples WHERE ts >= ?1 ORDER BY ts, rowid",
+			 "SELECT ts, plane, tx_bytes_per_s, rx_bytes_per_s,"
+			 " state, utilization FROM plane_samples"
+			 " WHERE ts >= ?1 ORDER BY ts, rowid",
 			 since_ns, plane_sample_row, (any_cb)cb, ud);
 }
 
@@ -1877,6 +1921,7 @@ static int path_minute_row(sqlite3_stmt *st, any_cb cb, void *ud)
 		.retx_pkts = (uint64_t)sqlite3_column_int64(st, 11),
 		.util_avg = sqlite3_column_double(st, 12),
 		.util_max = sqlite3_column_double(st, 13),
+		.tx_avg_bytes_per_s = sqlite3_column_double(st, 14),
 	};
 	return ((mrd_store_path_minute_cb)cb)(&r, ud);
 }
@@ -1887,7 +1932,8 @@ int mrd_store_query_path_minutes(mrd_store *s, int64_t since_ns,
 	return run_query(s,
 			 "SELECT ts, conn_id, path_id, plane, sports, samples,"
 			 " srtt_avg_ns, srtt_max_ns, ecn_avg, ecn_max,"
-			 " lost_pkts, retx_pkts, util_avg, util_max"
+			 " lost_pkts, retx_pkts, util_avg, util_max,"
+			 " tx_avg_bytes_per_s"
 			 " FROM path_samples_1m WHERE ts >= ?1"
 			 " ORDER BY ts, conn_id, path_id",
 			 since_ns, path_minute_row, (any_cb)cb, ud);
@@ -1903,6 +1949,9 @@ static int plane_minute_row(sqlite3_stmt *st, any_cb cb, void *ud)
 		.tx_max_bytes_per_s = (uint64_t)sqlite3_column_int64(st, 4),
 		.rx_avg_bytes_per_s = sqlite3_column_double(st, 5),
 		.rx_max_bytes_per_s = (uint64_t)sqlite3_column_int64(st, 6),
+		.util_avg = sqlite3_column_double(st, 7),
+		.util_max = sqlite3_column_double(st, 8),
+		.down_samples = (uint64_t)sqlite3_column_int64(st, 9),
 	};
 	return ((mrd_store_plane_minute_cb)cb)(&r, ud);
 }
@@ -1913,7 +1962,8 @@ int mrd_store_query_plane_minutes(mrd_store *s, int64_t since_ns,
 	return run_query(s,
 			 "SELECT ts, plane, samples, tx_avg_bytes_per_s,"
 			 " tx_max_bytes_per_s, rx_avg_bytes_per_s,"
-			 " rx_max_bytes_per_s FROM plane_samples_1m"
+			 " rx_max_bytes_per_s, util_avg, util_max, down_samples"
+			 " FROM plane_samples_1m"
 			 " WHERE ts >= ?1 ORDER BY ts, plane",
 			 since_ns, plane_minute_row, (any_cb)cb, ud);
 }

@@ -52,7 +52,7 @@
 
 /* The schema version this code writes; older databases are migrated to it at
  * open, newer ones are refused. Stored in PRAGMA user_version. */
-#define MRD_STORE_SCHEMA_VERSION 2
+#define MRD_STORE_SCHEMA_VERSION 3
 
 /* PRAGMA application_id of a metarocd state database ("MRcS"). */
 #define MRD_STORE_APPLICATION_ID 0x4d526353
@@ -106,7 +106,12 @@ const char *mrd_store_err_name(int err);
 	X(DRILL_ENDED, "drill.ended")                                           \
 	X(DAEMON_STARTED, "daemon.started")                                     \
 	X(DAEMON_STOPPED, "daemon.stopped")                                     \
-	X(STORE_DROPPED, "store.dropped")
+	X(STORE_DROPPED, "store.dropped")                                       \
+	X(PATH_STEERED, "path.steered")                                         \
+	X(PATH_DISABLED, "path.disabled")                                       \
+	X(PATH_ENABLED, "path.enabled")                                         \
+	X(PATH_STATE, "path.state")                                             \
+	X(DRILL_RESTORED, "drill.restored")
 
 typedef enum mrd_store_event_kind {
 #define MRD_STORE_EV_ENUM(name, text) MRD_STORE_EV_##name,
@@ -193,7 +198,10 @@ typedef struct mrd_store_path_sample_row {
 	double ecn_fraction;   /* CE-marked share of packets acked, 0..1 */
 	uint64_t lost_pkts;    /* in the interval */
 	uint64_t retx_pkts;    /* in the interval */
-	double utilization;    /* share of the path's window in use, 0..1 */
+	double utilization;    /* share of the plane's link rate this path sent
+				* in the interval, 0..1 (0 if the rate is
+				* unknown) */
+	uint64_t tx_bytes_per_s; /* sent in the interval (v3) */
 } mrd_store_path_sample_row;
 
 /* Queues a sample; when the queue is full the oldest queued path sample is
@@ -205,6 +213,8 @@ typedef struct mrd_store_plane_sample_row {
 	const char *plane;
 	uint64_t tx_bytes_per_s;
 	uint64_t rx_bytes_per_s;
+	const char *state;     /* "up", "down", "drained", ...; NULL: "unknown" (v3) */
+	double utilization;    /* tx rate / link rate, 0..1; 0 if unknown (v3) */
 } mrd_store_plane_sample_row;
 
 int mrd_store_plane_sample(mrd_store *s, const mrd_store_plane_sample_row *p);
@@ -362,6 +372,7 @@ typedef struct mrd_store_path_minute {
 	uint64_t retx_pkts;        /* sum over the minute */
 	double util_avg;
 	double util_max;
+	double tx_avg_bytes_per_s; /* (v3) */
 } mrd_store_path_minute;
 
 typedef int (*mrd_store_path_minute_cb)(const mrd_store_path_minute *row,
@@ -377,6 +388,9 @@ typedef struct mrd_store_plane_minute {
 	uint64_t tx_max_bytes_per_s;
 	double rx_avg_bytes_per_s;
 	uint64_t rx_max_bytes_per_s;
+	double util_avg;           /* (v3) */
+	double util_max;
+	uint64_t down_samples;     /* samples with state "down" (v3) */
 } mrd_store_plane_minute;
 
 typedef int (*mrd_store_plane_minute_cb)(const mrd_store_plane_minute *row,

@@ -411,7 +411,7 @@ static void test_unknown_keys(void **state)
 		  "'max_cwnd_pkts'?" },
 		{ P0 "telemetry:\n  foo: 1\n",
 		  NAME ":5: telemetry.foo: unknown key (valid here: interval, "
-		  "retention)" },
+		  "retention, history, max_paths, textfile)" },
 		{ "plane:\n  - name: p0\n",
 		  NAME ":1: plane: unknown key; did you mean 'planes'?" },
 		{ P0 "logging: debug\n",
@@ -1320,6 +1320,9 @@ static void test_dump(void **state)
 		"telemetry:\n"
 		"  interval: 100ms\n"
 		"  retention: 7d\n"
+		"  history: 7d\n"
+		"  max_paths: 4096\n"
+		"  textfile: \"\"\n"
 		"apps:\n"
 		"  max_sessions: 8\n"
 		"  max_contexts: 2\n"
@@ -1437,7 +1440,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 7 + 2 + 6);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 7 + 5 + 6);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

@@ -576,6 +576,131 @@ static void test_migrate_v1(void **state)
 	mrd_store_close(s);
 }
 
+/* The 1 -> 2 step exactly as it was released (frozen, as v1_ddl): with it
+ * the test builds a real v2 file to migrate to v3. */
+static const char v2_step[] =
+	"ALTER TABLE planes ADD COLUMN drained_by TEXT;"
+	"ALTER TABLE planes ADD COLUMN drained_ts INTEGER;"
+	"CREATE TABLE drills (id INTEGER PRIMARY KEY, plane TEXT NOT NULL,"
+	" kind TEXT NOT NULL, started_ts INTEGER NOT NULL, ended_ts INTEGER,"
+	" result TEXT NOT NULL DEFAULT '{}');"
+	"CREATE INDEX drills_started_ts ON drills (started_ts);"
+	"CREATE TABLE path_samples_1m (ts INTEGER NOT NULL, conn_id INTEGER NOT"
+	" NULL, path_id INTEGER NOT NULL, plane TEXT NOT NULL, sports INTEGER"
+	" NOT NULL, samples INTEGER NOT NULL, srtt_avg_ns REAL NOT NULL,"
+	" srtt_max_ns INTEGER NOT NULL, ecn_avg REAL NOT NULL, ecn_max REAL NOT"
+	" NULL, lost_pkts INTEGER NOT NULL, retx_pkts INTEGER NOT NULL,"
+	" util_avg REAL NOT NULL, util_max REAL NOT NULL,"
+	" UNIQUE (ts, conn_id, path_id));"
+	"CREATE TABLE plane_samples_1m (ts INTEGER NOT NULL, plane TEXT NOT"
+	" NULL, samples INTEGER NOT NULL, tx_avg_bytes_per_s REAL NOT NULL,"
+	" tx_max_bytes_per_s INTEGER NOT NULL, rx_avg_bytes_per_s REAL NOT"
+	" NULL, rx_max_bytes_per_s INTEGER NOT NULL, UNIQUE (ts, plane));"
+	"PRAGMA user_version = 2;";
+
+/* A v2 database (drained plane, a drill, raw and folded samples) becomes v3
+ * in one step; old rows read back with the new columns at their "never
+ * measured" values, and the new columns are stored and folded. */
+static void test_migrate_v2(void **state)
+{
+	ctx *c = *state;
+	make_v1(c->path);
+	sqlite3 *db = raw_open(c->path);
+	raw_exec(db, v2_step);
+	raw_exec(db,
+		 "UPDATE planes SET drained_by = 'alice', drained_ts = 77"
+		 " WHERE name = 'p0';"
+		 "INSERT INTO drills VALUES (5, 'p1', 'plane-failover', 3000,"
+		 " 4000, '{\"ok\":true}');"
+		 "INSERT INTO plane_samples VALUES (1000, 'p1', 100, 200);"
+		 "INSERT INTO plane_samples_1m VALUES (0, 'p1', 3, 10.0, 20,"
+		 " 30.0, 40);");
+	assert_int_equal(raw_int(db, "PRAGMA user_version"), 2);
+	sqlite3_close(db);
+
+	mrd_store *s = open_ok(c->path);
+	mrd_store_stats st;
+	mrd_store_get_stats(s, &st);
+	assert_int_equal(st.commits, 1); /* the one 2 -> 3 step */
+	bool drained = false;
+	char who[16] = "";
+	int64_t ts = 0;
+	assert_int_equal(mrd_store_get_drained(s, "p0", &drained, who,
+					       sizeof(who), &ts),
+			 0);
+	assert_true(drained);
+	assert_string_equal(who, "alice");
+	assert_int_equal(ts, 77);
+	seen v = {0};
+	assert_int_equal(mrd_store_query_drills(s, 0, on_drill, &v), 0);
+	assert_int_equal(v.n, 1);
+	assert_int_equal(v.id[0], 5);
+	assert_string_equal(v.text[0], "{\"ok\":true}");
+	assert_int_equal(mrd_store_drill_id_new(s), 6);
+
+	/* The old plane sample: state unknown, utilization 0. */
+	memset(&v, 0, sizeof(v));
+	assert_int_equal(
+		mrd_store_query_plane_samples(s, 0, on_plane_sample, &v), 0);
+	assert_int_equal(v.n, 1);
+	assert_int_equal(v.id[0], 100);
+	memset(&v, 0, sizeof(v));
+	assert_int_equal(
+		mrd_store_query_plane_minutes(s, 0, on_plane_minute, &v), 0);
+	assert_int_equal(v.n, 1);
+	assert_int_equal(v.lm[0].samples, 3);
+	assert_true(v.lm[0].util_avg == 0.0);
+	assert_int_equal(v.lm[0].down_samples, 0);
+
+	/* v3 columns: plane state and utilization, path tx rate; folded. */
+	const int64_t m5 = 5 * MIN_NS;
+	mrd_store_plane_sample_row pl[3] = {
+		{.ts_ns = m5 + 1, .plane = "p1", .tx_bytes_per_s = 1000,
+		 .state = "up", .utilization = 0.25},
+		{.ts_ns = m5 + 2, .plane = "p1", .tx_bytes_per_s = 3000,
+		 .state = "down", .utilization = 0.75},
+		{.ts_ns = m5 + 3, .plane = "p1", .state = "drained"},
+	};
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(mrd_store_plane_sample(s, &pl[i]), 0);
+	mrd_store_path_sample_row ps = psample(m5 + 1, 9, 2, 5000, 0, 0, 0, 0.5);
+	ps.tx_bytes_per_s = 4000;
+	assert_int_equal(mrd_store_path_sample(s, &ps), 0);
+	ps.ts_ns = m5 + 2;
+	ps.tx_bytes_per_s = 2000;
+	assert_int_equal(mrd_store_path_sample(s, &ps), 0);
+	assert_int_equal(mrd_store_flush(s), 5);
+	sqlite3 *ro = raw_open(c->path);
+	assert_int_equal(raw_int(ro, "SELECT count(*) FROM plane_samples"
+				     " WHERE state = 'drained'"),
+			 1);
+	assert_int_equal(raw_int(ro, "SELECT sum(tx_bytes_per_s) FROM"
+				     " path_samples"),
+			 6000);
+	sqlite3_close(ro);
+	/* Fold everything before minute 9: the two v1 path samples, the old
+	 * plane sample, and the 3 + 2 new ones. */
+	assert_int_equal(mrd_store_prune(s, 10 * MIN_NS, 60), 2 + 1 + 3 + 2);
+	memset(&v, 0, sizeof(v));
+	assert_int_equal(
+		mrd_store_query_plane_minutes(s, m5, on_plane_minute, &v), 0);
+	assert_int_equal(v.n, 1);
+	assert_int_equal(v.lm[0].samples, 3);
+	assert_true(fabs(v.lm[0].util_avg - 1.0 / 3) < 1e-12);
+	assert_true(v.lm[0].util_max == 0.75);
+	assert_int_equal(v.lm[0].down_samples, 1);
+	memset(&v, 0, sizeof(v));
+	assert_int_equal(
+		mrd_store_query_path_minutes(s, m5, on_path_minute, &v), 0);
+	assert_int_equal(v.n, 1);
+	assert_true(v.pm[0].tx_avg_bytes_per_s == 3000.0);
+	mrd_store_close(s);
+
+	db = raw_open(c->path);
+	assert_int_equal(raw_int(db, "PRAGMA user_version"), 3);
+	sqlite3_close(db);
+}
+
 /* --- refusals: the file is never touched -------------------------------- */
 
 static void test_newer_refused(void **state)
@@ -1233,6 +1358,7 @@ int main(void)
 		T(test_reopen_keeps_data),
 		T(test_drained_survives_reopen),
 		T(test_migrate_v1),
+		T(test_migrate_v2),
 		T(test_newer_refused),
 		T(test_corrupt_random_bytes),
 		T(test_corrupt_truncated),

@@ -1,0 +1,811 @@
+/* Operations: events, drained planes, path commands, history (ops.h). */
+#include "ops.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "drill.h"
+#include "log.h"
+#include "mrd.h"
+#include "planes.h"
+
+static struct {
+	uint8_t drained[MRD_MAX_PLANES]; /* the operator's, persisted */
+	uint8_t drill[MRD_MAX_PLANES];   /* out for a drill (drill.c) */
+	uint8_t applied[MRD_MAX_PLANES]; /* what the engines were told */
+	uint8_t pending[MRD_MAX_PLANES]; /* a change being written to the store */
+	char by[MRD_MAX_PLANES][48];
+	int64_t ts[MRD_MAX_PLANES];
+} g;
+
+int64_t mrd_wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static json_t *conn_hex(uint32_t id)
+{
+	char b[16];
+	snprintf(b, sizeof(b), "%08" PRIx32, id);
+	return json_string(b);
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+static void publish(mrd *d, const char *kind, const char *plane, uint32_t conn, int path,
+		    const char *detail, json_t *extra)
+{
+	if (!d->ctl.monitors) {
+		json_decref(extra);
+		return;
+	}
+	json_t *e = json_object();
+	json_object_set_new(e, "ts", json_real((double)mrd_wall_ns() / 1e9));
+	json_object_set_new(e, "kind", json_string(kind));
+	json_object_set_new(e, "plane", plane ? json_string(plane) : json_null());
+	json_object_set_new(e, "conn", conn ? conn_hex(conn) : json_null());
+	json_object_set_new(e, "path", path >= 0 ? json_integer(path) : json_null());
+	json_object_set_new(e, "detail", json_string(detail ? detail : ""));
+	if (extra)
+		json_object_update(e, extra);
+	json_decref(extra);
+	mrd_ctl_publish(d, e);
+	json_decref(e);
+}
+
+void mrd_event(mrd *d, mrd_store_event_kind kind, const char *plane, uint32_t conn, int path,
+	       const char *detail)
+{
+	if (d->store)
+		mrd_store_event(d->store, mrd_wall_ns(), kind, plane,
+				conn ? conn : MRD_STORE_NO_ID,
+				path >= 0 ? (uint64_t)path : MRD_STORE_NO_ID, detail);
+	publish(d, mrd_store_event_name(kind), plane, conn, path, detail, NULL);
+	if (kind == MRD_STORE_EV_PLANE_DOWN && plane) {
+		int i = mrd_ops_plane_find(d, plane);
+		if (i >= 0)
+			mrd_drill_note(d, (unsigned)i);
+	}
+}
+
+void mrd_event_path(mrd *d, const mrd_conn *c, const mrp_event *ev)
+{
+	const char *plane = ev->plane < c->npairs
+				    ? d->cfg.planes[c->pairs[ev->plane].lplane].name
+				    : NULL;
+	const char *from = mrp_path_state_name(ev->old_state);
+	const char *to = mrp_path_state_name(ev->new_state);
+	/* A drill's detection: a path of the plane stops carrying data (from
+	 * whatever state it was in: under loss it may be suspect already). */
+	if ((ev->new_state == MRP_PATH_SUSPECT || ev->new_state == MRP_PATH_FAILED ||
+	     ev->new_state == MRP_PATH_DISABLED) &&
+	    ev->plane < c->npairs)
+		mrd_drill_note(d, c->pairs[ev->plane].lplane);
+	char detail[96];
+	snprintf(detail, sizeof(detail), "%s -> %s, gen %u, sport %u", from, to, ev->gen,
+		 ev->sport);
+	mrd_debug("conn %08x path %u: %s", c->local_id, ev->path_id, detail);
+	/* Kept in the log: a failure, a re-port, and a path that carries data
+	 * again after one (or after a move or its plane coming back). The rest
+	 * (suspicion that clears, a new path's first probe, drains) only goes
+	 * to the monitors: the log is not flooded by every lost packet or
+	 * every connection's start. */
+	int kind = -1;
+	if (ev->new_state == MRP_PATH_FAILED)
+		kind = MRD_STORE_EV_PATH_FAILED;
+	else if (ev->old_state == MRP_PATH_FAILED && ev->new_state == MRP_PATH_PROBING)
+		kind = MRD_STORE_EV_PATH_REPORTED;
+	else if (ev->old_state == MRP_PATH_PROBING && ev->new_state == MRP_PATH_ACTIVE &&
+		 ev->gen > 1)
+		kind = MRD_STORE_EV_PATH_RECOVERED; /* after a re-port, a move or a plane up */
+	if (kind >= 0 && d->store)
+		mrd_store_event(d->store, mrd_wall_ns(), (mrd_store_event_kind)kind, plane,
+				c->local_id, ev->path_id, detail);
+	if (d->ctl.monitors)
+		publish(d, kind >= 0 ? mrd_store_event_name((mrd_store_event_kind)kind)
+				     : "path.state",
+			plane, c->local_id, ev->path_id, detail,
+			json_pack("{s:s, s:s, s:i, s:i}", "from", from, "to", to, "gen",
+				  (int)ev->gen, "sport", (int)ev->sport));
+}
+
+/* ---- drained planes ------------------------------------------------------- */
+
+bool mrd_ops_plane_drained(const mrd *d, unsigned plane)
+{
+	(void)d;
+	return plane < MRD_MAX_PLANES && (g.drained[plane] || g.drill[plane]);
+}
+
+bool mrd_ops_plane_operator_drained(const mrd *d, unsigned plane)
+{
+	(void)d;
+	return plane < MRD_MAX_PLANES && g.drained[plane];
+}
+
+const char *mrd_ops_plane_admin(const mrd *d, unsigned plane)
+{
+	(void)d;
+	if (plane >= MRD_MAX_PLANES)
+		return "in-service";
+	return g.drained[plane] ? "drained" : g.drill[plane] ? "drill" : "in-service";
+}
+
+const char *mrd_ops_drained_by(const mrd *d, unsigned plane, int64_t *pts)
+{
+	(void)d;
+	if (plane >= MRD_MAX_PLANES || !g.drained[plane]) {
+		*pts = 0;
+		return "";
+	}
+	*pts = g.ts[plane];
+	return g.by[plane];
+}
+
+unsigned mrd_ops_usable_planes(const mrd *d)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < d->cfg.nplanes; i++)
+		n += mrd_planes_up(d, i) && !mrd_ops_plane_drained(d, i);
+	return n;
+}
+
+/* Tell the engines when the effective state changed. */
+static void apply(mrd *d, unsigned plane)
+{
+	uint8_t want = g.drained[plane] || g.drill[plane];
+	if (want == g.applied[plane])
+		return;
+	g.applied[plane] = want;
+	mrd_peers_plane_event(d, plane, want ? MRP_PLANE_DRAIN : MRP_PLANE_UNDRAIN);
+}
+
+void mrd_ops_drill_hold(mrd *d, unsigned plane, int on)
+{
+	if (plane >= d->cfg.nplanes)
+		return;
+	g.drill[plane] = (uint8_t)!!on;
+	apply(d, plane);
+}
+
+void mrd_ops_conn_established(mrd *d, mrd_conn *c, uint64_t now_ns)
+{
+	for (unsigned i = 0; i < c->npairs; i++)
+		if (mrd_ops_plane_drained(d, c->pairs[i].lplane))
+			mrp_conn_plane_event(c->eng, i, MRP_PLANE_DRAIN, now_ns);
+}
+
+int mrd_ops_plane_find(const mrd *d, const char *s)
+{
+	for (unsigned i = 0; i < d->cfg.nplanes; i++)
+		if (strcmp(d->cfg.planes[i].name, s) == 0)
+			return (int)i;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (*s && !*end && !errno && v >= 0 && v < (long)d->cfg.nplanes)
+		return (int)v;
+	return -1;
+}
+
+static int restore_row(const mrd_store_plane_row *r, void *ud)
+{
+	mrd *d = ud;
+	int i = mrd_ops_plane_find(d, r->name);
+	if (i < 0 || !r->drained || strcmp(d->cfg.planes[i].name, r->name) != 0)
+		return 0;
+	g.drained[i] = 1;
+	g.applied[i] = 1; /* no connection exists yet: new ones get it */
+	snprintf(g.by[i], sizeof(g.by[i]), "%s", r->drained_by ? r->drained_by : "");
+	g.ts[i] = r->drained_ts_ns;
+	mrd_info("plane %s: drained (by %s; kept from the state database): "
+		 "it carries no data until 'metaroce-ctl plane undrain %s'",
+		 r->name, g.by[i][0] ? g.by[i] : "?", r->name);
+	return 0;
+}
+
+void mrd_ops_init(mrd *d)
+{
+	if (d->store && mrd_store_query_planes(d->store, restore_row, d) < 0)
+		mrd_warn("state store: cannot read the drained planes: %s",
+			 mrd_store_errmsg(d->store));
+}
+
+/* ---- requests ------------------------------------------------------------- */
+
+typedef struct drain_req {
+	uv_work_t w;
+	mrd_ctl_client *cl;
+	mrd *d;
+	json_t *id;
+	unsigned plane;
+	int drain;
+	char who[48];
+	int64_t ts;
+	int rc;
+	char err[160];
+} drain_req;
+
+static unsigned count_conns(mrd *d, unsigned plane)
+{
+	unsigned n = 0;
+	for (const mrd_conn *c = d->peers.all; c; c = c->next) {
+		if (!c->eng || c->state == MRD_CONN_ENDED)
+			continue;
+		for (unsigned i = 0; i < c->npairs; i++)
+			if (c->pairs[i].lplane == plane) {
+				n++;
+				break;
+			}
+	}
+	return n;
+}
+
+static json_t *drain_result(mrd *d, unsigned plane, int changed, int persisted)
+{
+	return json_pack("{s:s, s:i, s:b, s:b, s:b, s:s, s:i, s:i}", "plane",
+			 d->cfg.planes[plane].name, "index", (int)plane, "drained",
+			 g.drained[plane], "changed", changed, "persisted", persisted,
+			 "admin_state", mrd_ops_plane_admin(d, plane), "conns",
+			 (int)count_conns(d, plane), "usable_planes",
+			 (int)mrd_ops_usable_planes(d));
+}
+
+static void drain_apply(mrd *d, drain_req *r)
+{
+	unsigned p = r->plane;
+	g.drained[p] = (uint8_t)r->drain;
+	snprintf(g.by[p], sizeof(g.by[p]), "%s", r->drain ? r->who : "");
+	g.ts[p] = r->drain ? r->ts : 0;
+	apply(d, p);
+	const char *name = d->cfg.planes[p].name;
+	char detail[96];
+	snprintf(detail, sizeof(detail), "by %s", r->who);
+	mrd_info("plane %s: %s %s", name, r->drain ? "drained" : "undrained", detail);
+	/* mrd_store_set_drained() logged the event with the flag; the
+	 * monitors hear of it here. Without a store, the log gets it too. */
+	if (d->store)
+		publish(d, r->drain ? "plane.drained" : "plane.restored", name, 0, -1, detail,
+			NULL);
+	else
+		mrd_event(d, r->drain ? MRD_STORE_EV_PLANE_DRAINED : MRD_STORE_EV_PLANE_RESTORED,
+			  name, 0, -1, detail);
+}
+
+static void drain_work(uv_work_t *w)
+{
+	drain_req *r = w->data;
+	/* A durable write (fsync): on this worker, never on the loop. */
+	r->rc = mrd_store_set_drained(r->d->store, r->d->cfg.planes[r->plane].name, r->drain,
+				      r->who, r->ts);
+	if (r->rc < 0)
+		snprintf(r->err, sizeof(r->err), "%s", mrd_store_errmsg(r->d->store));
+}
+
+static void drain_done(uv_work_t *w, int status)
+{
+	drain_req *r = w->data;
+	mrd *d = r->d;
+	g.pending[r->plane] = 0;
+	if (status < 0 || r->rc < 0) {
+		/* Not durable, so not done: the operator retries. */
+		if (!mrd_ctl_gone(r->cl))
+			mrd_ctl_error(r->cl, r->id, "failed",
+				      "plane %s: cannot record the change in the state "
+				      "database (%s); nothing was changed",
+				      d->cfg.planes[r->plane].name,
+				      status < 0 ? uv_strerror(status) : r->err);
+	} else {
+		drain_apply(d, r);
+		if (!mrd_ctl_gone(r->cl))
+			mrd_ctl_reply(r->cl, r->id, drain_result(d, r->plane, 1, 1));
+	}
+	mrd_ctl_release(r->cl);
+	json_decref(r->id);
+	free(r);
+}
+
+static int arg_plane(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	mrd *d = mrd_ctl_daemon(cl);
+	json_t *jp = json_object_get(args, "plane");
+	int p = -1;
+	if (json_is_string(jp))
+		p = mrd_ops_plane_find(d, json_string_value(jp));
+	else if (json_is_integer(jp) && json_integer_value(jp) >= 0 &&
+		 json_integer_value(jp) < d->cfg.nplanes)
+		p = (int)json_integer_value(jp);
+	else {
+		mrd_ctl_error(cl, id, "bad_request", "%s: args.plane (a name or index) is required",
+			      cmd);
+		return -1;
+	}
+	if (p < 0)
+		mrd_ctl_error(cl, id, "not_found", "%s: no plane '%.40s'", cmd,
+			      json_string_value(jp));
+	return p;
+}
+
+static void cmd_drain(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args, int drain)
+{
+	mrd *d = mrd_ctl_daemon(cl);
+	int p = arg_plane(cl, id, cmd, args);
+	if (p < 0)
+		return;
+	json_t *jf = json_object_get(args, "force");
+	if (jf && !json_is_boolean(jf)) {
+		mrd_ctl_error(cl, id, "bad_request", "%s: args.force must be true or false", cmd);
+		return;
+	}
+	if (g.pending[p]) {
+		mrd_ctl_error(cl, id, "busy", "%s: a change of plane %s is being recorded", cmd,
+			      d->cfg.planes[p].name);
+		return;
+	}
+	if (g.drained[p] == drain) {
+		mrd_ctl_reply(cl, id, drain_result(d, (unsigned)p, 0, d->store != NULL));
+		return;
+	}
+	if (drain && !json_is_true(jf) && mrd_planes_up(d, (unsigned)p) &&
+	    !g.drill[p] && mrd_ops_usable_planes(d) <= 1) {
+		mrd_ctl_error(cl, id, "refused",
+			      "%s is the last usable plane: draining it stops "
+			      "all traffic (use force to do it anyway)", d->cfg.planes[p].name);
+		return;
+	}
+	drain_req *r = calloc(1, sizeof(*r));
+	if (!r) {
+		mrd_ctl_error(cl, id, "failed", "out of memory");
+		return;
+	}
+	r->cl = cl;
+	r->d = d;
+	r->id = id ? json_incref(id) : NULL;
+	r->plane = (unsigned)p;
+	r->drain = drain;
+	r->ts = mrd_wall_ns();
+	snprintf(r->who, sizeof(r->who), "uid %u", (unsigned)mrd_ctl_uid(cl));
+	if (!d->store) {
+		mrd_warn("plane %s: %s without a state database: not kept across a restart",
+			 d->cfg.planes[p].name, drain ? "drained" : "undrained");
+		drain_apply(d, r);
+		mrd_ctl_reply(cl, id, drain_result(d, (unsigned)p, 1, 0));
+		json_decref(r->id);
+		free(r);
+		return;
+	}
+	r->w.data = r;
+	g.pending[p] = 1;
+	mrd_ctl_hold(cl);
+	int rv = uv_queue_work(d->loop, &r->w, drain_work, drain_done);
+	if (rv < 0) {
+		g.pending[p] = 0;
+		mrd_ctl_release(cl);
+		mrd_ctl_error(cl, id, "failed", "%s: %s", cmd, uv_strerror(rv));
+		json_decref(r->id);
+		free(r);
+	}
+}
+
+/* ---- path commands ------------------------------------------------------- */
+
+static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	mrd *d = mrd_ctl_daemon(cl);
+	const char *verb = cmd + 5; /* "path steer" -> "steer" */
+	json_t *jc = json_object_get(args, "conn"), *jp = json_object_get(args, "path");
+	uint32_t cid = 0;
+	if (json_is_string(jc)) {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(json_string_value(jc), &end, 16);
+		if (*json_string_value(jc) && !*end && !errno && v && v <= UINT32_MAX)
+			cid = (uint32_t)v;
+	}
+	if (!cid || !json_is_integer(jp) || json_integer_value(jp) < 0 ||
+	    json_integer_value(jp) > 65535) {
+		mrd_ctl_error(cl, id, "bad_request",
+			      "%s: args.conn (a connection id in hex) and args.path (an integer) "
+			      "are required", cmd);
+		return;
+	}
+	uint16_t pid = (uint16_t)json_integer_value(jp);
+	mrd_conn *c = mrd_conn_find(d, cid);
+	mrp_path_info before;
+	if (!c || !c->eng || c->state != MRD_CONN_ESTABLISHED) {
+		mrd_ctl_error(cl, id, "not_found", "%s: no established connection %08x", cmd, cid);
+		return;
+	}
+	if (pid >= c->max_paths || mrp_conn_path_info(c->eng, pid, &before) < 0) {
+		mrd_ctl_error(cl, id, "not_found", "%s: connection %08x has no path %u", cmd, cid,
+			      pid);
+		return;
+	}
+	uint64_t now = uv_hrtime();
+	int rv;
+	char detail[128];
+	mrd_store_event_kind kind;
+	if (strcmp(verb, "disable") == 0) {
+		rv = mrp_conn_path_disable(c->eng, pid, now);
+		kind = MRD_STORE_EV_PATH_DISABLED;
+		snprintf(detail, sizeof(detail), "disabled by uid %u", (unsigned)mrd_ctl_uid(cl));
+	} else if (strcmp(verb, "enable") == 0) {
+		rv = mrp_conn_path_enable(c->eng, pid, now);
+		kind = MRD_STORE_EV_PATH_ENABLED;
+		snprintf(detail, sizeof(detail), "enabled by uid %u", (unsigned)mrd_ctl_uid(cl));
+	} else {
+		json_t *jport = json_object_get(args, "port"), *jpl = json_object_get(args, "plane");
+		int sport = 0, pair = -1;
+		if (strcmp(verb, "steer") == 0) {
+			if (!jport == !jpl ||
+			    (jport && (!json_is_integer(jport) || json_integer_value(jport) < 1 ||
+				       json_integer_value(jport) > 65535))) {
+				mrd_ctl_error(cl, id, "bad_request",
+					      "path steer: exactly one of args.port (1-65535) "
+					      "and args.plane is required");
+				return;
+			}
+			if (jport)
+				sport = (int)json_integer_value(jport);
+			if (jpl) {
+				int lp = arg_plane(cl, id, cmd, args);
+				if (lp < 0)
+					return;
+				for (unsigned i = 0; i < c->npairs && pair < 0; i++)
+					if (c->pairs[i].lplane == lp)
+						pair = (int)i;
+				if (pair < 0) {
+					mrd_ctl_error(cl, id, "not_found",
+						      "path steer: connection %08x does not use "
+						      "plane %s", cid, d->cfg.planes[lp].name);
+					return;
+				}
+			}
+		}
+		/* reset: a new random source port on the same plane. */
+		rv = mrp_conn_path_steer(c->eng, pid, (uint16_t)sport, pair, now);
+		kind = MRD_STORE_EV_PATH_STEERED;
+		mrp_path_info after;
+		mrp_conn_path_info(c->eng, pid, &after);
+		const char *pn0 = before.plane < c->npairs
+					  ? d->cfg.planes[c->pairs[before.plane].lplane].name
+					  : "?";
+		const char *pn1 = after.plane < c->npairs
+					  ? d->cfg.planes[c->pairs[after.plane].lplane].name
+					  : "?";
+		snprintf(detail, sizeof(detail), "%s by uid %u: sport %u -> %u, plane %s -> %s",
+			 verb, (unsigned)mrd_ctl_uid(cl), before.sport, after.sport, pn0, pn1);
+	}
+	if (rv == MRP_ERR_INVAL) {
+		mrd_ctl_error(cl, id, "bad_request",
+			      "path steer: port %d is outside the connection's source ports",
+			      (int)json_integer_value(json_object_get(args, "port")));
+		return;
+	}
+	if (rv < 0) {
+		mrd_ctl_error(cl, id, "failed", "%s: %s", cmd, mrp_strerror(rv));
+		return;
+	}
+	mrd_conn_touch(c);
+	mrd_peer_run(d);
+	mrp_path_info pi;
+	mrp_conn_path_info(c->eng, pid, &pi);
+	const char *plane = pi.plane < c->npairs ? d->cfg.planes[c->pairs[pi.plane].lplane].name
+						 : NULL;
+	mrd_info("conn %08x path %u: %s", cid, pid, detail);
+	mrd_event(d, kind, plane, cid, pid, detail);
+	json_t *res = json_pack("{s:o, s:i, s:s, s:s, s:i, s:i, s:s, s:s}", "conn", conn_hex(cid),
+				"path", (int)pid, "action", verb, "plane", plane ? plane : "",
+				"sport", (int)pi.sport, "gen", (int)pi.gen, "state",
+				mrp_path_state_name(pi.state), "detail", detail);
+	mrd_ctl_reply(cl, id, res);
+}
+
+/* ---- history ------------------------------------------------------------- */
+
+enum { H_EVENTS, H_DRILLS, H_PATHS, H_PLANES };
+
+#define HISTORY_LIMIT_DEFAULT 10000
+#define HISTORY_LIMIT_MAX 100000
+
+typedef struct hist_req {
+	uv_work_t w;
+	mrd_ctl_client *cl;
+	mrd_store *store;
+	json_t *id;
+	int kind;
+	int64_t since;
+	size_t limit;
+	json_t *rows;
+	json_t *older; /* 1-minute aggregates before the first raw sample */
+	int64_t first_raw;
+	int truncated;
+	int rc;
+	char err[160];
+} hist_req;
+
+static int take(hist_req *r, json_t *rows, json_t *o)
+{
+	if (json_array_size(r->rows) + json_array_size(r->older) >= r->limit) {
+		json_decref(o);
+		r->truncated = 1;
+		return 1; /* stop the walk */
+	}
+	json_array_append_new(rows, o);
+	return 0;
+}
+
+static json_t *id_json(uint64_t v)
+{
+	if (v == MRD_STORE_NO_ID)
+		return json_null();
+	if (v <= UINT32_MAX)
+		return conn_hex((uint32_t)v);
+	return json_integer((json_int_t)v);
+}
+
+static json_t *str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static int h_event(const mrd_store_event_row *e, void *ud)
+{
+	hist_req *r = ud;
+	json_t *o = json_object();
+	json_object_set_new(o, "ts", json_real((double)e->ts_ns / 1e9));
+	json_object_set_new(o, "kind", str_or_null(e->kind));
+	json_object_set_new(o, "plane", str_or_null(e->plane));
+	json_object_set_new(o, "conn", id_json(e->conn_id));
+	json_object_set_new(o, "path", e->path_id == MRD_STORE_NO_ID
+					       ? json_null()
+					       : json_integer((json_int_t)e->path_id));
+	json_object_set_new(o, "detail", str_or_null(e->detail));
+	return take(r, r->rows, o);
+}
+
+static int h_drill(const mrd_store_drill_row *e, void *ud)
+{
+	hist_req *r = ud;
+	json_t *o = json_object();
+	json_object_set_new(o, "id", json_integer((json_int_t)e->id));
+	json_object_set_new(o, "plane", str_or_null(e->plane));
+	json_object_set_new(o, "kind", str_or_null(e->kind));
+	json_object_set_new(o, "started_ts", json_real((double)e->started_ts_ns / 1e9));
+	json_object_set_new(o, "ended_ts", e->ended_ts_ns ? json_real((double)e->ended_ts_ns / 1e9)
+							  : json_null());
+	json_t *rep = e->result_json ? json_loads(e->result_json, 0, NULL) : NULL;
+	json_object_set_new(o, "report", rep ? rep : str_or_null(e->result_json));
+	return take(r, r->rows, o);
+}
+
+static int h_path(const mrd_store_path_sample_row *e, void *ud)
+{
+	hist_req *r = ud;
+	if (!r->first_raw)
+		r->first_raw = e->ts_ns;
+	json_t *o = json_object();
+	json_object_set_new(o, "ts", json_real((double)e->ts_ns / 1e9));
+	json_object_set_new(o, "resolution", json_string("raw"));
+	json_object_set_new(o, "conn", id_json(e->conn_id));
+	json_object_set_new(o, "path", json_integer((json_int_t)e->path_id));
+	json_object_set_new(o, "plane", str_or_null(e->plane));
+	json_object_set_new(o, "sport", json_integer(e->sport));
+	json_object_set_new(o, "state", str_or_null(e->state));
+	json_object_set_new(o, "srtt_us", json_real((double)e->srtt_ns / 1e3));
+	json_object_set_new(o, "ecn_fraction", json_real(e->ecn_fraction));
+	json_object_set_new(o, "lost_pkts", json_integer((json_int_t)e->lost_pkts));
+	json_object_set_new(o, "retx_pkts", json_integer((json_int_t)e->retx_pkts));
+	json_object_set_new(o, "utilization", json_real(e->utilization));
+	json_object_set_new(o, "tx_bytes_per_s", json_integer((json_int_t)e->tx_bytes_per_s));
+	return take(r, r->rows, o);
+}
+
+static int h_path_min(const mrd_store_path_minute *e, void *ud)
+{
+	hist_req *r = ud;
+	if (r->first_raw && e->ts_ns >= r->first_raw)
+		return 1; /* the raw samples cover the rest */
+	json_t *o = json_object();
+	json_object_set_new(o, "ts", json_real((double)e->ts_ns / 1e9));
+	json_object_set_new(o, "resolution", json_string("1m"));
+	json_object_set_new(o, "conn", id_json(e->conn_id));
+	json_object_set_new(o, "path", json_integer((json_int_t)e->path_id));
+	json_object_set_new(o, "plane", str_or_null(e->plane));
+	json_object_set_new(o, "sports", json_integer(e->sports));
+	json_object_set_new(o, "samples", json_integer((json_int_t)e->samples));
+	json_object_set_new(o, "srtt_us", json_real(e->srtt_avg_ns / 1e3));
+	json_object_set_new(o, "srtt_max_us", json_real((double)e->srtt_max_ns / 1e3));
+	json_object_set_new(o, "ecn_fraction", json_real(e->ecn_avg));
+	json_object_set_new(o, "ecn_max", json_real(e->ecn_max));
+	json_object_set_new(o, "lost_pkts", json_integer((json_int_t)e->lost_pkts));
+	json_object_set_new(o, "retx_pkts", json_integer((json_int_t)e->retx_pkts));
+	json_object_set_new(o, "utilization", json_real(e->util_avg));
+	json_object_set_new(o, "util_max", json_real(e->util_max));
+	json_object_set_new(o, "tx_bytes_per_s", json_real(e->tx_avg_bytes_per_s));
+	return take(r, r->older, o);
+}
+
+static int h_plane(const mrd_store_plane_sample_row *e, void *ud)
+{
+	hist_req *r = ud;
+	if (!r->first_raw)
+		r->first_raw = e->ts_ns;
+	json_t *o = json_object();
+	json_object_set_new(o, "ts", json_real((double)e->ts_ns / 1e9));
+	json_object_set_new(o, "resolution", json_string("raw"));
+	json_object_set_new(o, "plane", str_or_null(e->plane));
+	json_object_set_new(o, "state", str_or_null(e->state));
+	json_object_set_new(o, "tx_bytes_per_s", json_integer((json_int_t)e->tx_bytes_per_s));
+	json_object_set_new(o, "rx_bytes_per_s", json_integer((json_int_t)e->rx_bytes_per_s));
+	json_object_set_new(o, "utilization", json_real(e->utilization));
+	return take(r, r->rows, o);
+}
+
+static int h_plane_min(const mrd_store_plane_minute *e, void *ud)
+{
+	hist_req *r = ud;
+	if (r->first_raw && e->ts_ns >= r->first_raw)
+		return 1;
+	json_t *o = json_object();
+	json_object_set_new(o, "ts", json_real((double)e->ts_ns / 1e9));
+	json_object_set_new(o, "resolution", json_string("1m"));
+	json_object_set_new(o, "plane", str_or_null(e->plane));
+	json_object_set_new(o, "samples", json_integer((json_int_t)e->samples));
+	json_object_set_new(o, "down_samples", json_integer((json_int_t)e->down_samples));
+	json_object_set_new(o, "tx_bytes_per_s", json_real(e->tx_avg_bytes_per_s));
+	json_object_set_new(o, "tx_max_bytes_per_s", json_integer((json_int_t)e->tx_max_bytes_per_s));
+	json_object_set_new(o, "rx_bytes_per_s", json_real(e->rx_avg_bytes_per_s));
+	json_object_set_new(o, "rx_max_bytes_per_s", json_integer((json_int_t)e->rx_max_bytes_per_s));
+	json_object_set_new(o, "utilization", json_real(e->util_avg));
+	json_object_set_new(o, "util_max", json_real(e->util_max));
+	return take(r, r->older, o);
+}
+
+static void hist_work(uv_work_t *w)
+{
+	hist_req *r = w->data;
+	/* Whatever is queued goes in first, so the answer includes what just
+	 * happened. sqlite blocks: this runs on a worker. */
+	mrd_store_flush(r->store);
+	switch (r->kind) {
+	case H_EVENTS:
+		r->rc = mrd_store_query_events(r->store, r->since, h_event, r);
+		break;
+	case H_DRILLS:
+		r->rc = mrd_store_query_drills(r->store, r->since, h_drill, r);
+		break;
+	case H_PATHS:
+		r->rc = mrd_store_query_path_samples(r->store, r->since, h_path, r);
+		if (r->rc >= 0)
+			r->rc = mrd_store_query_path_minutes(r->store, r->since, h_path_min, r);
+		break;
+	case H_PLANES:
+		r->rc = mrd_store_query_plane_samples(r->store, r->since, h_plane, r);
+		if (r->rc >= 0)
+			r->rc = mrd_store_query_plane_minutes(r->store, r->since, h_plane_min, r);
+		break;
+	}
+	if (r->rc < 0)
+		snprintf(r->err, sizeof(r->err), "%s", mrd_store_errmsg(r->store));
+}
+
+static const char *const hist_names[] = {"events", "drills", "paths", "planes"};
+
+static void hist_done(uv_work_t *w, int status)
+{
+	hist_req *r = w->data;
+	if (!mrd_ctl_gone(r->cl)) {
+		if (status < 0 || r->rc < 0) {
+			mrd_ctl_error(r->cl, r->id, "failed", "history %s: %s", hist_names[r->kind],
+				      status < 0 ? uv_strerror(status) : r->err);
+		} else {
+			/* Older 1-minute aggregates first, then the raw samples. */
+			json_array_extend(r->older, r->rows);
+			mrd_ctl_reply(r->cl, r->id,
+				      json_pack("{s:s, s:f, s:O, s:b}", "kind", hist_names[r->kind],
+						"since", (double)r->since / 1e9, "rows", r->older,
+						"truncated", r->truncated));
+		}
+	}
+	mrd_ctl_release(r->cl);
+	json_decref(r->rows);
+	json_decref(r->older);
+	json_decref(r->id);
+	free(r);
+}
+
+static void cmd_history(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	mrd *d = mrd_ctl_daemon(cl);
+	int kind = -1;
+	for (int i = 0; i < 4; i++)
+		if (strcmp(cmd + 8, hist_names[i]) == 0)
+			kind = i;
+	json_t *js = json_object_get(args, "since_s"), *jl = json_object_get(args, "limit");
+	double since_s = js ? json_number_value(js) : 3600;
+	json_int_t limit = jl ? (json_is_integer(jl) ? json_integer_value(jl) : -1)
+			      : HISTORY_LIMIT_DEFAULT;
+	if ((js && !json_is_number(js)) || !(since_s > 0 && since_s <= 400.0 * 86400) ||
+	    limit < 1 || limit > HISTORY_LIMIT_MAX) {
+		mrd_ctl_error(cl, id, "bad_request",
+			      "%s: args.since_s must be seconds in (0, 34560000], args.limit "
+			      "an integer 1-%d", cmd, HISTORY_LIMIT_MAX);
+		return;
+	}
+	if (!d->store) {
+		mrd_ctl_error(cl, id, "failed", "%s: the daemon runs without a state database", cmd);
+		return;
+	}
+	hist_req *r = calloc(1, sizeof(*r));
+	if (!r) {
+		mrd_ctl_error(cl, id, "failed", "out of memory");
+		return;
+	}
+	r->cl = cl;
+	r->store = d->store;
+	r->id = id ? json_incref(id) : NULL;
+	r->kind = kind;
+	r->since = mrd_wall_ns() - (int64_t)(since_s * 1e9);
+	r->limit = (size_t)limit;
+	r->rows = json_array();
+	r->older = json_array();
+	r->w.data = r;
+	mrd_ctl_hold(cl);
+	int rv = uv_queue_work(d->loop, &r->w, hist_work, hist_done);
+	if (rv < 0) {
+		mrd_ctl_release(cl);
+		mrd_ctl_error(cl, id, "failed", "%s: %s", cmd, uv_strerror(rv));
+		json_decref(r->rows);
+		json_decref(r->older);
+		json_decref(r->id);
+		free(r);
+	}
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+static const struct {
+	const char *name;
+	int act; /* changes state: root or the daemon's uid only */
+} cmds[] = {
+	{"plane drain", 1},    {"plane undrain", 1},  {"path steer", 1},
+	{"path disable", 1},   {"path enable", 1},    {"path reset", 1},
+	{"history events", 0}, {"history drills", 0}, {"history paths", 0},
+	{"history planes", 0}, {"monitor", 0},
+};
+
+int mrd_ops_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	size_t k = 0, n = sizeof(cmds) / sizeof(cmds[0]);
+	while (k < n && strcmp(cmds[k].name, cmd) != 0)
+		k++;
+	if (k == n)
+		return 0;
+	if (cmds[k].act && !mrd_ctl_may_act(cl)) {
+		mrd_ctl_error(cl, id, "permission", "%s changes state: root or uid %u only", cmd,
+			      (unsigned)geteuid());
+		return 1;
+	}
+	if (strcmp(cmd, "plane drain") == 0)
+		cmd_drain(cl, id, cmd, args, 1);
+	else if (strcmp(cmd, "plane undrain") == 0)
+		cmd_drain(cl, id, cmd, args, 0);
+	else if (strncmp(cmd, "path ", 5) == 0)
+		cmd_path(cl, id, cmd, args);
+	else if (strncmp(cmd, "history ", 8) == 0)
+		cmd_history(cl, id, cmd, args);
+	else if (strcmp(cmd, "monitor") == 0) {
+		mrd_ctl_subscribe(cl);
+		mrd_ctl_reply(cl, id, json_pack("{s:b}", "subscribed", 1));
+	}
+	return 1;
+}

@@ -1,0 +1,79 @@
+/*
+ * Operations: what an operator does to a running daemon and sees of it.
+ *
+ *   events      one entry point for everything that happens (plane down/up,
+ *               drained, a path changing state, a connection up/down, a
+ *               drill): it is queued in the store's event log (when it is a
+ *               kind the log keeps) and pushed to every `monitor`
+ *               subscriber of the control socket as it happens;
+ *   drain       an operator's drained planes: applied to every connection
+ *               (MRP_PLANE_DRAIN), to each new connection as it is
+ *               established, persisted in the store before the reply and
+ *               restored at start; draining the last usable plane is
+ *               refused unless forced;
+ *   path        steer, disable, enable and reset one path of a connection;
+ *   history     the store's event log, drill reports and telemetry, read on
+ *               a libuv worker (sqlite blocks) and sent back as JSON.
+ *
+ * The control commands are documented in docs/control-protocol.md. One
+ * instance per process, as planes.c: the state lives in ops.c.
+ */
+#ifndef MRD_OPS_H
+#define MRD_OPS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "store.h"
+
+typedef struct mrd mrd;
+typedef struct mrd_conn mrd_conn;
+typedef struct mrd_ctl_client mrd_ctl_client;
+
+/* Reads the drained planes from the store (blocking: at start only). */
+void mrd_ops_init(mrd *d);
+
+/* Wall-clock unix time in ns (for the store and event timestamps). */
+int64_t mrd_wall_ns(void);
+
+/*
+ * Something happened. kind is the store's event kind; plane NULL, conn 0 and
+ * path < 0 mean none. Queued in the store and pushed to monitors.
+ */
+void mrd_event(mrd *d, mrd_store_event_kind kind, const char *plane, uint32_t conn,
+	       int path, const char *detail);
+
+/* A path changed state (from mrp_conn_poll_event). Pushed to monitors; a
+ * path that failed, was re-ported or recovered is also logged. */
+void mrd_event_path(mrd *d, const mrd_conn *c, const mrp_event *ev);
+
+/* Whether our plane is drained, by an operator (drain) or a drill. */
+bool mrd_ops_plane_drained(const mrd *d, unsigned plane);
+bool mrd_ops_plane_operator_drained(const mrd *d, unsigned plane);
+const char *mrd_ops_plane_admin(const mrd *d, unsigned plane); /* "in-service", "drained", "drill" */
+/* Who drained it and when (unix ns), "" / 0 when unknown. */
+const char *mrd_ops_drained_by(const mrd *d, unsigned plane, int64_t *pts);
+
+/* Planes that are up and not drained (by an operator or a drill). */
+unsigned mrd_ops_usable_planes(const mrd *d);
+
+/* The drill takes a plane out (on = 1) or gives it back (drill.c). Applies
+ * the engine's DRAIN/UNDRAIN unless an operator's drain keeps it out. */
+void mrd_ops_drill_hold(mrd *d, unsigned plane, int on);
+
+/* A new connection's engine exists: give it the drained planes. */
+void mrd_ops_conn_established(mrd *d, mrd_conn *c, uint64_t now_ns);
+
+/* Look a plane up by name or index ("p1", "1"); -1 if none. */
+int mrd_ops_plane_find(const mrd *d, const char *s);
+
+/*
+ * The control commands of this module ("plane drain", "path steer",
+ * "history events", ...). Returns 1 when cmd is one of them (and the reply
+ * has been or will be sent), 0 otherwise.
+ */
+int mrd_ops_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args);
+
+#endif

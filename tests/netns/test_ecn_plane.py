@@ -1,0 +1,163 @@
+"""CE marking on one plane (docs/netns.md).
+
+Two daemons joined by two planes, each bounded by tc tbf at MR_PLANE_RATE
+(default 250mbit). Verified perfs from A to B run first unmarked, then
+with nftables setting CE on MARK_PCT % of the ECT packets that arrive at B
+on plane1 (fabric.sh ecn b 1 MARK_PCT), RUNS of each. `metaroce-ctl -j
+show paths`, taken on both daemons during each marked run, must show the
+marks on plane1's paths only: at A (the sender, CE echoed in ACKs: ce_pkts /
+acked_pkts) and at B (the receiver: rx_ce_pkts / rx_pkts) the fraction
+on plane1 is MARK_PCT % within a factor of 1.5, on plane0 below 1 %. The
+congestion controller cuts the marked paths, so plane1's share of the bytes
+A sent (per-plane tx_bytes of a run; the median of the runs) must drop by
+at least 3 points (the unmarked medians stay within a point of 50 %), and
+plane1's sending rate (median) below 3/4 of its rate unmarked. Every run verifies
+every byte. The unmarked runs must fill the planes (median goodput at least
+60 % of their rate; measured 97 %, 68-96 % before the engine fixes of
+FINDINGS.md 1 and 2, 24 % when other jobs starved the daemons): on a machine too slow or too loaded
+for that the comparison would measure the hosts, and the test fails saying
+so. The daemon's telemetry (`history paths`, sampled every 100 ms) must
+agree: ecn_fraction below 1 % on every sample of both planes unmarked and
+of plane0 marked, a median of MARK_PCT % within a factor 2 on plane1.
+
+Needs root, network namespaces, tc and nftables: exits 77 (skipped),
+saying why, otherwise.
+"""
+import os
+import statistics
+import time
+
+from netnslib import Fabric, by_plane, rate_bps
+
+RATE = os.environ.get("MR_PLANE_RATE", "250mbit")
+MARK_PCT = 10
+PERF_SECONDS = 3
+RUNS = 3
+MIN_PKTS = 200  # a path's fraction is judged on at least this many packets
+
+
+def fractions(paths, num, den):
+    """[(plane, path id, num / den, den)] of the paths with den >= MIN_PKTS."""
+    return [(p["plane_name"], p["id"], p[num] / p[den], p[den]) for p in paths
+            if p[den] >= MIN_PKTS]
+
+
+def share1(res):
+    tx = by_plane(res["paths"], "tx_bytes")
+    return tx.get("plane1", 0) / max(1, sum(tx.values()))
+
+
+def rate1(res):
+    """plane1's sending rate over the run, Gbit/s."""
+    return by_plane(res["paths"], "tx_bytes").get("plane1", 0) * 8 / res["seconds"] / 1e9
+
+
+f = Fabric(tbf=RATE, planes=2, full=True)
+try:
+    # Telemetry every 100 ms: the daemon's own per-path ECN fraction.
+    f.start("a", yaml_extra="telemetry:\n  interval: 100ms\n")
+    f.start("b", yaml_extra="telemetry:\n  interval: 100ms\n")
+
+    # ---- unmarked ------------------------------------------------------------
+    s_base, g_base, r_base = [], [], []
+    t_base = time.time()
+    for _ in range(RUNS):
+        base = f.perf("a", "b", PERF_SECONDS)
+        ce = by_plane(base["paths"], "ce_pkts")
+        acked = by_plane(base["paths"], "acked_pkts")
+        f.check(all(ce[p] < 0.01 * max(1, acked[p]) for p in ("plane0", "plane1")),
+                "unmarked: CE on less than 1 %% of the packets of each plane (%s)" % ", ".join(
+                    "%s %d of %d" % (p, ce[p], acked[p]) for p in sorted(ce)))
+        s_base.append(share1(base))
+        g_base.append(base["goodput_gbps"])
+        r_base.append(rate1(base))
+        print("unmarked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
+              % (base["goodput_gbps"], 100 * s_base[-1]))
+
+    # The premise: the planes, not the hosts, limit the traffic (a machine
+    # too slow or too loaded for this test fails here, saying so).
+    g = statistics.median(g_base)
+    f.check(g * 1e9 >= 0.6 * 2 * rate_bps(RATE), "unmarked: the two planes carry most of "
+            "their capacity (median %.3f Gbit/s of 2 x %s)" % (g, RATE))
+
+    # ---- plane1 marked ---------------------------------------------------------
+    t_base_end = time.time()
+    f.fabric("ecn", "b", 1, MARK_PCT)
+    t_mark = time.time()
+    want = MARK_PCT / 100.0
+    s_mark, r_mark = [], []
+    for _ in range(RUNS):
+        marks0 = f.nft_counter("b", "ecn", 1)
+        run = f.perf_start("a", "b", PERF_SECONDS)
+        time.sleep(PERF_SECONDS * 0.75)
+        # The operator's view of the live connection, on both ends.
+        pa = [p for p in f.ctl_json("a", "show", "paths") if p["state"] != "closed"]
+        pb = [p for p in f.ctl_json("b", "show", "paths") if p["state"] != "closed"]
+        rc, res, text = f.perf_wait(run)
+        f.check(rc == 0 and res is not None, "marked perf answered%s" % (
+            "" if res is not None else ": " + text.strip()[:300]))
+        f.check_verified(res)
+        marks = f.nft_counter("b", "ecn", 1) - marks0
+        f.check(marks > 0, "nftables marked %d packets on plane1" % marks)
+        for side, paths, num, den in (("A", pa, "ce_pkts", "acked_pkts"),
+                                      ("B", pb, "rx_ce_pkts", "rx_pkts")):
+            fr = fractions(paths, num, den)
+            print("%s: per-path %s / %s: %s" % (side, num, den, ", ".join(
+                "%s#%d %.3f of %d" % x for x in fr)))
+            on1 = [x for x in fr if x[0] == "plane1"]
+            on0 = [x for x in fr if x[0] == "plane0"]
+            f.check(on1 and on0, "%s: paths with at least %d packets on both planes"
+                    % (side, MIN_PKTS))
+            tot1 = sum(p[num] for p in paths if p["plane_name"] == "plane1")
+            den1 = sum(p[den] for p in paths if p["plane_name"] == "plane1")
+            f.check(want / 1.5 <= tot1 / den1 <= want * 1.5,
+                    "%s: plane1's CE fraction %.3f is %d %% within a factor 1.5" % (
+                        side, tot1 / den1, MARK_PCT))
+            f.check(all(want / 2 <= x[2] <= want * 2 for x in on1),
+                    "%s: every plane1 path reports it (within a factor 2 of %d %%)"
+                    % (side, MARK_PCT))
+            f.check(all(x[2] < 0.01 for x in on0),
+                    "%s: every plane0 path below 1 %% (max %.4f)"
+                    % (side, max(x[2] for x in on0)))
+        s_mark.append(share1(res))
+        r_mark.append(rate1(res))
+        print("marked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
+              % (res["goodput_gbps"], 100 * s_mark[-1]))
+
+    t_mark_end = time.time()
+
+    # The daemon's telemetry (`history paths`): ecn_fraction per path and
+    # interval, from A's samples of the runs' connections.
+    rows = f.ctl_json("a", "history", "paths", "--since", "5m", "--limit", "100000")["rows"]
+
+    def ecn(lo, hi, plane):
+        return [r["ecn_fraction"] for r in rows if lo <= r["ts"] <= hi and
+                r["plane"] == plane and r["tx_bytes_per_s"] > 0 and
+                r.get("resolution", "raw") == "raw"]
+    for plane in ("plane0", "plane1"):
+        b = ecn(t_base, t_base_end, plane)
+        f.check(len(b) >= 5 and max(b) < 0.01, "history paths, unmarked: %d samples of %s, "
+                "ecn_fraction below 1 %% (max %.4f)" % (len(b), plane, max(b or [-1])))
+    m0, m1 = ecn(t_mark, t_mark_end, "plane0"), ecn(t_mark, t_mark_end, "plane1")
+    f.check(len(m0) >= 5 and max(m0) < 0.01, "history paths, marked: %d samples of plane0, "
+            "ecn_fraction below 1 %% (max %.4f)" % (len(m0), max(m0 or [-1])))
+    f.check(len(m1) >= 5 and want / 2 <= statistics.median(m1) <= want * 2,
+            "history paths, marked: %d samples of plane1, median ecn_fraction %.3f (%d %% "
+            "within a factor 2)" % (len(m1), statistics.median(m1) if m1 else -1, MARK_PCT))
+
+    # The medians of the unmarked shares stay within a point of 50 %
+    # (49.0-50.1 measured, loaded machine included): a drop of 3 points is
+    # the marks' doing. (Measured 6-9 points; 19-23 before the engine chose
+    # idle paths first.)
+    mb, mm = statistics.median(s_base), statistics.median(s_mark)
+    f.check(mm <= mb - 0.03, "plane1's share of the traffic dropped by at least 3 points: "
+            "median %.1f %% -> %.1f %%" % (100 * mb, 100 * mm))
+    rb, rm = statistics.median(r_base), statistics.median(r_mark)
+    f.check(rm < 0.75 * rb, "plane1's sending rate dropped below 3/4: median %.3f -> %.3f "
+            "Gbit/s" % (rb, rm))
+
+    f.fabric("ecn", "b", 1, 0)
+    f.stop("a")
+    f.stop("b")
+finally:
+    f.close()
