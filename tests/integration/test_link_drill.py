@@ -63,7 +63,8 @@ try:
         dev = "a" if name == "a" else "b"
         with open(conf, "w") as f:
             f.write("service:\n  control_socket: %s\n  control_group: \"\"\n"
-                    "  state_db: %s\nplanes:\n" % (sock, os.path.join(tmp.name, name + ".db")))
+                    "  app_socket: %s.app\n"
+                    "  state_db: %s\nplanes:\n" % (sock, sock, os.path.join(tmp.name, name + ".db")))
             for i in (0, 1):
                 f.write("  - name: p%d\n    interface: %s%d\n    address: \"10.99.%d.%d\"\n"
                         "    mtu: 1400\n" % (i, dev, i, i, host))
