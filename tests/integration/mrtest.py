@@ -8,6 +8,7 @@ environment meson sets: METAROCD, METAROCE_CTL.
 import json
 import os
 import random
+import atexit
 import signal
 import socket
 import subprocess
@@ -16,6 +17,22 @@ import tempfile
 import time
 
 SKIP = 77
+
+
+# Every daemon a test started: whatever ends the test (a failed check, an
+# exception, meson's SIGTERM at the timeout), none is left running.
+_live = []
+
+
+def _reap():
+    for d in _live:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+
+
+atexit.register(_reap)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
 
 def skip(reason):
@@ -65,6 +82,7 @@ class Daemon:
         self.log = open(self.logpath, "w")
         self.proc = subprocess.Popen([binaries()[0], "-c", self.conf], stderr=self.log,
                                      stdout=self.log, env=env)
+        _live.append(self)
         self.wait_ready()
 
     def wait_ready(self, timeout=20):
