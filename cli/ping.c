@@ -35,6 +35,12 @@ int cmd_ping(cli *c, int argc, char **argv)
 		       json_real_value(json_object_get(r, "avg_us")),
 		       json_real_value(json_object_get(r, "max_us")),
 		       json_real_value(json_object_get(r, "handshake_us")));
+		printf("PROBE round trips per path:\n");
+		static const char *const pcols[] = {"path:PATH", "plane:PLANE", "sport:SPORT",
+			"state", "sent:SENT", "answered:ANSWERED", "min_us:MIN US", "avg_us:AVG US",
+			"max_us:MAX US"};
+		cli_print_table(json_object_get(r, "probes"), pcols,
+				(int)(sizeof(pcols) / sizeof(pcols[0])));
 		static const char *const cols[] = {"id:PATH", "plane_name:PLANE", "local", "remote",
 			"state", "srtt_us:SRTT US", "min_rtt_us:MIN RTT US"};
 		cli_print_table(json_object_get(r, "paths"), cols,

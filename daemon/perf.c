@@ -57,7 +57,10 @@ struct mrd_perf_op {
 	uint32_t free_bufs[WINDOW], nfree;
 	uint64_t next_k, completed, bytes;
 	uint64_t send_errors;
-	/* echo */
+	/* echo (ping): SEND round trips, and PROBE round trips on every path */
+	uint64_t probe_seen[MRP_MAX_PATHS]; /* probes_answered when last collected */
+	uint32_t probe_sent[MRP_MAX_PATHS];
+	json_t *probe_rtts[MRP_MAX_PATHS];  /* us; NULL until the path's first */
 	unsigned count, done_count;
 	uint64_t rtt_min, rtt_max, rtt_sum;
 	json_t *rtts;
@@ -381,6 +384,8 @@ static void op_finish(mrd_perf_op *op, const char *err)
 
 static void op_free(mrd_perf_op *op)
 {
+	for (unsigned i = 0; i < MRP_MAX_PATHS; i++)
+		json_decref(op->probe_rtts[i]);
 	free(op->bufs);
 	json_decref(op->result);
 	json_decref(op->rtts);
@@ -418,6 +423,74 @@ static void op_post_data(mrd_perf_op *op, uint64_t now)
 	mrd_conn_touch(c);
 }
 
+/* ping: take the PROBE answers that came since the last round and, unless
+ * this is the last round, probe every active path again. Each answer is one
+ * RTT sample of one path (the engine's PROBE/PROBE_ACK, SPEC 8). */
+static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
+{
+	mrd_conn *c = op->ep.c;
+	if (!c || !c->eng)
+		return;
+	for (unsigned i = 0; i < c->max_paths && i < MRP_MAX_PATHS; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(c->eng, i, &pi) < 0)
+			continue;
+		if (op->probe_sent[i] && pi.probes_answered != op->probe_seen[i]) {
+			if (!op->probe_rtts[i])
+				op->probe_rtts[i] = json_array();
+			json_array_append_new(op->probe_rtts[i],
+					      json_real((double)pi.probe_rtt_ns / 1e3));
+		}
+		op->probe_seen[i] = pi.probes_answered;
+		if (again && mrp_conn_path_probe(c->eng, (uint16_t)i, now) == 0)
+			op->probe_sent[i]++;
+	}
+	mrd_conn_touch(c);
+}
+
+/* The per-path PROBE results of a ping. */
+static json_t *ping_probe_json(const mrd_perf_op *op)
+{
+	json_t *a = json_array();
+	mrd_conn *c = op->ep.c;
+	for (unsigned i = 0; i < MRP_MAX_PATHS; i++) {
+		if (!op->probe_sent[i])
+			continue;
+		json_t *o = json_object();
+		json_object_set_new(o, "path", json_integer(i));
+		mrp_path_info pi;
+		if (c && c->eng && mrp_conn_path_info(c->eng, i, &pi) == 0) {
+			json_object_set_new(o, "plane", json_integer(pi.plane));
+			json_object_set_new(o, "sport", json_integer(pi.sport));
+			json_object_set_new(o, "state", json_string(mrp_path_state_name(pi.state)));
+		}
+		json_object_set_new(o, "sent", json_integer(op->probe_sent[i]));
+		json_t *r = op->probe_rtts[i] ? op->probe_rtts[i] : json_array();
+		if (op->probe_rtts[i])
+			json_incref(r);
+		size_t n = json_array_size(r), k;
+		json_t *v;
+		double mn = 0, mx = 0, sum = 0;
+		json_array_foreach(r, k, v) {
+			double x = json_real_value(v);
+			if (!k || x < mn)
+				mn = x;
+			if (x > mx)
+				mx = x;
+			sum += x;
+		}
+		json_object_set_new(o, "answered", json_integer((json_int_t)n));
+		json_object_set_new(o, "rtt_us", r);
+		if (n) {
+			json_object_set_new(o, "min_us", json_real(mn));
+			json_object_set_new(o, "avg_us", json_real(sum / (double)n));
+			json_object_set_new(o, "max_us", json_real(mx));
+		}
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
 static int op_established(mrd_conn *c)
 {
 	mrd_perf_op *op = c->ud;
@@ -425,6 +498,7 @@ static int op_established(mrd_conn *c)
 		return -1;
 	if (op->echo) {
 		op->start_ns = uv_hrtime();
+		ping_probe_round(op, 1, op->start_ns);
 		return ctl_send(&op->ep, T_ECHO_REQ, 0, op->start_ns, 0) < 0 ? -1 : 0;
 	}
 	return ctl_send(&op->ep, T_HELLO, op->seed, op->msg_size, 0) < 0 ? -1 : 0;
@@ -526,10 +600,13 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 		if (rtt > op->rtt_max)
 			op->rtt_max = rtt;
 		if (++op->done_count < op->count) {
+			ping_probe_round(op, 1, now);
 			ctl_send(&op->ep, T_ECHO_REQ, op->done_count, uv_hrtime(), 0);
 			break;
 		}
+		ping_probe_round(op, 0, now);
 		json_t *r = op->result;
+		json_object_set_new(r, "probes", ping_probe_json(op));
 		json_object_set_new(r, "count", json_integer(op->count));
 		json_object_set_new(r, "rtt_us", json_incref(op->rtts));
 		json_object_set_new(r, "min_us", json_real((double)op->rtt_min / 1e3));

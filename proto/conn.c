@@ -141,6 +141,8 @@ typedef struct path {
 	uint32_t probe_seq;
 	uint64_t probe_at;     /* next probe to send, NEVER for none */
 	uint64_t probe_sent_ns;
+	uint64_t probe_rtt_ns;    /* RTT of the last answered PROBE */
+	uint64_t probes_answered;
 	uint8_t probe_pending; /* a PROBE is waiting for its answer */
 	/* receive side: the peer's path with this id */
 	mrp_rxwin rx;
@@ -1863,6 +1865,8 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		if (rtt > k->ack_delay_ns)
 			rtt -= k->ack_delay_ns;
 		rtt_sample(pa, rtt);
+		pa->probe_rtt_ns = rtt;
+		pa->probes_answered++;
 	}
 	path_alive(c, pa, 0, now);
 	path_arm_timers(c, pa, now);
@@ -2709,6 +2713,21 @@ int mrp_conn_path_disable(mrp_conn *c, uint16_t id, uint64_t now)
 	return 0;
 }
 
+int mrp_conn_path_probe(mrp_conn *c, uint16_t id, uint64_t now)
+{
+	if (id >= c->p.max_paths)
+		return MRP_ERR_RANGE;
+	path *pa = c->paths[id];
+	if (!pa || !pa->open)
+		return MRP_ERR_NOENT;
+	if (!sending(c) || pa->disabled || pa->state != MRP_PATH_ACTIVE || pa->probe_pending ||
+	    pa->probe_at <= now)
+		return MRP_ERR_STATE;
+	path_start_probe(c, pa, now);
+	c->dl_valid = 0;
+	return 0;
+}
+
 int mrp_conn_path_enable(mrp_conn *c, uint16_t id, uint64_t now)
 {
 	c->dl_valid = 0;
@@ -2772,6 +2791,8 @@ int mrp_conn_path_info(const mrp_conn *c, unsigned i, mrp_path_info *o)
 	o->ce_pkts = pa->ce_pkts;
 	o->rx_pkts = pa->rx_pkts;
 	o->rx_ce_pkts = pa->rx_ce_pkts;
+	o->probe_rtt_ns = pa->probe_rtt_ns;
+	o->probes_answered = pa->probes_answered;
 	return 0;
 }
 

@@ -234,6 +234,11 @@ int mrp_conn_plane_event(mrp_conn *conn, unsigned plane, int event,
 /* Operator steering of one path. */
 int mrp_conn_path_disable(mrp_conn *conn, uint16_t path_id, uint64_t now_ns);
 int mrp_conn_path_enable(mrp_conn *conn, uint16_t path_id, uint64_t now_ns);
+/* Send a PROBE on an active path now (an operator's ping); its answer's RTT
+ * is mrp_path_info.probe_rtt_ns and counts in probes_answered. MRP_ERR_RANGE,
+ * MRP_ERR_NOENT (no such open path), MRP_ERR_STATE (the connection is not
+ * sending, or the path is not active or already has a probe out). */
+int mrp_conn_path_probe(mrp_conn *conn, uint16_t path_id, uint64_t now_ns);
 /* Move a path to another source port (0 = a random one) and/or plane
  * (-1 = keep): starts a new generation. */
 int mrp_conn_path_steer(mrp_conn *conn, uint16_t path_id, uint16_t sport,
@@ -256,6 +261,8 @@ typedef struct mrp_path_info {
 	uint64_t srtt_ns, min_rtt_ns;
 	uint64_t tx_pkts, tx_bytes, retx_pkts, lost_pkts, acked_pkts, ce_pkts;
 	uint64_t rx_pkts, rx_ce_pkts;
+	uint64_t probe_rtt_ns;    /* RTT of the last answered PROBE, 0 = none yet */
+	uint64_t probes_answered; /* PROBEs of ours answered on this path */
 } mrp_path_info;
 
 /* Info of path slot i (0 <= i < max_paths). MRP_ERR_NOENT for a closed slot. */

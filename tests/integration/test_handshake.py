@@ -10,6 +10,18 @@ mrtest.check(st["planes"] == 2, "two planes")
 
 r = a.ok("ping", {"peer": b.peer(), "count": 3}, timeout=30)
 mrtest.check(len(r["rtt_us"]) == 3 and r["min_us"] > 0, "ping: 3 round trips")
+# PROBE round trips per path: every active path of the connection was probed,
+# answers came back on every path (a PROBE still out when the last echo
+# returns is the only one allowed to be missing), each RTT positive and
+# below a second.
+pr = r["probes"]
+active = [x for x in r["paths"] if x["state"] == "active"]
+mrtest.check(len(pr) >= 1 and len(pr) >= len(active) and
+             all(x["sent"] >= 1 and x["answered"] >= 1 and x["answered"] <= x["sent"] and
+                 x["sent"] - x["answered"] <= 1 and len(x["rtt_us"]) == x["answered"] and
+                 all(0 < v < 1e6 for v in x["rtt_us"]) for x in pr),
+             "ping: PROBE round trips on %d paths: %s" % (
+                 len(pr), [(x["path"], x["sent"], x["answered"], x.get("min_us")) for x in pr]))
 mrtest.check(r["conn"]["plane_pairs"] == 2, "handshake paired both planes")
 mrtest.check(r["conn"]["mtu"] == 4096, "negotiated mtu 4096")
 

@@ -965,6 +965,43 @@ static void test_peer_pause_survives(void **state)
 	assert_int_equal(pause_run(0, st), 0);
 }
 
+/* An operator's ping: a PROBE on one active path on demand, answered with
+ * the path's RTT (5 us each way in this network, plus 300 ns per path id of
+ * the sender of each packet);
+ * a second one while the first is out, a closed slot and an id beyond
+ * max_paths are refused. */
+static void test_path_probe(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t src[4096];
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = sizeof(src),
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	net_run_until(&n, NULL, NULL, n.now + 1000000ull); /* every path confirmed */
+	mrp_path_info pi;
+	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &pi), 0);
+	assert_int_equal(pi.state, MRP_PATH_ACTIVE);
+	uint64_t before = pi.probes_answered;
+	assert_int_equal(mrp_conn_path_probe(n.c[0], 2, n.now), 0);
+	assert_int_equal(mrp_conn_path_probe(n.c[0], 2, n.now), MRP_ERR_STATE);
+	assert_int_equal(mrp_conn_path_probe(n.c[0], 60, n.now), MRP_ERR_NOENT);
+	assert_int_equal(mrp_conn_path_probe(n.c[0], MRP_MAX_PATHS, n.now), MRP_ERR_RANGE);
+	net_run_until(&n, NULL, NULL, n.now + 1000000ull);
+	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &pi), 0);
+	assert_int_equal(pi.probes_answered, before + 1);
+	/* out on path 2 (5,600 ns), back on one of B's 4 paths (5,000-5,900) */
+	assert_true(pi.probe_rtt_ns >= 10600 && pi.probe_rtt_ns <= 11500);
+	assert_int_equal(pi.state, MRP_PATH_ACTIVE);
+	assert_int_equal(mrp_conn_path_probe(n.c[0], 2, n.now), 0); /* again, once answered */
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
 /* Many streams: 1,024 streams each with one SEND, all complete. */
 static void test_many_streams(void **state)
 {
@@ -1545,6 +1582,7 @@ int main(void)
 		cmocka_unit_test(test_close_abort),
 		cmocka_unit_test(test_peer_silent_fails),
 		cmocka_unit_test(test_peer_pause_survives),
+		cmocka_unit_test(test_path_probe),
 		cmocka_unit_test(test_many_streams),
 		cmocka_unit_test(test_token_checked),
 		cmocka_unit_test(test_params_rejected),
