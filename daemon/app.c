@@ -571,20 +571,8 @@ static int op_established(mrd_conn *c)
 		if (ac->nstreams > c->max_streams)
 			ac->nstreams = c->max_streams;
 		ev.event = MRC_EV_ESTABLISHED;
-		/* SPEC 9.3: the initiator confirms promptly, but an application
-		 * may have nothing to send yet; without a packet the acceptor
-		 * (and its application's INCOMING) would wait for the first idle
-		 * probe. A path taken out of service and back sends a PROBE at
-		 * once (a fresh generation of a path that carried nothing). */
-		uint64_t now = uv_hrtime();
-		mrp_path_info pi;
-		for (unsigned i = 0; i < MRP_MAX_PATHS; i++)
-			if (mrp_conn_path_info(c->eng, i, &pi) == 0 &&
-			    pi.state == MRP_PATH_ACTIVE) {
-				mrp_conn_path_disable(c->eng, pi.id, now);
-				mrp_conn_path_enable(c->eng, pi.id, now);
-				break;
-			}
+		/* (the daemon confirms the connection with a PROBE, SPEC 9.3:
+		 * peer.c, on_accept) */
 	} else { /* a peer connected to a listener */
 		app_listener *l = listener_by_service(a, c->service_id);
 		if (!l || l->s->nconns >= l->s->max_conns)

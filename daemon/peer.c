@@ -837,10 +837,21 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 	mrd_info("conn %08x to %08x: established, %u plane pair(s), mtu %u", c->local_id,
 		 c->peer_id, c->npairs, c->mtu);
 	mrd_record(d, MRD_STORE_EV_CONN_UP, c->local_id, "initiator");
-	/* SPEC 9.3: the initiator confirms promptly with data or a PROBE;
-	 * the service's first request (posted now) is that packet. */
-	if (c->ops && c->ops->established && c->ops->established(c) < 0)
+	if (c->ops && c->ops->established && c->ops->established(c) < 0) {
 		mrd_conn_close(c, 1);
+		mrd_conn_touch(c);
+		return;
+	}
+	/* SPEC 9.3: the initiator confirms promptly with data or a PROBE. A
+	 * service may have nothing to send yet (an application that only
+	 * listens for its peer's first message): a PROBE on the first active
+	 * path confirms the connection now, not at the first idle probe. */
+	mrp_path_info pi;
+	for (unsigned i = 0; c->eng && i < c->max_paths; i++)
+		if (mrp_conn_path_info(c->eng, i, &pi) == 0 && pi.state == MRP_PATH_ACTIVE) {
+			mrp_conn_path_probe(c->eng, (uint16_t)i, now);
+			break;
+		}
 	mrd_conn_touch(c);
 }
 
