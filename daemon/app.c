@@ -4,8 +4,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +16,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "localsock.h"
 #include "log.h"
 #include "mrd.h"
 
@@ -151,6 +150,21 @@ struct app_session {
 };
 
 static const mrd_conn_ops app_ops;
+
+/* Completions go from the engine to the ring unchanged: its statuses and
+ * opcodes are the ABI's (metaroce.h), and must stay so. */
+#define SAME_STATUS(name, val, msg) \
+	_Static_assert((int)MRC_WC_##name == (int)MRP_WC_##name, "MRC_WC_" #name " is the engine's");
+MRP_WC_STATUS_MAP(SAME_STATUS)
+#undef SAME_STATUS
+_Static_assert((int)MRC_OP_WRITE == (int)MRP_WR_WRITE &&
+		       (int)MRC_OP_WRITE_IMM == (int)MRP_WR_WRITE_IMM &&
+		       (int)MRC_OP_SEND == (int)MRP_WR_SEND &&
+		       (int)MRC_OP_SEND_IMM == (int)MRP_WR_SEND_IMM &&
+		       (int)MRC_WC_OP_RECV == (int)MRP_WC_RECV &&
+		       (int)MRC_WC_OP_RECV_WRITE_IMM == (int)MRP_WC_RECV_WRITE_IMM,
+	       "the ABI's opcodes are the engine's");
+
 static void session_close(app_session *s, const char *why);
 static void ctx_consume(app_ctx *x);
 static void on_idle(uv_idle_t *h);
@@ -616,7 +630,7 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 	app_wr *w = &x->wrs[slot];
 	if (e->status != MRP_WC_SUCCESS && e->status != MRP_WC_FLUSHED)
 		ac->failed = 1;
-	/* The engine's opcodes and statuses are the ABI's (metaroce.h). */
+	/* The engine's opcodes and statuses are the ABI's (asserted above). */
 	cq_put(x, w->wr_id, ac->handle, e->status, e->opcode, e->stream, e->byte_len, e->imm,
 	       e->has_imm);
 	wr_release(x, slot);
@@ -1789,20 +1803,7 @@ static int peer_in_group(uid_t uid, pid_t pid, gid_t gid)
 		if (found)
 			return 1;
 	}
-	char buf[4096];
-	struct passwd pw, *res = NULL;
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
-		return 0;
-	if (pw.pw_gid == gid)
-		return 1;
-	gid_t groups[256];
-	int n = 256;
-	if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
-		return 0;
-	for (int i = 0; i < n; i++)
-		if (groups[i] == gid)
-			return 1;
-	return 0;
+	return mrd_uid_in_group(uid, gid);
 }
 
 /* Sessions that did not send their first message in time are closed. */
@@ -1886,30 +1887,6 @@ static void on_accept(uv_poll_t *p, int status, int events)
 
 /* ---- the listening socket -------------------------------------------------------- */
 
-/* A socket file left by a daemon that died is removed; one a live daemon
- * answers on is not. */
-static int clear_stale(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode))
-		return -EEXIST;
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	int rv = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	int e = errno;
-	close(fd);
-	if (rv == 0)
-		return -EADDRINUSE;
-	if (e != ECONNREFUSED && e != EPROTOTYPE)
-		return -e;
-	return unlink(path) < 0 ? -errno : 0;
-}
-
 int mrd_apps_init(mrd *d)
 {
 	mrd_apps *a = &d->apps;
@@ -1928,22 +1905,14 @@ int mrd_apps_init(mrd *d)
 	uv_prepare_start(&a->prepare, on_prepare);
 	uv_check_start(&a->check, on_check);
 	if (d->cfg.app_group[0]) {
-		char buf[4096];
-		struct group gr, *res = NULL;
-		if (getgrnam_r(d->cfg.app_group, &gr, buf, sizeof(buf), &res) == 0 && res) {
-			a->gid = gr.gr_gid;
-			a->have_group = 1;
-		} else {
+		a->have_group = mrd_group_gid(d->cfg.app_group, &a->gid);
+		if (!a->have_group)
 			mrd_info("app group '%s' does not exist: applications of root and "
 				 "uid %u only", d->cfg.app_group, (unsigned)geteuid());
-		}
 	}
-	int rv = clear_stale(path);
+	int rv = mrd_clear_stale_socket(path, SOCK_SEQPACKET);
 	if (rv < 0) {
-		mrd_err("app socket %s: %s", path,
-			rv == -EADDRINUSE ? "another metarocd is listening on it"
-			: rv == -EEXIST	  ? "exists and is not a socket"
-					  : strerror(-rv));
+		mrd_err("app socket %s: %s", path, mrd_clear_stale_str(rv));
 		return rv;
 	}
 	a->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -3,9 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <grp.h>
 #include <inttypes.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +13,7 @@
 #include <unistd.h>
 
 #include "drill.h"
+#include "localsock.h"
 #include "log.h"
 #include "metrics.h"
 #include "mrd.h"
@@ -727,26 +726,6 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	mrd_peer_run(cl->d);
 }
 
-/* Whether uid belongs to gid (primary or supplementary). Blocking NSS
- * lookups: done once per control connection, never on the datapath. */
-static int uid_in_group(uid_t uid, gid_t gid)
-{
-	char buf[4096];
-	struct passwd pw, *res = NULL;
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
-		return 0;
-	if (pw.pw_gid == gid)
-		return 1;
-	gid_t groups[256];
-	int n = 256;
-	if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
-		return 0;
-	for (int i = 0; i < n; i++)
-		if (groups[i] == gid)
-			return 1;
-	return 0;
-}
-
 static void on_connection(uv_stream_t *server, int status)
 {
 	mrd *d = server->data;
@@ -780,35 +759,11 @@ static void on_connection(uv_stream_t *server, int status)
 	cl->pid = cr.pid;
 	cl->may_act = cr.uid == 0 || cr.uid == geteuid();
 	cl->may_read = cl->may_act ||
-		       (d->ctl.have_group && (cr.gid == d->ctl.gid || uid_in_group(cr.uid, d->ctl.gid)));
+		       (d->ctl.have_group && (cr.gid == d->ctl.gid || mrd_uid_in_group(cr.uid, d->ctl.gid)));
 	uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
 }
 
 /* ---- the listening socket ------------------------------------------------ */
-
-/* A socket file left by a daemon that died is removed; one a live daemon
- * answers on is not. Returns 0, or -EADDRINUSE / -errno. */
-static int clear_stale(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode))
-		return -EEXIST;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	int rv = connect(fd, (struct sockaddr *)&a, sizeof(a));
-	int e = errno;
-	close(fd);
-	if (rv == 0)
-		return -EADDRINUSE;
-	if (e != ECONNREFUSED)
-		return -e;
-	return unlink(path) < 0 ? -errno : 0;
-}
 
 int mrd_ctl_init(mrd *d)
 {
@@ -816,22 +771,14 @@ int mrd_ctl_init(mrd *d)
 	const char *path = d->cfg.control_socket;
 	t->d = d;
 	if (d->cfg.control_group[0]) {
-		char buf[4096];
-		struct group gr, *res = NULL;
-		if (getgrnam_r(d->cfg.control_group, &gr, buf, sizeof(buf), &res) == 0 && res) {
-			t->gid = gr.gr_gid;
-			t->have_group = 1;
-		} else {
+		t->have_group = mrd_group_gid(d->cfg.control_group, &t->gid);
+		if (!t->have_group)
 			mrd_info("control group '%s' does not exist: read-only access for root "
 				 "and uid %u only", d->cfg.control_group, (unsigned)geteuid());
-		}
 	}
-	int rv = clear_stale(path);
+	int rv = mrd_clear_stale_socket(path, SOCK_STREAM);
 	if (rv < 0) {
-		mrd_err("control socket %s: %s", path,
-			rv == -EADDRINUSE ? "another metarocd is listening on it"
-			: rv == -EEXIST	  ? "exists and is not a socket"
-					  : strerror(-rv));
+		mrd_err("control socket %s: %s", path, mrd_clear_stale_str(rv));
 		return rv;
 	}
 	uv_pipe_init(d->loop, &t->server, 0);
