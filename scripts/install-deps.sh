@@ -13,6 +13,9 @@ pkgs=(
 	sockperf                         # bench_client: UDP ping-pong latency reference
 	systemd                          # systemd-analyze verify of the unit
 	python3
+	tshark                           # wireshark suite: the Lua dissector against vectors and captures
+	perftest ibverbs-utils libibverbs-dev  # verbs suite: unmodified verbs programs under metaroce-run
+	stress-ng                        # load mode: suites run again beside a CPU hog
 )
 
 missing=()
