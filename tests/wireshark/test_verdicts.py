@@ -8,7 +8,7 @@ proto/wire.c's mrp_pkt_decode() (the wire_verdict helper) and through tshark
 with tools/wireshark/metaroce.lua. For every packet the dissector must give
 the decoder's result: no metaroce.error and no Malformed expert info when the
 decoder accepts it, else metaroce.error equal to the decoder's error name and
-exactly one Malformed expert info. This is what keeps the dissector's rules
+exactly one Malformed expert info, whose message names it (MRP_ERR_RANGE ...). This is what keeps the dissector's rules
 those of the decoder: a check missing from the dissector, or one too many,
 shows up as a packet the two judge differently.
 
@@ -26,12 +26,7 @@ import tempfile
 import wslib
 from wslib import check, fail
 
-EXPERT_OF = {
-    "TRUNCATED": "metaroce.truncated", "VERSION": "metaroce.version.bad",
-    "OPCODE": "metaroce.opcode.bad", "FLAGS": "metaroce.flags.bad",
-    "LENGTH": "metaroce.length", "RANGE": "metaroce.range",
-    "RESERVED": "metaroce.reserved.bad",
-}
+CODES = ("TRUNCATED", "VERSION", "OPCODE", "FLAGS", "LENGTH", "RANGE", "RESERVED")
 
 
 def be(n, size):
@@ -188,16 +183,17 @@ def ws_verdicts(pcap, split_gso):
     out = wslib.tshark(["-r", pcap, "-o", "metaroce.split_gso:" + ("TRUE" if split_gso else "FALSE"),
                         "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|",
                         "-e", "frame.protocols", "-e", "metaroce.error", "-e", "_ws.expert.group",
-                        "-e", "metaroce.gso_segments"], timeout=300)
+                        "-e", "metaroce.gso_segments", "-e", "_ws.expert.message"], timeout=300)
     res = []
     for line in out.splitlines():
         cols = line.split("\t")
-        cols += [""] * (4 - len(cols))
+        cols += [""] * (5 - len(cols))
         nproto = cols[0].split(":").count("metaroce")
         errs = [e for e in cols[1].split("|") if e]
-        groups = [g for g in cols[2].split("|") if g]
-        nmal = groups.count(wslib.MALFORMED_GROUP)
-        res.append((nproto, errs, nmal, cols[3] != ""))
+        groups = cols[2].split("|") if cols[2] else []
+        msgs = cols[4].split("|") if cols[4] else []
+        mal = [m.split(" ")[0] for g, m in zip(groups, msgs) if g == wslib.MALFORMED_GROUP]
+        res.append((nproto, errs, mal, cols[3] != ""))
     return res
 
 
@@ -220,7 +216,7 @@ def main():
     for v in cv:
         counts[v] = counts.get(v, 0) + 1
     print("decoder verdicts on %d packets: %s" % (len(packets), counts))
-    for code in ("OK",) + tuple(EXPERT_OF):
+    for code in ("OK",) + CODES:
         check(counts.get(code, 0) > 0, "the packets include some the decoder judges %s" % code)
 
     with tempfile.TemporaryDirectory(prefix="mr-ws-") as tmp:
@@ -231,18 +227,18 @@ def main():
             if len(wv) != len(packets):
                 fail("tshark gave %d frames for %d packets" % (len(wv), len(packets)))
             bad, nsplit = [], 0
-            for i, (p, c, (nproto, errs, nmal, gso)) in enumerate(zip(packets, cv, wv)):
+            for i, (p, c, (nproto, errs, mal, gso)) in enumerate(zip(packets, cv, wv)):
                 if gso:
                     nsplit += 1
                     if not split:
                         fail("frame %d split with splitting off" % (i + 1))
                     continue
                 want_errs = [] if c == "OK" else [c]
-                want_mal = 0 if c == "OK" else 1
-                if nproto != 1 or errs != want_errs or nmal != want_mal:
+                want_mal = [] if c == "OK" else ["MRP_ERR_" + c]
+                if nproto != 1 or errs != want_errs or mal != want_mal:
                     bad.append("frame %d (%d bytes, %s...): decoder %s, dissector %s "
-                               "(%d malformed expert infos, %d metaroce items)"
-                               % (i + 1, len(p), p[:36].hex(), c, errs or "OK", nmal, nproto))
+                               "(malformed expert infos %s, %d metaroce items)"
+                               % (i + 1, len(p), p[:36].hex(), c, errs or "OK", mal, nproto))
             if bad:
                 fail("%d of %d packets judged differently (split_gso %s):\n  %s"
                      % (len(bad), len(packets), split, "\n  ".join(bad[:40])))

@@ -88,6 +88,7 @@ def write_pcap(path, frames, snaplen=262144):
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, snaplen, 1))
         for i, fr in enumerate(frames):
             data, caplen = (fr, len(fr)) if isinstance(fr, (bytes, bytearray)) else fr
+            caplen = min(caplen, len(data))
             f.write(struct.pack("<IIII", 1700000000 + i, 0, caplen, len(data)))
             f.write(data[:caplen])
 

@@ -954,6 +954,8 @@ p:register_heuristic("udp", heuristic)
 
 local registered_ports = ""
 local function register_ports()
+-- Analyze > Decode As... offers MetaRoCE for any UDP port.
+DissectorTable.get("udp.port"):add_for_decode_as(p)
 	local udp = DissectorTable.get("udp.port")
 	if registered_ports ~= "" then udp:remove(registered_ports, p) end
 	registered_ports = tostring(p.prefs.ports)
@@ -965,3 +967,5 @@ function p.prefs_changed()
 end
 
 register_ports()
+-- Analyze > Decode As... offers MetaRoCE for any UDP port.
+DissectorTable.get("udp.port"):add_for_decode_as(p)
