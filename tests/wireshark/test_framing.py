@@ -68,6 +68,8 @@ def main():
     check([int(p.get("pos")) - wslib.PAYLOAD_OFF for p in ps[:4]] == [0, 80, 160, 240],
           "each segment where it lies in the datagram")
     check(fields(ps[2], "metaroce.psn") == ["11259375"], "the third segment decoded in full")
+    check([fields(p, "metaroce.gso_index") for p in ps[:4]] == [["0"], ["1"], ["2"], ["3"]],
+          "metaroce.gso_index numbers the segments")
     notes = [e for e in wslib.experts(pkts[0]) if e[0] == "metaroce.gso"]
     check(len(notes) == 1 and notes[0][2] == str(0x00400000), "one note (not an error) on the batch")
     check(errors(pkts[1]) == ["RESERVED"] and len(malformed(pkts[1])) == 1 and
@@ -120,6 +122,8 @@ def main():
           % (nf, [foreign[i][:8].hex() for i in claimed]))
     check(len(wslib.protos(pkts[-2])) == 1 and len(wslib.protos(pkts[-1])) == 1 and
           errors(pkts[-1]) == ["FLAGS"], "after a claimed packet, the conversation's bad packet is flagged")
+    pkts = run(frames[:nv], ["--disable-heuristic", "metaroce_udp"])
+    check(all(not wslib.protos(p) for p in pkts), "--disable-heuristic metaroce_udp turns the heuristic off")
 
     # ---- snapshot length
     names = [e[0] for e in index if e[3].startswith("valid") and len(vec(e[0])) > 40]

@@ -9,7 +9,8 @@ Read mechanically from the sources:
   order, which must be the rows of the WIRE.C CHECKS table at the top of
   tools/wireshark/metaroce.lua;
 - tshark -G fields/values/decodes/heuristic-decodes/defaultprefs with the
-  dissector loaded: what the dissector registers.
+  dissector loaded: what the dissector registers;
+- docs/wireshark.md: every field and expert info the dissector registers.
 
 Every opcode needs an opcode name, a layout and a valid vector whose README
 table lists every member of its struct; every member a dissector field; every
@@ -286,6 +287,20 @@ def main():
     for fn in lfuncs:
         if fn not in cfuncs:
             problem("%s: the WIRE.C CHECKS table names %s(), which proto/wire.c no longer has" % (LUA, fn))
+
+    # an expert info for every error the decoder returns (but INVAL: a NULL argument)
+    codes = sorted({c for fn, cs in cfuncs.items() if fn not in ENCODE_ONLY for c in cs} - {"INVAL"})
+    for c in codes:
+        if not any(r[1] == "MRP_ERR_" + c for r in fields.values()):
+            problem("proto/wire.c's decoder returns MRP_ERR_%s: add ProtoExpert.new(\"metaroce.<name>\", "
+                    "\"MRP_ERR_%s\", expert.group.MALFORMED, expert.severity.ERROR) to ef in %s"
+                    % (c, c, LUA))
+
+    # every field documented
+    doc = read("docs/wireshark.md")
+    for name in sorted(fields):
+        if not re.search(r"`%s`" % re.escape(name), doc):
+            problem("docs/wireshark.md does not document the field `%s`" % name)
 
     # registration: the service port, the heuristic, the default port preference
     decodes = wslib.tshark_g("decodes")

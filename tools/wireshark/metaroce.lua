@@ -819,13 +819,15 @@ local function summary(tvb, datalen)
 	return s
 end
 
--- Dissect one packet (the whole of tvb). Returns its error code or nil.
-local function dissect_packet(tvb, pinfo, tree)
+-- Dissect one packet (the whole of tvb; segment gso_i of a batch if given).
+-- Returns its error code or nil, and its summary.
+local function dissect_packet(tvb, pinfo, tree, gso_i)
 	local datalen, cap = tvb:reported_len(), tvb:len()
 	local sum = summary(tvb, datalen)
 	local top = tree:add(p, tvb())
 	top:append_text(", " .. sum)
 	local items = { packet = top }
+	if gso_i then top:add(f.gso_index, gso_i):set_generated() end
 
 	local code, key, msg = verdict(tvb, datalen)
 
@@ -910,7 +912,7 @@ local function dissect(tvb, pinfo, tree)
 	for i, off in ipairs(offs) do
 		local l = math.min(seg, datalen - off)
 		local sub = tvb:range(off, l):tvb()
-		local code, sum = dissect_packet(sub, pinfo, tree)
+		local code, sum = dissect_packet(sub, pinfo, tree, i - 1)
 		if code and code ~= "UNKNOWN" then nbad = nbad + 1 end
 		first = first or sum
 	end
