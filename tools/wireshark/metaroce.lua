@@ -7,7 +7,7 @@ filterable fields named metaroce.*, on UDP port 19791 (the default service
 port; preference "UDP ports") and, on any other port, as a heuristic dissector
 on UDP that claims only datagrams the project's decoder would accept.
 
-Load it with
+Written for and tested with Wireshark 4.0 (Lua 5.2). Load it with
     tshark -X lua_script:metaroce.lua -r capture.pcap
     wireshark -X lua_script:metaroce.lua capture.pcap
 or install it into a Wireshark plugin directory (meson install does; see
@@ -782,7 +782,8 @@ end
 -- One line about the packet, for the Info column and the protocol item.
 local function summary(tvb, datalen)
 	local cap = tvb:len()
-	if datalen < HDR_LEN or cap < HDR_LEN then return "truncated" end
+	if datalen < HDR_LEN then return "truncated" end
+	if cap < HDR_LEN then return "header not captured" end
 	local op = tvb(1, 1):uint()
 	local name = OPCODE_NAMES[op] or string.format("opcode 0x%02x", op)
 	if tvb(0, 1):uint() ~= VERSION then
