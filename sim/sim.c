@@ -63,7 +63,8 @@ typedef struct cable_ref {
 } cable_ref;
 
 struct sim {
-	const sim_config *cfg;
+	const sim_config *cfg; /* &own: the simulator's copy of the caller's */
+	sim_config own;
 	const sim_transport_ops *ops;
 	uint64_t now;
 	uint64_t seed;
@@ -1077,6 +1078,58 @@ int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key, 
 	return 0;
 }
 
+/* A copy of n elements of elt bytes with the capacity grow() expects for n
+ * (so sim_config_add_*() keep working on the copy); NULL only when out of
+ * memory (n == 0 gives NULL too, and is no error). */
+static void *dup_array(const void *v, size_t n, size_t elt)
+{
+	size_t cap = 4;
+
+	if (n == 0)
+		return NULL;
+	while (cap < n)
+		cap *= 2;
+
+	void *d = malloc(cap * elt);
+
+	if (d)
+		memcpy(d, v, n * elt);
+	return d;
+}
+
+int sim_config_copy(sim_config *dst, const sim_config *src)
+{
+	*dst = *src;
+	dst->name = NULL;
+	dst->cables = NULL;
+	dst->flows = NULL;
+	dst->events = NULL;
+	dst->opts = NULL;
+	dst->ncables = dst->nflows = dst->nevents = dst->nopts = 0;
+	if (src->name && !(dst->name = strdup(src->name)))
+		goto nomem;
+	if (src->ncables && !(dst->cables = dup_array(src->cables, src->ncables, sizeof(*src->cables))))
+		goto nomem;
+	dst->ncables = src->ncables;
+	if (src->nflows && !(dst->flows = dup_array(src->flows, src->nflows, sizeof(*src->flows))))
+		goto nomem;
+	dst->nflows = src->nflows;
+	if (src->nevents && !(dst->events = dup_array(src->events, src->nevents, sizeof(*src->events))))
+		goto nomem;
+	dst->nevents = src->nevents;
+	for (size_t i = 0; i < src->nopts; i++) {
+		const sim_opt *o = &src->opts[i];
+
+		if (sim_config_add_opt(dst, o->transport, o->key, o->value, o->line) != 0)
+			goto nomem;
+	}
+	return 0;
+
+nomem:
+	sim_config_free(dst);
+	return MRP_ERR_NOMEM;
+}
+
 void sim_flow_config_init(sim_flow_config *fc)
 {
 	memset(fc, 0, sizeof(*fc));
@@ -1648,7 +1701,14 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 		snprintf(err, errlen, "out of memory");
 		return MRP_ERR_NOMEM;
 	}
-	s->cfg = cfg;
+	/* The simulator keeps its own copy: the caller may free or change cfg
+	 * as soon as sim_new() returns. */
+	if (sim_config_copy(&s->own, cfg) != 0) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return MRP_ERR_NOMEM;
+	}
+	cfg = s->cfg = &s->own;
 	s->ops = ops;
 	s->seed = cfg->seed;
 	s->nplanes = cfg->planes;
@@ -1768,5 +1828,6 @@ void sim_del(sim *s)
 	free(s->hosts);
 	free(s->evlink);
 	sim_evq_free(&s->q);
+	sim_config_free(&s->own);
 	free(s);
 }

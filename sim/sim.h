@@ -340,9 +340,13 @@ uint64_t sim_ecmp_hash(uint32_t src_addr, uint32_t dst_addr, uint16_t src_port,
 /*
  * Builds the world of cfg for the transport ops: switches, links, hosts
  * (host_new() on each), flows (patterns expanded, buffers filled) and the
- * scheduled flow starts and scenario events. cfg must stay valid and
- * unchanged until sim_del(). Returns 0, or a negative code with a message in
- * err ("scenario.yaml:12: events[0].port: 9 is out of range ...").
+ * scheduled flow starts and scenario events. The simulator keeps its own
+ * deep copy of cfg (sim_config_copy()): the caller still owns cfg and may
+ * change, move or free it as soon as sim_new() returns; sim_get_config()
+ * returns the copy, which lives until sim_del(). ops is not copied: it must
+ * outlive the simulator (the transports' ops are static constants).
+ * Returns 0, or a negative code with a message in err
+ * ("scenario.yaml:12: events[0].port: 9 is out of range ...").
  */
 int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char *err,
 	    size_t errlen);
@@ -476,7 +480,9 @@ typedef struct sim_opt {
 	int line;
 } sim_opt;
 
-/* Everything a run needs; what a scenario file says. */
+/* Everything a run needs; what a scenario file says. The arrays and
+ * strings belong to the sim_config (sim_config_free() frees them;
+ * sim_config_copy() duplicates them). */
 struct sim_config {
 	char *name; /* file name for messages */
 	uint64_t seed;
@@ -502,6 +508,10 @@ struct sim_config {
  * switch, links 100Gbps / 1us / 1MB queue / ECN above 100KB / no loss. */
 void sim_config_init(sim_config *cfg);
 void sim_config_free(sim_config *cfg);
+/* A deep copy of src into dst (every array and string duplicated; dst is
+ * overwritten, not freed first). 0, or MRP_ERR_NOMEM with dst left empty.
+ * A new pointer member of sim_config must be duplicated here too. */
+int sim_config_copy(sim_config *dst, const sim_config *src);
 /* Appends (copies) an entry; 0 or MRP_ERR_NOMEM. */
 int sim_config_add_flow(sim_config *cfg, const sim_flow_config *fc);
 int sim_config_add_event(sim_config *cfg, const sim_event_config *ec);
