@@ -347,6 +347,20 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 	return 0;
 }
 
+static void host_after(sim *s, sim_host *h);
+
+/* A host's NIC queue drained to the level its transport asked for. */
+static void nic_drained(sim *s, sim_link *l)
+{
+	sim_host *h = l->from.kind == SIM_NODE_HOST ? &s->hosts[l->from.index] : NULL;
+
+	l->notify_bytes = SIM_NEVER;
+	if (h && s->ops->on_nic) {
+		s->ops->on_nic(h->ts, l->plane, s->now);
+		host_after(s, h);
+	}
+}
+
 static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 {
 	if (epoch != l->epoch || !l->busy)
@@ -378,6 +392,8 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 		l->busy = 0;
 		l->ser_rem = 0;
 	}
+	if (l->notify_bytes != SIM_NEVER && l->qbytes <= l->notify_bytes)
+		nic_drained(s, l);
 }
 
 /* Sets the state of one direction; taking it down loses everything queued
@@ -398,6 +414,7 @@ static void link_set_state(sim *s, sim_link *l, unsigned state)
 		l->busy = 0;
 		l->ser_rem = 0;
 		l->epoch++;
+		l->notify_bytes = SIM_NEVER; /* on_link() tells the host instead */
 	}
 	l->state = (uint8_t)state;
 }
@@ -564,7 +581,11 @@ int sim_send(sim *s, sim_host *h, unsigned plane, sim_pkt *p)
 		sim_pkt_free(s, p);
 		return MRP_ERR_INVAL;
 	}
-	return link_offer(s, h->nic[plane], p);
+	int rc = link_offer(s, h->nic[plane], p);
+
+	if (rc == MRP_ERR_FULL)
+		s->st.nic_drops++;
+	return rc;
 }
 
 uint64_t sim_rand(sim *s, sim_host *h)
@@ -604,6 +625,28 @@ uint64_t sim_port_rate_bps(const sim *s, const sim_host *h, unsigned plane)
 uint64_t sim_port_queue_bytes(const sim *s, const sim_host *h, unsigned plane)
 {
 	return plane < s->nplanes ? h->nic[plane]->qbytes : 0;
+}
+
+uint64_t sim_port_room(const sim *s, const sim_host *h, unsigned plane)
+{
+	const sim_link *l = plane < s->nplanes ? h->nic[plane] : NULL;
+
+	return l && l->queue_bytes > l->qbytes ? l->queue_bytes - l->qbytes : 0;
+}
+
+int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes)
+{
+	if (plane >= s->nplanes)
+		return MRP_ERR_INVAL;
+
+	sim_link *l = h->nic[plane];
+
+	if (l->qbytes <= bytes || bytes == SIM_NEVER) {
+		l->notify_bytes = SIM_NEVER;
+		return 1;
+	}
+	l->notify_bytes = bytes;
+	return 0;
 }
 
 /* --------------------------------------------------------------- flows */
@@ -1501,6 +1544,7 @@ static sim_link *new_cable(sim *s, unsigned p, sim_node a, void *aobj, sim_node 
 		l->id = (uint32_t)(l - s->links);
 		l->plane = (uint8_t)p;
 		l->state = SIM_LINK_UP;
+		l->notify_bytes = SIM_NEVER;
 		link_params(l, lp, LP_ALL);
 		sim_rng_seed(&l->rng, s->seed, TAG_LINK + l->id);
 	}

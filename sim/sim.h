@@ -157,6 +157,10 @@ struct sim_link {
 	sim_rng rng;      /* loss draws: one stream per link */
 	void *to_obj;     /* sim_host or sim_switch at the far end */
 
+	/* host NIC backpressure (sim_port_notify()): on_nic() when qbytes
+	 * falls to at most this; SIM_NEVER = nobody asked */
+	uint64_t notify_bytes;
+
 	/* statistics */
 	uint64_t max_qbytes;
 	uint64_t tx_bytes, tx_pkts; /* left the queue (includes wire losses) */
@@ -240,6 +244,9 @@ typedef struct sim_transport_ops {
 	/* Optional. Invariants of this host's state: 0 if they hold, otherwise
 	 * non-zero with a sentence in err. Must not change anything. */
 	int (*check)(void *hs, char *err, size_t errlen);
+	/* Optional. The host's NIC queue on plane drained to the level asked
+	 * for with sim_port_notify() (once per request). */
+	void (*on_nic)(void *hs, unsigned plane, uint64_t now_ns);
 } sim_transport_ops;
 
 /* ------------------------------------------------------------------- hosts */
@@ -263,6 +270,12 @@ struct sim_host {
  * Always takes ownership of p. Returns 0 when queued, MRP_ERR_STATE if the
  * port is down, MRP_ERR_FULL if the NIC queue overflowed, MRP_ERR_INVAL for a
  * bad plane (the packet is dropped and counted in each case).
+ *
+ * A host's NIC is a queue with backpressure: a transport sends only what
+ * fits (sim_port_room()) and, when it is full, asks to be told when it has
+ * drained (sim_port_notify(), on_nic()). A packet the host's own NIC drops
+ * for overflow is a transport defect: it is counted in sim_stats.nic_drops
+ * (the roce and metaroce transports keep it at 0; tests assert it).
  */
 int sim_send(sim *s, sim_host *h, unsigned plane, sim_pkt *p);
 
@@ -292,6 +305,15 @@ sim_host *sim_addr_host(const sim *s, uint32_t addr, unsigned *plane);
 int sim_port_up(const sim *s, const sim_host *h, unsigned plane);
 uint64_t sim_port_rate_bps(const sim *s, const sim_host *h, unsigned plane);
 uint64_t sim_port_queue_bytes(const sim *s, const sim_host *h, unsigned plane);
+/* Bytes the port's output queue can still take (queue capacity - queued);
+ * 0 for a bad plane. */
+uint64_t sim_port_room(const sim *s, const sim_host *h, unsigned plane);
+/* Asks for one on_nic(plane) call the first time the port's queue holds at
+ * most bytes after a packet leaves it (replacing an earlier request on that
+ * port). Returns 0 when armed, 1 if the queue already holds at most bytes
+ * (nothing is armed: there is room now), MRP_ERR_INVAL for a bad plane. A
+ * port going down cancels the request (on_link() reports it instead). */
+int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes);
 
 /* Transport options of the scenario (section transport.<ops->name>): the
  * value of key as written, or NULL. The typed getters store def when the
@@ -382,6 +404,8 @@ typedef struct sim_stats {
 	uint64_t flows_done;
 	uint64_t verify_failures; /* set by sim_verify() */
 	uint64_t pkts_live;       /* packets allocated and not freed */
+	uint64_t nic_drops;       /* packets a host's own NIC dropped because its
+				   * queue was full (sim_send() said MRP_ERR_FULL) */
 	unsigned nmsgs;           /* first violation messages kept */
 	char msgs[8][160];
 } sim_stats;

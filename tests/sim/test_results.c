@@ -46,6 +46,7 @@ static void run_finish(run *rn, int status)
 	assert_int_equal(rn->r.verify_failures, 0);
 	assert_int_equal(rn->r.unfinished, 0);
 	assert_int_equal(rn->r.failed, 0);
+	assert_int_equal(rn->r.nic_drops, 0);
 }
 
 static void run_free(run *rn)
