@@ -80,7 +80,7 @@ struct sim {
 	size_t nflows, flows_left;
 	sim_link **evlink; /* per scenario event: the cable it names, or NULL */
 
-	sim_pkt *free_pkts[2];
+	sim_pkt *free_pkts[SIM_PKT_POOLS];
 	void **slabs;
 	size_t nslabs, slabcap;
 
@@ -220,9 +220,18 @@ static void schedule(sim *s, uint64_t t, uint32_t kind, uint32_t arg, void *obj)
 
 /* ------------------------------------------------------------- packets */
 
+/* Data bytes of the packets of each pool: small (control packets), one
+ * 4 KB-MTU data packet with its header, the largest. */
+static const uint32_t pool_cap[SIM_PKT_POOLS] = {SIM_PKT_SMALL, SIM_PKT_MID, SIM_PKT_MAX};
+
+static unsigned pool_of(size_t cap)
+{
+	return cap <= SIM_PKT_SMALL ? 0 : cap <= SIM_PKT_MID ? 1 : 2;
+}
+
 static int pool_grow(sim *s, unsigned which)
 {
-	size_t cap = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+	size_t cap = pool_cap[which];
 	size_t elt = (sizeof(sim_pkt) + cap + 15) & ~(size_t)15;
 
 	if (s->nslabs == s->slabcap) {
@@ -259,13 +268,13 @@ sim_pkt *sim_pkt_new(sim *s, size_t cap)
 	if (cap > SIM_PKT_MAX)
 		return NULL;
 
-	unsigned which = cap > SIM_PKT_SMALL;
+	unsigned which = pool_of(cap);
 
 	if (!s->free_pkts[which] && pool_grow(s, which) != 0)
 		return NULL;
 
 	sim_pkt *p = s->free_pkts[which];
-	size_t size = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+	size_t size = pool_cap[which];
 
 	UNPOISON((char *)p + sizeof(p->next), sizeof(*p) - sizeof(p->next) + size);
 	s->free_pkts[which] = p->next;
@@ -285,12 +294,12 @@ void sim_pkt_free(sim *s, sim_pkt *p)
 {
 	if (!p)
 		return;
-	assert(p->pool < 2 && p->data == (uint8_t *)(p + 1));
+	assert(p->pool < SIM_PKT_POOLS && p->data == (uint8_t *)(p + 1));
 	p->next = s->free_pkts[p->pool];
 	s->free_pkts[p->pool] = p;
 	s->st.pkts_live--;
 	POISON((char *)p + sizeof(p->next),
-	       sizeof(*p) - sizeof(p->next) + (p->pool ? SIM_PKT_MAX : SIM_PKT_SMALL));
+	       sizeof(*p) - sizeof(p->next) + pool_cap[p->pool]);
 }
 
 /* --------------------------------------------------------------- links */

@@ -44,8 +44,13 @@
 /* Largest packet data buffer (a MetaRoCE data packet: 72-byte header plus a
  * 9000-byte payload fits). */
 #define SIM_PKT_MAX 9216
-/* Packets asking for at most this much data come from the small pool. */
+/* Packets come from three pools by the data room they ask for: at most
+ * SIM_PKT_SMALL (control packets), at most SIM_PKT_MID (a data packet of a
+ * 4 KB MTU and its header), at most SIM_PKT_MAX. A packet in flight costs
+ * its pool's size, so a 4 KB-MTU packet does not hold 9 KB. */
 #define SIM_PKT_SMALL 512
+#define SIM_PKT_MID 4352
+#define SIM_PKT_POOLS 3
 /* Wire bytes around the UDP payload: preamble 8 + Ethernet 14 + IPv4 20 +
  * UDP 8 + FCS 4 + inter-frame gap 12. sim_send() adds it when len is 0. */
 #define SIM_WIRE_OVERHEAD 66

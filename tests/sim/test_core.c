@@ -385,6 +385,15 @@ static void test_packet_pool(void **state)
 	assert_int_equal(sim_get_stats(s)->pkts_live, 0);
 	assert_ptr_equal(sim_pkt_new(s, 10), last); /* LIFO reuse, no malloc */
 
+	/* a 4 KB-MTU data packet takes a mid-size buffer, not the largest */
+	sim_pkt *mid = sim_pkt_new(s, 4096 + 72);
+
+	assert_int_equal(mid->cap, SIM_PKT_MID);
+	assert_int_equal(sim_pkt_new(s, SIM_PKT_MID + 1)->cap, SIM_PKT_MAX);
+	assert_int_equal(sim_pkt_new(s, SIM_PKT_SMALL)->cap, SIM_PKT_SMALL);
+	sim_pkt_free(s, mid);
+	assert_int_equal(sim_get_stats(s)->pkts_live, 3);
+
 	/* sim_send fills the source address and the wire length */
 	sim_pkt *q = sim_pkt_new(s, 10);
 
@@ -394,7 +403,7 @@ static void test_packet_pool(void **state)
 	assert_int_equal(link_named(s, "p0:host0->switch")->qbytes, 10 + SIM_WIRE_OVERHEAD);
 	assert_int_equal(sim_send(s, sim_host_get(s, 0), 5, sim_pkt_new(s, 10)), MRP_ERR_INVAL);
 	sim_run(s, SIM_NEVER);
-	assert_int_equal(sim_get_stats(s)->pkts_live, 1); /* the one from the LIFO check */
+	assert_int_equal(sim_get_stats(s)->pkts_live, 3); /* the LIFO check's and two sizes' */
 	sim_del(s);
 	sim_config_free(&cfg);
 }
