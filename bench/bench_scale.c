@@ -44,7 +44,7 @@ typedef struct sample {
 	double wall_s, cpu_s;
 	uint64_t events, flows, sim_ns, nic_drops, drops;
 	uint64_t rss_start, rss_built, rss_peak; /* bytes */
-	char err[200];
+	char err[400];
 } sample;
 
 static double wall(void)
@@ -118,7 +118,7 @@ static void run_one(uint32_t hosts, unsigned planes, uint64_t bytes, const sim_t
 	o->rss_start = rss_now();
 	scale_config(&cfg, hosts, planes, bytes);
 	if (sim_new(&cfg, ops, &s, err, sizeof(err)) != 0) {
-		snprintf(o->err, sizeof(o->err), "%s", err);
+		snprintf(o->err, sizeof(o->err), "%.300s", err);
 		sim_config_free(&cfg);
 		return;
 	}
@@ -144,7 +144,7 @@ static void run_one(uint32_t hosts, unsigned planes, uint64_t bytes, const sim_t
 		st->flows_done == o->flows;
 	if (!o->ok)
 		snprintf(o->err, sizeof(o->err),
-			 "run %d, %zu verification failures, %llu violations (%s), %llu of %llu "
+			 "run %d, %zu verification failures, %llu violations (%.160s), %llu of %llu "
 			 "flows done, %llu NIC drops",
 			 rc, bad, (unsigned long long)st->violations, st->nmsgs ? st->msgs[0] : "-",
 			 (unsigned long long)st->flows_done, (unsigned long long)o->flows,

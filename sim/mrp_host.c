@@ -488,6 +488,8 @@ static void reap(mconn *mc, uint64_t now)
 		mc->f->retx_pkts = st.retx_pkts;
 	else
 		mc->f->spurious_pkts = st.rx_dup_pkts; /* retransmissions it already had */
+	if (!mc->sender)
+		mc->f->rx_bytes = st.rx_bytes; /* the time series' per-flow rate */
 	if (mc->sender && !mc->finished) {
 		if (mc->done_wr == mc->next_wr && mc->posted_bytes >= mc->f->bytes) {
 			mc->finished = 1;
