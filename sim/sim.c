@@ -79,6 +79,12 @@ struct sim {
 	size_t nflows, flows_left;
 	sim_link **evlink; /* per scenario event: the cable it names, or NULL */
 
+	/* collectives: the flows waiting for each flow (CSR: dependents of flow
+	 * i are dep_list[dep_off[i] .. dep_off[i+1]-1]) and shared buffers */
+	uint32_t *dep_off, *dep_list;
+	uint8_t **shared;
+	size_t nshared;
+
 	sim_pkt *free_pkts[2];
 	void **slabs;
 	size_t nslabs, slabcap;
@@ -607,6 +613,28 @@ uint64_t sim_port_queue_bytes(const sim *s, const sim_host *h, unsigned plane)
 
 /* --------------------------------------------------------------- flows */
 
+/* Collectives: f is complete; the flows waiting for it start when their
+ * last dependency is complete (now), or fail with it. */
+static void coll_release(sim *s, sim_flow *f, uint64_t now_ns, int status)
+{
+	if (!s->dep_off)
+		return;
+	for (uint32_t i = s->dep_off[f->id]; i < s->dep_off[f->id + 1]; i++) {
+		sim_flow *d = &s->flows[s->dep_list[i]];
+
+		if (d->done || d->waiting == 0)
+			continue;
+		if (status < 0) {
+			d->waiting = 0;
+			d->start_ns = now_ns;
+			sim_flow_done(s, d, now_ns, status);
+		} else if (--d->waiting == 0) {
+			d->start_ns = now_ns;
+			schedule(s, now_ns, EV_FLOW_START, 0, d);
+		}
+	}
+}
+
 void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status)
 {
 	if (f->done) {
@@ -618,6 +646,7 @@ void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status)
 	f->finish_ns = now_ns;
 	s->flows_left--;
 	s->st.flows_done++;
+	coll_release(s, f, now_ns, status);
 }
 
 static void flow_start(sim *s, sim_flow *f)
@@ -625,6 +654,17 @@ static void flow_start(sim *s, sim_flow *f)
 	sim_host *src = &s->hosts[f->src], *dst = &s->hosts[f->dst];
 	int rc = 0;
 
+	if (f->done)
+		return; /* failed with a dependency */
+	/* a collective step starts only when its inputs have arrived */
+	for (uint32_t i = 0; i < f->ndeps; i++) {
+		const sim_flow *d = &s->flows[f->deps[i]];
+
+		if (!d->done || d->finish_ns > s->now || f->start_ns < d->finish_ns)
+			sim_violation(s, "flow %" PRIu32 " (step %" PRIu32 " of rank %" PRIu32
+				      ") started before its input flow %" PRIu32 " completed",
+				      f->id, f->step, f->rank, d->id);
+	}
 	if (s->ops->flow_accept) {
 		rc = s->ops->flow_accept(dst->ts, f, s->now);
 		host_after(s, dst);
@@ -644,6 +684,10 @@ size_t sim_verify(sim *s)
 	for (size_t i = 0; i < s->nflows; i++) {
 		sim_flow *f = &s->flows[i];
 
+		if (f->unchecked) {
+			f->verified = 0; /* shared buffers: nothing to compare */
+			continue;
+		}
 		f->verified = f->done && f->status == 0 && memcmp(f->src_buf, f->dst_buf, f->bytes) == 0;
 		if (f->done && f->status == 0 && !f->verified)
 			bad++;
@@ -987,6 +1031,7 @@ void sim_config_init(sim_config *cfg)
 	cfg->hosts = 2;
 	cfg->planes = 1;
 	cfg->max_buffer_bytes = 8ull << 30;
+	cfg->coll_entry = -1;
 
 	sim_link_params lp = {
 		.rate_bps = 100000000000ull,
@@ -1015,6 +1060,11 @@ void sim_config_free(sim_config *cfg)
 	free(cfg->flows);
 	free(cfg->events);
 	free(cfg->name);
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		free(cfg->colls[i].ranks);
+		free(cfg->colls[i].sizes);
+	}
+	free(cfg->colls);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -1051,6 +1101,20 @@ int sim_config_add_event(sim_config *cfg, const sim_event_config *ec)
 int sim_config_add_cable(sim_config *cfg, const sim_cable_config *cc)
 {
 	APPEND(cfg->cables, cfg->ncables, cc);
+	return 0;
+}
+
+int sim_config_add_coll(sim_config *cfg, const sim_coll_config *cc)
+{
+	void *nv = grow(cfg->colls, cfg->ncolls, sizeof(*cc));
+
+	if (!nv) {
+		free(cc->ranks);
+		free(cc->sizes);
+		return MRP_ERR_NOMEM;
+	}
+	cfg->colls = nv;
+	cfg->colls[cfg->ncolls++] = *cc;
 	return 0;
 }
 
@@ -1106,6 +1170,13 @@ size_t sim_config_flow_count(const sim_config *cfg)
 
 	for (size_t i = 0; i < cfg->nflows; i++)
 		n += flow_spec_count(cfg, &cfg->flows[i]);
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		const sim_coll_config *cc = &cfg->colls[i];
+		uint32_t nr = sim_coll_nranks(cfg, cc);
+
+		if (sim_coll_selected(cfg, i) && nr >= 2)
+			n += (size_t)sim_coll_steps(cc->type, nr) * nr;
+	}
 	return n;
 }
 
@@ -1225,6 +1296,73 @@ static int port_resolve(const sim_config *cfg, unsigned p, const sim_port_ref *r
 static int event_plane(const sim_config *cfg, const sim_event_config *e)
 {
 	return e->plane >= 0 ? e->plane : (cfg->planes == 1 ? 0 : -1);
+}
+
+/* Buffer bytes collective i needs at size: 2 x its flow bytes, or 2 x one
+ * chunk when they are above verify_max (shared buffers). *shared is set. */
+static uint64_t coll_buffer_bytes(const sim_config *cfg, size_t i, uint64_t size, int *shared)
+{
+	const sim_coll_config *cc = &cfg->colls[i];
+	uint32_t n = sim_coll_nranks(cfg, cc);
+	uint64_t chunk = sim_coll_chunk(cc->type, n, size);
+	uint64_t flows = (uint64_t)sim_coll_steps(cc->type, n) * n;
+
+	*shared = flows > UINT64_MAX / 2 / chunk || 2 * flows * chunk > cc->verify_max;
+	return *shared ? 2 * chunk : 2 * flows * chunk;
+}
+
+/* Checks the collectives of cfg; adds the buffer bytes the selected ones
+ * need to *total. */
+static int check_colls(const sim_config *cfg, uint64_t *total, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		const sim_coll_config *cc = &cfg->colls[i];
+		uint32_t n = sim_coll_nranks(cfg, cc);
+		int shared;
+
+		if (cc->type >= SIM_COLL_N)
+			return fail(err, errlen, cfg, cc->line, "collectives[%zu].type: unknown", i);
+		if (n < 2 || n > cfg->hosts)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu].ranks: %" PRIu32 " ranks is out of range (2-%" PRIu32
+				    ")",
+				    i, n, cfg->hosts);
+		if (cc->type == SIM_COLL_ALLREDUCE_RD && (n & (n - 1)) != 0)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu]: allreduce_rd needs a power-of-two number of ranks, "
+				    "not %" PRIu32,
+				    i, n);
+		for (uint32_t r = 0; cc->ranks && r < n; r++) {
+			if (cc->ranks[r] >= cfg->hosts)
+				return fail(err, errlen, cfg, cc->line,
+					    "collectives[%zu].ranks[%" PRIu32 "]: host %" PRIu32
+					    " does not exist (hosts: %" PRIu32 ")",
+					    i, r, cc->ranks[r], cfg->hosts);
+			for (uint32_t q = 0; q < r; q++)
+				if (cc->ranks[q] == cc->ranks[r])
+					return fail(err, errlen, cfg, cc->line,
+						    "collectives[%zu].ranks: host %" PRIu32
+						    " is rank %" PRIu32 " and rank %" PRIu32,
+						    i, cc->ranks[r], q, r);
+		}
+		if (cc->nsizes == 0)
+			return fail(err, errlen, cfg, cc->line, "collectives[%zu]: needs a size", i);
+		for (size_t k = 0; k < cc->nsizes; k++)
+			if (cc->sizes[k] == 0 || cc->sizes[k] > (1ull << 40))
+				return fail(err, errlen, cfg, cc->line,
+					    "collectives[%zu].sizes[%zu]: %" PRIu64
+					    " is out of range (1 B - 1 TiB)",
+					    i, k, cc->sizes[k]);
+		if (cc->plane >= (int)cfg->planes)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu].plane: %d is out of range (0-%u)", i, cc->plane,
+				    cfg->planes - 1);
+		if (cc->op >= SIM_OP_N)
+			return fail(err, errlen, cfg, cc->line, "collectives[%zu].op: unknown", i);
+		if (sim_coll_selected(cfg, i))
+			*total += coll_buffer_bytes(cfg, i, sim_coll_size(cfg, i), &shared);
+	}
+	return 0;
 }
 
 int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
@@ -1347,10 +1485,13 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 		if (total > UINT64_MAX / 4)
 			return fail(err, errlen, cfg, f->line, "flows[%zu]: too many bytes", i);
 	}
-	if (total * 2 > cfg->max_buffer_bytes) {
+	total *= 2;
+	if (check_colls(cfg, &total, err, errlen) != 0)
+		return MRP_ERR_INVAL;
+	if (total > cfg->max_buffer_bytes) {
 		char a[32], b[32];
 
-		sim_fmt_bytes(a, sizeof(a), (double)total * 2);
+		sim_fmt_bytes(a, sizeof(a), (double)total);
 		sim_fmt_bytes(b, sizeof(b), (double)cfg->max_buffer_bytes);
 		return fail(err, errlen, cfg, 0,
 			    "flows: need %s of buffers (source and destination of every flow); "
@@ -1560,6 +1701,7 @@ static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t ds
 	f->plane = (int8_t)fc->plane;
 	f->stream = fc->stream;
 	f->finish_ns = SIM_NEVER;
+	f->coll = -1;
 	f->src_buf = malloc(fc->bytes);
 	f->dst_buf = malloc(fc->bytes);
 	s->nflows++;
@@ -1570,6 +1712,117 @@ static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t ds
 	 * building, instead of during the run (where zeroing fresh pages
 	 * would otherwise dominate the cost of large flows). */
 	memset(f->dst_buf, 0, fc->bytes);
+	return 0;
+}
+
+/* A buffer shared by the flows of a collective too large to verify. */
+static uint8_t *shared_buf(sim *s, uint64_t len)
+{
+	uint8_t **v = realloc(s->shared, (s->nshared + 1) * sizeof(*v));
+	uint8_t *b;
+
+	if (!v)
+		return NULL;
+	s->shared = v;
+	b = malloc(len);
+	if (b)
+		s->shared[s->nshared++] = b;
+	return b;
+}
+
+/* Expands collective ci into flows (its flow k is step k / n of rank k % n)
+ * with their dependencies. Under verify_max every flow has its own source
+ * pattern and destination buffer; above it every flow of the collective
+ * sends from one shared pattern into one shared sink (not verified). */
+static int build_coll(sim *s, size_t ci)
+{
+	const sim_config *cfg = s->cfg;
+	const sim_coll_config *cc = &cfg->colls[ci];
+	uint32_t n = sim_coll_nranks(cfg, cc);
+	uint64_t size = sim_coll_size(cfg, ci);
+	uint64_t chunk = sim_coll_chunk(cc->type, n, size);
+	uint32_t nflows = sim_coll_steps(cc->type, n) * n;
+	uint32_t base = (uint32_t)s->nflows;
+	uint8_t *ssrc = NULL, *sdst = NULL;
+	int shared;
+
+	coll_buffer_bytes(cfg, ci, size, &shared);
+	if (shared) {
+		ssrc = shared_buf(s, chunk);
+		sdst = shared_buf(s, chunk);
+		if (!ssrc || !sdst)
+			return MRP_ERR_NOMEM;
+		fill_pattern(ssrc, chunk, s->seed, base);
+		memset(sdst, 0, chunk);
+	}
+	for (uint32_t k = 0; k < nflows; k++) {
+		sim_flow *f = &s->flows[s->nflows];
+		uint32_t sr, dr, deps[2];
+		unsigned nd = sim_coll_flow(cc->type, n, k, &sr, &dr, deps);
+
+		f->id = (uint32_t)s->nflows;
+		f->src = sim_coll_host(cc, sr);
+		f->dst = sim_coll_host(cc, dr);
+		f->bytes = chunk;
+		f->start_ns = cc->start_ns;
+		f->op = (uint8_t)cc->op;
+		f->plane = (int8_t)cc->plane;
+		f->stream = cc->stream;
+		f->finish_ns = SIM_NEVER;
+		f->coll = (int32_t)ci;
+		f->step = k / n;
+		f->rank = sr;
+		f->ndeps = nd;
+		for (unsigned d = 0; d < nd; d++)
+			f->deps[d] = base + deps[d];
+		f->waiting = nd;
+		s->nflows++;
+		if (shared) {
+			f->src_buf = ssrc;
+			f->dst_buf = sdst;
+			f->unchecked = 1;
+			continue;
+		}
+		f->src_buf = malloc(chunk);
+		f->dst_buf = malloc(chunk);
+		if (!f->src_buf || !f->dst_buf)
+			return MRP_ERR_NOMEM;
+		fill_pattern(f->src_buf, chunk, s->seed, f->id);
+		memset(f->dst_buf, 0, chunk);
+	}
+	return 0;
+}
+
+/* The reverse of the flows' dependencies, for coll_release(). */
+static int build_dependents(sim *s)
+{
+	size_t ndeps = 0;
+
+	for (size_t i = 0; i < s->nflows; i++)
+		ndeps += s->flows[i].ndeps;
+	if (ndeps == 0)
+		return 0;
+	s->dep_off = calloc(s->nflows + 1, sizeof(*s->dep_off));
+	s->dep_list = calloc(ndeps, sizeof(*s->dep_list));
+	if (!s->dep_off || !s->dep_list)
+		return MRP_ERR_NOMEM;
+	for (size_t i = 0; i < s->nflows; i++)
+		for (uint32_t d = 0; d < s->flows[i].ndeps; d++)
+			s->dep_off[s->flows[i].deps[d] + 1]++;
+	for (size_t i = 0; i < s->nflows; i++)
+		s->dep_off[i + 1] += s->dep_off[i];
+
+	uint32_t *fill = calloc(s->nflows, sizeof(*fill));
+
+	if (!fill)
+		return MRP_ERR_NOMEM;
+	for (size_t i = 0; i < s->nflows; i++)
+		for (uint32_t d = 0; d < s->flows[i].ndeps; d++) {
+			uint32_t j = s->flows[i].deps[d];
+
+			s->dep_list[s->dep_off[j] + fill[j]++] = (uint32_t)i;
+		}
+	free(fill);
 	return 0;
 }
 
@@ -1629,6 +1882,11 @@ static int build_flows(sim *s)
 			break;
 		}
 	}
+	for (size_t i = 0; i < cfg->ncolls && rc == 0; i++)
+		if (sim_coll_selected(cfg, i))
+			rc = build_coll(s, i);
+	if (rc == 0)
+		rc = build_dependents(s);
 	s->flows_left = s->nflows;
 	return rc;
 }
@@ -1718,7 +1976,8 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 		schedule(s, e->at_ns, EV_SCENARIO, (uint32_t)i, NULL);
 	}
 	for (size_t i = 0; i < s->nflows; i++)
-		schedule(s, s->flows[i].start_ns, EV_FLOW_START, 0, &s->flows[i]);
+		if (s->flows[i].ndeps == 0) /* the others start when their inputs are done */
+			schedule(s, s->flows[i].start_ns, EV_FLOW_START, 0, &s->flows[i]);
 	if (s->fatal)
 		goto nomem;
 
@@ -1752,9 +2011,16 @@ void sim_del(sim *s)
 		if (s->hosts[i].ts && s->ops->host_del)
 			s->ops->host_del(s->hosts[i].ts);
 	for (size_t i = 0; s->flows && i < s->nflows; i++) {
+		if (s->flows[i].unchecked)
+			continue; /* shared: freed below */
 		free(s->flows[i].src_buf);
 		free(s->flows[i].dst_buf);
 	}
+	for (size_t i = 0; i < s->nshared; i++)
+		free(s->shared[i]);
+	free(s->shared);
+	free(s->dep_off);
+	free(s->dep_list);
 	free(s->flows);
 	for (unsigned p = 0; p < s->nplanes; p++) {
 		for (uint32_t i = 0; s->planes[p].sw && i < s->planes[p].nsw; i++)

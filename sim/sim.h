@@ -198,6 +198,17 @@ struct sim_flow {
 	int status;         /* sim_flow_done()'s status: 0 ok, < 0 failed */
 	uint64_t finish_ns; /* SIM_NEVER until done */
 	int verified;       /* after sim_verify(): dst_buf == src_buf */
+
+	/* Collectives (collective.c): a step of collective coll. A flow with
+	 * dependencies starts when the last of deps[] completes (start_ns is
+	 * then set to that time); if one fails, it fails too. */
+	int32_t coll;      /* index in cfg->colls, -1 = a plain flow */
+	uint32_t step;     /* the step of the collective */
+	uint32_t rank;     /* the sending rank's index */
+	uint32_t ndeps;    /* 0-2 */
+	uint32_t deps[2];  /* flow ids this one waits for */
+	uint32_t waiting;  /* core: deps not yet complete */
+	int unchecked;     /* core: shared buffers, memory not verified */
 };
 
 /* An operator's steering command (scenario event "steer"). */
@@ -476,6 +487,38 @@ typedef struct sim_opt {
 	int line;
 } sim_opt;
 
+/*
+ * A collective over ranks (collective.c, the scenario's collectives:
+ * section). size is per rank, as nccl-tests counts it: all-reduce, the
+ * buffer every rank reduces; all-gather, the gathered output; all-to-all,
+ * what every rank sends in all. Ring all-reduce runs 2(n-1) steps of
+ * ceil(size/n) bytes, recursive doubling log2(n) steps of size bytes,
+ * pairwise all-to-all and ring all-gather n-1 steps of ceil(size/n) bytes.
+ */
+enum {
+	SIM_COLL_ALLREDUCE_RING,
+	SIM_COLL_ALLREDUCE_RD,
+	SIM_COLL_ALLTOALL,
+	SIM_COLL_ALLGATHER,
+	SIM_COLL_N,
+};
+/* "allreduce_ring", "allreduce_rd", "alltoall", "allgather" */
+const char *sim_coll_name(unsigned type);
+
+typedef struct sim_coll_config {
+	unsigned type;       /* SIM_COLL_* */
+	uint32_t *ranks;     /* the host of each rank; NULL = hosts 0 .. nranks-1 */
+	uint32_t nranks;     /* 0 = every host */
+	uint64_t *sizes;     /* one run per size */
+	size_t nsizes;
+	uint64_t start_ns;
+	unsigned op;
+	uint32_t stream;
+	int plane;           /* -1 = transport's choice */
+	uint64_t verify_max; /* above this many buffer bytes: shared buffers, unverified */
+	int line;
+} sim_coll_config;
+
 /* Everything a run needs; what a scenario file says. */
 struct sim_config {
 	char *name; /* file name for messages */
@@ -496,6 +539,13 @@ struct sim_config {
 	uint64_t max_buffer_bytes; /* limit of 2 x total flow bytes */
 	/* lines of top-level keys, for messages (0 = not given) */
 	int hosts_line, planes_line, fabric_line;
+
+	/* collectives: sim_new() expands entry coll_entry (-1 = every entry)
+	 * at size index coll_size (clamped to each entry's list) */
+	sim_coll_config *colls;
+	size_t ncolls;
+	int coll_entry;
+	size_t coll_size;
 };
 
 /* Defaults: seed 1, duration 1s, mtu 4096, 2 hosts, 1 plane, single
@@ -508,6 +558,29 @@ int sim_config_add_event(sim_config *cfg, const sim_event_config *ec);
 int sim_config_add_cable(sim_config *cfg, const sim_cable_config *cc);
 int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key,
 		       const char *value, int line);
+/* Appends a collective, taking its ranks and sizes arrays (malloc()ed;
+ * freed by sim_config_free(), also on error). 0 or MRP_ERR_NOMEM. */
+int sim_config_add_coll(sim_config *cfg, const sim_coll_config *cc);
+
+/* ------------------------------------------------------- collectives */
+
+/* Ranks of collective cc in cfg, and the host of rank r. */
+uint32_t sim_coll_nranks(const sim_config *cfg, const sim_coll_config *cc);
+uint32_t sim_coll_host(const sim_coll_config *cc, uint32_t r);
+/* Whether sim_new() expands entry i, and at which size. */
+int sim_coll_selected(const sim_config *cfg, size_t i);
+uint64_t sim_coll_size(const sim_config *cfg, size_t i);
+/* Steps, flows (steps x ranks) and bytes per flow of a collective of n ranks. */
+uint32_t sim_coll_steps(unsigned type, uint32_t n);
+uint64_t sim_coll_chunk(unsigned type, uint32_t n, uint64_t size);
+/* Flow k (= step * n + sending rank) of the collective: the ranks it goes
+ * between and the flows (indices within the collective) it waits for.
+ * Returns the number of dependencies (0-2). */
+unsigned sim_coll_flow(unsigned type, uint32_t n, uint32_t k, uint32_t *src_rank, uint32_t *dst_rank,
+		       uint32_t deps[2]);
+/* nccl-tests' bus bandwidth factor: busbw = size / time * factor. */
+double sim_coll_busbw_factor(unsigned type, uint32_t n);
+
 /* Default sim_flow_config (op write, plane -1, ...). */
 void sim_flow_config_init(sim_flow_config *fc);
 
