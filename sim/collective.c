@@ -16,6 +16,9 @@
  *   - pairwise all-to-all: at step s rank r sends its chunk for r+s+1 and
  *     receives from r-s-1 (an MPI sendrecv); step s starts when both the
  *     send and the receive of step s-1 are complete.
+ * With channels C > 1 every step is cut into C flows, one per channel, and
+ * channel c waits only for channel c (a collective library's channels, each
+ * on its own queue pair and NIC).
  */
 #include <stddef.h>
 
@@ -73,21 +76,23 @@ uint32_t sim_coll_steps(unsigned type, uint32_t n)
 	}
 }
 
-uint64_t sim_coll_chunk(unsigned type, uint32_t n, uint64_t size)
+uint64_t sim_coll_chunk(unsigned type, uint32_t n, uint32_t channels, uint64_t size)
 {
-	if (type == SIM_COLL_ALLREDUCE_RD)
-		return size ? size : 1;
-
-	uint64_t c = size / n + (size % n != 0);
+	uint64_t d = (type == SIM_COLL_ALLREDUCE_RD ? 1 : (uint64_t)n) * (channels ? channels : 1);
+	uint64_t c = size / d + (size % d != 0);
 
 	return c ? c : 1;
 }
 
-unsigned sim_coll_flow(unsigned type, uint32_t n, uint32_t k, uint32_t *src_rank, uint32_t *dst_rank,
-		       uint32_t deps[2])
+unsigned sim_coll_flow(unsigned type, uint32_t n, uint32_t channels, uint32_t k, uint32_t *pstep,
+		       uint32_t *channel, uint32_t *src_rank, uint32_t *dst_rank, uint32_t deps[2])
 {
-	uint32_t step = k / n, r = k % n;
+	uint32_t C = channels ? channels : 1;
+	uint32_t ch = k % C, step = k / C / n, r = k / C % n;
 	unsigned nd = 0;
+
+	*pstep = step;
+	*channel = ch;
 
 	switch (type) {
 	case SIM_COLL_ALLREDUCE_RD:
@@ -111,6 +116,8 @@ unsigned sim_coll_flow(unsigned type, uint32_t n, uint32_t k, uint32_t *src_rank
 			deps[nd++] = (step - 1) * n + (r + n - 1) % n;
 		break;
 	}
+	for (unsigned i = 0; i < nd; i++) /* a channel waits only for itself */
+		deps[i] = deps[i] * C + ch;
 	return nd;
 }
 

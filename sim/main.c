@@ -28,6 +28,7 @@ static void usage(FILE *out)
 		"  -j, --json           print one JSON document instead of tables\n"
 		"  -t, --transport NAME roce, roce-pfc, metaroce; both (roce and metaroce) or\n"
 		"                       all (default: roce, roce-pfc and metaroce, side by side)\n"
+		"  -m, --max-size SIZE  collectives: run only the sizes up to SIZE\n"
 		"  -h, --help           this text\n"
 		"\n"
 		"transports:\n");
@@ -169,15 +170,19 @@ int main(int argc, char **argv)
 		{"seed", required_argument, NULL, 's'},
 		{"json", no_argument, NULL, 'j'},
 		{"transport", required_argument, NULL, 't'},
+		{"max-size", required_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *transport = "all";
-	const char *seed_arg = NULL;
+	const char *seed_arg = NULL, *max_arg = NULL;
 	int json = 0, c;
 
-	while ((c = getopt_long(argc, argv, "s:jt:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:jt:m:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'm':
+			max_arg = optarg;
+			break;
 		case 's':
 			seed_arg = optarg;
 			break;
@@ -200,7 +205,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	uint64_t seed = 0;
+	uint64_t seed = 0, max_size = UINT64_MAX;
+
+	if (max_arg && sim_parse_bytes(max_arg, &max_size) != 0) {
+		fprintf(stderr, "metaroce-sim: --max-size: '%s' is not a size (e.g. 64KiB)\n", max_arg);
+		return 2;
+	}
 
 	if (seed_arg && sim_parse_u64(seed_arg, &seed) != 0) {
 		fprintf(stderr, "metaroce-sim: --seed: '%s' is not a whole number\n", seed_arg);
@@ -241,6 +251,15 @@ int main(int argc, char **argv)
 	}
 	if (seed_arg)
 		cfg.seed = seed;
+	for (size_t i = 0; i < cfg.ncolls; i++) {
+		sim_coll_config *cc = &cfg.colls[i];
+		size_t k = 0;
+
+		for (size_t j = 0; j < cc->nsizes; j++)
+			if (cc->sizes[j] <= max_size)
+				cc->sizes[k++] = cc->sizes[j];
+		cc->nsizes = k;
+	}
 	if (cfg.ncolls > 0) {
 		int crc = run_collectives(&cfg, ops, nops, json);
 

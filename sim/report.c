@@ -95,7 +95,7 @@ static int coll_collect(sim *s, sim_result *r)
 		c->nranks = sim_coll_nranks(cfg, cc);
 		c->steps = sim_coll_steps(cc->type, c->nranks);
 		c->size = sim_coll_size(cfg, i);
-		c->chunk = sim_coll_chunk(cc->type, c->nranks, c->size);
+		c->chunk = sim_coll_chunk(cc->type, c->nranks, cc->channels, c->size);
 		c->start_ns = cc->start_ns;
 		c->finish_ns = 0;
 		for (size_t k = 0; k < sim_flow_count(s); k++) {
@@ -798,7 +798,8 @@ json_t *sim_report_coll_json(const sim_config *cfg, const sim_coll_row *tab, siz
 		json_object_set_new(o, "steps", json_integer(sim_coll_steps(cc->type, nranks)));
 		json_object_set_new(o, "size_bytes", json_integer((json_int_t)size));
 		json_object_set_new(o, "chunk_bytes",
-				    json_integer((json_int_t)sim_coll_chunk(cc->type, nranks, size)));
+				    json_integer((json_int_t)sim_coll_chunk(cc->type, nranks, cc->channels, size)));
+		json_object_set_new(o, "channels", json_integer(cc->channels));
 		for (size_t r = 0; r < ln->nr; r++)
 			json_array_append_new(runs, coll_run_json(&ln->runs[r], ln->entry));
 		for (size_t r = 0; r + 1 < ln->nr; r++) {

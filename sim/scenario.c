@@ -984,6 +984,11 @@ static int co_plane(pctx *c, yaml_node_t *v, const char *path, void *obj)
 	return get_int(c, v, path, SIM_MAX_PLANES - 1, &((coll_tmp *)obj)->cc.plane);
 }
 
+static int co_channels(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_u32(c, v, path, 1, 64, &((coll_tmp *)obj)->cc.channels);
+}
+
 static int co_verify_max(pctx *c, yaml_node_t *v, const char *path, void *obj)
 {
 	return get_bytes(c, v, path, &((coll_tmp *)obj)->cc.verify_max);
@@ -993,6 +998,7 @@ static const keydef coll_keys[] = {
 	{"type", co_type},     {"ranks", co_ranks},   {"size", co_size},
 	{"sizes", co_sizes},   {"start", co_start},   {"op", co_op},
 	{"stream", co_stream}, {"plane", co_plane},   {"verify_max", co_verify_max},
+	{"channels", co_channels},
 };
 
 static int h_collectives(pctx *c, yaml_node_t *v, const char *path, void *obj)
@@ -1011,6 +1017,7 @@ static int h_collectives(pctx *c, yaml_node_t *v, const char *path, void *obj)
 		t.cc.plane = -1;
 		t.cc.op = SIM_OP_WRITE;
 		t.cc.verify_max = 2ull << 30;
+		t.cc.channels = 1;
 		t.cc.line = line_of(item);
 		snprintf(sub, sizeof(sub), "%s[%td]", path, it - v->data.sequence.items.start);
 		rc = WALK(c, item, sub, coll_keys, &t);

@@ -1175,7 +1175,7 @@ size_t sim_config_flow_count(const sim_config *cfg)
 		uint32_t nr = sim_coll_nranks(cfg, cc);
 
 		if (sim_coll_selected(cfg, i) && nr >= 2)
-			n += (size_t)sim_coll_steps(cc->type, nr) * nr;
+			n += (size_t)sim_coll_steps(cc->type, nr) * nr * cc->channels;
 	}
 	return n;
 }
@@ -1304,8 +1304,8 @@ static uint64_t coll_buffer_bytes(const sim_config *cfg, size_t i, uint64_t size
 {
 	const sim_coll_config *cc = &cfg->colls[i];
 	uint32_t n = sim_coll_nranks(cfg, cc);
-	uint64_t chunk = sim_coll_chunk(cc->type, n, size);
-	uint64_t flows = (uint64_t)sim_coll_steps(cc->type, n) * n;
+	uint64_t chunk = sim_coll_chunk(cc->type, n, cc->channels, size);
+	uint64_t flows = (uint64_t)sim_coll_steps(cc->type, n) * n * cc->channels;
 
 	*shared = flows > UINT64_MAX / 2 / chunk || 2 * flows * chunk > cc->verify_max;
 	return *shared ? 2 * chunk : 2 * flows * chunk;
@@ -1359,6 +1359,12 @@ static int check_colls(const sim_config *cfg, uint64_t *total, char *err, size_t
 				    cfg->planes - 1);
 		if (cc->op >= SIM_OP_N)
 			return fail(err, errlen, cfg, cc->line, "collectives[%zu].op: unknown", i);
+		if (cc->channels < 1 || cc->channels > 64 ||
+		    (uint64_t)sim_coll_steps(cc->type, n) * n * cc->channels > 16000000)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu]: %" PRIu32 " channels is out of range (1-64, "
+				    "at most 16 M flows)",
+				    i, cc->channels);
 		if (sim_coll_selected(cfg, i))
 			*total += coll_buffer_bytes(cfg, i, sim_coll_size(cfg, i), &shared);
 	}
@@ -1740,8 +1746,8 @@ static int build_coll(sim *s, size_t ci)
 	const sim_coll_config *cc = &cfg->colls[ci];
 	uint32_t n = sim_coll_nranks(cfg, cc);
 	uint64_t size = sim_coll_size(cfg, ci);
-	uint64_t chunk = sim_coll_chunk(cc->type, n, size);
-	uint32_t nflows = sim_coll_steps(cc->type, n) * n;
+	uint64_t chunk = sim_coll_chunk(cc->type, n, cc->channels, size);
+	uint32_t nflows = sim_coll_steps(cc->type, n) * n * cc->channels;
 	uint32_t base = (uint32_t)s->nflows;
 	uint8_t *ssrc = NULL, *sdst = NULL;
 	int shared;
@@ -1757,8 +1763,8 @@ static int build_coll(sim *s, size_t ci)
 	}
 	for (uint32_t k = 0; k < nflows; k++) {
 		sim_flow *f = &s->flows[s->nflows];
-		uint32_t sr, dr, deps[2];
-		unsigned nd = sim_coll_flow(cc->type, n, k, &sr, &dr, deps);
+		uint32_t step, ch, sr, dr, deps[2];
+		unsigned nd = sim_coll_flow(cc->type, n, cc->channels, k, &step, &ch, &sr, &dr, deps);
 
 		f->id = (uint32_t)s->nflows;
 		f->src = sim_coll_host(cc, sr);
@@ -1766,11 +1772,14 @@ static int build_coll(sim *s, size_t ci)
 		f->bytes = chunk;
 		f->start_ns = cc->start_ns;
 		f->op = (uint8_t)cc->op;
-		f->plane = (int8_t)cc->plane;
+		/* channel c on plane c mod planes unless the scenario names one */
+		f->plane = (int8_t)(cc->plane >= 0 || cc->channels < 2 ? cc->plane
+								      : (int)(ch % s->nplanes));
 		f->stream = cc->stream;
 		f->finish_ns = SIM_NEVER;
 		f->coll = (int32_t)ci;
-		f->step = k / n;
+		f->step = step;
+		f->channel = ch;
 		f->rank = sr;
 		f->ndeps = nd;
 		for (unsigned d = 0; d < nd; d++)

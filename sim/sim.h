@@ -205,6 +205,7 @@ struct sim_flow {
 	int32_t coll;      /* index in cfg->colls, -1 = a plain flow */
 	uint32_t step;     /* the step of the collective */
 	uint32_t rank;     /* the sending rank's index */
+	uint32_t channel;  /* the collective's channel */
 	uint32_t ndeps;    /* 0-2 */
 	uint32_t deps[2];  /* flow ids this one waits for */
 	uint32_t waiting;  /* core: deps not yet complete */
@@ -515,6 +516,7 @@ typedef struct sim_coll_config {
 	unsigned op;
 	uint32_t stream;
 	int plane;           /* -1 = transport's choice */
+	uint32_t channels;   /* parallel rings / exchanges, each 1/channels of every step */
 	uint64_t verify_max; /* above this many buffer bytes: shared buffers, unverified */
 	int line;
 } sim_coll_config;
@@ -570,14 +572,16 @@ uint32_t sim_coll_host(const sim_coll_config *cc, uint32_t r);
 /* Whether sim_new() expands entry i, and at which size. */
 int sim_coll_selected(const sim_config *cfg, size_t i);
 uint64_t sim_coll_size(const sim_config *cfg, size_t i);
-/* Steps, flows (steps x ranks) and bytes per flow of a collective of n ranks. */
+/* Steps of a collective of n ranks; it has steps x n x channels flows of
+ * sim_coll_chunk() bytes each. */
 uint32_t sim_coll_steps(unsigned type, uint32_t n);
-uint64_t sim_coll_chunk(unsigned type, uint32_t n, uint64_t size);
-/* Flow k (= step * n + sending rank) of the collective: the ranks it goes
- * between and the flows (indices within the collective) it waits for.
- * Returns the number of dependencies (0-2). */
-unsigned sim_coll_flow(unsigned type, uint32_t n, uint32_t k, uint32_t *src_rank, uint32_t *dst_rank,
-		       uint32_t deps[2]);
+uint64_t sim_coll_chunk(unsigned type, uint32_t n, uint32_t channels, uint64_t size);
+/* Flow k (= (step * n + sending rank) * channels + channel) of the
+ * collective: its step, channel, the ranks it goes between and the flows
+ * (indices within the collective) it waits for. Returns the number of
+ * dependencies (0-2). */
+unsigned sim_coll_flow(unsigned type, uint32_t n, uint32_t channels, uint32_t k, uint32_t *step,
+		       uint32_t *channel, uint32_t *src_rank, uint32_t *dst_rank, uint32_t deps[2]);
 /* nccl-tests' bus bandwidth factor: busbw = size / time * factor. */
 double sim_coll_busbw_factor(unsigned type, uint32_t n);
 
