@@ -220,10 +220,22 @@ int sim_result_collect(sim *s, int run_status, sim_result *r)
 			r->max_queue_bytes = l->max_qbytes;
 			sim_link_name(l, r->max_queue_link, sizeof(r->max_queue_link));
 		}
+		uint64_t paused = l->pfc_paused_ns + (l->pfc_paused ? sim_now(s) - l->pfc_paused_since : 0);
+
+		r->pfc_pauses += l->pfc_pauses;
+		r->pfc_resumes += l->pfc_resumes;
+		r->pfc_paused_ns += paused;
+		if (l->pfc_max_ingress > r->pfc_max_ingress)
+			r->pfc_max_ingress = l->pfc_max_ingress;
 		if (l->tx_pkts == 0 && d == 0)
 			continue;
 
 		sim_link_result *lr = &r->links[k++];
+
+		lr->pfc_pauses = l->pfc_pauses;
+		lr->pfc_resumes = l->pfc_resumes;
+		lr->pfc_paused_ns = paused;
+		lr->pfc_max_ingress = l->pfc_max_ingress;
 
 		sim_link_name(l, lr->name, sizeof(lr->name));
 		lr->plane = l->plane;
@@ -234,6 +246,9 @@ int sim_result_collect(sim *s, int run_status, sim_result *r)
 		memcpy(lr->drops, l->drops, sizeof(lr->drops));
 	}
 	r->nlinks = k;
+	r->pfc = sim_transport(s)->lossless;
+	r->pfc_xoff = sim_get_config(s)->pfc_xoff;
+	r->pfc_xon = sim_get_config(s)->pfc_xon;
 	r->drops[SIM_DROP_NOROUTE] += st->noroute;
 	for (unsigned c = 0; c < SIM_DROP_N; c++)
 		r->drops_total += r->drops[c];
@@ -296,6 +311,17 @@ COUNT_ROW(failed, failed)
 COUNT_ROW(violations, violations)
 COUNT_ROW(verify, verify_failures)
 COUNT_ROW(events, events)
+COUNT_ROW(pauses, pfc_pauses)
+
+static void f_paused(char *b, size_t n, const sim_result *r)
+{
+	sim_fmt_time(b, n, (double)r->pfc_paused_ns);
+}
+
+static double v_paused(const sim_result *r)
+{
+	return (double)r->pfc_paused_ns;
+}
 
 static void f_goodput(char *b, size_t n, const sim_result *r)
 {
@@ -375,6 +401,8 @@ static const row rows[] = {
 	{"  blackhole", f_blackhole, v_blackhole},
 	{"  noroute", f_noroute, v_noroute},
 	{"ce marks", f_ce, v_ce},
+	{"pfc pause frames", f_pauses, v_pauses},
+	{"pfc paused (link time)", f_paused, v_paused},
 	{"retransmissions", f_retx, v_retx},
 	{"spurious retransmissions", f_spurious, v_spurious},
 	{"finished flows", f_finished, v_finished},
@@ -534,6 +562,23 @@ static json_t *drops_json(const uint64_t *drops)
 	return o;
 }
 
+/* null for a lossy run */
+static json_t *pfc_json(const sim_result *R)
+{
+	json_t *o;
+
+	if (!R->pfc)
+		return json_null();
+	o = json_object();
+	json_object_set_new(o, "xoff_bytes", json_integer((json_int_t)R->pfc_xoff));
+	json_object_set_new(o, "xon_bytes", json_integer((json_int_t)R->pfc_xon));
+	json_object_set_new(o, "pause_frames", json_integer((json_int_t)R->pfc_pauses));
+	json_object_set_new(o, "resume_frames", json_integer((json_int_t)R->pfc_resumes));
+	json_object_set_new(o, "paused_ns", json_integer((json_int_t)R->pfc_paused_ns));
+	json_object_set_new(o, "max_ingress_bytes", json_integer((json_int_t)R->pfc_max_ingress));
+	return o;
+}
+
 static json_t *run_json(const sim_result *R)
 {
 	json_t *run = json_object(), *flows = json_array(), *links = json_array(), *sum = json_object();
@@ -574,6 +619,13 @@ static json_t *run_json(const sim_result *R)
 		json_object_set_new(o, "tx_packets", json_integer((json_int_t)l->tx_pkts));
 		json_object_set_new(o, "ce_marks", json_integer((json_int_t)l->ce_marks));
 		json_object_set_new(o, "drops", drops_json(l->drops));
+		if (R->pfc) {
+			json_object_set_new(o, "pfc_pause_frames", json_integer((json_int_t)l->pfc_pauses));
+			json_object_set_new(o, "pfc_resume_frames", json_integer((json_int_t)l->pfc_resumes));
+			json_object_set_new(o, "pfc_paused_ns", json_integer((json_int_t)l->pfc_paused_ns));
+			json_object_set_new(o, "pfc_max_ingress_bytes",
+					    json_integer((json_int_t)l->pfc_max_ingress));
+		}
 		json_array_append_new(links, o);
 	}
 
@@ -599,6 +651,7 @@ static json_t *run_json(const sim_result *R)
 	json_object_set_new(sum, "events", json_integer((json_int_t)R->events));
 	json_object_set_new(sum, "sim_time_ns", json_integer((json_int_t)R->sim_time_ns));
 	json_object_set_new(sum, "events_per_second", jreal(R->events_per_sec));
+	json_object_set_new(sum, "pfc", pfc_json(R));
 
 	for (unsigned m = 0; m < R->nmsgs; m++)
 		json_array_append_new(msgs, json_string(R->msgs[m]));
@@ -763,6 +816,7 @@ static json_t *coll_run_json(const sim_result *R, size_t entry)
 	json_object_set_new(o, "ce_marks", json_integer((json_int_t)R->ce_marks));
 	json_object_set_new(o, "retransmissions", json_integer((json_int_t)R->retx));
 	json_object_set_new(o, "max_queue_bytes", json_integer((json_int_t)R->max_queue_bytes));
+	json_object_set_new(o, "pfc", pfc_json(R));
 	json_object_set_new(o, "invariant_violations", json_integer((json_int_t)R->violations));
 	json_object_set_new(o, "verification_failures", json_integer((json_int_t)R->verify_failures));
 	json_object_set_new(o, "events", json_integer((json_int_t)R->events));

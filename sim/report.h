@@ -34,6 +34,9 @@ typedef struct sim_link_result {
 	unsigned plane;
 	uint64_t max_queue_bytes, tx_bytes, tx_pkts, ce_marks;
 	uint64_t drops[SIM_DROP_N];
+	/* PFC: pause / resume frames about this link, time its sender was
+	 * paused, and most bytes of it held in the switch it leads to */
+	uint64_t pfc_pauses, pfc_resumes, pfc_paused_ns, pfc_max_ingress;
 } sim_link_result;
 
 /* One collective of a run (collective.c): from its start to its last flow. */
@@ -74,6 +77,11 @@ typedef struct sim_result {
 	/* Wall clock, set by the program (never by the core): the only field
 	 * that differs between two runs of the same scenario and seed. */
 	double events_per_sec;
+
+	/* PFC (lossless runs): sums over links; the largest ingress occupancy */
+	int pfc;
+	uint64_t pfc_pauses, pfc_resumes, pfc_paused_ns, pfc_max_ingress;
+	uint64_t pfc_xoff, pfc_xon;
 
 	/* the collectives expanded in this run */
 	sim_coll_result *colls;

@@ -1039,6 +1039,44 @@ static int h_collectives(pctx *c, yaml_node_t *v, const char *path, void *obj)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- pfc */
+
+static int pf_xoff(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	(void)obj;
+	return get_bytes(c, v, path, &c->cfg->pfc_xoff);
+}
+
+static int pf_xon(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	(void)obj;
+	return get_bytes(c, v, path, &c->cfg->pfc_xon);
+}
+
+static int pf_headroom(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	const char *s = scalar(c, v, path);
+
+	(void)obj;
+	if (!s)
+		return MRP_ERR_INVAL;
+	if (strcmp(s, "auto") == 0) {
+		c->cfg->pfc_headroom = 0;
+		return 0;
+	}
+	if (sim_parse_bytes(s, &c->cfg->pfc_headroom) != 0 || c->cfg->pfc_headroom == 0)
+		return perr(c, v, "%s: '%s' is not a size above 0 (e.g. 64KB) or 'auto'", path, s);
+	return 0;
+}
+
+static const keydef pfc_keys[] = {{"xoff", pf_xoff}, {"xon", pf_xon}, {"headroom", pf_headroom}};
+
+static int h_pfc(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	c->cfg->pfc_line = line_of(v);
+	return WALK(c, v, path, pfc_keys, obj);
+}
+
 /* ---------------------------------------------------------- transport */
 
 static int h_transport(pctx *c, yaml_node_t *v, const char *path, void *obj)
@@ -1167,7 +1205,7 @@ static const keydef top_keys[] = {
 	{"fabric", h_top_fabric},       {"link", h_link},   {"host_link", h_host_link},
 	{"fabric_link", h_fabric_link}, {"links", h_links}, {"flows", h_flows},
 	{"events", h_events},           {"transport", h_transport},
-	{"collectives", h_collectives},
+	{"collectives", h_collectives}, {"pfc", h_pfc},
 };
 
 static void apply_lpart(sim_link_params *lp, const lpart *p)

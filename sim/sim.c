@@ -35,6 +35,7 @@ enum {
 	EV_TIMER,      /* obj host: a deadline may have passed */
 	EV_FLOW_START, /* obj flow */
 	EV_SCENARIO,   /* arg index into cfg->events */
+	EV_PFC,        /* obj link, arg 1 pause / 0 resume: a PFC frame reached its sender */
 };
 
 #define POOL_SLAB 64
@@ -88,6 +89,8 @@ struct sim {
 	sim_pkt *free_pkts[2];
 	void **slabs;
 	size_t nslabs, slabcap;
+
+	int pfc; /* the switches run PFC (a lossless transport) */
 
 	sim_stats st;
 	int fatal;
@@ -282,6 +285,7 @@ sim_pkt *sim_pkt_new(sim *s, size_t cap)
 	p->plane = 0;
 	p->len = p->datalen = 0;
 	p->sent_ns = 0;
+	p->ingress = NULL;
 	s->st.pkts_live++;
 	return p;
 }
@@ -317,6 +321,77 @@ static void link_start_tx(sim *s, sim_link *l)
 	schedule(s, s->now + num / l->rate_bps, EV_TX_DONE, l->epoch, l);
 }
 
+/* ------------------------------------------------------------------ PFC */
+
+/* A PFC pause frame on the wire: 64 bytes, preamble and inter-frame gap. */
+#define PFC_FRAME_LEN 84
+
+/* The switch at the end of link in sends a pause (or resume) frame for it
+ * back over the reverse direction; it takes effect at in's sender after
+ * the frame's serialization and the wire's delay. */
+static void pfc_send(sim *s, sim_link *in, int pause)
+{
+	const sim_link *back = in->peer;
+	uint64_t t = s->now + back->delay_ns + (PFC_FRAME_LEN * 8000000000ull + back->rate_bps - 1) / back->rate_bps;
+
+	if (pause)
+		in->pfc_pauses++;
+	else
+		in->pfc_resumes++;
+	in->pfc_xoff_sent = pause;
+	schedule(s, t, EV_PFC, (uint32_t)pause, in);
+}
+
+static void link_start_tx(sim *s, sim_link *l);
+
+/* A pause frame reached l's sender: no new frame starts while paused (the
+ * one on the wire finishes); a resume restarts the queue. */
+static void pfc_apply(sim *s, sim_link *l, int pause)
+{
+	if (pause && !l->pfc_paused) {
+		l->pfc_paused = 1;
+		l->pfc_paused_since = s->now;
+	} else if (!pause && l->pfc_paused) {
+		l->pfc_paused = 0;
+		l->pfc_paused_ns += s->now - l->pfc_paused_since;
+		if (l->head && !l->busy)
+			link_start_tx(s, l);
+	}
+}
+
+/* Lossless admission of p (from a switch ingress) to a switch output
+ * queue: only the ingress's xoff + headroom limits it. */
+static int pfc_admit(const sim *s, const sim_pkt *p)
+{
+	const sim_link *in = p->ingress;
+
+	return in->pfc_ingress_bytes + p->len <= s->cfg->pfc_xoff + in->pfc_headroom;
+}
+
+static void pfc_enqueued(sim *s, sim_pkt *p)
+{
+	sim_link *in = p->ingress;
+
+	in->pfc_ingress_bytes += p->len;
+	if (in->pfc_ingress_bytes > in->pfc_max_ingress)
+		in->pfc_max_ingress = in->pfc_ingress_bytes;
+	if (!in->pfc_xoff_sent && in->pfc_ingress_bytes > s->cfg->pfc_xoff)
+		pfc_send(s, in, 1);
+}
+
+/* p left the switch (sent on, or dropped from its output queue). */
+static void pfc_dequeued(sim *s, sim_pkt *p)
+{
+	sim_link *in = p->ingress;
+
+	p->ingress = NULL;
+	if (!in)
+		return;
+	in->pfc_ingress_bytes -= p->len;
+	if (in->pfc_xoff_sent && in->pfc_ingress_bytes <= s->cfg->pfc_xon)
+		pfc_send(s, in, 0);
+}
+
 /* Offers p to the output queue of l. Returns 0 when queued (or silently
  * black-holed), MRP_ERR_STATE when the link is down, MRP_ERR_FULL on overflow. */
 static int link_offer(sim *s, sim_link *l, sim_pkt *p)
@@ -329,10 +404,12 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 		link_drop(s, l, p, SIM_DROP_BLACKHOLE);
 		return 0;
 	}
-	if (l->qbytes + p->len > l->queue_bytes) {
+	if (p->ingress ? !pfc_admit(s, p) : l->qbytes + p->len > l->queue_bytes) {
 		link_drop(s, l, p, SIM_DROP_OVERFLOW);
 		return MRP_ERR_FULL;
 	}
+	if (p->ingress)
+		pfc_enqueued(s, p);
 	if (l->qbytes > l->ecn_bytes && (p->ecn == SIM_ECN_ECT0 || p->ecn == SIM_ECN_ECT1)) {
 		p->ecn = SIM_ECN_CE;
 		l->ce_marks++;
@@ -347,7 +424,7 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 	l->qbytes += p->len;
 	if (l->qbytes > l->max_qbytes)
 		l->max_qbytes = l->qbytes;
-	if (!l->busy)
+	if (!l->busy && !l->pfc_paused)
 		link_start_tx(s, l);
 	return 0;
 }
@@ -372,12 +449,13 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 	l->qbytes -= p->len;
 	l->tx_bytes += p->len;
 	l->tx_pkts++;
+	pfc_dequeued(s, p);
 	if (l->loss > 0 && sim_rng_double(&l->rng) < l->loss)
 		link_drop(s, l, p, SIM_DROP_LOSS);
 	else
 		schedule(s, s->now + l->delay_ns, EV_ARRIVE, l->epoch, p);
 
-	if (l->head) {
+	if (l->head && !l->pfc_paused) {
 		link_start_tx(s, l);
 	} else {
 		l->busy = 0;
@@ -395,6 +473,7 @@ static void link_set_state(sim *s, sim_link *l, unsigned state)
 		while (p) {
 			sim_pkt *next = p->next;
 
+			pfc_dequeued(s, p);
 			link_drop(s, l, p, SIM_DROP_DOWN);
 			p = next;
 		}
@@ -483,6 +562,7 @@ static void switch_forward(sim *s, sim_switch *sw, sim_pkt *p)
 		sim_pkt_free(s, p);
 		return;
 	}
+	p->ingress = s->pfc ? p->link : NULL; /* lossless: accounted to its ingress */
 	link_offer(s, out, p);
 }
 
@@ -796,6 +876,9 @@ static void dispatch(sim *s, const sim_ev *ev)
 	case EV_SCENARIO:
 		scenario_event(s, ev->arg);
 		break;
+	case EV_PFC:
+		pfc_apply(s, ev->obj, (int)ev->arg);
+		break;
 	default:
 		assert(0 && "unknown event kind");
 	}
@@ -1032,6 +1115,8 @@ void sim_config_init(sim_config *cfg)
 	cfg->planes = 1;
 	cfg->max_buffer_bytes = 8ull << 30;
 	cfg->coll_entry = -1;
+	cfg->pfc_xoff = 200000;
+	cfg->pfc_xon = 160000;
 
 	sim_link_params lp = {
 		.rate_bps = 100000000000ull,
@@ -1491,6 +1576,11 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 		if (total > UINT64_MAX / 4)
 			return fail(err, errlen, cfg, f->line, "flows[%zu]: too many bytes", i);
 	}
+	if (cfg->pfc_xon > cfg->pfc_xoff || cfg->pfc_xoff < (uint64_t)cfg->mtu + 256)
+		return fail(err, errlen, cfg, cfg->pfc_line,
+			    "pfc: xon (%" PRIu64 ") must not exceed xoff (%" PRIu64
+			    "), and xoff must hold a packet (mtu + 256)",
+			    cfg->pfc_xon, cfg->pfc_xoff);
 	total *= 2;
 	if (check_colls(cfg, &total, err, errlen) != 0)
 		return MRP_ERR_INVAL;
@@ -1920,6 +2010,7 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 	s->seed = cfg->seed;
 	s->nplanes = cfg->planes;
 	s->nhosts = cfg->hosts;
+	s->pfc = ops->lossless;
 	rc = sim_evq_init(&s->q, 1024);
 	if (rc != 0)
 		goto nomem;
@@ -1966,6 +2057,18 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 			link_params(l, &c->v, c->mask);
 			link_params(l->peer, &c->v, c->mask);
 		}
+	}
+
+	/* PFC headroom per ingress: what arrives between xoff and the pause
+	 * taking effect (a round trip on the wire at line rate, plus a frame
+	 * being sent at each end and the pause frame) unless configured */
+	for (size_t i = 0; i < s->nlinks; i++) {
+		sim_link *l = &s->links[i];
+
+		l->pfc_headroom = cfg->pfc_headroom;
+		if (!l->pfc_headroom)
+			l->pfc_headroom = 2 * (l->delay_ns * (l->rate_bps / 1000000) / 8000) +
+					  3 * ((uint64_t)cfg->mtu + 256) + PFC_FRAME_LEN;
 	}
 
 	if (build_flows(s) != 0)

@@ -92,6 +92,7 @@ struct sim_pkt {
 	uint32_t cap;      /* size of data */
 	uint8_t *data;     /* the UDP payload, owned by the packet */
 	uint64_t sent_ns;  /* set by sim_send() */
+	sim_link *ingress; /* core, PFC: the link it entered the switch by */
 };
 
 /* A packet whose data buffer holds at least cap bytes (cap <= SIM_PKT_MAX),
@@ -162,6 +163,18 @@ struct sim_link {
 	uint64_t tx_bytes, tx_pkts; /* left the queue (includes wire losses) */
 	uint64_t ce_marks;
 	uint64_t drops[SIM_DROP_N];
+
+	/* PFC (lossless runs; see "pfc" in sim_config). This link is an
+	 * ingress of the switch it leads to: ingress_bytes are its packets
+	 * waiting in that switch's output queues; above xoff the switch pauses
+	 * this link's sender, at or below xon it resumes it. */
+	uint64_t pfc_ingress_bytes, pfc_max_ingress;
+	uint64_t pfc_headroom;       /* bytes allowed above xoff */
+	int pfc_xoff_sent;           /* the switch has paused this link */
+	int pfc_paused;              /* this link's sender is paused: no new frame starts */
+	uint64_t pfc_paused_since;
+	uint64_t pfc_pauses, pfc_resumes; /* pause (XOFF) and resume (XON) frames about it */
+	uint64_t pfc_paused_ns;      /* time its sender spent paused */
 };
 
 /* "p0:host3->leaf0"; returns buf. */
@@ -252,6 +265,9 @@ typedef struct sim_transport_ops {
 	/* Optional. Invariants of this host's state: 0 if they hold, otherwise
 	 * non-zero with a sentence in err. Must not change anything. */
 	int (*check)(void *hs, char *err, size_t errlen);
+	/* The transport needs a lossless network: the switches run PFC
+	 * (cfg->pfc) in its runs. */
+	int lossless;
 } sim_transport_ops;
 
 /* ------------------------------------------------------------------- hosts */
@@ -541,6 +557,13 @@ struct sim_config {
 	uint64_t max_buffer_bytes; /* limit of 2 x total flow bytes */
 	/* lines of top-level keys, for messages (0 = not given) */
 	int hosts_line, planes_line, fabric_line;
+
+	/* PFC of lossless runs: per switch ingress, pause the upstream sender
+	 * above xoff bytes, resume at or below xon; headroom (0 = computed per
+	 * link: two wire delays at line rate plus three frames) is what may
+	 * still arrive after xoff before the switch drops */
+	uint64_t pfc_xoff, pfc_xon, pfc_headroom;
+	int pfc_line;
 
 	/* collectives: sim_new() expands entry coll_entry (-1 = every entry)
 	 * at size index coll_size (clamped to each entry's list) */
