@@ -35,6 +35,8 @@ enum {
 	EV_TIMER,      /* obj host: a deadline may have passed */
 	EV_FLOW_START, /* obj flow */
 	EV_SCENARIO,   /* arg index into cfg->events */
+	EV_SAMPLE,     /* a time-series sample is due */
+	EV_PFC,        /* obj link, arg 1 pause / 0 resume: a PFC frame reached its sender */
 };
 
 #define POOL_SLAB 64
@@ -63,7 +65,8 @@ typedef struct cable_ref {
 } cable_ref;
 
 struct sim {
-	const sim_config *cfg;
+	const sim_config *cfg; /* &own: the simulator's copy of the caller's */
+	sim_config own;
 	const sim_transport_ops *ops;
 	uint64_t now;
 	uint64_t seed;
@@ -79,9 +82,20 @@ struct sim {
 	size_t nflows, flows_left;
 	sim_link **evlink; /* per scenario event: the cable it names, or NULL */
 
-	sim_pkt *free_pkts[2];
+	/* collectives: the flows waiting for each flow (CSR: dependents of flow
+	 * i are dep_list[dep_off[i] .. dep_off[i+1]-1]) and shared buffers */
+	uint32_t *dep_off, *dep_list;
+	uint8_t **shared;
+	size_t nshared;
+
+	sim_pkt *free_pkts[SIM_PKT_POOLS];
 	void **slabs;
 	size_t nslabs, slabcap;
+
+	int pfc; /* the switches run PFC (a lossless transport) */
+
+	sim_ts ts;                /* time series; ts.cap == 0 when off */
+	uint64_t *ts_flow_last;   /* rx_bytes of each recorded flow at the last sample */
 
 	sim_stats st;
 	int fatal;
@@ -115,7 +129,8 @@ const char *sim_steer_name(unsigned action)
 const char *sim_event_name(unsigned type)
 {
 	static const char *const names[SIM_EVT_N] = {"link_down", "link_up",   "plane_down",
-						     "plane_up",  "blackhole", "steer"};
+						     "plane_up",  "blackhole", "steer",
+						     "set_link"};
 
 	return type < SIM_EVT_N ? names[type] : "unknown";
 }
@@ -219,9 +234,18 @@ static void schedule(sim *s, uint64_t t, uint32_t kind, uint32_t arg, void *obj)
 
 /* ------------------------------------------------------------- packets */
 
+/* Data bytes of the packets of each pool: small (control packets), one
+ * 4 KB-MTU data packet with its header, the largest. */
+static const uint32_t pool_cap[SIM_PKT_POOLS] = {SIM_PKT_SMALL, SIM_PKT_MID, SIM_PKT_MAX};
+
+static unsigned pool_of(size_t cap)
+{
+	return cap <= SIM_PKT_SMALL ? 0 : cap <= SIM_PKT_MID ? 1 : 2;
+}
+
 static int pool_grow(sim *s, unsigned which)
 {
-	size_t cap = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+	size_t cap = pool_cap[which];
 	size_t elt = (sizeof(sim_pkt) + cap + 15) & ~(size_t)15;
 
 	if (s->nslabs == s->slabcap) {
@@ -258,13 +282,13 @@ sim_pkt *sim_pkt_new(sim *s, size_t cap)
 	if (cap > SIM_PKT_MAX)
 		return NULL;
 
-	unsigned which = cap > SIM_PKT_SMALL;
+	unsigned which = pool_of(cap);
 
 	if (!s->free_pkts[which] && pool_grow(s, which) != 0)
 		return NULL;
 
 	sim_pkt *p = s->free_pkts[which];
-	size_t size = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+	size_t size = pool_cap[which];
 
 	UNPOISON((char *)p + sizeof(p->next), sizeof(*p) - sizeof(p->next) + size);
 	s->free_pkts[which] = p->next;
@@ -276,6 +300,7 @@ sim_pkt *sim_pkt_new(sim *s, size_t cap)
 	p->plane = 0;
 	p->len = p->datalen = 0;
 	p->sent_ns = 0;
+	p->ingress = NULL;
 	s->st.pkts_live++;
 	return p;
 }
@@ -284,12 +309,12 @@ void sim_pkt_free(sim *s, sim_pkt *p)
 {
 	if (!p)
 		return;
-	assert(p->pool < 2 && p->data == (uint8_t *)(p + 1));
+	assert(p->pool < SIM_PKT_POOLS && p->data == (uint8_t *)(p + 1));
 	p->next = s->free_pkts[p->pool];
 	s->free_pkts[p->pool] = p;
 	s->st.pkts_live--;
 	POISON((char *)p + sizeof(p->next),
-	       sizeof(*p) - sizeof(p->next) + (p->pool ? SIM_PKT_MAX : SIM_PKT_SMALL));
+	       sizeof(*p) - sizeof(p->next) + pool_cap[p->pool]);
 }
 
 /* --------------------------------------------------------------- links */
@@ -311,6 +336,77 @@ static void link_start_tx(sim *s, sim_link *l)
 	schedule(s, s->now + num / l->rate_bps, EV_TX_DONE, l->epoch, l);
 }
 
+/* ------------------------------------------------------------------ PFC */
+
+/* A PFC pause frame on the wire: 64 bytes, preamble and inter-frame gap. */
+#define PFC_FRAME_LEN 84
+
+/* The switch at the end of link in sends a pause (or resume) frame for it
+ * back over the reverse direction; it takes effect at in's sender after
+ * the frame's serialization and the wire's delay. */
+static void pfc_send(sim *s, sim_link *in, int pause)
+{
+	const sim_link *back = in->peer;
+	uint64_t t = s->now + back->delay_ns + (PFC_FRAME_LEN * 8000000000ull + back->rate_bps - 1) / back->rate_bps;
+
+	if (pause)
+		in->pfc_pauses++;
+	else
+		in->pfc_resumes++;
+	in->pfc_xoff_sent = pause;
+	schedule(s, t, EV_PFC, (uint32_t)pause, in);
+}
+
+static void link_start_tx(sim *s, sim_link *l);
+
+/* A pause frame reached l's sender: no new frame starts while paused (the
+ * one on the wire finishes); a resume restarts the queue. */
+static void pfc_apply(sim *s, sim_link *l, int pause)
+{
+	if (pause && !l->pfc_paused) {
+		l->pfc_paused = 1;
+		l->pfc_paused_since = s->now;
+	} else if (!pause && l->pfc_paused) {
+		l->pfc_paused = 0;
+		l->pfc_paused_ns += s->now - l->pfc_paused_since;
+		if (l->head && !l->busy)
+			link_start_tx(s, l);
+	}
+}
+
+/* Lossless admission of p (from a switch ingress) to a switch output
+ * queue: only the ingress's xoff + headroom limits it. */
+static int pfc_admit(const sim *s, const sim_pkt *p)
+{
+	const sim_link *in = p->ingress;
+
+	return in->pfc_ingress_bytes + p->len <= s->cfg->pfc_xoff + in->pfc_headroom;
+}
+
+static void pfc_enqueued(sim *s, sim_pkt *p)
+{
+	sim_link *in = p->ingress;
+
+	in->pfc_ingress_bytes += p->len;
+	if (in->pfc_ingress_bytes > in->pfc_max_ingress)
+		in->pfc_max_ingress = in->pfc_ingress_bytes;
+	if (!in->pfc_xoff_sent && in->pfc_ingress_bytes > s->cfg->pfc_xoff)
+		pfc_send(s, in, 1);
+}
+
+/* p left the switch (sent on, or dropped from its output queue). */
+static void pfc_dequeued(sim *s, sim_pkt *p)
+{
+	sim_link *in = p->ingress;
+
+	p->ingress = NULL;
+	if (!in)
+		return;
+	in->pfc_ingress_bytes -= p->len;
+	if (in->pfc_xoff_sent && in->pfc_ingress_bytes <= s->cfg->pfc_xon)
+		pfc_send(s, in, 0);
+}
+
 /* Offers p to the output queue of l. Returns 0 when queued (or silently
  * black-holed), MRP_ERR_STATE when the link is down, MRP_ERR_FULL on overflow. */
 static int link_offer(sim *s, sim_link *l, sim_pkt *p)
@@ -323,10 +419,12 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 		link_drop(s, l, p, SIM_DROP_BLACKHOLE);
 		return 0;
 	}
-	if (l->qbytes + p->len > l->queue_bytes) {
+	if (p->ingress ? !pfc_admit(s, p) : l->qbytes + p->len > l->queue_bytes) {
 		link_drop(s, l, p, SIM_DROP_OVERFLOW);
 		return MRP_ERR_FULL;
 	}
+	if (p->ingress)
+		pfc_enqueued(s, p);
 	if (l->qbytes > l->ecn_bytes && (p->ecn == SIM_ECN_ECT0 || p->ecn == SIM_ECN_ECT1)) {
 		p->ecn = SIM_ECN_CE;
 		l->ce_marks++;
@@ -341,9 +439,70 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 	l->qbytes += p->len;
 	if (l->qbytes > l->max_qbytes)
 		l->max_qbytes = l->qbytes;
-	if (!l->busy)
+	if (l->qbytes > l->win_max_qbytes)
+		l->win_max_qbytes = l->qbytes;
+	if (!l->busy && !l->pfc_paused)
 		link_start_tx(s, l);
 	return 0;
+}
+
+static void host_after(sim *s, sim_host *h);
+
+/*
+ * Whether the packet now leaving l is lost on the wire. loss_burst <= 1:
+ * independently with probability loss. loss_burst > 1: a Gilbert-Elliott
+ * chain that takes one step per packet, from good to bad with probability
+ * p = loss * r / (1 - loss) and from bad to good with r = 1 / loss_burst,
+ * losing every packet sent in the bad state: on average a fraction
+ * p / (p + r) = loss of the packets, in bursts of geometric length with
+ * mean loss_burst. No draw at all when loss is 0 (runs without loss keep
+ * their random streams).
+ */
+static int wire_lost(sim_link *l)
+{
+	if (l->loss <= 0)
+		return 0;
+	if (l->loss_burst <= 1)
+		return sim_rng_double(&l->rng) < l->loss;
+	if (l->loss >= 1)
+		return 1;
+
+	double r = 1 / l->loss_burst, p = l->loss * r / (1 - l->loss);
+	double u = sim_rng_double(&l->rng);
+
+	if (l->ge_bad)
+		l->ge_bad = !(u < r);
+	else
+		l->ge_bad = u < p;
+	return l->ge_bad;
+}
+
+/* When the packet now leaving l reaches the far end: delay, plus a uniform
+ * draw in [0, jitter] when there is jitter, never before the previous
+ * packet of l (a link is FIFO: jitter, or a delay lowered by set_link,
+ * never reorders its packets). */
+static uint64_t wire_arrival(sim *s, sim_link *l)
+{
+	uint64_t t = s->now + l->delay_ns;
+
+	if (l->jitter_ns)
+		t += l->jitter_ns == SIM_NEVER ? 0 : sim_rng_below(&l->rng, l->jitter_ns + 1);
+	if (t < l->last_arrive_ns)
+		t = l->last_arrive_ns;
+	l->last_arrive_ns = t;
+	return t;
+}
+
+/* A host's NIC queue drained to the level its transport asked for. */
+static void nic_drained(sim *s, sim_link *l)
+{
+	sim_host *h = l->from.kind == SIM_NODE_HOST ? &s->hosts[l->from.index] : NULL;
+
+	l->notify_bytes = SIM_NEVER;
+	if (h && s->ops->on_nic) {
+		s->ops->on_nic(h->ts, l->plane, s->now);
+		host_after(s, h);
+	}
 }
 
 static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
@@ -366,17 +525,20 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 	l->qbytes -= p->len;
 	l->tx_bytes += p->len;
 	l->tx_pkts++;
-	if (l->loss > 0 && sim_rng_double(&l->rng) < l->loss)
+	pfc_dequeued(s, p);
+	if (wire_lost(l))
 		link_drop(s, l, p, SIM_DROP_LOSS);
 	else
-		schedule(s, s->now + l->delay_ns, EV_ARRIVE, l->epoch, p);
+		schedule(s, wire_arrival(s, l), EV_ARRIVE, l->epoch, p);
 
-	if (l->head) {
+	if (l->head && !l->pfc_paused) {
 		link_start_tx(s, l);
 	} else {
 		l->busy = 0;
 		l->ser_rem = 0;
 	}
+	if (l->notify_bytes != SIM_NEVER && l->qbytes <= l->notify_bytes)
+		nic_drained(s, l);
 }
 
 /* Sets the state of one direction; taking it down loses everything queued
@@ -389,6 +551,7 @@ static void link_set_state(sim *s, sim_link *l, unsigned state)
 		while (p) {
 			sim_pkt *next = p->next;
 
+			pfc_dequeued(s, p);
 			link_drop(s, l, p, SIM_DROP_DOWN);
 			p = next;
 		}
@@ -397,6 +560,7 @@ static void link_set_state(sim *s, sim_link *l, unsigned state)
 		l->busy = 0;
 		l->ser_rem = 0;
 		l->epoch++;
+		l->notify_bytes = SIM_NEVER; /* on_link() tells the host instead */
 	}
 	l->state = (uint8_t)state;
 }
@@ -477,6 +641,7 @@ static void switch_forward(sim *s, sim_switch *sw, sim_pkt *p)
 		sim_pkt_free(s, p);
 		return;
 	}
+	p->ingress = s->pfc ? p->link : NULL; /* lossless: accounted to its ingress */
 	link_offer(s, out, p);
 }
 
@@ -563,7 +728,11 @@ int sim_send(sim *s, sim_host *h, unsigned plane, sim_pkt *p)
 		sim_pkt_free(s, p);
 		return MRP_ERR_INVAL;
 	}
-	return link_offer(s, h->nic[plane], p);
+	int rc = link_offer(s, h->nic[plane], p);
+
+	if (rc == MRP_ERR_FULL)
+		s->st.nic_drops++;
+	return rc;
 }
 
 uint64_t sim_rand(sim *s, sim_host *h)
@@ -605,7 +774,51 @@ uint64_t sim_port_queue_bytes(const sim *s, const sim_host *h, unsigned plane)
 	return plane < s->nplanes ? h->nic[plane]->qbytes : 0;
 }
 
+uint64_t sim_port_room(const sim *s, const sim_host *h, unsigned plane)
+{
+	const sim_link *l = plane < s->nplanes ? h->nic[plane] : NULL;
+
+	return l && l->queue_bytes > l->qbytes ? l->queue_bytes - l->qbytes : 0;
+}
+
+int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes)
+{
+	if (plane >= s->nplanes)
+		return MRP_ERR_INVAL;
+
+	sim_link *l = h->nic[plane];
+
+	if (l->qbytes <= bytes || bytes == SIM_NEVER) {
+		l->notify_bytes = SIM_NEVER;
+		return 1;
+	}
+	l->notify_bytes = bytes;
+	return 0;
+}
+
 /* --------------------------------------------------------------- flows */
+
+/* Collectives: f is complete; the flows waiting for it start when their
+ * last dependency is complete (now), or fail with it. */
+static void coll_release(sim *s, sim_flow *f, uint64_t now_ns, int status)
+{
+	if (!s->dep_off)
+		return;
+	for (uint32_t i = s->dep_off[f->id]; i < s->dep_off[f->id + 1]; i++) {
+		sim_flow *d = &s->flows[s->dep_list[i]];
+
+		if (d->done || d->waiting == 0)
+			continue;
+		if (status < 0) {
+			d->waiting = 0;
+			d->start_ns = now_ns;
+			sim_flow_done(s, d, now_ns, status);
+		} else if (--d->waiting == 0) {
+			d->start_ns = now_ns;
+			schedule(s, now_ns, EV_FLOW_START, 0, d);
+		}
+	}
+}
 
 void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status)
 {
@@ -618,6 +831,7 @@ void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status)
 	f->finish_ns = now_ns;
 	s->flows_left--;
 	s->st.flows_done++;
+	coll_release(s, f, now_ns, status);
 }
 
 static void flow_start(sim *s, sim_flow *f)
@@ -625,6 +839,17 @@ static void flow_start(sim *s, sim_flow *f)
 	sim_host *src = &s->hosts[f->src], *dst = &s->hosts[f->dst];
 	int rc = 0;
 
+	if (f->done)
+		return; /* failed with a dependency */
+	/* a collective step starts only when its inputs have arrived */
+	for (uint32_t i = 0; i < f->ndeps; i++) {
+		const sim_flow *d = &s->flows[f->deps[i]];
+
+		if (!d->done || d->finish_ns > s->now || f->start_ns < d->finish_ns)
+			sim_violation(s, "flow %" PRIu32 " (step %" PRIu32 " of rank %" PRIu32
+				      ") started before its input flow %" PRIu32 " completed",
+				      f->id, f->step, f->rank, d->id);
+	}
 	if (s->ops->flow_accept) {
 		rc = s->ops->flow_accept(dst->ts, f, s->now);
 		host_after(s, dst);
@@ -644,6 +869,10 @@ size_t sim_verify(sim *s)
 	for (size_t i = 0; i < s->nflows; i++) {
 		sim_flow *f = &s->flows[i];
 
+		if (f->unchecked) {
+			f->verified = 0; /* shared buffers: nothing to compare */
+			continue;
+		}
 		f->verified = f->done && f->status == 0 && memcmp(f->src_buf, f->dst_buf, f->bytes) == 0;
 		if (f->done && f->status == 0 && !f->verified)
 			bad++;
@@ -664,45 +893,77 @@ static sim_host *cable_host(sim_link *l)
 	return NULL;
 }
 
-/* Sets both directions of the cable of l. A host sees its port go down or
- * up at once (on_link); a black hole is silent; a leaf-spine cable going
- * down is withdrawn from ECMP. */
-static void cable_set(sim *s, sim_link *l, unsigned state)
+/* Sets one direction. A leaf-spine link going down is withdrawn from ECMP
+ * (fabric_down counts the plane's leaf-spine links that are down). */
+static void link_dir_set(sim *s, sim_link *l, unsigned state)
 {
 	int was_down = l->state == SIM_LINK_DOWN, down = state == SIM_LINK_DOWN;
 
 	link_set_state(s, l, state);
-	link_set_state(s, l->peer, state);
-	if (was_down == down)
-		return;
+	if (was_down != down && !cable_host(l))
+		s->planes[l->plane].fabric_down += down ? 1u : (unsigned)-1;
+}
 
+/* Sets l, or l and its peer (both), and tells a host on the cable at once
+ * (on_link) when its port went down or came up: the port is its NIC's
+ * output (sim_port_up()), so a fault of the host's receive direction alone
+ * is silent, and so is a black hole. */
+static void link_change(sim *s, sim_link *l, int both, unsigned state)
+{
 	sim_host *h = cable_host(l);
+	sim_link *port = h ? h->nic[l->plane] : NULL;
+	int was_down = port && port->state == SIM_LINK_DOWN;
 
-	if (h) {
-		if (s->ops->on_link) {
-			s->ops->on_link(h->ts, l->plane, !down, s->now);
-			host_after(s, h);
-		}
-	} else if (down) {
-		s->planes[l->plane].fabric_down++;
-	} else {
-		s->planes[l->plane].fabric_down--;
+	link_dir_set(s, l, state);
+	if (both)
+		link_dir_set(s, l->peer, state);
+	if (!port || was_down == (port->state == SIM_LINK_DOWN))
+		return;
+	if (s->ops->on_link) {
+		s->ops->on_link(h->ts, l->plane, was_down /* so now up */, s->now);
+		host_after(s, h);
 	}
+}
+
+/* Sets both directions of the cable of l. */
+static void cable_set(sim *s, sim_link *l, unsigned state)
+{
+	link_change(s, l, 1, state);
+}
+
+static void link_params(sim_link *l, const sim_link_params *lp, unsigned mask);
+
+/* The link(s) a cable event acts on: the named direction, or l and its
+ * peer. */
+static void event_links(sim_link *l, unsigned dir, sim_link **a, sim_link **b)
+{
+	*a = dir == SIM_DIR_IN ? l->peer : l;
+	*b = dir == SIM_DIR_BOTH ? l->peer : NULL;
 }
 
 static void scenario_event(sim *s, uint32_t idx)
 {
 	const sim_event_config *e = &s->cfg->events[idx];
 
+	sim_link *la, *lb;
+
 	switch (e->type) {
 	case SIM_EVT_LINK_DOWN:
-		cable_set(s, s->evlink[idx], SIM_LINK_DOWN);
-		break;
 	case SIM_EVT_LINK_UP:
-		cable_set(s, s->evlink[idx], SIM_LINK_UP);
+	case SIM_EVT_BLACKHOLE: {
+		unsigned st = e->type == SIM_EVT_LINK_DOWN	 ? SIM_LINK_DOWN
+			      : e->type == SIM_EVT_LINK_UP ? SIM_LINK_UP
+							   : SIM_LINK_BLACKHOLE;
+
+		event_links(s->evlink[idx], e->dir, &la, &lb);
+		link_change(s, la, lb != NULL, st);
 		break;
-	case SIM_EVT_BLACKHOLE:
-		cable_set(s, s->evlink[idx], SIM_LINK_BLACKHOLE);
+	}
+	case SIM_EVT_SET_LINK:
+		event_links(s->evlink[idx], e->dir, &la, &lb);
+		link_params(la, &e->v, e->mask);
+		if (lb)
+			link_params(lb, &e->v, e->mask);
 		break;
 	case SIM_EVT_PLANE_DOWN:
 	case SIM_EVT_PLANE_UP: {
@@ -732,6 +993,95 @@ static void scenario_event(sim *s, uint32_t idx)
 	}
 }
 
+/* ---------------------------------------------------------- time series */
+
+/* Room for max_samples samples of every link and of the recorded flows. */
+static int ts_init(sim *s)
+{
+	const sim_ts_config *tc = &s->cfg->ts;
+	size_t cap = tc->max_samples;
+
+	if (tc->interval_ns == 0)
+		return 0;
+	s->ts.interval_ns = tc->interval_ns;
+	s->ts.nflows = s->nflows < tc->max_flows ? s->nflows : tc->max_flows;
+	s->ts.nlinks = s->nlinks;
+	s->ts.link_maxq = calloc(s->nlinks * cap, sizeof(uint64_t));
+	s->ts.link_tx = calloc(s->nlinks * cap, sizeof(uint64_t));
+	s->ts.flow_bytes = calloc(s->ts.nflows * cap + 1, sizeof(uint64_t));
+	s->ts_flow_last = calloc(s->ts.nflows + 1, sizeof(uint64_t));
+	if (!s->ts.link_maxq || !s->ts.link_tx || !s->ts.flow_bytes || !s->ts_flow_last)
+		return MRP_ERR_NOMEM;
+	s->ts.cap = cap;
+	schedule(s, s->ts.interval_ns, EV_SAMPLE, 0, NULL);
+	return 0;
+}
+
+static void ts_free(sim *s)
+{
+	free(s->ts.link_maxq);
+	free(s->ts.link_tx);
+	free(s->ts.flow_bytes);
+	free(s->ts_flow_last);
+}
+
+/* Full: every two neighbouring samples become one of twice the interval
+ * (largest queue: the larger; bytes: the sum). */
+static void ts_halve(sim *s)
+{
+	sim_ts *ts = &s->ts;
+	size_t half = ts->nsamples / 2;
+
+	for (size_t l = 0; l < ts->nlinks; l++) {
+		uint64_t *q = &ts->link_maxq[l * ts->cap], *x = &ts->link_tx[l * ts->cap];
+
+		for (size_t i = 0; i < half; i++) {
+			q[i] = q[2 * i] > q[2 * i + 1] ? q[2 * i] : q[2 * i + 1];
+			x[i] = x[2 * i] + x[2 * i + 1];
+		}
+	}
+	for (size_t f = 0; f < ts->nflows; f++) {
+		uint64_t *b = &ts->flow_bytes[f * ts->cap];
+
+		for (size_t i = 0; i < half; i++)
+			b[i] = b[2 * i] + b[2 * i + 1];
+	}
+	ts->nsamples = half;
+	ts->interval_ns *= 2;
+}
+
+static void ts_sample(sim *s)
+{
+	sim_ts *ts = &s->ts;
+	size_t i = ts->nsamples;
+
+	for (size_t k = 0; k < ts->nlinks; k++) {
+		sim_link *l = &s->links[k];
+
+		ts->link_maxq[k * ts->cap + i] = l->win_max_qbytes;
+		ts->link_tx[k * ts->cap + i] = l->tx_bytes - l->ts_tx_bytes;
+		l->win_max_qbytes = l->qbytes;
+		l->ts_tx_bytes = l->tx_bytes;
+	}
+	for (size_t f = 0; f < ts->nflows; f++) {
+		uint64_t b = s->flows[f].rx_bytes;
+
+		ts->flow_bytes[f * ts->cap + i] = b - s->ts_flow_last[f];
+		s->ts_flow_last[f] = b;
+	}
+	ts->nsamples++;
+	if (ts->nsamples == ts->cap)
+		ts_halve(s);
+	/* the series follows the run: no sample keeps an idle world going */
+	if (sim_evq_peek_time(&s->q) != SIM_NEVER)
+		schedule(s, (ts->nsamples + 1) * ts->interval_ns, EV_SAMPLE, 0, NULL);
+}
+
+const sim_ts *sim_get_ts(const sim *s)
+{
+	return s->ts.cap ? &s->ts : NULL;
+}
+
 /* ------------------------------------------------------------ the loop */
 
 static void dispatch(sim *s, const sim_ev *ev)
@@ -751,6 +1101,12 @@ static void dispatch(sim *s, const sim_ev *ev)
 		break;
 	case EV_SCENARIO:
 		scenario_event(s, ev->arg);
+		break;
+	case EV_SAMPLE:
+		ts_sample(s);
+		break;
+	case EV_PFC:
+		pfc_apply(s, ev->obj, (int)ev->arg);
 		break;
 	default:
 		assert(0 && "unknown event kind");
@@ -844,6 +1200,16 @@ size_t sim_link_count(const sim *s)
 sim_link *sim_link_get(const sim *s, size_t i)
 {
 	return i < s->nlinks ? &s->links[i] : NULL;
+}
+
+sim_link *sim_link_find(const sim *s, const char *name)
+{
+	char buf[64];
+
+	for (size_t i = 0; i < s->nlinks; i++)
+		if (strcmp(sim_link_name(&s->links[i], buf, sizeof(buf)), name) == 0)
+			return &s->links[i];
+	return NULL;
 }
 
 const sim_transport_ops *sim_transport(const sim *s)
@@ -987,6 +1353,12 @@ void sim_config_init(sim_config *cfg)
 	cfg->hosts = 2;
 	cfg->planes = 1;
 	cfg->max_buffer_bytes = 8ull << 30;
+	cfg->ts.max_samples = 1000;
+	cfg->ts.top_links = 8;
+	cfg->ts.max_flows = 64;
+	cfg->coll_entry = -1;
+	cfg->pfc_xoff = 200000;
+	cfg->pfc_xon = 160000;
 
 	sim_link_params lp = {
 		.rate_bps = 100000000000ull,
@@ -1015,6 +1387,14 @@ void sim_config_free(sim_config *cfg)
 	free(cfg->flows);
 	free(cfg->events);
 	free(cfg->name);
+	for (size_t i = 0; i < cfg->ts.nlinks; i++)
+		free(cfg->ts.links[i]);
+	free(cfg->ts.links);
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		free(cfg->colls[i].ranks);
+		free(cfg->colls[i].sizes);
+	}
+	free(cfg->colls);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -1054,6 +1434,20 @@ int sim_config_add_cable(sim_config *cfg, const sim_cable_config *cc)
 	return 0;
 }
 
+int sim_config_add_coll(sim_config *cfg, const sim_coll_config *cc)
+{
+	void *nv = grow(cfg->colls, cfg->ncolls, sizeof(*cc));
+
+	if (!nv) {
+		free(cc->ranks);
+		free(cc->sizes);
+		return MRP_ERR_NOMEM;
+	}
+	cfg->colls = nv;
+	cfg->colls[cfg->ncolls++] = *cc;
+	return 0;
+}
+
 int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key, const char *value,
 		       int line)
 {
@@ -1074,6 +1468,101 @@ int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key, 
 	}
 	cfg->opts = v;
 	cfg->opts[cfg->nopts++] = o;
+	return 0;
+}
+
+/* A copy of n elements of elt bytes with the capacity grow() expects for n
+ * (so sim_config_add_*() keep working on the copy); NULL only when out of
+ * memory (n == 0 gives NULL too, and is no error). */
+static void *dup_array(const void *v, size_t n, size_t elt)
+{
+	size_t cap = 4;
+
+	if (n == 0)
+		return NULL;
+	while (cap < n)
+		cap *= 2;
+
+	void *d = malloc(cap * elt);
+
+	if (d)
+		memcpy(d, v, n * elt);
+	return d;
+}
+
+int sim_config_copy(sim_config *dst, const sim_config *src)
+{
+	*dst = *src;
+	dst->name = NULL;
+	dst->cables = NULL;
+	dst->flows = NULL;
+	dst->events = NULL;
+	dst->opts = NULL;
+	dst->ncables = dst->nflows = dst->nevents = dst->nopts = 0;
+	dst->ts.links = NULL;
+	dst->ts.nlinks = 0;
+	dst->colls = NULL;
+	dst->ncolls = 0;
+	if (src->name && !(dst->name = strdup(src->name)))
+		goto nomem;
+	if (src->ncables && !(dst->cables = dup_array(src->cables, src->ncables, sizeof(*src->cables))))
+		goto nomem;
+	dst->ncables = src->ncables;
+	if (src->nflows && !(dst->flows = dup_array(src->flows, src->nflows, sizeof(*src->flows))))
+		goto nomem;
+	dst->nflows = src->nflows;
+	if (src->nevents && !(dst->events = dup_array(src->events, src->nevents, sizeof(*src->events))))
+		goto nomem;
+	dst->nevents = src->nevents;
+	for (size_t i = 0; i < src->nopts; i++) {
+		const sim_opt *o = &src->opts[i];
+
+		if (sim_config_add_opt(dst, o->transport, o->key, o->value, o->line) != 0)
+			goto nomem;
+	}
+	for (size_t i = 0; i < src->ts.nlinks; i++)
+		if (sim_config_add_ts_link(dst, src->ts.links[i]) != 0)
+			goto nomem;
+	for (size_t i = 0; i < src->ncolls; i++) {
+		sim_coll_config cc = src->colls[i];
+
+		cc.ranks = NULL;
+		cc.sizes = NULL;
+		if (src->colls[i].ranks && src->colls[i].nranks) {
+			cc.ranks = malloc(src->colls[i].nranks * sizeof(*cc.ranks));
+			if (!cc.ranks)
+				goto nomem;
+			memcpy(cc.ranks, src->colls[i].ranks, src->colls[i].nranks * sizeof(*cc.ranks));
+		}
+		if (src->colls[i].sizes && src->colls[i].nsizes) {
+			cc.sizes = malloc(src->colls[i].nsizes * sizeof(*cc.sizes));
+			if (!cc.sizes) {
+				free(cc.ranks);
+				goto nomem;
+			}
+			memcpy(cc.sizes, src->colls[i].sizes, src->colls[i].nsizes * sizeof(*cc.sizes));
+		}
+		if (sim_config_add_coll(dst, &cc) != 0) /* frees both on error */
+			goto nomem;
+	}
+	return 0;
+
+nomem:
+	sim_config_free(dst);
+	return MRP_ERR_NOMEM;
+}
+
+int sim_config_add_ts_link(sim_config *cfg, const char *name)
+{
+	char *d = strdup(name);
+	char **v = d ? grow(cfg->ts.links, cfg->ts.nlinks, sizeof(*v)) : NULL;
+
+	if (!v) {
+		free(d);
+		return MRP_ERR_NOMEM;
+	}
+	cfg->ts.links = v;
+	cfg->ts.links[cfg->ts.nlinks++] = d;
 	return 0;
 }
 
@@ -1106,6 +1595,13 @@ size_t sim_config_flow_count(const sim_config *cfg)
 
 	for (size_t i = 0; i < cfg->nflows; i++)
 		n += flow_spec_count(cfg, &cfg->flows[i]);
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		const sim_coll_config *cc = &cfg->colls[i];
+		uint32_t nr = sim_coll_nranks(cfg, cc);
+
+		if (sim_coll_selected(cfg, i) && nr >= 2)
+			n += (size_t)sim_coll_steps(cc->type, nr) * nr * cc->channels;
+	}
 	return n;
 }
 
@@ -1222,9 +1718,101 @@ static int port_resolve(const sim_config *cfg, unsigned p, const sim_port_ref *r
 	return MRP_ERR_INVAL;
 }
 
+/* The loss model's values (those mask sets): loss in 0-1, loss_burst 0 or
+ * at least 1, and below 1 loss for a bursty one. 0, or 1 with "key: why". */
+static int link_model_bad(const sim_link_params *lp, unsigned mask, char *why, size_t whylen)
+{
+	if ((mask & SIM_LP_LOSS) && !(lp->loss >= 0 && lp->loss <= 1)) {
+		snprintf(why, whylen, "loss: %g is not in 0-1", lp->loss);
+		return 1;
+	}
+	if ((mask & SIM_LP_BURST) && !(lp->loss_burst == 0 || lp->loss_burst >= 1)) {
+		snprintf(why, whylen, "loss_burst: %g is not 0 or at least 1 (packets)", lp->loss_burst);
+		return 1;
+	}
+	if ((mask & SIM_LP_BURST) && (mask & SIM_LP_LOSS) && lp->loss_burst > 1 && lp->loss >= 1) {
+		snprintf(why, whylen, "loss_burst: bursts need a loss below 1");
+		return 1;
+	}
+	return 0;
+}
+
 static int event_plane(const sim_config *cfg, const sim_event_config *e)
 {
 	return e->plane >= 0 ? e->plane : (cfg->planes == 1 ? 0 : -1);
+}
+
+/* Buffer bytes collective i needs at size: 2 x its flow bytes, or 2 x one
+ * chunk when they are above verify_max (shared buffers). *shared is set. */
+static uint64_t coll_buffer_bytes(const sim_config *cfg, size_t i, uint64_t size, int *shared)
+{
+	const sim_coll_config *cc = &cfg->colls[i];
+	uint32_t n = sim_coll_nranks(cfg, cc);
+	uint64_t chunk = sim_coll_chunk(cc->type, n, cc->channels, size);
+	uint64_t flows = (uint64_t)sim_coll_steps(cc->type, n) * n * cc->channels;
+
+	*shared = flows > UINT64_MAX / 2 / chunk || 2 * flows * chunk > cc->verify_max;
+	return *shared ? 2 * chunk : 2 * flows * chunk;
+}
+
+/* Checks the collectives of cfg; adds the buffer bytes the selected ones
+ * need to *total. */
+static int check_colls(const sim_config *cfg, uint64_t *total, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		const sim_coll_config *cc = &cfg->colls[i];
+		uint32_t n = sim_coll_nranks(cfg, cc);
+		int shared;
+
+		if (cc->type >= SIM_COLL_N)
+			return fail(err, errlen, cfg, cc->line, "collectives[%zu].type: unknown", i);
+		if (n < 2 || n > cfg->hosts)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu].ranks: %" PRIu32 " ranks is out of range (2-%" PRIu32
+				    ")",
+				    i, n, cfg->hosts);
+		if (cc->type == SIM_COLL_ALLREDUCE_RD && (n & (n - 1)) != 0)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu]: allreduce_rd needs a power-of-two number of ranks, "
+				    "not %" PRIu32,
+				    i, n);
+		for (uint32_t r = 0; cc->ranks && r < n; r++) {
+			if (cc->ranks[r] >= cfg->hosts)
+				return fail(err, errlen, cfg, cc->line,
+					    "collectives[%zu].ranks[%" PRIu32 "]: host %" PRIu32
+					    " does not exist (hosts: %" PRIu32 ")",
+					    i, r, cc->ranks[r], cfg->hosts);
+			for (uint32_t q = 0; q < r; q++)
+				if (cc->ranks[q] == cc->ranks[r])
+					return fail(err, errlen, cfg, cc->line,
+						    "collectives[%zu].ranks: host %" PRIu32
+						    " is rank %" PRIu32 " and rank %" PRIu32,
+						    i, cc->ranks[r], q, r);
+		}
+		if (cc->nsizes == 0)
+			return fail(err, errlen, cfg, cc->line, "collectives[%zu]: needs a size", i);
+		for (size_t k = 0; k < cc->nsizes; k++)
+			if (cc->sizes[k] == 0 || cc->sizes[k] > (1ull << 40))
+				return fail(err, errlen, cfg, cc->line,
+					    "collectives[%zu].sizes[%zu]: %" PRIu64
+					    " is out of range (1 B - 1 TiB)",
+					    i, k, cc->sizes[k]);
+		if (cc->plane >= (int)cfg->planes)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu].plane: %d is out of range (0-%u)", i, cc->plane,
+				    cfg->planes - 1);
+		if (cc->op >= SIM_OP_N)
+			return fail(err, errlen, cfg, cc->line, "collectives[%zu].op: unknown", i);
+		if (cc->channels < 1 || cc->channels > 64 ||
+		    (uint64_t)sim_coll_steps(cc->type, n) * n * cc->channels > 16000000)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu]: %" PRIu32 " channels is out of range (1-64, "
+				    "at most 16 M flows)",
+				    i, cc->channels);
+		if (sim_coll_selected(cfg, i))
+			*total += coll_buffer_bytes(cfg, i, sim_coll_size(cfg, i), &shared);
+	}
+	return 0;
 }
 
 int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
@@ -1277,6 +1865,8 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 					    p, lp->queue_bytes, cfg->mtu + 256);
 			if (!(lp->loss >= 0 && lp->loss <= 1))
 				return fail(err, errlen, cfg, 0, "plane %u: a link loss is not in 0-1", p);
+			if (link_model_bad(lp, SIM_LP_LOSS | SIM_LP_BURST, why, sizeof(why)))
+				return fail(err, errlen, cfg, 0, "plane %u: a link %s", p, why);
 		}
 	}
 
@@ -1300,7 +1890,13 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 				    "links[%zu].queue: %" PRIu64 " bytes cannot hold one packet "
 				    "(mtu + 256 = %" PRIu32 ")",
 				    i, c->v.queue_bytes, cfg->mtu + 256);
+		if (link_model_bad(&c->v, c->mask, why, sizeof(why)))
+			return fail(err, errlen, cfg, c->line, "links[%zu].%s", i, why);
 	}
+	if (cfg->ts.interval_ns && (cfg->ts.max_samples < 2 || cfg->ts.max_samples % 2))
+		return fail(err, errlen, cfg, cfg->ts.line,
+			    "timeseries.max_samples: %" PRIu32 " must be even and at least 2",
+			    cfg->ts.max_samples);
 
 	uint64_t total = 0;
 
@@ -1347,10 +1943,18 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 		if (total > UINT64_MAX / 4)
 			return fail(err, errlen, cfg, f->line, "flows[%zu]: too many bytes", i);
 	}
-	if (total * 2 > cfg->max_buffer_bytes) {
+	if (cfg->pfc_xon > cfg->pfc_xoff || cfg->pfc_xoff < (uint64_t)cfg->mtu + 256)
+		return fail(err, errlen, cfg, cfg->pfc_line,
+			    "pfc: xon (%" PRIu64 ") must not exceed xoff (%" PRIu64
+			    "), and xoff must hold a packet (mtu + 256)",
+			    cfg->pfc_xon, cfg->pfc_xoff);
+	total *= 2;
+	if (check_colls(cfg, &total, err, errlen) != 0)
+		return MRP_ERR_INVAL;
+	if (total > cfg->max_buffer_bytes) {
 		char a[32], b[32];
 
-		sim_fmt_bytes(a, sizeof(a), (double)total * 2);
+		sim_fmt_bytes(a, sizeof(a), (double)total);
 		sim_fmt_bytes(b, sizeof(b), (double)cfg->max_buffer_bytes);
 		return fail(err, errlen, cfg, 0,
 			    "flows: need %s of buffers (source and destination of every flow); "
@@ -1372,6 +1976,7 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 		case SIM_EVT_LINK_DOWN:
 		case SIM_EVT_LINK_UP:
 		case SIM_EVT_BLACKHOLE:
+		case SIM_EVT_SET_LINK:
 			if (!e->has_where)
 				return fail(err, errlen, cfg, e->line,
 					    "events[%zu]: %s needs host, or switch and port", i,
@@ -1385,6 +1990,28 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 					    sim_event_name(e->type), cfg->planes);
 			if (e->has_where && port_resolve(cfg, (unsigned)p, &e->where, &cr, why, sizeof(why)))
 				return fail(err, errlen, cfg, e->line, "events[%zu]: %s", i, why);
+			if (e->dir >= SIM_DIR_N)
+				return fail(err, errlen, cfg, e->line, "events[%zu].direction: unknown", i);
+			if (e->dir != SIM_DIR_BOTH &&
+			    (e->type == SIM_EVT_PLANE_DOWN || e->type == SIM_EVT_PLANE_UP))
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu].direction: %s acts on whole cables", i,
+					    sim_event_name(e->type));
+			if (e->type != SIM_EVT_SET_LINK)
+				break;
+			if (e->mask == 0)
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu]: set_link sets nothing (rate, delay, queue, "
+					    "ecn_threshold, loss, loss_burst, jitter)", i);
+			if ((e->mask & SIM_LP_RATE) && e->v.rate_bps == 0)
+				return fail(err, errlen, cfg, e->line, "events[%zu].rate: must not be 0", i);
+			if ((e->mask & SIM_LP_QUEUE) && e->v.queue_bytes < (uint64_t)cfg->mtu + 256)
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu].queue: %" PRIu64 " bytes cannot hold one packet "
+					    "(mtu + 256 = %" PRIu32 ")",
+					    i, e->v.queue_bytes, cfg->mtu + 256);
+			if (link_model_bad(&e->v, e->mask, why, sizeof(why)))
+				return fail(err, errlen, cfg, e->line, "events[%zu].%s", i, why);
 			break;
 		case SIM_EVT_STEER:
 			if (e->host < 0 || e->host >= cfg->hosts)
@@ -1426,9 +2053,15 @@ static void link_params(sim_link *l, const sim_link_params *lp, unsigned mask)
 		l->ecn_bytes = lp->ecn_bytes;
 	if (mask & SIM_LP_LOSS)
 		l->loss = lp->loss;
+	if (mask & SIM_LP_BURST)
+		l->loss_burst = lp->loss_burst;
+	if (mask & SIM_LP_JITTER)
+		l->jitter_ns = lp->jitter_ns;
 }
 
-#define LP_ALL (SIM_LP_RATE | SIM_LP_DELAY | SIM_LP_QUEUE | SIM_LP_ECN | SIM_LP_LOSS)
+#define LP_ALL                                                                            \
+	(SIM_LP_RATE | SIM_LP_DELAY | SIM_LP_QUEUE | SIM_LP_ECN | SIM_LP_LOSS | SIM_LP_BURST | \
+	 SIM_LP_JITTER)
 
 /* Creates the two links of a cable a <-> b; returns a -> b. */
 static sim_link *new_cable(sim *s, unsigned p, sim_node a, void *aobj, sim_node b, void *bobj,
@@ -1448,6 +2081,7 @@ static sim_link *new_cable(sim *s, unsigned p, sim_node a, void *aobj, sim_node 
 		l->id = (uint32_t)(l - s->links);
 		l->plane = (uint8_t)p;
 		l->state = SIM_LINK_UP;
+		l->notify_bytes = SIM_NEVER;
 		link_params(l, lp, LP_ALL);
 		sim_rng_seed(&l->rng, s->seed, TAG_LINK + l->id);
 	}
@@ -1560,6 +2194,7 @@ static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t ds
 	f->plane = (int8_t)fc->plane;
 	f->stream = fc->stream;
 	f->finish_ns = SIM_NEVER;
+	f->coll = -1;
 	f->src_buf = malloc(fc->bytes);
 	f->dst_buf = malloc(fc->bytes);
 	s->nflows++;
@@ -1570,6 +2205,120 @@ static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t ds
 	 * building, instead of during the run (where zeroing fresh pages
 	 * would otherwise dominate the cost of large flows). */
 	memset(f->dst_buf, 0, fc->bytes);
+	return 0;
+}
+
+/* A buffer shared by the flows of a collective too large to verify. */
+static uint8_t *shared_buf(sim *s, uint64_t len)
+{
+	uint8_t **v = realloc(s->shared, (s->nshared + 1) * sizeof(*v));
+	uint8_t *b;
+
+	if (!v)
+		return NULL;
+	s->shared = v;
+	b = malloc(len);
+	if (b)
+		s->shared[s->nshared++] = b;
+	return b;
+}
+
+/* Expands collective ci into flows (its flow k is step k / n of rank k % n)
+ * with their dependencies. Under verify_max every flow has its own source
+ * pattern and destination buffer; above it every flow of the collective
+ * sends from one shared pattern into one shared sink (not verified). */
+static int build_coll(sim *s, size_t ci)
+{
+	const sim_config *cfg = s->cfg;
+	const sim_coll_config *cc = &cfg->colls[ci];
+	uint32_t n = sim_coll_nranks(cfg, cc);
+	uint64_t size = sim_coll_size(cfg, ci);
+	uint64_t chunk = sim_coll_chunk(cc->type, n, cc->channels, size);
+	uint32_t nflows = sim_coll_steps(cc->type, n) * n * cc->channels;
+	uint32_t base = (uint32_t)s->nflows;
+	uint8_t *ssrc = NULL, *sdst = NULL;
+	int shared;
+
+	coll_buffer_bytes(cfg, ci, size, &shared);
+	if (shared) {
+		ssrc = shared_buf(s, chunk);
+		sdst = shared_buf(s, chunk);
+		if (!ssrc || !sdst)
+			return MRP_ERR_NOMEM;
+		fill_pattern(ssrc, chunk, s->seed, base);
+		memset(sdst, 0, chunk);
+	}
+	for (uint32_t k = 0; k < nflows; k++) {
+		sim_flow *f = &s->flows[s->nflows];
+		uint32_t step, ch, sr, dr, deps[2];
+		unsigned nd = sim_coll_flow(cc->type, n, cc->channels, k, &step, &ch, &sr, &dr, deps);
+
+		f->id = (uint32_t)s->nflows;
+		f->src = sim_coll_host(cc, sr);
+		f->dst = sim_coll_host(cc, dr);
+		f->bytes = chunk;
+		f->start_ns = cc->start_ns;
+		f->op = (uint8_t)cc->op;
+		/* channel c on plane c mod planes unless the scenario names one */
+		f->plane = (int8_t)(cc->plane >= 0 || cc->channels < 2 ? cc->plane
+								      : (int)(ch % s->nplanes));
+		f->stream = cc->stream;
+		f->finish_ns = SIM_NEVER;
+		f->coll = (int32_t)ci;
+		f->step = step;
+		f->channel = ch;
+		f->rank = sr;
+		f->ndeps = nd;
+		for (unsigned d = 0; d < nd; d++)
+			f->deps[d] = base + deps[d];
+		f->waiting = nd;
+		s->nflows++;
+		if (shared) {
+			f->src_buf = ssrc;
+			f->dst_buf = sdst;
+			f->unchecked = 1;
+			continue;
+		}
+		f->src_buf = malloc(chunk);
+		f->dst_buf = malloc(chunk);
+		if (!f->src_buf || !f->dst_buf)
+			return MRP_ERR_NOMEM;
+		fill_pattern(f->src_buf, chunk, s->seed, f->id);
+		memset(f->dst_buf, 0, chunk);
+	}
+	return 0;
+}
+
+/* The reverse of the flows' dependencies, for coll_release(). */
+static int build_dependents(sim *s)
+{
+	size_t ndeps = 0;
+
+	for (size_t i = 0; i < s->nflows; i++)
+		ndeps += s->flows[i].ndeps;
+	if (ndeps == 0)
+		return 0;
+	s->dep_off = calloc(s->nflows + 1, sizeof(*s->dep_off));
+	s->dep_list = calloc(ndeps, sizeof(*s->dep_list));
+	if (!s->dep_off || !s->dep_list)
+		return MRP_ERR_NOMEM;
+	for (size_t i = 0; i < s->nflows; i++)
+		for (uint32_t d = 0; d < s->flows[i].ndeps; d++)
+			s->dep_off[s->flows[i].deps[d] + 1]++;
+	for (size_t i = 0; i < s->nflows; i++)
+		s->dep_off[i + 1] += s->dep_off[i];
+
+	uint32_t *fill = calloc(s->nflows, sizeof(*fill));
+
+	if (!fill)
+		return MRP_ERR_NOMEM;
+	for (size_t i = 0; i < s->nflows; i++)
+		for (uint32_t d = 0; d < s->flows[i].ndeps; d++) {
+			uint32_t j = s->flows[i].deps[d];
+
+			s->dep_list[s->dep_off[j] + fill[j]++] = (uint32_t)i;
+		}
+	free(fill);
 	return 0;
 }
 
@@ -1629,6 +2378,11 @@ static int build_flows(sim *s)
 			break;
 		}
 	}
+	for (size_t i = 0; i < cfg->ncolls && rc == 0; i++)
+		if (sim_coll_selected(cfg, i))
+			rc = build_coll(s, i);
+	if (rc == 0)
+		rc = build_dependents(s);
 	s->flows_left = s->nflows;
 	return rc;
 }
@@ -1648,11 +2402,19 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 		snprintf(err, errlen, "out of memory");
 		return MRP_ERR_NOMEM;
 	}
-	s->cfg = cfg;
+	/* The simulator keeps its own copy: the caller may free or change cfg
+	 * as soon as sim_new() returns. */
+	if (sim_config_copy(&s->own, cfg) != 0) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return MRP_ERR_NOMEM;
+	}
+	cfg = s->cfg = &s->own;
 	s->ops = ops;
 	s->seed = cfg->seed;
 	s->nplanes = cfg->planes;
 	s->nhosts = cfg->hosts;
+	s->pfc = ops->lossless;
 	rc = sim_evq_init(&s->q, 1024);
 	if (rc != 0)
 		goto nomem;
@@ -1701,6 +2463,18 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 		}
 	}
 
+	/* PFC headroom per ingress: what arrives between xoff and the pause
+	 * taking effect (a round trip on the wire at line rate, plus a frame
+	 * being sent at each end and the pause frame) unless configured */
+	for (size_t i = 0; i < s->nlinks; i++) {
+		sim_link *l = &s->links[i];
+
+		l->pfc_headroom = cfg->pfc_headroom;
+		if (!l->pfc_headroom)
+			l->pfc_headroom = 2 * (l->delay_ns * (l->rate_bps / 1000000) / 8000) +
+					  3 * ((uint64_t)cfg->mtu + 256) + PFC_FRAME_LEN;
+	}
+
 	if (build_flows(s) != 0)
 		goto nomem;
 
@@ -1718,9 +2492,19 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 		schedule(s, e->at_ns, EV_SCENARIO, (uint32_t)i, NULL);
 	}
 	for (size_t i = 0; i < s->nflows; i++)
-		schedule(s, s->flows[i].start_ns, EV_FLOW_START, 0, &s->flows[i]);
-	if (s->fatal)
+		if (s->flows[i].ndeps == 0) /* the others start when their inputs are done */
+			schedule(s, s->flows[i].start_ns, EV_FLOW_START, 0, &s->flows[i]);
+	if (ts_init(s) != 0 || s->fatal)
 		goto nomem;
+	for (size_t i = 0; i < cfg->ts.nlinks; i++) {
+		if (!sim_link_find(s, cfg->ts.links[i])) {
+			snprintf(err, errlen, "%s:%d: timeseries.links[%zu]: no link is named '%s' "
+				 "(e.g. 'p0:leaf0->spine1', 'p0:host3->switch')",
+				 cfg->name ? cfg->name : "scenario", cfg->ts.line, i, cfg->ts.links[i]);
+			sim_del(s);
+			return MRP_ERR_INVAL;
+		}
+	}
 
 	for (uint32_t i = 0; i < s->nhosts; i++) {
 		s->errbuf[0] = '\0';
@@ -1752,9 +2536,16 @@ void sim_del(sim *s)
 		if (s->hosts[i].ts && s->ops->host_del)
 			s->ops->host_del(s->hosts[i].ts);
 	for (size_t i = 0; s->flows && i < s->nflows; i++) {
+		if (s->flows[i].unchecked)
+			continue; /* shared: freed below */
 		free(s->flows[i].src_buf);
 		free(s->flows[i].dst_buf);
 	}
+	for (size_t i = 0; i < s->nshared; i++)
+		free(s->shared[i]);
+	free(s->shared);
+	free(s->dep_off);
+	free(s->dep_list);
 	free(s->flows);
 	for (unsigned p = 0; p < s->nplanes; p++) {
 		for (uint32_t i = 0; s->planes[p].sw && i < s->planes[p].nsw; i++)
@@ -1768,5 +2559,7 @@ void sim_del(sim *s)
 	free(s->hosts);
 	free(s->evlink);
 	sim_evq_free(&s->q);
+	ts_free(s);
+	sim_config_free(&s->own);
 	free(s);
 }
