@@ -19,6 +19,7 @@
 #include "localsock.h"
 #include "log.h"
 #include "mrd.h"
+#include "planes.h"
 
 #define SQ_BUDGET 256        /* SQEs of one context per pass (fairness) */
 #define ENDED_KEEP 256       /* ended connection handles remembered per session */
@@ -1510,6 +1511,39 @@ static void req_close(app_session *s, const mrc_msg_hdr *h, const mrc_close_req 
 	mrd_conn_close(ac->c, (int)q->abort);
 }
 
+/* ---- device information (MRC_MSG_DEVINFO) ------------------------------------ */
+
+/* The planes (address, MTU, link speed, up) and the service port, for a
+ * verbs-style device model in the library. */
+static void req_devinfo(app_session *s, const mrc_msg_hdr *h, const mrc_devinfo_req *q)
+{
+	if (q->flags || q->reserved) {
+		bad_req(s, h, MRD_APP_BAD_RESERVED, MRC_ERR_INVAL);
+		return;
+	}
+	mrd *d = s->a->d;
+	mrp_conn_params cp;
+	mrd_config_conn_params(&d->cfg, &cp);
+	mrc_devinfo_rep rep = {.port = d->cfg.port, .mtu = cp.mtu, .max_msg = MRP_MSG_MAX};
+	unsigned n = d->dp.nplanes < MRC_DEVINFO_PLANES ? d->dp.nplanes : MRC_DEVINFO_PLANES;
+	for (unsigned i = 0; i < n; i++) {
+		const mrd_sockaddr *sa = &d->dp.planes[i].local;
+		mrc_devinfo_plane *p = &rep.planes[i];
+		if (sa->sa.sa_family == AF_INET) {
+			p->family = 4;
+			memcpy(p->addr, &sa->in.sin_addr, 4);
+		} else {
+			p->family = 6;
+			memcpy(p->addr, &sa->in6.sin6_addr, 16);
+		}
+		p->up = (uint8_t)(mrd_planes_up(d, i) != 0);
+		p->mtu = d->cfg.planes[i].mtu;
+		p->speed_bps = mrd_planes_speed(d, i);
+	}
+	rep.nplanes = (uint16_t)n;
+	reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
+}
+
 /* ---- the session socket -------------------------------------------------------- */
 
 static size_t payload_size(uint32_t type)
@@ -1524,6 +1558,7 @@ static size_t payload_size(uint32_t type)
 	case MRC_MSG_UNLISTEN: return sizeof(mrc_unlisten_req);
 	case MRC_MSG_CONNECT: return sizeof(mrc_connect_req);
 	case MRC_MSG_CLOSE: return sizeof(mrc_close_req);
+	case MRC_MSG_DEVINFO: return sizeof(mrc_devinfo_req);
 	}
 	return SIZE_MAX;
 }
@@ -1593,6 +1628,7 @@ static void handle_msg(app_session *s, const uint8_t *buf, size_t n, int *fds, i
 		mrc_unlisten_req unlisten;
 		mrc_connect_req connect;
 		mrc_close_req close;
+		mrc_devinfo_req devinfo;
 	} p;
 	memcpy(&p, buf + sizeof(h), want);
 	if (s->state == S_OPEN && h.type == MRC_MSG_HELLO) {
@@ -1612,6 +1648,7 @@ static void handle_msg(app_session *s, const uint8_t *buf, size_t n, int *fds, i
 	case MRC_MSG_UNLISTEN: req_unlisten(s, &h, &p.unlisten); break;
 	case MRC_MSG_CONNECT: req_connect(s, &h, &p.connect); break;
 	case MRC_MSG_CLOSE: req_close(s, &h, &p.close); break;
+	case MRC_MSG_DEVINFO: req_devinfo(s, &h, &p.devinfo); break;
 	}
 }
 
