@@ -119,6 +119,7 @@ struct mrv_qp {
 	int connector;       /* this side connects at RTR */
 	int awaiting;        /* RTR reached, the peer's connection not yet in */
 	int err;             /* in the error state: everything flushes */
+	int peer_closed;     /* the peer closed gracefully (destroyed its QP) */
 	int sq_sig_all;
 	struct ibv_qp_cap cap;
 	uint32_t outstanding_send, outstanding_recv;
@@ -658,6 +659,7 @@ static void slot_put(mrv_ctx *x, uint32_t i)
 }
 
 static void qp_set_error(mrv_qp *q);
+static void pump(mrv_ctx *x);
 
 /* A completion for the app: to the QP's send or receive CQ. Unsignaled
  * successes are dropped; after an error every completion is a flush. */
@@ -706,12 +708,17 @@ static int drain(mrv_ctx *x)
 			mrv_qp *q = sl.qp;
 			if (!q)
 				continue; /* its QP is gone */
-			int is_recv = w[i].opcode == MRC_WC_OP_RECV ||
-				      w[i].opcode == MRC_WC_OP_RECV_WRITE_IMM;
+			int is_recv = sl.opcode == IBV_WC_RECV; /* flushes carry no opcode we trust */
 			if (is_recv)
 				q->outstanding_recv--;
 			else
 				q->outstanding_send--;
+			if (is_recv && !q->err && w[i].status == MRC_WC_FLUSHED) {
+				if (!q->peer_closed)
+					pump(x); /* is it the peer's close? */
+				if (q->peer_closed)
+					continue;
+			}
 			enum ibv_wc_opcode op = (enum ibv_wc_opcode)sl.opcode;
 			if (w[i].opcode == MRC_WC_OP_RECV_WRITE_IMM)
 				op = IBV_WC_RECV_RDMA_WITH_IMM;
@@ -972,7 +979,13 @@ static void pump(mrv_ctx *x)
 			;
 		if (!q)
 			continue;
-		if (ev.type == MRC_EV_CLOSED || ev.type == MRC_EV_RESET || ev.type == MRC_EV_FAILED) {
+		if (ev.type == MRC_EV_CLOSED) {
+			/* The peer destroyed its QP. An RC QP does not notice
+			 * that: receives still posted never complete (the
+			 * daemon flushes them; drain() drops those) and a send
+			 * posted now fails. */
+			q->peer_closed = 1;
+		} else if (ev.type == MRC_EV_RESET || ev.type == MRC_EV_FAILED) {
 			/* the peer destroyed its QP or the connection broke: work
 			 * still outstanding completes with a flush */
 			q->err = 1;
@@ -1034,6 +1047,15 @@ static void kick(mrv_ctx *x)
 	uint64_t one = 1;
 	if (write(x->wake, &one, sizeof(one)) < 0)
 		say("notifier: write: %s", strerror(errno));
+}
+
+/* The thread starts with the first completion channel or the first QP
+ * that waits for its peer's connection (lock held). */
+static int ensure_thread(mrv_ctx *x)
+{
+	if (!x->thr_started && pthread_create(&x->thr, NULL, notifier, x) == 0)
+		x->thr_started = 1;
+	return x->thr_started;
 }
 
 /* ---- the ops the header's inline functions call ------------------------------------ */
@@ -1476,11 +1498,7 @@ MRV_API struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c)
 		return NULL;
 	}
 	pthread_mutex_lock(&x->lock);
-	if (!x->thr_started) {
-		if (pthread_create(&x->thr, NULL, notifier, x) == 0)
-			x->thr_started = 1;
-	}
-	int ok = x->thr_started;
+	int ok = ensure_thread(x);
 	pthread_mutex_unlock(&x->lock);
 	if (!ok) {
 		close(ch->ch.fd);
@@ -1725,8 +1743,12 @@ static int to_rtr(mrv_ctx *x, mrv_qp *q, struct ibv_qp_attr *a)
 		if (q->conn) {
 			qp_connected(x, q);
 		} else {
+			/* Until it comes, the thread takes it (and posts what
+			 * waits) even while the program does not call us. */
 			q->awaiting = 1;
 			x->nawaiting++;
+			ensure_thread(x);
+			kick(x);
 		}
 		return 0;
 	}
