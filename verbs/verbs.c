@@ -541,6 +541,16 @@ MRV_API int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, si
 	return -1;
 }
 
+/* librdmacm asks this first: say what is really missing. */
+const char *ibv_get_sysfs_path(void);
+MRV_API const char *ibv_get_sysfs_path(void)
+{
+	say("rdma_cm (librdmacm) is not supported: exchange QP numbers and GIDs out of band "
+	    "(perftest without -R)");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
 MRV_API int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey)
 {
 	(void)c;
