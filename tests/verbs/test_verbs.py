@@ -133,9 +133,10 @@ def t_pingpong(p):
         for tag, (rc, out) in (("server", s), ("client", c)):
             m = re.search(r"(\d+) bytes in [0-9.]+ seconds", out)
             size = 65536 if "-s" in extra else 4096
-            check(m is not None and int(m.group(1)) == n * size,
+            # both directions count
+            check(m is not None and int(m.group(1)) == 2 * n * size,
                   "ibv_rc_pingpong %s %s: %d bytes moved, every buffer checked (-c)"
-                  % (label, tag, n * size))
+                  % (label, tag, 2 * n * size))
             check(re.search(r"%d iters in" % n, out) is not None,
                   "ibv_rc_pingpong %s %s: %d iterations" % (label, tag, n))
             check("Failed status" not in out and "parse WC failed" not in out,
