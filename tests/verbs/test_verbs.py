@@ -226,7 +226,18 @@ def t_unsupported(p):
         fails_cleanly(p, port, argv, want, label)
 
 
-GROUPS = {"devices": t_devices, "pingpong": t_pingpong, "perftest": t_perftest,
+def t_memory(p):
+    r = subprocess.run([RUN, os.environ["VERBS_REGMR"], p.a.app_sock, p.b.app_sock],
+                       capture_output=True, text=True, timeout=100)
+    show("regmr", r.stdout + r.stderr)
+    check(r.returncode == 0, "regmr: every memory kind registered and written, RC error "
+          "semantics (exit %d)" % r.returncode)
+    for who in ("requester", "responder"):
+        check("%s: PASS" % who in r.stdout, "regmr %s passed" % who)
+    check(r.stdout.count("all correct") == 4, "four kinds of memory verified byte by byte")
+
+
+GROUPS = {"memory": t_memory, "devices": t_devices, "pingpong": t_pingpong, "perftest": t_perftest,
           "unsupported": t_unsupported}
 
 
