@@ -30,6 +30,7 @@
 #define SZ_ALIGN (1 << 20)
 #define SZ_ANON (1 << 20)
 #define SZ_HUGE (2 << 20)
+#define LBL_ROUNDS 20 /* last-byte-last rounds of a 1 MiB WRITE */
 
 static const char *const kind_name[NKIND] = {"malloc+7", "memalign", "anonymous mmap",
 					     "huge-page mmap"};
@@ -237,10 +238,35 @@ static int side(int is_req, int rfd, int wfd)
 		CHECK(ibv_poll_cq(scq, 1, &wc) == 0, "no further send completion");
 		printf("%s: 4 unsignaled WRITEs and 1 signaled SEND: 1 completion\n", who);
 
-		/* Wait for the responder's check, then an error. */
+		/* Wait for the responder's check. */
 		char ok;
 		xread(rfd, &ok, 1);
 		CHECK(ok == 'y', "the responder saw wrong data");
+
+		/* Last byte last: 1 MiB WRITEs whose last byte the responder
+		 * polls; it then checks every other byte at once. */
+		for (int r = 0; r < LBL_ROUNDS; r++) {
+			for (size_t i = 0; i < SZ_ALIGN; i++)
+				buf[1][i] = (uint8_t)(i * 13 + (size_t)r * 7 + (i >> 12));
+			buf[1][SZ_ALIGN - 1] = (uint8_t)(0x80 | r);
+			struct ibv_sge lsg = {.addr = (uintptr_t)buf[1], .length = SZ_ALIGN,
+					      .lkey = mr[1]->lkey};
+			struct ibv_send_wr lw = {.wr_id = 400 + (uint64_t)r, .sg_list = &lsg,
+						 .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+						 .send_flags = IBV_SEND_SIGNALED,
+						 .wr.rdma = {.remote_addr = peer.addr[2], .rkey = peer.rkey[2]}},
+					   *lbad;
+			CHECK(!ibv_post_send(qp, &lw, &lbad), "post 1 MiB WRITE");
+			wait_wc(scq, &wc);
+			CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 400 + (uint64_t)r,
+			      "1 MiB WRITE %d completes: %s", r, ibv_wc_status_str(wc.status));
+			xread(rfd, &ok, 1);
+			CHECK(ok == 'y', "round %d: the last byte landed before the others", r);
+		}
+		printf("%s: %d WRITEs of 1 MiB: the last byte landed last each time\n", who,
+		       LBL_ROUNDS);
+
+		/* Then an error. */
 		struct ibv_sge sg2 = {.addr = (uintptr_t)buf[1], .length = 4096, .lkey = mr[1]->lkey};
 		struct ibv_send_wr bw = {.wr_id = 300, .sg_list = &sg2, .num_sge = 1,
 					 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
@@ -301,6 +327,27 @@ static int side(int is_req, int rfd, int wfd)
 			       kind_name[t], n, len[t] - n);
 		}
 		xwrite(wfd, "y", 1);
+		/* Last byte last: poll the last byte, then every byte at once. */
+		volatile uint8_t *t = buf[2];
+		for (int r = 0; r < LBL_ROUNDS; r++) {
+			long spins = 0;
+			while (t[SZ_ANON - 1] != (uint8_t)(0x80 | r)) {
+				if (++spins > 100000)
+					usleep(10);
+				CHECK(spins < 100000 + 2000000, "round %d: the last byte never came", r);
+			}
+			size_t bad = SIZE_MAX;
+			for (size_t i = 0; i < SZ_ANON - 1 && bad == SIZE_MAX; i++)
+				if (t[i] != (uint8_t)(i * 13 + (size_t)r * 7 + (i >> 12)))
+					bad = i;
+			if (bad != SIZE_MAX)
+				fprintf(stderr, "responder: round %d: byte %zu not yet placed when the "
+						"last byte was\n", r, bad);
+			xwrite(wfd, bad == SIZE_MAX ? "y" : "n", 1);
+			CHECK(bad == SIZE_MAX, "round %d: last byte before byte %zu", r, bad);
+		}
+		printf("%s: %d WRITEs of 1 MiB: every byte in place when the last one was\n", who,
+		       LBL_ROUNDS);
 		char ok;
 		xread(rfd, &ok, 1);
 	}

@@ -154,8 +154,12 @@ def perftest(p, port, argv, sizes, label, bw):
                                                                 if len(sizes) > 3 else sizes))
     for r in rows:
         if bw:
-            # #bytes #iterations BW_peak BW_average MsgRate
-            check(r[3] > 0, "%s: size %d: average bandwidth %.2f MB/s > 0" % (label, r[0], r[3]))
+            # #bytes #iterations BW_peak[MB/s] BW_average[MB/s] MsgRate[Mpps]
+            # (the bandwidth has 2 decimals: tiny messages on a loaded
+            # host print 0.00; the message rate has 6)
+            check(len(r) >= 5 and r[4] > 0 and r[3] >= 0 and r[1] > 0,
+                  "%s: size %d: %d iterations, message rate %.6f Mpps > 0, %.2f MB/s"
+                  % (label, r[0], r[1], r[4], r[3]))
         else:
             # #bytes #iterations t_min t_max t_typical t_avg ...
             check(0 < r[2] <= r[4] <= r[3],
