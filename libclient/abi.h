@@ -350,4 +350,21 @@ typedef struct mrc_devinfo_rep {
 _Static_assert(sizeof(mrc_devinfo_rep) == 16 + 32 * MRC_DEVINFO_PLANES, "mrc_devinfo_rep layout");
 _Static_assert(sizeof(mrc_msg_hdr) + sizeof(mrc_devinfo_rep) <= MRC_MSG_MAX, "devinfo fits");
 
+/* ---- exact bounds of a region (MRC_MSG_MR_BOUNDS) ----------------------------
+ *
+ * An additive request: a region is registered in whole pages (MR_REG); this
+ * narrows it to the bytes [addr, addr+len) (inside the region), so that
+ * peers' accesses and local work requests outside them fail with the bounds
+ * errors. May be repeated; each must lie inside the pages registered. */
+#define MRC_MSG_MR_BOUNDS 12
+
+typedef struct mrc_mr_bounds_req {
+	uint32_t lkey;
+	uint32_t reserved; /* 0 */
+	uint64_t addr;     /* application virtual address */
+	uint64_t len;      /* bytes, >= 1 */
+} mrc_mr_bounds_req;
+
+_Static_assert(sizeof(mrc_mr_bounds_req) == 24, "mrc_mr_bounds_req layout");
+
 #endif

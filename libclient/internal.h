@@ -126,6 +126,10 @@ int mrc_block_adopt(void *base, size_t len, size_t pagesz, int fd);
 int mrc_block_find(const void *addr, size_t len, void **pbase, size_t *plen);
 int mrc_block_release(void *base);
 
+/* Narrow a region to exactly [addr, addr+len) (MRC_MSG_MR_BOUNDS): peers'
+ * accesses and local work requests outside it fail with bounds errors. */
+int mrc_mr_set_bounds(mrc_mr *mr, const void *addr, size_t len);
+
 /* session.c: the daemon's planes and service port (MRC_MSG_DEVINFO). */
 int mrc_session_devinfo(mrc_session *s, mrc_devinfo_rep *out);
 

@@ -298,3 +298,15 @@ int mrc_block_release(void *base)
 	pthread_mutex_unlock(&blocks_lock);
 	return MRC_ERR_NOENT;
 }
+
+int mrc_mr_set_bounds(mrc_mr *mr, const void *addr, size_t len)
+{
+	if (!mr || !addr || !len)
+		return MRC_ERR_INVAL;
+	mrc_session *s = mr->s;
+	mrc_mr_bounds_req req = {.lkey = mr->lkey, .addr = (uint64_t)(uintptr_t)addr, .len = len};
+	pthread_mutex_lock(&s->lock);
+	int rc = mrc_request(s, MRC_MSG_MR_BOUNDS, &req, sizeof(req), -1, NULL, 0, NULL, 0, NULL);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}

@@ -1662,6 +1662,19 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t len, unsigned
 	}
 	if (!block && mrc_block_find(addr, len, &base, &blen) == 0)
 		block = base; /* shared with earlier registrations: released with the last */
+	/* The daemon maps whole pages; a verbs region is exactly its bytes. */
+	if (mrc_mr_addr(m->m) != addr || mrc_mr_len(m->m) != len) {
+		rc = mrc_mr_set_bounds(m->m, addr, len);
+		if (rc) {
+			say("ibv_reg_mr(%p, %zu): exact bounds: %s", addr, len, mrc_strerror(rc));
+			mrc_dereg_mr(m->m);
+			if (block)
+				mrc_block_release(block);
+			free(m);
+			errno = EINVAL;
+			return NULL;
+		}
+	}
 	m->block = block;
 	m->mr.context = pd->context;
 	m->mr.pd = pd;

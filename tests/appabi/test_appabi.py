@@ -114,6 +114,30 @@ check(c.reply(seq)[0] == R.ERR["INVAL"] and c.eof(),
 c.close()
 ctx = None
 
+# ---- MRC_MSG_MR_BOUNDS: a region narrowed to exact bytes --------------------------
+MR_BOUNDS = 12
+BOUNDS = struct.Struct("<IIQQ")
+c = R.Client(A.app_sock)
+c.hello()
+breg = R.Region(1 << 16)
+st, bkeys = c.mr_reg(breg, R.ACCESS_LOCAL_WRITE | R.ACCESS_REMOTE_WRITE)
+check(st == 0, "MR_REG for MR_BOUNDS")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, breg.addr + 7, 50003))[0] == 0,
+      "MR_BOUNDS inside the region: accepted")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, breg.addr + 7, 1 << 16))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS past the region's end: INVAL")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, breg.addr - 1, 10))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS before the region: INVAL")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, breg.addr, 0))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS of 0 bytes: INVAL")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, (1 << 64) - 8, 16))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS wrapping around: INVAL")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0] ^ 0x10000, 0, breg.addr, 8))[0] == R.ERR["NOENT"],
+      "MR_BOUNDS of an unknown lkey: NOENT")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 1, breg.addr, 8))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS reserved: INVAL")
+c.close()
+
 # ---- MRC_MSG_DEVINFO: the daemon's planes and service port ------------------------
 DEVINFO = 11
 c = R.Client(A.app_sock)

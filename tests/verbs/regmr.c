@@ -5,8 +5,9 @@
  * page mapping when the system has huge pages) keeps its contents and its
  * neighbours usable; RDMA WRITE into each kind of memory places every byte;
  * separate send and receive CQs, unsignaled sends, a completion channel;
- * RC error semantics (a bad rkey fails REM_ACCESS, everything after it
- * flushes, posts after it flush at once).
+ * the last byte of a WRITE lands last; RC error semantics and byte-exact
+ * bounds (a WRITE one byte past a region fails REM_ACCESS, everything after
+ * it flushes, posts after it flush at once).
  *
  * Usage: regmr SOCKET_A SOCKET_B. The process forks: the child attaches to
  * daemon B (responder), the parent to daemon A (requester); they exchange
@@ -267,19 +268,25 @@ static int side(int is_req, int rfd, int wfd)
 		       LBL_ROUNDS);
 
 		/* Then an error. */
-		struct ibv_sge sg2 = {.addr = (uintptr_t)buf[1], .length = 4096, .lkey = mr[1]->lkey};
+		/* One byte past the end of the peer's malloc+7 region: on the
+		 * same page, so only byte-exact bounds refuse it. */
+		struct ibv_sge sg2 = {.addr = (uintptr_t)buf[1], .length = 1, .lkey = mr[1]->lkey};
 		struct ibv_send_wr bw = {.wr_id = 300, .sg_list = &sg2, .num_sge = 1,
 					 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
-					 .wr.rdma = {.remote_addr = peer.addr[1],
-						     .rkey = peer.rkey[1] ^ 0x5a5a5a5au}};
+					 .wr.rdma = {.remote_addr = peer.addr[0] + peer.len[0],
+						     .rkey = peer.rkey[0]}};
+		struct ibv_sge sg3 = {.addr = (uintptr_t)buf[1], .length = 4096, .lkey = mr[1]->lkey};
 		struct ibv_send_wr gw = bw;
 		gw.wr_id = 301;
+		gw.sg_list = &sg3;
+		gw.wr.rdma.remote_addr = peer.addr[1];
 		gw.wr.rdma.rkey = peer.rkey[1];
 		bw.next = &gw;
 		CHECK(!ibv_post_send(qp, &bw, &bad), "post bad WRITE + good WRITE");
 		wait_wc(scq, &wc);
 		CHECK(wc.wr_id == 300 && wc.status == IBV_WC_REM_ACCESS_ERR,
-		      "a bad rkey completes REM_ACCESS_ERR: wr_id %llu %s",
+		      "a WRITE one byte past the region's end completes REM_ACCESS_ERR: "
+		      "wr_id %llu %s",
 		      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
 		wait_wc(scq, &wc);
 		CHECK(wc.wr_id == 301 && wc.status == IBV_WC_WR_FLUSH_ERR,
@@ -296,7 +303,8 @@ static int side(int is_req, int rfd, int wfd)
 		struct ibv_qp_init_attr qi;
 		CHECK(!ibv_query_qp(qp, &qs, IBV_QP_STATE, &qi) && qs.qp_state == IBV_QPS_ERR,
 		      "the QP is in the error state");
-		printf("%s: bad rkey -> REM_ACCESS_ERR, then WR_FLUSH_ERR, QP in ERR\n", who);
+		printf("%s: one byte past the region -> REM_ACCESS_ERR, then WR_FLUSH_ERR, QP in "
+		       "ERR\n", who);
 		xwrite(wfd, "y", 1);
 	} else {
 		/* The receive posted in INIT completes through the channel. */
