@@ -241,7 +241,48 @@ def t_memory(p):
     check(r.stdout.count("all correct") == 4, "four kinds of memory verified byte by byte")
 
 
-GROUPS = {"memory": t_memory, "devices": t_devices, "pingpong": t_pingpong, "perftest": t_perftest,
+def dynsyms(lib):
+    out = subprocess.run(["readelf", "--dyn-syms", "-W", lib], capture_output=True, text=True,
+                         check=True).stdout
+    d = set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[3] == "FUNC" and f[6] != "UND" and "@@" in f[7]:
+            d.add(f[7])
+    return d
+
+
+def t_symbols(p):
+    """Every function the system's libraries export (name@@VERSION) is
+    exported by ours under the same version: programs and the libraries
+    they link load against ours."""
+    vdir = os.path.dirname(os.path.realpath(RUN))
+    for name in ("libibverbs.so.1", "libmlx5.so.1", "libefa.so.1"):
+        r = subprocess.run(["cc", "-print-file-name=" + name], capture_output=True, text=True)
+        sysl = r.stdout.strip()
+        if not sysl.startswith("/"):
+            print("note: no system %s" % name)
+            continue
+        ours = os.path.join(vdir, name)
+        want, got = dynsyms(sysl), dynsyms(ours)
+        missing = sorted(want - got)
+        check(not missing, "%s: all %d versioned functions of the system's library exported "
+              "(missing: %s)" % (name, len(want), " ".join(missing[:8])))
+    # every program of the suite resolves against ours
+    for prog in ("ibv_devinfo", "ib_write_bw", "ib_send_lat"):
+        path = shutil.which(prog)
+        if not path:
+            continue
+        env = dict(os.environ, LD_LIBRARY_PATH=vdir, LD_BIND_NOW="1")
+        r = subprocess.run(["ldd", "-r", path], capture_output=True, text=True, env=env)
+        bad = [l for l in (r.stdout + r.stderr).splitlines()
+               if "undefined symbol" in l or "not found" in l]
+        check(r.returncode == 0 and not bad and os.path.join(vdir, "libibverbs.so.1") in
+              r.stdout, "%s: every symbol resolves against our libibverbs (%s)"
+              % (prog, "; ".join(bad[:3])))
+
+
+GROUPS = {"symbols": t_symbols, "memory": t_memory, "devices": t_devices, "pingpong": t_pingpong, "perftest": t_perftest,
           "unsupported": t_unsupported}
 
 
