@@ -165,6 +165,7 @@ typedef struct mrv_mr {
 struct mrv_ctx {
 	struct verbs_context vctx;
 	pthread_mutex_t lock;
+	mrc_session *sess; /* this device's own: its events are this context's */
 	mrc_ctx *ctx;
 	mrc_devinfo_rep info;
 	mrv_cq *cqs;
@@ -188,31 +189,21 @@ static struct ibv_device mrv_device = {
 	.ibdev_path = "",
 };
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static mrc_session *g_sess;
 static int g_write_order = 1; /* METAROCE_WRITE_ORDER=any turns last-byte-last off */
 
-static mrc_session *session(void)
+/* A session with the daemon: one per open device (its events are its
+ * own), and a short one to find out whether the device exists. */
+static mrc_session *session_open(void)
 {
-	pthread_mutex_lock(&g_lock);
-	if (g_sess && mrc_is_dead(g_sess)) {
-		say("the daemon went away; attaching again");
-		mrc_session_close(g_sess);
-		g_sess = NULL;
+	const char *wo = getenv("METAROCE_WRITE_ORDER");
+	g_write_order = !(wo && !strcmp(wo, "any"));
+	const char *p = getenv("METAROCE_APP_SOCKET");
+	mrc_session *s = NULL;
+	int rc = mrc_session_open(NULL, program_invocation_short_name, &s);
+	if (rc) {
+		say("no metarocd at %s: %s", p && *p ? p : MRC_DEFAULT_SOCKET, mrc_strerror(rc));
+		return NULL;
 	}
-	if (!g_sess) {
-		const char *wo = getenv("METAROCE_WRITE_ORDER");
-		g_write_order = !(wo && !strcmp(wo, "any"));
-		const char *p = getenv("METAROCE_APP_SOCKET");
-		int rc = mrc_session_open(NULL, program_invocation_short_name, &g_sess);
-		if (rc) {
-			say("no metarocd at %s: %s", p && *p ? p : MRC_DEFAULT_SOCKET,
-			    mrc_strerror(rc));
-			g_sess = NULL;
-		}
-	}
-	mrc_session *s = g_sess;
-	pthread_mutex_unlock(&g_lock);
 	return s;
 }
 
@@ -348,7 +339,9 @@ MRV_API struct ibv_device **ibv_get_device_list(int *num)
 		errno = ENOMEM;
 		return NULL;
 	}
-	int n = session() ? 1 : 0;
+	mrc_session *s = session_open();
+	int n = s ? 1 : 0;
+	mrc_session_close(s);
 	if (n)
 		l[0] = &mrv_device;
 	if (num)
@@ -387,11 +380,13 @@ static uint64_t guid_of(const mrc_devinfo_rep *info)
 
 MRV_API __be64 ibv_get_device_guid(struct ibv_device *d)
 {
-	mrc_session *s = session();
-	mrc_devinfo_rep info;
-	if (d != &mrv_device || !s || mrc_session_devinfo(s, &info))
+	if (d != &mrv_device)
 		return 0;
-	return guid_of(&info);
+	mrc_session *s = session_open();
+	mrc_devinfo_rep info;
+	int rc = s ? mrc_session_devinfo(s, &info) : MRC_ERR_DAEMON;
+	mrc_session_close(s);
+	return rc ? 0 : guid_of(&info);
 }
 
 static enum ibv_mtu mtu_enum(uint32_t mtu)
@@ -1193,9 +1188,7 @@ static void qp_connected(mrv_ctx *x, mrv_qp *q)
  * listeners, connections that end. */
 static void pump(mrv_ctx *x)
 {
-	mrc_session *s = x->ctx ? g_sess : NULL;
-	if (!s)
-		return;
+	mrc_session *s = x->sess;
 	mrc_event ev;
 	while (mrc_get_event(s, &ev, 0) == 0) {
 		mrv_qp *q = NULL;
@@ -1265,7 +1258,7 @@ static void *notifier(void *arg)
 		pthread_mutex_unlock(&x->lock);
 		struct pollfd p[3] = {{.fd = x->wake, .events = POLLIN},
 				      {.fd = armed ? mrc_ctx_fd(x->ctx) : -1, .events = POLLIN},
-				      {.fd = waiting ? mrc_session_fd(g_sess) : -1, .events = POLLIN}};
+				      {.fd = waiting ? mrc_session_fd(x->sess) : -1, .events = POLLIN}};
 		int n = poll(p, 3, waiting ? 10 : -1);
 		if (n > 0 && (p[0].revents & POLLIN)) {
 			uint64_t v;
@@ -1440,20 +1433,23 @@ MRV_API struct ibv_context *ibv_open_device(struct ibv_device *dev)
 		errno = ENODEV;
 		return NULL;
 	}
-	mrc_session *s = session();
+	mrc_session *s = session_open();
 	if (!s) {
 		errno = ENODEV;
 		return NULL;
 	}
 	mrv_ctx *x = calloc(1, sizeof(*x));
 	if (!x) {
+		mrc_session_close(s);
 		errno = ENOMEM;
 		return NULL;
 	}
+	x->sess = s;
 	int rc = mrc_session_devinfo(s, &x->info);
 	if (rc) {
 		say("the daemon's device information: %s%s", mrc_strerror(rc),
 		    rc == MRC_ERR_INVAL ? " (a daemon older than this library?)" : "");
+		mrc_session_close(s);
 		free(x);
 		errno = EIO;
 		return NULL;
@@ -1461,6 +1457,7 @@ MRV_API struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	rc = mrc_ctx_new(s, MRV_SQ_ENTRIES, MRV_CQ_ENTRIES, &x->ctx);
 	if (rc) {
 		say("a context with the daemon: %s", mrc_strerror(rc));
+		mrc_session_close(s);
 		free(x);
 		errno = rc == MRC_ERR_LIMIT ? ENOSPC : EIO;
 		return NULL;
@@ -1471,6 +1468,7 @@ MRV_API struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	x->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!x->slots || x->evfd < 0 || x->wake < 0) {
 		mrc_ctx_del(x->ctx);
+		mrc_session_close(s);
 		free(x->slots);
 		if (x->evfd >= 0)
 			close(x->evfd);
@@ -1516,6 +1514,7 @@ MRV_API int ibv_close_device(struct ibv_context *c)
 	int rc = mrc_ctx_del(x->ctx);
 	if (rc && rc != MRC_ERR_DAEMON)
 		say("closing the device: %s", mrc_strerror(rc));
+	mrc_session_close(x->sess); /* frees what the program left */
 	close(x->evfd);
 	close(x->wake);
 	free(x->slots);
@@ -1667,7 +1666,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t len, unsigned
 		errno = ENOMEM;
 		return NULL;
 	}
-	rc = mrc_reg_mr(g_sess, addr, len, macc, &m->m);
+	rc = mrc_reg_mr(x->sess, addr, len, macc, &m->m);
 	if (rc) {
 		say("ibv_reg_mr(%p, %zu): %s", addr, len, mrc_strerror(rc));
 		if (block)
@@ -1935,7 +1934,7 @@ MRV_API struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 		qpn = (seed + (uint32_t)tries * 7919u) & MRV_QPN_MASK;
 		if (qpn < 2)
 			qpn += 2;
-		rc = mrc_listen(g_sess, MRV_SVC_BASE | qpn, x->ctx, 1, &q->l);
+		rc = mrc_listen(x->sess, MRV_SVC_BASE | qpn, x->ctx, 1, &q->l);
 	}
 	if (rc) {
 		say("ibv_create_qp: a queue pair number from the daemon: %s", mrc_strerror(rc));
@@ -2025,7 +2024,7 @@ static int to_rtr(mrv_ctx *x, mrv_qp *q, struct ibv_qp_attr *a)
 	gid_host(&q->dgid, host, sizeof(host));
 	q->connector = 1;
 	mrc_conn_attr ca = {.nstreams = 1};
-	int rc = mrc_connect(g_sess, x->ctx, host, 0, MRV_SVC_BASE | q->dest_qpn, &ca, &q->conn);
+	int rc = mrc_connect(x->sess, x->ctx, host, 0, MRV_SVC_BASE | q->dest_qpn, &ca, &q->conn);
 	if (rc == 0)
 		rc = mrc_conn_wait_established(q->conn, MRV_CONNECT_MS);
 	if (rc) {
