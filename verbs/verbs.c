@@ -166,6 +166,8 @@ struct mrv_ctx {
 	struct verbs_context vctx;
 	pthread_mutex_t lock;
 	mrc_session *sess; /* this device's own: its events are this context's */
+	int dead;          /* the daemon went away: every call fails */
+	uint32_t idle_polls;
 	mrc_ctx *ctx;
 	mrc_devinfo_rep info;
 	mrv_cq *cqs;
@@ -726,14 +728,30 @@ static void deliver(mrv_qp *q, int is_recv, int signaled, uint64_t wr_id,
 	}
 }
 
+/* The daemon went away (lock held): say so once, wake every channel so
+ * no program sleeps forever in ibv_get_cq_event(); from now on polls
+ * return -1 and posts EIO. */
+static void check_dead(mrv_ctx *x)
+{
+	if (x->dead || !mrc_is_dead(x->sess))
+		return;
+	x->dead = 1;
+	say("the daemon went away: device metaroce0 is gone, work in flight is lost");
+	for (mrv_cq *c = x->cqs; c; c = c->next)
+		if (c->cq.channel)
+			chan_push((mrv_chan *)c->cq.channel, c);
+}
+
 /* Drain the context's ring (lock held). Returns MRC_ERR_* or 0. */
 static int drain(mrv_ctx *x)
 {
 	mrc_wc w[64];
 	for (;;) {
 		int n = mrc_poll_cq(x->ctx, w, 64);
-		if (n < 0)
+		if (n < 0) {
+			check_dead(x);
 			return n;
+		}
 		for (int i = 0; i < n; i++) {
 			if (w[i].wr_id >= x->nslots || !x->slots[w[i].wr_id].used)
 				continue;
@@ -1246,28 +1264,31 @@ static void *notifier(void *arg)
 			pthread_mutex_unlock(&x->lock);
 			return NULL;
 		}
-		if (x->nawaiting)
-			pump(x);
-		drain(x);
-		int armed = any_armed(x);
-		if (armed && mrc_ctx_arm(x->ctx) > 0) {
-			pthread_mutex_unlock(&x->lock);
-			continue;
+		int dead = x->dead;
+		int armed = 0;
+		if (!dead) {
+			pump(x); /* connection events: incoming, closed, reset */
+			drain(x);
+			check_dead(x);
+			dead = x->dead;
+			armed = !dead && any_armed(x);
+			if (armed && mrc_ctx_arm(x->ctx) > 0) {
+				pthread_mutex_unlock(&x->lock);
+				continue;
+			}
 		}
 		int waiting = x->nawaiting != 0;
 		pthread_mutex_unlock(&x->lock);
 		struct pollfd p[3] = {{.fd = x->wake, .events = POLLIN},
 				      {.fd = armed ? mrc_ctx_fd(x->ctx) : -1, .events = POLLIN},
-				      {.fd = waiting ? mrc_session_fd(x->sess) : -1, .events = POLLIN}};
+				      {.fd = dead ? -1 : mrc_session_fd(x->sess), .events = POLLIN}};
+		/* (events a control call moved into the session's queue do not
+		 * make the socket readable: look again soon while a QP waits) */
 		int n = poll(p, 3, waiting ? 10 : -1);
 		if (n > 0 && (p[0].revents & POLLIN)) {
 			uint64_t v;
 			if (read(x->wake, &v, sizeof(v)) < 0 && errno != EAGAIN)
 				say("notifier: read: %s", strerror(errno));
-		}
-		if (n > 0 && (p[2].revents & (POLLHUP | POLLERR))) {
-			say("the daemon went away");
-			usleep(100000);
 		}
 	}
 }
@@ -1308,6 +1329,19 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	int k = 0;
 	while (k < n && cq->head != cq->tail)
 		wc[k++] = cq->q[cq->head++ & (cq->qcap - 1)];
+	if (!k) {
+		/* A program that only polls would never see the daemon go:
+		 * look at the session now and then. */
+		if ((++x->idle_polls & 4095) == 0 && !x->dead) {
+			pump(x);
+			check_dead(x);
+		}
+		if (x->dead) {
+			pthread_mutex_unlock(&x->lock);
+			errno = EIO;
+			return -1;
+		}
+	}
 	pthread_mutex_unlock(&x->lock);
 	return k;
 }
@@ -1335,6 +1369,12 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	pthread_mutex_lock(&x->lock);
 	if (q->awaiting)
 		pump(x);
+	if (x->dead) {
+		pthread_mutex_unlock(&x->lock);
+		if (bad)
+			*bad = wr;
+		return EIO;
+	}
 	for (; wr; wr = wr->next) {
 		if (q->err) {
 			deliver(q, 0, 1, wr->wr_id, IBV_WC_SEND, IBV_WC_WR_FLUSH_ERR, 0, 0, 0);
@@ -1378,6 +1418,12 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_rec
 	pthread_mutex_lock(&x->lock);
 	if (q->awaiting)
 		pump(x);
+	if (x->dead) {
+		pthread_mutex_unlock(&x->lock);
+		if (bad)
+			*bad = wr;
+		return EIO;
+	}
 	for (; wr; wr = wr->next) {
 		if (q->err) {
 			deliver(q, 1, 1, wr->wr_id, IBV_WC_RECV, IBV_WC_WR_FLUSH_ERR, 0, 0, 0);

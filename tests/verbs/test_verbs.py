@@ -282,7 +282,55 @@ def t_symbols(p):
               % (prog, "; ".join(bad[:3])))
 
 
-GROUPS = {"symbols": t_symbols, "memory": t_memory, "devices": t_devices, "pingpong": t_pingpong, "perftest": t_perftest,
+def t_faults(p):
+    """A daemon killed under a running program: the program ends with an
+    error and a message, never hangs; busy-polling and event-driven alike."""
+    need("ibv_rc_pingpong")
+    port = PORT_BASE + 80
+    for extra, label in (([], "busy polling"), (["-e"], "completion channel")):
+        port += 1
+        # fresh daemons for each: one of them is killed
+        q = mrtest.Pair("verbs-fault")
+        argv = ["ibv_rc_pingpong", "-g", "0", "-n", "100000000", "-s", "4096"] + extra
+        srv = subprocess.Popen([RUN, "-s", q.b.app_sock] + argv + ["-p", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(0.5)
+        cli = None
+        for _ in range(20):
+            cli = subprocess.Popen([RUN, "-s", q.a.app_sock] + argv + ["-p", str(port),
+                                                                       q.b.addrs[0]],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            time.sleep(2)
+            if cli.poll() is None:
+                break
+        check(cli.poll() is None and srv.poll() is None,
+              "%s: ibv_rc_pingpong runs (2 s in)" % label)
+        q.b.proc.kill()
+        q.b.proc.wait()
+        t0 = time.time()
+        try:
+            out, _ = srv.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            out, _ = srv.communicate()
+            show("server", out)
+            fail("%s: the program whose daemon was killed did not end within 60 s (a hang)"
+                 % label)
+        if srv.returncode == 0 or "the daemon went away" not in out:
+            show("server", out)
+        check(srv.returncode != 0, "%s: the program whose daemon was killed ends with an "
+              "error (%.1f s after the kill)" % (label, time.time() - t0))
+        check("the daemon went away" in out, "%s: it says its daemon went away" % label)
+        # The peer's program, like one on RC hardware, notices only through
+        # work that needs the peer (a send retried until it fails); one
+        # waiting for a receive waits: it is ended here.
+        cli.kill()
+        cli.communicate()
+        q.a.stop()
+        q.tmp.cleanup()
+
+
+GROUPS = {"symbols": t_symbols, "faults": t_faults, "memory": t_memory, "devices": t_devices, "pingpong": t_pingpong, "perftest": t_perftest,
           "unsupported": t_unsupported}
 
 
