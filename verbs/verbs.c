@@ -1410,11 +1410,11 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 		if (rc)
 			break;
 	}
-	if (rc) {
-		if (bad)
-			*bad = wr;
-		mrc_submit(x->ctx);
-	}
+	if (rc && bad)
+		*bad = wr;
+	/* entries posted with MRC_POST_MORE before one that failed or that
+	 * waits in the library: published now (nothing to do otherwise) */
+	mrc_submit(x->ctx);
 	pthread_mutex_unlock(&x->lock);
 	return rc;
 }
@@ -1459,11 +1459,11 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_rec
 		if (rc)
 			break;
 	}
-	if (rc) {
-		if (bad)
-			*bad = wr;
-		mrc_submit(x->ctx);
-	}
+	if (rc && bad)
+		*bad = wr;
+	/* entries posted with MRC_POST_MORE before one that failed or that
+	 * waits in the library: published now (nothing to do otherwise) */
+	mrc_submit(x->ctx);
 	pthread_mutex_unlock(&x->lock);
 	return rc;
 }
