@@ -144,7 +144,15 @@ def t_pingpong(p):
 
 
 def perftest(p, port, argv, sizes, label, bw):
-    s, c = run_pair(p, argv, port, timeout=240)
+    for attempt in range(3):
+        s, c = run_pair(p, argv, port + 1000 * attempt, timeout=240)
+        # perftest times with the CPU's cycle counter and calibrates it
+        # against gettimeofday(); on a loaded host the fit fails and it
+        # prints no report. Its own failure, not ours: run it again.
+        if "Can't produce a report" in s[1] + c[1] and "Correlation coefficient" in s[1] + c[1]:
+            print("note: %s: perftest's clock calibration failed (loaded host), again" % label)
+            continue
+        break
     both_ok(label, s, c)
     rows = perftest_rows(c[1])
     got = [int(r[0]) for r in rows]
