@@ -24,10 +24,11 @@ def need(prog):
         skip("%s is not installed (scripts/install-deps.sh: perftest, ibverbs-utils)" % prog)
 
 
-def run_pair(daemons, argv, port, timeout=120, server_extra=(), client_extra=()):
+def run_pair(daemons, argv, port, timeout=120, server_extra=(), client_extra=(), one=False):
     """Server on B, client on A (to B's first plane address for the TCP
-    exchange); returns ((rc, out) of the server, (rc, out) of the client)."""
-    a, b = daemons.a, daemons.b
+    exchange), or both on A with one; returns ((rc, out) of the server,
+    (rc, out) of the client)."""
+    a, b = daemons.a, (daemons.a if one else daemons.b)
     srv = subprocess.Popen([RUN, "-s", b.app_sock] + argv + ["-p", str(port)] + list(server_extra),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.5)
@@ -141,6 +142,11 @@ def t_pingpong(p):
                   "ibv_rc_pingpong %s %s: %d iterations" % (label, tag, n))
             check("Failed status" not in out and "parse WC failed" not in out,
                   "ibv_rc_pingpong %s %s: no bad completion" % (label, tag))
+    # two programs on one daemon: a QP connects to its own daemon
+    s, c = run_pair(p, ["ibv_rc_pingpong", "-g", "0", "-c", "-n", "100"], port + 1, one=True)
+    both_ok("ibv_rc_pingpong -g 0, both on one daemon", s, c)
+    check(all(re.search(r"100 iters in", o) for o in (s[1], c[1])),
+          "ibv_rc_pingpong on one daemon: 100 iterations on both sides")
 
 
 def perftest(p, port, argv, sizes, label, bw):
