@@ -19,6 +19,7 @@
 #include "localsock.h"
 #include "log.h"
 #include "mrd.h"
+#include "planes.h"
 
 #define SQ_BUDGET 256        /* SQEs of one context per pass (fairness) */
 #define ENDED_KEEP 256       /* ended connection handles remembered per session */
@@ -46,6 +47,7 @@ struct app_region {
 	app_session *s;
 	uint32_t lkey, rkey, access;
 	uint64_t app_addr, len;
+	uint64_t lo, lolen;  /* the bytes accessible: [lo, lo + lolen) (MR_BOUNDS) */
 	uint8_t *map;        /* the application's bytes [fd_offset, +len) */
 	uint32_t refs;       /* outstanding work requests using it */
 	int dead;            /* deregistered: unmapped when refs reaches 0 */
@@ -423,10 +425,11 @@ static app_region *lkey_find(app_session *s, uint32_t lkey)
 	return r && r->lkey == lkey ? r : NULL;
 }
 
-/* [addr, addr + len) inside r, overflow-safe, in the application's space. */
+/* [addr, addr + len) inside r's accessible bytes, overflow-safe, in the
+ * application's space. */
 static int in_region(const app_region *r, uint64_t addr, uint64_t len)
 {
-	return addr >= r->app_addr && len <= r->len && addr - r->app_addr <= r->len - len;
+	return addr >= r->lo && len <= r->lolen && addr - r->lo <= r->lolen - len;
 }
 
 /* ---- contexts: completions ------------------------------------------------------ */
@@ -1317,6 +1320,8 @@ static void req_mr_reg(app_session *s, const mrc_msg_hdr *h, const mrc_mr_reg_re
 	r->map = m;
 	r->len = q->len;
 	r->app_addr = q->app_addr;
+	r->lo = q->app_addr;
+	r->lolen = q->len;
 	r->access = q->access;
 	s->lkey_gen = (s->lkey_gen + 1) & ((1u << (32 - LKEY_SLOT_BITS)) - 1);
 	if (!s->lkey_gen)
@@ -1510,6 +1515,62 @@ static void req_close(app_session *s, const mrc_msg_hdr *h, const mrc_close_req 
 	mrd_conn_close(ac->c, (int)q->abort);
 }
 
+/* ---- exact bounds of a region (MRC_MSG_MR_BOUNDS) ----------------------------- */
+
+static void req_mr_bounds(app_session *s, const mrc_msg_hdr *h, const mrc_mr_bounds_req *q)
+{
+	if (q->reserved) {
+		bad_req(s, h, MRD_APP_BAD_RESERVED, MRC_ERR_INVAL);
+		return;
+	}
+	app_region *r = lkey_find(s, q->lkey);
+	if (!r) {
+		bad_req(s, h, MRD_APP_BAD_NOENT, MRC_ERR_NOENT);
+		return;
+	}
+	if (!q->len || q->addr < r->app_addr || q->len > r->len ||
+	    q->addr - r->app_addr > r->len - q->len) {
+		bad_req(s, h, MRD_APP_BAD_ARG, MRC_ERR_INVAL);
+		return;
+	}
+	r->lo = q->addr;
+	r->lolen = q->len;
+	reply(s, h, 0, NULL, 0, NULL, 0);
+}
+
+/* ---- device information (MRC_MSG_DEVINFO) ------------------------------------ */
+
+/* The planes (address, MTU, link speed, up) and the service port, for a
+ * verbs-style device model in the library. */
+static void req_devinfo(app_session *s, const mrc_msg_hdr *h, const mrc_devinfo_req *q)
+{
+	if (q->flags || q->reserved) {
+		bad_req(s, h, MRD_APP_BAD_RESERVED, MRC_ERR_INVAL);
+		return;
+	}
+	mrd *d = s->a->d;
+	mrp_conn_params cp;
+	mrd_config_conn_params(&d->cfg, &cp);
+	mrc_devinfo_rep rep = {.port = d->cfg.port, .mtu = cp.mtu, .max_msg = MRP_MSG_MAX};
+	unsigned n = d->dp.nplanes < MRC_DEVINFO_PLANES ? d->dp.nplanes : MRC_DEVINFO_PLANES;
+	for (unsigned i = 0; i < n; i++) {
+		const mrd_sockaddr *sa = &d->dp.planes[i].local;
+		mrc_devinfo_plane *p = &rep.planes[i];
+		if (sa->sa.sa_family == AF_INET) {
+			p->family = 4;
+			memcpy(p->addr, &sa->in.sin_addr, 4);
+		} else {
+			p->family = 6;
+			memcpy(p->addr, &sa->in6.sin6_addr, 16);
+		}
+		p->up = (uint8_t)(mrd_planes_up(d, i) != 0);
+		p->mtu = d->cfg.planes[i].mtu;
+		p->speed_bps = mrd_planes_speed(d, i);
+	}
+	rep.nplanes = (uint16_t)n;
+	reply(s, h, 0, &rep, sizeof(rep), NULL, 0);
+}
+
 /* ---- the session socket -------------------------------------------------------- */
 
 static size_t payload_size(uint32_t type)
@@ -1524,6 +1585,8 @@ static size_t payload_size(uint32_t type)
 	case MRC_MSG_UNLISTEN: return sizeof(mrc_unlisten_req);
 	case MRC_MSG_CONNECT: return sizeof(mrc_connect_req);
 	case MRC_MSG_CLOSE: return sizeof(mrc_close_req);
+	case MRC_MSG_DEVINFO: return sizeof(mrc_devinfo_req);
+	case MRC_MSG_MR_BOUNDS: return sizeof(mrc_mr_bounds_req);
 	}
 	return SIZE_MAX;
 }
@@ -1593,6 +1656,8 @@ static void handle_msg(app_session *s, const uint8_t *buf, size_t n, int *fds, i
 		mrc_unlisten_req unlisten;
 		mrc_connect_req connect;
 		mrc_close_req close;
+		mrc_devinfo_req devinfo;
+		mrc_mr_bounds_req bounds;
 	} p;
 	memcpy(&p, buf + sizeof(h), want);
 	if (s->state == S_OPEN && h.type == MRC_MSG_HELLO) {
@@ -1612,6 +1677,8 @@ static void handle_msg(app_session *s, const uint8_t *buf, size_t n, int *fds, i
 	case MRC_MSG_UNLISTEN: req_unlisten(s, &h, &p.unlisten); break;
 	case MRC_MSG_CONNECT: req_connect(s, &h, &p.connect); break;
 	case MRC_MSG_CLOSE: req_close(s, &h, &p.close); break;
+	case MRC_MSG_DEVINFO: req_devinfo(s, &h, &p.devinfo); break;
+	case MRC_MSG_MR_BOUNDS: req_mr_bounds(s, &h, &p.bounds); break;
 	}
 }
 

@@ -313,4 +313,58 @@ typedef struct mrc_msg_event {
 	char reason[64];      /* short phrase for logs */
 } mrc_msg_event;
 
+/* ---- device information (MRC_MSG_DEVINFO) ----------------------------------
+ *
+ * An additive request, kept apart from the list above so that it merges
+ * alone: what a verbs-style device model needs about the daemon (its planes,
+ * their addresses, MTU and link speed, and the UDP service port). The
+ * request payload is all zero; the reply carries nplanes valid entries. */
+#define MRC_MSG_DEVINFO 11
+#define MRC_DEVINFO_PLANES 16
+
+typedef struct mrc_devinfo_req {
+	uint32_t flags;    /* 0 */
+	uint32_t reserved; /* 0 */
+} mrc_devinfo_req;
+
+typedef struct mrc_devinfo_plane {
+	uint8_t family;     /* 4 or 6 */
+	uint8_t up;         /* the plane may carry data now */
+	uint16_t reserved;
+	uint32_t mtu;       /* payload bytes per packet */
+	uint64_t speed_bps; /* link speed; 0: unknown */
+	uint8_t addr[16];   /* network byte order; IPv4 in the first 4 bytes */
+} mrc_devinfo_plane;
+
+_Static_assert(sizeof(mrc_devinfo_plane) == 32, "mrc_devinfo_plane layout");
+
+typedef struct mrc_devinfo_rep {
+	uint16_t port;    /* the daemon's UDP service port */
+	uint16_t nplanes; /* entries of planes[] that are valid */
+	uint32_t mtu;     /* smallest plane MTU: payload bytes per packet */
+	uint32_t max_msg; /* largest message in bytes */
+	uint32_t reserved;
+	mrc_devinfo_plane planes[MRC_DEVINFO_PLANES];
+} mrc_devinfo_rep;
+
+_Static_assert(sizeof(mrc_devinfo_rep) == 16 + 32 * MRC_DEVINFO_PLANES, "mrc_devinfo_rep layout");
+_Static_assert(sizeof(mrc_msg_hdr) + sizeof(mrc_devinfo_rep) <= MRC_MSG_MAX, "devinfo fits");
+
+/* ---- exact bounds of a region (MRC_MSG_MR_BOUNDS) ----------------------------
+ *
+ * An additive request: a region is registered in whole pages (MR_REG); this
+ * narrows it to the bytes [addr, addr+len) (inside the region), so that
+ * peers' accesses and local work requests outside them fail with the bounds
+ * errors. May be repeated; each must lie inside the pages registered. */
+#define MRC_MSG_MR_BOUNDS 12
+
+typedef struct mrc_mr_bounds_req {
+	uint32_t lkey;
+	uint32_t reserved; /* 0 */
+	uint64_t addr;     /* application virtual address */
+	uint64_t len;      /* bytes, >= 1 */
+} mrc_mr_bounds_req;
+
+_Static_assert(sizeof(mrc_mr_bounds_req) == 24, "mrc_mr_bounds_req layout");
+
 #endif

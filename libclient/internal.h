@@ -115,4 +115,22 @@ void mrc_ctx_free_local(mrc_ctx *ctx);
 /* mem.c */
 void mrc_block_unref(mrc_block *b);
 
+/* For the verbs layer (verbs/), which moves ordinary memory into memfds of
+ * its own: adopt [base, base+len) mapped MAP_SHARED from the sealed memfd
+ * fd (offset 0, pages of pagesz) as a block, so mrc_reg_mr() accepts it;
+ * the block owns fd from then on. mrc_block_find(): the block holding
+ * [addr, addr+len) (0), MRC_ERR_BUSY when a block overlaps it only partly,
+ * MRC_ERR_NOENT. mrc_block_release(): forget the block and close its fd,
+ * leaving the mapping in place (MRC_ERR_BUSY while regions use it). */
+int mrc_block_adopt(void *base, size_t len, size_t pagesz, int fd);
+int mrc_block_find(const void *addr, size_t len, void **pbase, size_t *plen);
+int mrc_block_release(void *base);
+
+/* Narrow a region to exactly [addr, addr+len) (MRC_MSG_MR_BOUNDS): peers'
+ * accesses and local work requests outside it fail with bounds errors. */
+int mrc_mr_set_bounds(mrc_mr *mr, const void *addr, size_t len);
+
+/* session.c: the daemon's planes and service port (MRC_MSG_DEVINFO). */
+int mrc_session_devinfo(mrc_session *s, mrc_devinfo_rep *out);
+
 #endif

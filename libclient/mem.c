@@ -237,3 +237,76 @@ MRC_API size_t mrc_mr_len(const mrc_mr *mr)
 {
 	return mr ? mr->len : 0;
 }
+
+/* ---- blocks made elsewhere (the verbs layer's ibv_reg_mr) ---- */
+
+int mrc_block_adopt(void *base, size_t len, size_t pagesz, int fd)
+{
+	mrc_block *b = calloc(1, sizeof(*b));
+	if (!b)
+		return MRC_ERR_NOMEM;
+	b->base = base;
+	b->len = len;
+	b->pagesz = pagesz;
+	b->fd = fd;
+	pthread_mutex_lock(&blocks_lock);
+	b->next = blocks;
+	blocks = b;
+	pthread_mutex_unlock(&blocks_lock);
+	return 0;
+}
+
+int mrc_block_find(const void *addr, size_t len, void **pbase, size_t *plen)
+{
+	int rc = MRC_ERR_NOENT;
+	pthread_mutex_lock(&blocks_lock);
+	for (mrc_block *b = blocks; b; b = b->next) {
+		uintptr_t a = (uintptr_t)addr, lo = (uintptr_t)b->base;
+		uintptr_t e = a + len, hi = lo + b->len;
+		if (a >= lo && e <= hi) {
+			*pbase = b->base;
+			*plen = b->len;
+			rc = 0;
+			break;
+		}
+		if (a < hi && e > lo) {
+			rc = MRC_ERR_BUSY; /* overlaps a block partly */
+			break;
+		}
+	}
+	pthread_mutex_unlock(&blocks_lock);
+	return rc;
+}
+
+int mrc_block_release(void *base)
+{
+	pthread_mutex_lock(&blocks_lock);
+	for (mrc_block **pp = &blocks; *pp; pp = &(*pp)->next) {
+		mrc_block *b = *pp;
+		if (b->base != base)
+			continue;
+		if (b->nregs) {
+			pthread_mutex_unlock(&blocks_lock);
+			return MRC_ERR_BUSY;
+		}
+		*pp = b->next;
+		pthread_mutex_unlock(&blocks_lock);
+		close(b->fd); /* the mapping stays: the pages live on in it */
+		free(b);
+		return 0;
+	}
+	pthread_mutex_unlock(&blocks_lock);
+	return MRC_ERR_NOENT;
+}
+
+int mrc_mr_set_bounds(mrc_mr *mr, const void *addr, size_t len)
+{
+	if (!mr || !addr || !len)
+		return MRC_ERR_INVAL;
+	mrc_session *s = mr->s;
+	mrc_mr_bounds_req req = {.lkey = mr->lkey, .addr = (uint64_t)(uintptr_t)addr, .len = len};
+	pthread_mutex_lock(&s->lock);
+	int rc = mrc_request(s, MRC_MSG_MR_BOUNDS, &req, sizeof(req), -1, NULL, 0, NULL, 0, NULL);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}

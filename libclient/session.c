@@ -751,3 +751,19 @@ MRC_API int mrc_conn_error(const mrc_conn *c)
 {
 	return c ? atomic_load(&((mrc_conn *)c)->error) : MRC_ERR_INVAL;
 }
+
+/* ---- device information (MRC_MSG_DEVINFO) ---- */
+
+int mrc_session_devinfo(mrc_session *s, mrc_devinfo_rep *out)
+{
+	if (!s || !out)
+		return MRC_ERR_INVAL;
+	mrc_devinfo_req req = {0};
+	pthread_mutex_lock(&s->lock);
+	int rc = mrc_request(s, MRC_MSG_DEVINFO, &req, sizeof(req), -1, out, sizeof(*out), NULL,
+			     0, NULL);
+	pthread_mutex_unlock(&s->lock);
+	if (rc == 0 && out->nplanes > MRC_DEVINFO_PLANES)
+		return MRC_ERR_PROTO;
+	return rc;
+}

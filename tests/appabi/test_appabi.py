@@ -114,6 +114,50 @@ check(c.reply(seq)[0] == R.ERR["INVAL"] and c.eof(),
 c.close()
 ctx = None
 
+# ---- MRC_MSG_MR_BOUNDS: a region narrowed to exact bytes --------------------------
+MR_BOUNDS = 12
+BOUNDS = struct.Struct("<IIQQ")
+c = R.Client(A.app_sock)
+c.hello()
+breg = R.Region(1 << 16)
+st, bkeys = c.mr_reg(breg, R.ACCESS_LOCAL_WRITE | R.ACCESS_REMOTE_WRITE)
+check(st == 0, "MR_REG for MR_BOUNDS")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, breg.addr + 7, 50003))[0] == 0,
+      "MR_BOUNDS inside the region: accepted")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, breg.addr + 7, 1 << 16))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS past the region's end: INVAL")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, breg.addr - 1, 10))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS before the region: INVAL")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, breg.addr, 0))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS of 0 bytes: INVAL")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 0, (1 << 64) - 8, 16))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS wrapping around: INVAL")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0] ^ 0x10000, 0, breg.addr, 8))[0] == R.ERR["NOENT"],
+      "MR_BOUNDS of an unknown lkey: NOENT")
+check(c.call(MR_BOUNDS, BOUNDS.pack(bkeys[0], 1, breg.addr, 8))[0] == R.ERR["INVAL"],
+      "MR_BOUNDS reserved: INVAL")
+c.close()
+
+# ---- MRC_MSG_DEVINFO: the daemon's planes and service port ------------------------
+DEVINFO = 11
+c = R.Client(A.app_sock)
+c.hello()
+st, d, fds = c.call(DEVINFO, R.U32X2.pack(0, 0))
+check(st == 0 and len(d) == 16 + 32 * 16 and not fds, "DEVINFO: a reply of 528 bytes")
+port, nplanes, mtu, max_msg, _ = struct.unpack_from("<HHIII", d)
+check(port == A.port and nplanes == len(A.addrs) and mtu >= 256 and max_msg > 0,
+      "DEVINFO: service port %d, %d planes, mtu %d" % (port, nplanes, mtu))
+for i, addr in enumerate(A.addrs):
+    fam, up, _, pmtu, speed, raw = struct.unpack_from("<BBHIQ16s", d, 16 + 32 * i)
+    check(fam == 4 and socket.inet_ntoa(raw[:4]) == addr and raw[4:] == b"\0" * 12 and
+          pmtu >= mtu, "DEVINFO plane %d: %s, mtu %d, up %d" % (i, addr, pmtu, up))
+check(d[16 + 32 * nplanes:] == b"\0" * (32 * (16 - nplanes)), "DEVINFO: unused entries zero")
+check(c.call(DEVINFO, R.U32X2.pack(1, 0))[0] == R.ERR["INVAL"], "DEVINFO flags 1: INVAL")
+check(c.call(DEVINFO, R.U32X2.pack(0, 7))[0] == R.ERR["INVAL"], "DEVINFO reserved: INVAL")
+check(c.call(DEVINFO, b"\0" * 4)[0] == R.ERR["INVAL"], "DEVINFO of 4 bytes: INVAL")
+check(c.call(DEVINFO, R.U32X2.pack(0, 0))[0] == 0, "the session still answers")
+c.close()
+
 # garbage again and again
 c = R.Client(A.app_sock)
 c.hello()

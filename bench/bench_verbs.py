@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""bench_verbs: unmodified perftest through the MetaRoCE verbs library
+(metaroce-run) against metaroce-perf on the native API, side by side in one
+invocation, on two metarocd on loopback.
+
+Four workloads, each run --reps times (default 3), interleaved, medians
+reported:
+
+  verbs_bw    ib_write_bw -s SIZE -t DEPTH -D SECONDS (1 QP): BW average
+  native_bw   metaroce-perf client --op write --size SIZE --depth DEPTH
+              --streams 1 --seconds SECONDS --busy-poll (1 connection)
+  verbs_lat   ib_send_lat -s 8 -n COUNT: t_typical (perftest's median of
+              half round trips), microseconds
+  native_lat  metaroce-perf --pingpong --op send --size 8 --count COUNT
+              --busy-poll: p50 of half round trips, microseconds
+
+perftest always polls (the verbs library yields the CPU between empty
+polls); metaroce-perf uses the library's default (sleep on the wakeup fd at
+once) unless --native-busy-poll USEC makes it spin too. Prints the bandwidth ratio verbs/native (bar >= 0.9) and the latency
+ratio verbs/native (bar <= 1.2): printed, never enforced. Exit 0 when every
+run completed, 1 otherwise; 77 when perftest or the verbs library is
+missing.
+
+  bench_verbs.py --build DIR [--reps N] [--seconds S] [--size BYTES]
+                 [--depth D] [--count N] [--native-busy-poll USEC] [--json]
+                 [--quick]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+PORT = 21000 + os.getpid() % 4000
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def pair_run(srv_argv, cli_argv, timeout):
+    srv = subprocess.Popen(srv_argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    out = ""
+    for _ in range(10):
+        c = subprocess.run(cli_argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout)
+        out = c.stdout
+        if c.returncode != 0 and re.search(r"Couldn't connect|refused", out) and srv.poll() is None:
+            time.sleep(0.3)
+            continue
+        break
+    try:
+        so, _ = srv.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        so, _ = srv.communicate()
+    return c.returncode, out, srv.returncode, so
+
+
+def rows(out):
+    r = []
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[0].isdigit() and all(re.match(r"^[0-9.]+$", x) for x in f[:5]):
+            r.append([float(x) for x in f])
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=3)
+    ap.add_argument("--size", type=int, default=65536)
+    ap.add_argument("--depth", type=int, default=16)
+    ap.add_argument("--count", type=int, default=2000)
+    ap.add_argument("--native-busy-poll", type=int, default=0,
+                    help="metaroce-perf --busy-poll (0: sleep at once, the default)")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="one short run of each")
+    a = ap.parse_args()
+    if a.quick:
+        a.reps, a.seconds, a.count = 1, 1, 200
+
+    build = os.path.abspath(a.build)
+    run = os.path.join(build, "verbs", "metaroce-run")
+    perf = os.path.join(build, "tools", "perf", "metaroce-perf")
+    os.environ["METAROCD"] = os.path.join(build, "daemon", "metarocd")
+    for t in ("ib_write_bw", "ib_send_lat"):
+        if not shutil.which(t):
+            log("SKIP: %s is not installed (perftest)" % t)
+            return 77
+    if not os.access(run, os.X_OK):
+        log("SKIP: %s missing (the verbs library was not built)" % run)
+        return 77
+    import mrtest
+
+    p = mrtest.Pair("bench-verbs")
+    A, B, peer = p.a.app_sock, p.b.app_sock, p.b.addrs[0]
+    res = {"verbs_bw": [], "native_bw": [], "verbs_lat": [], "native_lat": []}
+    ok = True
+    port = PORT
+    to = a.seconds * 10 + 60
+    spin = ["--busy-poll", str(a.native_busy_poll)]
+    try:
+        for rep in range(a.reps):
+            port += 1
+            wb = ["ib_write_bw", "-x", "0", "-s", str(a.size), "-t", str(a.depth),
+                  "-D", str(a.seconds), "-p", str(port)]
+            rc, out, src, so = pair_run([run, "-s", B] + wb, [run, "-s", A] + wb + [peer], to)
+            r = rows(out)
+            if rc or src or not r:
+                ok = False
+                log("ib_write_bw failed:\n" + out[-2000:] + so[-1000:])
+            else:
+                res["verbs_bw"].append(r[-1][3] * 8e6 / 1e9)  # MB/s -> Gbit/s
+
+            rc, out, src, so = pair_run(
+                [perf, "server", "--socket", B, "--once"] + spin,
+                [perf, "client", peer, "--socket", A, "--op", "write", "--size", str(a.size),
+                 "--depth", str(a.depth), "--streams", "1", "--seconds", str(a.seconds),
+                 "--json"] + spin, to)
+            try:
+                j = json.loads(out.strip().splitlines()[-1])
+                if not j.get("ok"):
+                    raise ValueError
+                res["native_bw"].append(j["gbps"])
+            except (ValueError, IndexError, KeyError):
+                ok = False
+                log("metaroce-perf write failed:\n" + out[-2000:])
+
+            port += 1
+            sl = ["ib_send_lat", "-x", "0", "-s", "8", "-n", str(a.count), "-p", str(port)]
+            rc, out, src, so = pair_run([run, "-s", B] + sl, [run, "-s", A] + sl + [peer], to)
+            r = rows(out)
+            if rc or src or not r:
+                ok = False
+                log("ib_send_lat failed:\n" + out[-2000:] + so[-1000:])
+            else:
+                res["verbs_lat"].append(r[-1][4])  # t_typical
+
+            rc, out, src, so = pair_run(
+                [perf, "server", "--socket", B, "--once"] + spin,
+                [perf, "client", peer, "--socket", A, "--op", "send", "--size", "8",
+                 "--pingpong", "--count", str(a.count)] + spin, to)
+            m = re.search(r"p50 ([0-9.]+) us", out)
+            if rc or not m:
+                ok = False
+                log("metaroce-perf pingpong failed:\n" + out[-2000:])
+            else:
+                res["native_lat"].append(float(m.group(1)))
+    finally:
+        p.close()
+
+    med = {k: (statistics.median(v) if v else None) for k, v in res.items()}
+    bw_ratio = (med["verbs_bw"] / med["native_bw"]
+                if med["verbs_bw"] is not None and med["native_bw"] else None)
+    lat_ratio = (med["verbs_lat"] / med["native_lat"]
+                 if med["verbs_lat"] is not None and med["native_lat"] else None)
+    out = {"reps": a.reps, "seconds": a.seconds, "size": a.size, "depth": a.depth,
+           "native_busy_poll_us": a.native_busy_poll,
+           "count": a.count, "runs": res, "median": med,
+           "bw_ratio": bw_ratio, "lat_ratio": lat_ratio, "ok": ok}
+    if a.json:
+        print(json.dumps(out))
+    else:
+        def f(v, unit):
+            return "-" if v is None else "%.3f %s" % (v, unit)
+        print("write bandwidth, %d B, depth %d, 1 QP (medians of %d):" % (a.size, a.depth, a.reps))
+        print("  ib_write_bw via verbs     %s" % f(med["verbs_bw"], "Gbit/s"))
+        print("  metaroce-perf (native)    %s   (busy-poll %d us)"
+              % (f(med["native_bw"], "Gbit/s"), a.native_busy_poll))
+        print("  ratio verbs/native        %s   (bar >= 0.9)" % f(bw_ratio, "x"))
+        print("8-byte SEND latency, half round trip (medians of %d):" % a.reps)
+        print("  ib_send_lat via verbs     %s" % f(med["verbs_lat"], "us"))
+        print("  metaroce-perf (native)    %s   (busy-poll %d us)"
+              % (f(med["native_lat"], "us"), a.native_busy_poll))
+        print("  ratio verbs/native        %s   (bar <= 1.2)" % f(lat_ratio, "x"))
+        print("ok" if ok else "FAILED: some runs did not complete")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

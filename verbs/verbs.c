@@ -1,0 +1,2261 @@
+/*
+ * A drop-in libibverbs.so.1 over metarocd: unmodified verbs programs
+ * (perftest, ibv_rc_pingpong, ...) run on libmetaroce through the loader
+ * path (metaroce-run(1)); the system's library is never replaced.
+ *
+ * Built against the installed <infiniband/verbs.h>, so every structure the
+ * header's inline functions reach (struct verbs_context and its ops) has
+ * the layout those programs were compiled with. Exported functions carry
+ * MRV_API; gen_symbols.py stubs every other function the installed library
+ * exports (they fail with EOPNOTSUPP and say so on stderr).
+ *
+ * Model: one device "metaroce0" per daemon, one port, Ethernet link layer,
+ * GID i = plane i's address (RoCE v2, IPv4-mapped for IPv4). An open device
+ * is one libmetaroce context (one pair of rings) shared by all its queue
+ * pairs; a queue pair is one daemon connection with one stream. Its
+ * number (QPN) is the service it listens on (MRV_SVC_BASE | QPN, unique in
+ * the daemon: a taken one is refused and the next is tried). The move to
+ * RTR picks the side that connects: the one whose (GID, QPN) is smaller
+ * connects to the peer's service at the destination GID's address (the
+ * daemon's own service port: every daemon of a fabric uses one port); the
+ * other side takes the connection its listener receives. Work posted before
+ * the connection exists waits in the library and is posted when it is up.
+ *
+ * Completions: the context's one completion ring is drained into a
+ * software queue per CQ (send or receive CQ of the request's QP). Completion
+ * channels get an eventfd; a thread per open device (started with the
+ * first channel) sleeps on the rings' wakeup fd while a CQ is armed and
+ * signals the channel.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "internal.h"
+#include "metaroce.h"
+
+/* The header turns these into inline wrappers; we define the symbols. */
+#undef ibv_query_port
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+#define MRV_API __attribute__((visibility("default")))
+
+#define MRV_SVC_BASE 0x51000000u /* 'Q' << 24: service of QPN n is MRV_SVC_BASE | n */
+#define MRV_QPN_MASK 0xffffffu
+#define MRV_SQ_ENTRIES 8192u
+#define MRV_CQ_ENTRIES 16384u
+#define MRV_CONNECT_MS 10000
+#define MRV_MAX_WR 4096u
+
+/* ---- messages ------------------------------------------------------------------ */
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "metaroce: %s\n", buf);
+}
+
+/* ---- objects ------------------------------------------------------------------- */
+
+typedef struct mrv_qp mrv_qp;
+typedef struct mrv_cq mrv_cq;
+typedef struct mrv_ctx mrv_ctx;
+
+/* Last byte last: a WRITE of n >= 2 bytes goes as a head (n-1 bytes) and,
+ * once the head has completed (every byte placed at the peer) and every
+ * earlier WRITE of the QP too, a tail (the last byte, with the immediate of
+ * a WRITE_IMM); the user's completion is the tail's. Heads flow at once,
+ * tails one at a time in posting order; a SEND, a zero-length WRITE or a
+ * WRITE_IMM of zero bytes waits until the tails before it completed. */
+typedef struct mrv_tail {
+	struct mrv_tail *next;
+	uint64_t wr_id;
+	uint8_t signaled, head_done;
+	int op; /* MRC_OP_WRITE or MRC_OP_WRITE_IMM */
+	uint64_t laddr, raddr;
+	const mrc_mr *mr;
+	uint32_t rkey, imm;
+} mrv_tail;
+
+enum { SLOT_PLAIN = 0, SLOT_HEAD = 1, SLOT_TAIL = 2 };
+
+typedef struct mrv_slot {
+	uint64_t wr_id;
+	mrv_qp *qp;
+	mrv_tail *tail; /* SLOT_HEAD: its tail (NULL once flushed) */
+	uint32_t next_free;
+	uint8_t signaled;
+	uint8_t opcode; /* enum ibv_wc_opcode */
+	uint8_t used;
+	uint8_t kind;   /* SLOT_* */
+} mrv_slot;
+
+struct mrv_cq {
+	struct ibv_cq cq;
+	mrv_cq *next;
+	struct ibv_wc *q; /* a power of two, grows: nothing is ever dropped */
+	uint32_t qcap, head, tail;
+	int armed;
+	uint32_t events; /* delivered, for ibv_ack_cq_events() */
+};
+
+typedef struct mrv_chan {
+	struct ibv_comp_channel ch;
+	mrv_cq **q;
+	uint32_t qcap, head, tail;
+} mrv_chan;
+
+typedef struct mrv_pending {
+	struct mrv_pending *next;
+	int is_recv;
+	struct ibv_send_wr swr;
+	struct ibv_recv_wr rwr;
+	struct ibv_sge sge;
+} mrv_pending;
+
+struct mrv_qp {
+	struct ibv_qp qp;
+	mrv_qp *next;
+	mrc_listener *l;
+	mrc_conn *conn;
+	int connector;       /* this side connects at RTR */
+	int awaiting;        /* RTR reached, the peer's connection not yet in */
+	int err;             /* in the error state: everything flushes */
+	int peer_closed;     /* the peer closed gracefully (destroyed its QP) */
+	int sq_sig_all;
+	struct ibv_qp_cap cap;
+	uint32_t outstanding_send, outstanding_recv;
+	mrv_pending *pend_head, *pend_tail;
+	mrv_tail *tail_head, *tail_last; /* WRITEs whose last byte waits */
+	int tail_inflight;               /* a tail posted, not yet completed */
+	union ibv_gid dgid;
+	uint32_t dest_qpn;
+	uint8_t port_num;
+	enum ibv_mtu path_mtu;
+	uint32_t sq_psn, rq_psn;
+	uint8_t max_rd_atomic, max_dest_rd_atomic, timeout, retry_cnt, rnr_retry, min_rnr_timer;
+	unsigned access;
+};
+
+typedef struct mrv_mr {
+	struct ibv_mr mr;
+	struct mrv_mr *next;
+	mrc_mr *m;
+	void *block; /* the block this registration moved into a memfd, or NULL */
+} mrv_mr;
+
+struct mrv_ctx {
+	struct verbs_context vctx;
+	pthread_mutex_t lock;
+	mrc_session *sess; /* this device's own: its events are this context's */
+	int dead;          /* the daemon went away: every call fails */
+	uint32_t idle_polls;
+	mrc_ctx *ctx;
+	mrc_devinfo_rep info;
+	mrv_cq *cqs;
+	mrv_qp *qps;
+	mrv_mr *mrs;
+	mrv_slot *slots;
+	uint32_t nslots, free_slot;
+	unsigned nawaiting;
+	int evfd; /* async_fd: a real fd that never fires (no async events) */
+	/* the notifier thread */
+	pthread_t thr;
+	int thr_started, thr_stop, wake;
+};
+
+static struct ibv_device mrv_device = {
+	.node_type = IBV_NODE_CA,
+	.transport_type = IBV_TRANSPORT_IB,
+	.name = "metaroce0",
+	.dev_name = "metaroce0",
+	.dev_path = "",
+	.ibdev_path = "",
+};
+
+static int g_write_order = 1; /* METAROCE_WRITE_ORDER=any turns last-byte-last off */
+
+/* A session with the daemon: one per open device (its events are its
+ * own), and a short one to find out whether the device exists. */
+static mrc_session *session_open(void)
+{
+	const char *wo = getenv("METAROCE_WRITE_ORDER");
+	g_write_order = !(wo && !strcmp(wo, "any"));
+	const char *p = getenv("METAROCE_APP_SOCKET");
+	mrc_session *s = NULL;
+	int rc = mrc_session_open(NULL, program_invocation_short_name, &s);
+	if (rc) {
+		say("no metarocd at %s: %s", p && *p ? p : MRC_DEFAULT_SOCKET, mrc_strerror(rc));
+		return NULL;
+	}
+	return s;
+}
+
+static mrv_ctx *C(struct ibv_context *c)
+{
+	return (mrv_ctx *)((uint8_t *)c - offsetof(struct verbs_context, context));
+}
+
+static mrv_qp *Q(struct ibv_qp *q)
+{
+	return (mrv_qp *)q;
+}
+
+static mrv_cq *CQ(struct ibv_cq *c)
+{
+	return (mrv_cq *)c;
+}
+
+/* ---- strings -------------------------------------------------------------------- */
+
+MRV_API const char *ibv_wc_status_str(enum ibv_wc_status status)
+{
+	static const char *const s[] = {
+		[IBV_WC_SUCCESS] = "success",
+		[IBV_WC_LOC_LEN_ERR] = "local length error",
+		[IBV_WC_LOC_QP_OP_ERR] = "local QP operation error",
+		[IBV_WC_LOC_EEC_OP_ERR] = "local EE context operation error",
+		[IBV_WC_LOC_PROT_ERR] = "local protection error",
+		[IBV_WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
+		[IBV_WC_MW_BIND_ERR] = "memory management operation error",
+		[IBV_WC_BAD_RESP_ERR] = "bad response error",
+		[IBV_WC_LOC_ACCESS_ERR] = "local access error",
+		[IBV_WC_REM_INV_REQ_ERR] = "remote invalid request error",
+		[IBV_WC_REM_ACCESS_ERR] = "remote access error",
+		[IBV_WC_REM_OP_ERR] = "remote operation error",
+		[IBV_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+		[IBV_WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
+		[IBV_WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
+		[IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
+		[IBV_WC_REM_ABORT_ERR] = "aborted error",
+		[IBV_WC_INV_EECN_ERR] = "invalid EE context number",
+		[IBV_WC_INV_EEC_STATE_ERR] = "invalid EE context state",
+		[IBV_WC_FATAL_ERR] = "fatal error",
+		[IBV_WC_RESP_TIMEOUT_ERR] = "response timeout error",
+		[IBV_WC_GENERAL_ERR] = "general error",
+		[IBV_WC_TM_ERR] = "TM error",
+		[IBV_WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
+	};
+	if ((unsigned)status < sizeof(s) / sizeof(s[0]) && s[status])
+		return s[status];
+	return "unknown";
+}
+
+MRV_API const char *ibv_node_type_str(enum ibv_node_type t)
+{
+	switch (t) {
+	case IBV_NODE_CA: return "InfiniBand channel adapter";
+	case IBV_NODE_SWITCH: return "InfiniBand switch";
+	case IBV_NODE_ROUTER: return "InfiniBand router";
+	case IBV_NODE_RNIC: return "iWARP NIC";
+	case IBV_NODE_USNIC: return "usNIC";
+	case IBV_NODE_USNIC_UDP: return "usNIC UDP";
+	case IBV_NODE_UNSPECIFIED: return "unspecified";
+	default: return "unknown";
+	}
+}
+
+MRV_API const char *ibv_port_state_str(enum ibv_port_state s)
+{
+	switch (s) {
+	case IBV_PORT_NOP: return "PORT_NOP";
+	case IBV_PORT_DOWN: return "PORT_DOWN";
+	case IBV_PORT_INIT: return "PORT_INIT";
+	case IBV_PORT_ARMED: return "PORT_ARMED";
+	case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
+	case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
+	default: return "invalid state";
+	}
+}
+
+MRV_API const char *ibv_event_type_str(enum ibv_event_type e)
+{
+	switch (e) {
+	case IBV_EVENT_CQ_ERR: return "CQ error";
+	case IBV_EVENT_QP_FATAL: return "local work queue catastrophic error";
+	case IBV_EVENT_COMM_EST: return "communication established";
+	case IBV_EVENT_PORT_ACTIVE: return "port active";
+	case IBV_EVENT_PORT_ERR: return "port error";
+	case IBV_EVENT_DEVICE_FATAL: return "local catastrophic error";
+	default: return "unknown";
+	}
+}
+
+MRV_API int ibv_rate_to_mult(enum ibv_rate rate)
+{
+	switch (rate) {
+	case IBV_RATE_2_5_GBPS: return 1;
+	case IBV_RATE_5_GBPS: return 2;
+	case IBV_RATE_10_GBPS: return 4;
+	case IBV_RATE_20_GBPS: return 8;
+	case IBV_RATE_30_GBPS: return 12;
+	case IBV_RATE_40_GBPS: return 16;
+	case IBV_RATE_60_GBPS: return 24;
+	case IBV_RATE_80_GBPS: return 32;
+	case IBV_RATE_120_GBPS: return 48;
+	default: return -1;
+	}
+}
+
+MRV_API int ibv_rate_to_mbps(enum ibv_rate rate)
+{
+	switch (rate) {
+	case IBV_RATE_2_5_GBPS: return 2500;
+	case IBV_RATE_5_GBPS: return 5000;
+	case IBV_RATE_10_GBPS: return 10000;
+	case IBV_RATE_20_GBPS: return 20000;
+	case IBV_RATE_25_GBPS: return 25000;
+	case IBV_RATE_40_GBPS: return 40000;
+	case IBV_RATE_50_GBPS: return 50000;
+	case IBV_RATE_100_GBPS: return 100000;
+	case IBV_RATE_200_GBPS: return 200000;
+	case IBV_RATE_400_GBPS: return 400000;
+	default: return -1;
+	}
+}
+
+/* ---- devices --------------------------------------------------------------------- */
+
+MRV_API struct ibv_device **ibv_get_device_list(int *num)
+{
+	struct ibv_device **l = calloc(2, sizeof(*l));
+	if (!l) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	mrc_session *s = session_open();
+	int n = s ? 1 : 0;
+	mrc_session_close(s);
+	if (n)
+		l[0] = &mrv_device;
+	if (num)
+		*num = n;
+	return l;
+}
+
+MRV_API void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+MRV_API const char *ibv_get_device_name(struct ibv_device *d)
+{
+	return d ? d->name : NULL;
+}
+
+MRV_API int ibv_get_device_index(struct ibv_device *d)
+{
+	return d == &mrv_device ? 0 : -1;
+}
+
+static uint64_t guid_of(const mrc_devinfo_rep *info)
+{
+	/* EUI-64 style from the first plane's address: stable per daemon. */
+	uint8_t g[8] = {0x02, 0x4d, 0x52, 0, 0, 0, 0, 0};
+	if (info->nplanes) {
+		const uint8_t *a = info->planes[0].addr;
+		const uint8_t *t = info->planes[0].family == 4 ? a : a + 12;
+		memcpy(g + 4, t, 4);
+	}
+	uint64_t v;
+	memcpy(&v, g, 8);
+	return v; /* network order in memory, as GUIDs are */
+}
+
+MRV_API __be64 ibv_get_device_guid(struct ibv_device *d)
+{
+	if (d != &mrv_device)
+		return 0;
+	mrc_session *s = session_open();
+	mrc_devinfo_rep info;
+	int rc = s ? mrc_session_devinfo(s, &info) : MRC_ERR_DAEMON;
+	mrc_session_close(s);
+	return rc ? 0 : guid_of(&info);
+}
+
+static enum ibv_mtu mtu_enum(uint32_t mtu)
+{
+	if (mtu >= 4096) return IBV_MTU_4096;
+	if (mtu >= 2048) return IBV_MTU_2048;
+	if (mtu >= 1024) return IBV_MTU_1024;
+	if (mtu >= 512) return IBV_MTU_512;
+	return IBV_MTU_256;
+}
+
+static void gid_of(const mrc_devinfo_plane *p, union ibv_gid *g)
+{
+	memset(g, 0, sizeof(*g));
+	if (p->family == 4) {
+		g->raw[10] = 0xff;
+		g->raw[11] = 0xff;
+		memcpy(g->raw + 12, p->addr, 4);
+	} else {
+		memcpy(g->raw, p->addr, 16);
+	}
+}
+
+static int query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a,
+		      size_t len)
+{
+	mrv_ctx *x = C(c);
+	if (port != 1)
+		return EINVAL;
+	struct ibv_port_attr pa;
+	memset(&pa, 0, sizeof(pa));
+	uint64_t bps = 0;
+	int up = 0;
+	for (unsigned i = 0; i < x->info.nplanes; i++) {
+		bps += x->info.planes[i].speed_bps;
+		up |= x->info.planes[i].up;
+	}
+	pa.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	pa.max_mtu = pa.active_mtu = mtu_enum(x->info.mtu);
+	pa.gid_tbl_len = x->info.nplanes;
+	pa.port_cap_flags = 0;
+	pa.max_msg_sz = x->info.max_msg;
+	pa.pkey_tbl_len = 1;
+	pa.max_vl_num = 1;
+	pa.phys_state = up ? 5 : 3; /* LinkUp / Disabled */
+	pa.link_layer = IBV_LINK_LAYER_ETHERNET;
+	/* Width and speed from the planes' total (unknown: the smallest). */
+	uint64_t g = bps / 1000000000ull;
+	if (g >= 200) { pa.active_width = 2; pa.active_speed = 64; }      /* 4X HDR */
+	else if (g >= 100) { pa.active_width = 2; pa.active_speed = 32; } /* 4X EDR */
+	else if (g >= 50) { pa.active_width = 2; pa.active_speed = 16; }  /* 4X FDR */
+	else if (g >= 40) { pa.active_width = 2; pa.active_speed = 4; }   /* 4X QDR */
+	else if (g >= 25) { pa.active_width = 1; pa.active_speed = 32; }  /* 1X EDR */
+	else if (g >= 10) { pa.active_width = 1; pa.active_speed = 4; }   /* 1X QDR */
+	else if (g >= 5) { pa.active_width = 1; pa.active_speed = 2; }    /* 1X DDR */
+	else { pa.active_width = 1; pa.active_speed = 1; }                 /* 1X SDR */
+	memcpy(a, &pa, len < sizeof(pa) ? len : sizeof(pa));
+	return 0;
+}
+
+MRV_API int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ibv_port_attr *a)
+{
+	/* the old structure: everything before port_cap_flags2 */
+	return query_port(c, port, (struct ibv_port_attr *)a,
+			  offsetof(struct ibv_port_attr, port_cap_flags2));
+}
+
+static void device_attr(mrv_ctx *x, struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "metaroce-%u.%u", MRC_ABI_VERSION, 0u);
+	a->node_guid = a->sys_image_guid = guid_of(&x->info);
+	a->max_mr_size = x->info.max_msg ? x->info.max_msg : UINT32_MAX;
+	a->page_size_cap = (uint64_t)sysconf(_SC_PAGESIZE);
+	a->vendor_id = 0; /* not a known vendor: perftest uses the plain verbs */
+	a->vendor_part_id = 0;
+	a->hw_ver = 0;
+	a->max_qp = 1024;
+	a->max_qp_wr = MRV_MAX_WR;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
+	a->max_sge = 1;
+	a->max_sge_rd = 0;
+	a->max_cq = 1024;
+	a->max_cqe = 1 << 20;
+	a->max_mr = 1024;
+	a->max_pd = 1024;
+	a->max_qp_rd_atom = 0; /* no RDMA READ (yet) */
+	a->max_qp_init_rd_atom = 0;
+	a->max_res_rd_atom = 0;
+	a->atomic_cap = IBV_ATOMIC_NONE;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 0;
+	a->phys_port_cnt = 1;
+}
+
+MRV_API int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a)
+{
+	device_attr(C(c), a);
+	return 0;
+}
+
+static int query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
+			   struct ibv_device_attr_ex *a, size_t len)
+{
+	(void)in;
+	struct ibv_device_attr_ex ax;
+	memset(&ax, 0, sizeof(ax));
+	device_attr(C(c), &ax.orig_attr);
+	ax.phys_port_cnt_ex = 1;
+	memcpy(a, &ax, len < sizeof(ax) ? len : sizeof(ax));
+	return 0;
+}
+
+MRV_API int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
+{
+	mrv_ctx *x = C(c);
+	if (port != 1 || index < 0 || (unsigned)index >= x->info.nplanes) {
+		errno = EINVAL;
+		return -1;
+	}
+	gid_of(&x->info.planes[index], gid);
+	return 0;
+}
+
+MRV_API int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index,
+			      struct ibv_gid_entry *e, uint32_t flags, size_t len)
+{
+	mrv_ctx *x = C(c);
+	if (flags || port != 1 || index >= x->info.nplanes || len < sizeof(*e))
+		return EINVAL;
+	memset(e, 0, sizeof(*e));
+	gid_of(&x->info.planes[index], &e->gid);
+	e->gid_index = index;
+	e->port_num = 1;
+	e->gid_type = IBV_GID_TYPE_ROCE_V2;
+	e->ndev_ifindex = 0;
+	return 0;
+}
+
+MRV_API ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *e,
+				     size_t max, uint32_t flags, size_t len)
+{
+	mrv_ctx *x = C(c);
+	if (flags || len < sizeof(*e))
+		return -EINVAL;
+	size_t n = 0;
+	for (uint32_t i = 0; i < x->info.nplanes && n < max; i++, n++)
+		_ibv_query_gid_ex(c, 1, i, &e[n], 0, sizeof(*e));
+	return (ssize_t)n;
+}
+
+/* Private to rdma-core (driver.h): enum ibv_gid_type_sysfs, where RoCE v2
+ * is 1. ibv_devinfo asks it for each GID. */
+int ibv_query_gid_type(struct ibv_context *c, uint8_t port, unsigned int index, int *type);
+MRV_API int ibv_query_gid_type(struct ibv_context *c, uint8_t port, unsigned int index, int *type)
+{
+	if (port != 1 || index >= C(c)->info.nplanes)
+		return -1;
+	*type = 1;
+	return 0;
+}
+
+/* There is no sysfs device: every read fails (ibv_devinfo falls back). */
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+MRV_API int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
+{
+	(void)dir;
+	(void)file;
+	(void)buf;
+	(void)size;
+	errno = ENOENT;
+	return -1;
+}
+
+/* librdmacm asks this first: say what is really missing. */
+const char *ibv_get_sysfs_path(void);
+MRV_API const char *ibv_get_sysfs_path(void)
+{
+	say("rdma_cm (librdmacm) is not supported: exchange QP numbers and GIDs out of band "
+	    "(perftest without -R)");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+MRV_API int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey)
+{
+	(void)c;
+	if (port != 1 || index != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	*pkey = htons(0xffff);
+	return 0;
+}
+
+MRV_API int ibv_get_pkey_index(struct ibv_context *c, uint8_t port, __be16 pkey)
+{
+	(void)c;
+	return port == 1 && pkey == htons(0xffff) ? 0 : -1;
+}
+
+MRV_API int ibv_fork_init(void)
+{
+	return 0; /* see metaroce-run(1): registered memory is shared after fork */
+}
+
+MRV_API enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	return IBV_FORK_DISABLED;
+}
+
+/* ---- completions: the context's ring into the CQs' queues -------------------------- */
+
+static int cq_push(mrv_cq *cq, const struct ibv_wc *wc)
+{
+	if (cq->tail - cq->head == cq->qcap) {
+		uint32_t ncap = cq->qcap * 2;
+		struct ibv_wc *nq = malloc(sizeof(*nq) * ncap);
+		if (!nq) {
+			say("out of memory growing a completion queue: a completion is lost");
+			return -1;
+		}
+		for (uint32_t i = 0; i < cq->qcap; i++)
+			nq[i] = cq->q[(cq->head + i) & (cq->qcap - 1)];
+		free(cq->q);
+		cq->q = nq;
+		cq->tail = cq->qcap;
+		cq->head = 0;
+		cq->qcap = ncap;
+	}
+	cq->q[cq->tail++ & (cq->qcap - 1)] = *wc;
+	return 0;
+}
+
+static int chan_push(mrv_chan *ch, mrv_cq *cq)
+{
+	if (ch->tail - ch->head == ch->qcap) {
+		uint32_t ncap = ch->qcap ? ch->qcap * 2 : 16;
+		mrv_cq **nq = malloc(sizeof(*nq) * ncap);
+		if (!nq)
+			return -1;
+		for (uint32_t i = 0; i < ch->tail - ch->head; i++)
+			nq[i] = ch->q[(ch->head + i) & (ch->qcap - 1)];
+		free(ch->q);
+		ch->tail -= ch->head;
+		ch->head = 0;
+		ch->q = nq;
+		ch->qcap = ncap;
+	}
+	ch->q[ch->tail++ & (ch->qcap - 1)] = cq;
+	uint64_t one = 1;
+	if (write(ch->ch.fd, &one, sizeof(one)) != sizeof(one))
+		return -1;
+	return 0;
+}
+
+/* An armed CQ with something in it signals its channel (once per arming). */
+static void cq_fire(mrv_cq *cq)
+{
+	if (!cq->armed || cq->head == cq->tail || !cq->cq.channel)
+		return;
+	cq->armed = 0;
+	chan_push((mrv_chan *)cq->cq.channel, cq);
+}
+
+static enum ibv_wc_status wc_status(int st)
+{
+	switch (st) {
+	case MRC_WC_SUCCESS: return IBV_WC_SUCCESS;
+	case MRC_WC_REM_ACCESS: return IBV_WC_REM_ACCESS_ERR;
+	case MRC_WC_REM_BOUNDS: return IBV_WC_REM_ACCESS_ERR;
+	case MRC_WC_RNR_RETRY_EXC: return IBV_WC_RNR_RETRY_EXC_ERR;
+	case MRC_WC_RETRY_EXC: return IBV_WC_RETRY_EXC_ERR;
+	case MRC_WC_RESET: return IBV_WC_REM_ABORT_ERR;
+	case MRC_WC_FLUSHED: return IBV_WC_WR_FLUSH_ERR;
+	case MRC_WC_LOC_LEN: return IBV_WC_LOC_LEN_ERR;
+	case MRC_WC_REM_INVALID: return IBV_WC_REM_INV_REQ_ERR;
+	case MRC_WC_LOC_PROT: return IBV_WC_LOC_PROT_ERR;
+	case MRC_WC_BAD_WR: return IBV_WC_LOC_QP_OP_ERR;
+	default: return IBV_WC_GENERAL_ERR;
+	}
+}
+
+static uint32_t slot_get(mrv_ctx *x)
+{
+	uint32_t i = x->free_slot;
+	if (i == UINT32_MAX)
+		return i;
+	x->free_slot = x->slots[i].next_free;
+	x->slots[i].used = 1;
+	return i;
+}
+
+static void slot_put(mrv_ctx *x, uint32_t i)
+{
+	x->slots[i].used = 0;
+	x->slots[i].qp = NULL;
+	x->slots[i].tail = NULL;
+	x->slots[i].kind = SLOT_PLAIN;
+	x->slots[i].next_free = x->free_slot;
+	x->free_slot = i;
+}
+
+static void qp_set_error(mrv_qp *q);
+static void pump(mrv_ctx *x);
+static void head_done(mrv_ctx *x, mrv_qp *q, mrv_tail *t, int status);
+static void advance(mrv_ctx *x, mrv_qp *q);
+
+/* A completion for the app: to the QP's send or receive CQ. Unsignaled
+ * successes are dropped; after an error every completion is a flush. */
+static void deliver(mrv_qp *q, int is_recv, int signaled, uint64_t wr_id,
+		    enum ibv_wc_opcode op, enum ibv_wc_status st, uint32_t byte_len,
+		    uint32_t imm, int with_imm)
+{
+	if (q->err && st == IBV_WC_SUCCESS)
+		st = IBV_WC_WR_FLUSH_ERR;
+	if (st == IBV_WC_SUCCESS && !is_recv && !signaled)
+		return;
+	struct ibv_wc wc;
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = wr_id;
+	wc.status = st;
+	wc.opcode = op;
+	wc.byte_len = byte_len;
+	wc.qp_num = q->qp.qp_num;
+	if (with_imm) {
+		wc.wc_flags = IBV_WC_WITH_IMM;
+		wc.imm_data = imm;
+	}
+	mrv_cq *cq = CQ(is_recv ? q->qp.recv_cq : q->qp.send_cq);
+	cq_push(cq, &wc);
+	cq_fire(cq);
+	if (st != IBV_WC_SUCCESS && st != IBV_WC_WR_FLUSH_ERR && !q->err) {
+		say("QP %u: %s completion: %s; the QP is in the error state now",
+		    q->qp.qp_num, is_recv ? "receive" : "send", ibv_wc_status_str(st));
+		qp_set_error(q);
+	}
+}
+
+/* The daemon went away (lock held): say so once, wake every channel so
+ * no program sleeps forever in ibv_get_cq_event(); from now on polls
+ * return -1 and posts EIO. */
+static void check_dead(mrv_ctx *x)
+{
+	if (x->dead || !mrc_is_dead(x->sess))
+		return;
+	x->dead = 1;
+	say("the daemon went away: device metaroce0 is gone, work in flight is lost");
+	for (mrv_cq *c = x->cqs; c; c = c->next)
+		if (c->cq.channel)
+			chan_push((mrv_chan *)c->cq.channel, c);
+}
+
+/* Drain the context's ring (lock held). Returns MRC_ERR_* or 0. */
+static int drain(mrv_ctx *x)
+{
+	mrc_wc w[64];
+	for (;;) {
+		int n = mrc_poll_cq(x->ctx, w, 64);
+		if (n < 0) {
+			check_dead(x);
+			return n;
+		}
+		for (int i = 0; i < n; i++) {
+			if (w[i].wr_id >= x->nslots || !x->slots[w[i].wr_id].used)
+				continue;
+			mrv_slot sl = x->slots[w[i].wr_id];
+			slot_put(x, (uint32_t)w[i].wr_id);
+			mrv_qp *q = sl.qp;
+			if (!q)
+				continue; /* its QP is gone */
+			if (sl.kind == SLOT_HEAD) {
+				head_done(x, q, sl.tail, w[i].status);
+				continue;
+			}
+			if (sl.kind == SLOT_TAIL) {
+				q->tail_inflight = 0;
+				q->outstanding_send--;
+				deliver(q, 0, sl.signaled, sl.wr_id, IBV_WC_RDMA_WRITE,
+					wc_status(w[i].status), 0, 0, 0);
+				advance(x, q);
+				continue;
+			}
+			int is_recv = sl.opcode == IBV_WC_RECV; /* flushes carry no opcode we trust */
+			if (is_recv)
+				q->outstanding_recv--;
+			else
+				q->outstanding_send--;
+			if (is_recv && !q->err && w[i].status == MRC_WC_FLUSHED) {
+				if (!q->peer_closed)
+					pump(x); /* is it the peer's close? */
+				if (q->peer_closed)
+					continue;
+			}
+			enum ibv_wc_opcode op = (enum ibv_wc_opcode)sl.opcode;
+			if (w[i].opcode == MRC_WC_OP_RECV_WRITE_IMM)
+				op = IBV_WC_RECV_RDMA_WITH_IMM;
+			deliver(q, is_recv, sl.signaled, sl.wr_id, op, wc_status(w[i].status),
+				w[i].byte_len, w[i].imm, (w[i].flags & MRC_WC_WITH_IMM) != 0);
+		}
+		if (n < 64)
+			return 0;
+	}
+}
+
+/* ---- posting --------------------------------------------------------------------- */
+
+static mrv_mr *mr_by_lkey(mrv_ctx *x, uint32_t lkey)
+{
+	for (mrv_mr *m = x->mrs; m; m = m->next)
+		if (m->mr.lkey == lkey)
+			return m;
+	return NULL;
+}
+
+static int post_split_write(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, int op,
+			    mrv_mr *m, unsigned flags);
+
+static int post_one_send(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, unsigned flags)
+{
+	int op;
+	enum ibv_wc_opcode wop;
+	switch (wr->opcode) {
+	case IBV_WR_SEND: op = MRC_OP_SEND; wop = IBV_WC_SEND; break;
+	case IBV_WR_SEND_WITH_IMM: op = MRC_OP_SEND_IMM; wop = IBV_WC_SEND; break;
+	case IBV_WR_RDMA_WRITE: op = MRC_OP_WRITE; wop = IBV_WC_RDMA_WRITE; break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM: op = MRC_OP_WRITE_IMM; wop = IBV_WC_RDMA_WRITE; break;
+	case IBV_WR_RDMA_READ:
+		say("QP %u: RDMA READ is not supported by MetaRoCE yet", q->qp.qp_num);
+		return EOPNOTSUPP;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		say("QP %u: atomic operations are not supported by MetaRoCE", q->qp.qp_num);
+		return EOPNOTSUPP;
+	default:
+		say("QP %u: work request opcode %d is not supported", q->qp.qp_num,
+		    (int)wr->opcode);
+		return EOPNOTSUPP;
+	}
+	if (wr->num_sge > 1) {
+		say("QP %u: %d scatter/gather entries: MetaRoCE takes one per work request",
+		    q->qp.qp_num, wr->num_sge);
+		return EINVAL;
+	}
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		say("QP %u: inline data is not supported (max_inline_data is 0)", q->qp.qp_num);
+		return EINVAL;
+	}
+	const struct ibv_sge *sg = wr->num_sge ? wr->sg_list : NULL;
+	mrv_mr *m = NULL;
+	if (sg && sg->length) {
+		m = mr_by_lkey(x, sg->lkey);
+		if (!m) {
+			say("QP %u: lkey %#x is not a registered region", q->qp.qp_num, sg->lkey);
+			return EINVAL;
+		}
+	}
+	uint32_t sglen = sg ? sg->length : 0;
+	if (g_write_order && (op == MRC_OP_WRITE || op == MRC_OP_WRITE_IMM) && sglen >= 1)
+		return post_split_write(x, q, wr, op, m, flags);
+	uint32_t i = slot_get(x);
+	if (i == UINT32_MAX)
+		return ENOMEM;
+	mrv_slot *s = &x->slots[i];
+	s->wr_id = wr->wr_id;
+	s->qp = q;
+	s->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	s->opcode = (uint8_t)wop;
+	mrc_wr w = {
+		.wr_id = i,
+		.opcode = op,
+		.conn = q->conn,
+		.addr = sg ? (const void *)(uintptr_t)sg->addr : NULL,
+		.len = sg ? sg->length : 0,
+		.mr = m ? m->m : NULL,
+		.remote_addr = wr->wr.rdma.remote_addr,
+		.rkey = wr->wr.rdma.rkey,
+		.imm = wr->imm_data,
+	};
+	int rc = mrc_post(x->ctx, &w, 1, flags);
+	if (rc == MRC_ERR_AGAIN) {
+		drain(x);
+		rc = mrc_post(x->ctx, &w, 1, flags);
+	}
+	if (rc < 0) {
+		slot_put(x, i);
+		if (rc == MRC_ERR_AGAIN)
+			return ENOMEM;
+		say("QP %u: post: %s", q->qp.qp_num, mrc_strerror(rc));
+		return rc == MRC_ERR_INVAL ? EINVAL : EIO;
+	}
+	q->outstanding_send++;
+	return 0;
+}
+
+static int post_one_recv(mrv_ctx *x, mrv_qp *q, const struct ibv_recv_wr *wr, unsigned flags)
+{
+	if (wr->num_sge > 1) {
+		say("QP %u: %d scatter/gather entries: MetaRoCE takes one per work request",
+		    q->qp.qp_num, wr->num_sge);
+		return EINVAL;
+	}
+	const struct ibv_sge *sg = wr->num_sge ? wr->sg_list : NULL;
+	mrv_mr *m = NULL;
+	if (sg && sg->length) {
+		m = mr_by_lkey(x, sg->lkey);
+		if (!m) {
+			say("QP %u: lkey %#x is not a registered region", q->qp.qp_num, sg->lkey);
+			return EINVAL;
+		}
+	}
+	uint32_t i = slot_get(x);
+	if (i == UINT32_MAX)
+		return ENOMEM;
+	mrv_slot *s = &x->slots[i];
+	s->wr_id = wr->wr_id;
+	s->qp = q;
+	s->signaled = 1;
+	s->opcode = IBV_WC_RECV;
+	int rc = mrc_post_recv(x->ctx, q->conn, 0, sg ? (void *)(uintptr_t)sg->addr : NULL,
+			       sg ? sg->length : 0, m ? m->m : NULL, i, flags);
+	if (rc == MRC_ERR_AGAIN) {
+		drain(x);
+		rc = mrc_post_recv(x->ctx, q->conn, 0, sg ? (void *)(uintptr_t)sg->addr : NULL,
+				   sg ? sg->length : 0, m ? m->m : NULL, i, flags);
+	}
+	if (rc < 0) {
+		slot_put(x, i);
+		if (rc == MRC_ERR_AGAIN)
+			return ENOMEM;
+		say("QP %u: post receive: %s", q->qp.qp_num, mrc_strerror(rc));
+		return rc == MRC_ERR_INVAL ? EINVAL : EIO;
+	}
+	q->outstanding_recv++;
+	return 0;
+}
+
+/* A WRITE of n bytes: the head (n-1 bytes) now, the tail queued (see
+ * mrv_tail). Counts as one outstanding request until its tail completes. */
+static int post_split_write(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, int op,
+			    mrv_mr *m, unsigned flags)
+{
+	const struct ibv_sge *sg = wr->sg_list;
+	mrv_tail *t = calloc(1, sizeof(*t));
+	if (!t)
+		return ENOMEM;
+	t->wr_id = wr->wr_id;
+	t->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	t->op = op;
+	t->laddr = sg->addr + sg->length - 1;
+	t->raddr = wr->wr.rdma.remote_addr + sg->length - 1;
+	t->rkey = wr->wr.rdma.rkey;
+	t->imm = wr->imm_data;
+	t->mr = m->m;
+	if (sg->length >= 2) {
+		uint32_t i = slot_get(x);
+		if (i == UINT32_MAX) {
+			free(t);
+			return ENOMEM;
+		}
+		mrv_slot *s = &x->slots[i];
+		s->qp = q;
+		s->kind = SLOT_HEAD;
+		s->tail = t;
+		mrc_wr w = {.wr_id = i, .opcode = MRC_OP_WRITE, .conn = q->conn,
+			    .addr = (const void *)(uintptr_t)sg->addr, .len = sg->length - 1,
+			    .mr = m->m, .remote_addr = wr->wr.rdma.remote_addr, .rkey = t->rkey};
+		int rc = mrc_post(x->ctx, &w, 1, flags);
+		if (rc == MRC_ERR_AGAIN) {
+			drain(x);
+			rc = mrc_post(x->ctx, &w, 1, flags);
+		}
+		if (rc < 0) {
+			slot_put(x, i);
+			free(t);
+			if (rc == MRC_ERR_AGAIN)
+				return ENOMEM;
+			say("QP %u: post: %s", q->qp.qp_num, mrc_strerror(rc));
+			return rc == MRC_ERR_INVAL ? EINVAL : EIO;
+		}
+	} else {
+		t->head_done = 1; /* one byte: it is its own tail */
+	}
+	if (q->tail_last)
+		q->tail_last->next = t;
+	else
+		q->tail_head = t;
+	q->tail_last = t;
+	q->outstanding_send++;
+	advance(x, q);
+	return 0;
+}
+
+static void tail_unlink(mrv_qp *q, mrv_tail *t)
+{
+	mrv_tail *prev = NULL;
+	for (mrv_tail *c = q->tail_head; c; prev = c, c = c->next) {
+		if (c != t)
+			continue;
+		if (prev)
+			prev->next = c->next;
+		else
+			q->tail_head = c->next;
+		if (q->tail_last == c)
+			q->tail_last = prev;
+		return;
+	}
+}
+
+static void head_done(mrv_ctx *x, mrv_qp *q, mrv_tail *t, int status)
+{
+	if (!t)
+		return; /* flushed already */
+	if (status == MRC_WC_SUCCESS) {
+		t->head_done = 1;
+		advance(x, q);
+		return;
+	}
+	tail_unlink(q, t);
+	q->outstanding_send--;
+	uint64_t id = t->wr_id;
+	free(t);
+	deliver(q, 0, 1, id, IBV_WC_RDMA_WRITE, wc_status(status), 0, 0, 0);
+}
+
+static void pend_release(mrv_ctx *x, mrv_qp *q);
+
+/* Post the next tail when its head and everything before it completed;
+ * when no tail waits, release the work held behind them. */
+static void advance(mrv_ctx *x, mrv_qp *q)
+{
+	if (q->err || !q->conn)
+		return;
+	if (!q->tail_inflight && q->tail_head && q->tail_head->head_done) {
+		mrv_tail *t = q->tail_head;
+		uint32_t i = slot_get(x);
+		if (i == UINT32_MAX)
+			return; /* retried at the next completion */
+		mrv_slot *s = &x->slots[i];
+		s->qp = q;
+		s->kind = SLOT_TAIL;
+		s->wr_id = t->wr_id;
+		s->signaled = t->signaled;
+		s->opcode = IBV_WC_RDMA_WRITE;
+		mrc_wr w = {.wr_id = i, .opcode = t->op, .conn = q->conn,
+			    .addr = (const void *)(uintptr_t)t->laddr, .len = 1, .mr = t->mr,
+			    .remote_addr = t->raddr, .rkey = t->rkey, .imm = t->imm};
+		int rc = mrc_post(x->ctx, &w, 1, 0);
+		if (rc < 0) {
+			slot_put(x, i);
+			if (rc == MRC_ERR_AGAIN)
+				return; /* the ring is full: retried at the next completion */
+			say("QP %u: posting the last byte of a WRITE: %s", q->qp.qp_num,
+			    mrc_strerror(rc));
+			tail_unlink(q, t);
+			q->outstanding_send--;
+			uint64_t id = t->wr_id;
+			free(t);
+			deliver(q, 0, 1, id, IBV_WC_RDMA_WRITE, IBV_WC_LOC_QP_OP_ERR, 0, 0, 0);
+			return;
+		}
+		q->tail_head = t->next;
+		if (!q->tail_head)
+			q->tail_last = NULL;
+		free(t);
+		q->tail_inflight = 1;
+	}
+	if (!q->tail_inflight && !q->tail_head && q->pend_head)
+		pend_release(x, q);
+}
+
+/* Must wr wait for the tails before it? (WRITEs of >= 1 byte join them.) */
+static int must_wait(const mrv_qp *q, const struct ibv_send_wr *wr)
+{
+	if (!g_write_order || (!q->tail_head && !q->tail_inflight && !q->pend_head))
+		return 0;
+	if (q->pend_head)
+		return 1; /* keep the order of what already waits */
+	int w = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	return !(w && wr->num_sge >= 1 && wr->sg_list[0].length >= 1);
+}
+
+static int pend(mrv_qp *q, const struct ibv_send_wr *swr, const struct ibv_recv_wr *rwr)
+{
+	mrv_pending *p = calloc(1, sizeof(*p));
+	if (!p)
+		return ENOMEM;
+	if (swr) {
+		p->swr = *swr;
+		p->swr.next = NULL;
+		if (swr->num_sge) {
+			p->sge = swr->sg_list[0];
+			p->swr.sg_list = &p->sge;
+		}
+	} else {
+		p->is_recv = 1;
+		p->rwr = *rwr;
+		p->rwr.next = NULL;
+		if (rwr->num_sge) {
+			p->sge = rwr->sg_list[0];
+			p->rwr.sg_list = &p->sge;
+		}
+	}
+	if (q->pend_tail)
+		q->pend_tail->next = p;
+	else
+		q->pend_head = p;
+	q->pend_tail = p;
+	return 0;
+}
+
+/* Complete every pending request of q with a flush (lock held). */
+static void flush_pending(mrv_qp *q)
+{
+	mrv_pending *p = q->pend_head;
+	q->pend_head = q->pend_tail = NULL;
+	while (p) {
+		mrv_pending *n = p->next;
+		if (p->is_recv)
+			deliver(q, 1, 1, p->rwr.wr_id, IBV_WC_RECV, IBV_WC_WR_FLUSH_ERR, 0, 0, 0);
+		else
+			deliver(q, 0, 1, p->swr.wr_id,
+				p->swr.opcode == IBV_WR_SEND || p->swr.opcode == IBV_WR_SEND_WITH_IMM
+					? IBV_WC_SEND
+					: IBV_WC_RDMA_WRITE,
+				IBV_WC_WR_FLUSH_ERR, 0, 0, 0);
+		free(p);
+		p = n;
+	}
+}
+
+/* Every WRITE whose last byte waits completes with a flush. */
+static void flush_tails(mrv_ctx *x, mrv_qp *q)
+{
+	mrv_tail *t = q->tail_head;
+	q->tail_head = q->tail_last = NULL;
+	if (t)
+		for (uint32_t i = 0; i < x->nslots; i++)
+			if (x->slots[i].used && x->slots[i].qp == q)
+				x->slots[i].tail = NULL;
+	while (t) {
+		mrv_tail *n = t->next;
+		q->outstanding_send--;
+		deliver(q, 0, 1, t->wr_id, IBV_WC_RDMA_WRITE, IBV_WC_WR_FLUSH_ERR, 0, 0, 0);
+		free(t);
+		t = n;
+	}
+}
+
+static void qp_set_error(mrv_qp *q)
+{
+	q->err = 1;
+	q->qp.state = IBV_QPS_ERR;
+	flush_tails(C(q->qp.context), q);
+	if (q->conn && mrc_conn_status(q->conn) == MRC_CONN_ESTABLISHED) {
+		/* outstanding work completes FLUSHED or RESET (both: flush) */
+		mrc_close(q->conn, 1);
+		q->conn = NULL;
+	}
+	flush_pending(q);
+}
+
+/* Post what waited: for the connection, or behind the tails of WRITEs
+ * (lock held). Stops at a request that must wait again. */
+static void pend_release(mrv_ctx *x, mrv_qp *q)
+{
+	mrv_pending *p = q->pend_head;
+	q->pend_head = q->pend_tail = NULL;
+	int err = 0;
+	while (p) {
+		mrv_pending *n = p->next;
+		if (!err && !p->is_recv && must_wait(q, &p->swr)) {
+			/* back in front, in order */
+			mrv_pending *last = p;
+			while (last->next)
+				last = last->next;
+			last->next = q->pend_head;
+			if (!q->pend_head)
+				q->pend_tail = last;
+			q->pend_head = p;
+			break;
+		}
+		if (p->is_recv) /* counted when queued; posting counts it again */
+			q->outstanding_recv--;
+		else
+			q->outstanding_send--;
+		if (!err) {
+			err = p->is_recv ? post_one_recv(x, q, &p->rwr, MRC_POST_MORE)
+					 : post_one_send(x, q, &p->swr, MRC_POST_MORE);
+			if (err)
+				say("QP %u: posting the work that waited for the connection failed",
+				    q->qp.qp_num);
+		}
+		if (err) {
+			if (p->is_recv)
+				deliver(q, 1, 1, p->rwr.wr_id, IBV_WC_RECV, IBV_WC_LOC_QP_OP_ERR, 0, 0,
+					0);
+			else
+				deliver(q, 0, 1, p->swr.wr_id, IBV_WC_SEND, IBV_WC_LOC_QP_OP_ERR, 0,
+					0, 0);
+		}
+		free(p);
+		p = n;
+	}
+	mrc_submit(x->ctx);
+}
+
+/* The connection is up: post what waited for it (lock held). */
+static void qp_connected(mrv_ctx *x, mrv_qp *q)
+{
+	pend_release(x, q);
+}
+
+/* Take the session's events (lock held): connections arriving at QPs'
+ * listeners, connections that end. */
+static void pump(mrv_ctx *x)
+{
+	mrc_session *s = x->sess;
+	mrc_event ev;
+	while (mrc_get_event(s, &ev, 0) == 0) {
+		mrv_qp *q = NULL;
+		if (ev.type == MRC_EV_INCOMING) {
+			for (q = x->qps; q && q->l != ev.listener; q = q->next)
+				;
+			if (!q || q->conn || q->connector || q->err) {
+				mrc_close(ev.conn, 1); /* not ours, or a second one */
+				continue;
+			}
+			q->conn = ev.conn;
+			if (q->awaiting) {
+				q->awaiting = 0;
+				x->nawaiting--;
+				qp_connected(x, q);
+			}
+			continue;
+		}
+		for (q = x->qps; q && q->conn != ev.conn; q = q->next)
+			;
+		if (!q)
+			continue;
+		if (ev.type == MRC_EV_CLOSED) {
+			/* The peer destroyed its QP. An RC QP does not notice
+			 * that: receives still posted never complete (the
+			 * daemon flushes them; drain() drops those) and a send
+			 * posted now fails. */
+			q->peer_closed = 1;
+		} else if (ev.type == MRC_EV_RESET || ev.type == MRC_EV_FAILED) {
+			/* the peer destroyed its QP or the connection broke: work
+			 * still outstanding completes with a flush */
+			q->err = 1;
+			q->qp.state = IBV_QPS_ERR;
+			flush_pending(q);
+		}
+	}
+}
+
+/* ---- the notifier thread: completion channels ----------------------------------- */
+
+static int any_armed(mrv_ctx *x)
+{
+	for (mrv_cq *c = x->cqs; c; c = c->next)
+		if (c->armed && c->cq.channel)
+			return 1;
+	return 0;
+}
+
+static void *notifier(void *arg)
+{
+	mrv_ctx *x = arg;
+	for (;;) {
+		pthread_mutex_lock(&x->lock);
+		if (x->thr_stop) {
+			pthread_mutex_unlock(&x->lock);
+			return NULL;
+		}
+		int dead = x->dead;
+		int armed = 0;
+		if (!dead) {
+			pump(x); /* connection events: incoming, closed, reset */
+			drain(x);
+			check_dead(x);
+			dead = x->dead;
+			armed = !dead && any_armed(x);
+			if (armed && mrc_ctx_arm(x->ctx) > 0) {
+				pthread_mutex_unlock(&x->lock);
+				continue;
+			}
+		}
+		int waiting = x->nawaiting != 0;
+		pthread_mutex_unlock(&x->lock);
+		struct pollfd p[3] = {{.fd = x->wake, .events = POLLIN},
+				      {.fd = armed ? mrc_ctx_fd(x->ctx) : -1, .events = POLLIN},
+				      {.fd = dead ? -1 : mrc_session_fd(x->sess), .events = POLLIN}};
+		/* (events a control call moved into the session's queue do not
+		 * make the socket readable: look again soon while a QP waits) */
+		int n = poll(p, 3, waiting ? 10 : -1);
+		if (n > 0 && (p[0].revents & POLLIN)) {
+			uint64_t v;
+			if (read(x->wake, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				say("notifier: read: %s", strerror(errno));
+		}
+	}
+}
+
+static void kick(mrv_ctx *x)
+{
+	if (!x->thr_started)
+		return;
+	uint64_t one = 1;
+	if (write(x->wake, &one, sizeof(one)) < 0)
+		say("notifier: write: %s", strerror(errno));
+}
+
+/* The thread starts with the first completion channel or the first QP
+ * that waits for its peer's connection (lock held). */
+static int ensure_thread(mrv_ctx *x)
+{
+	if (!x->thr_started && pthread_create(&x->thr, NULL, notifier, x) == 0)
+		x->thr_started = 1;
+	return x->thr_started;
+}
+
+/* ---- the ops the header's inline functions call ------------------------------------ */
+
+static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	mrv_cq *cq = CQ(ibcq);
+	mrv_ctx *x = C(ibcq->context);
+	pthread_mutex_lock(&x->lock);
+	if (cq->head == cq->tail) {
+		if (x->nawaiting)
+			pump(x);
+		int was_armed = x->ctx->armed;
+		drain(x);
+		if (was_armed && !x->ctx->armed)
+			kick(x); /* we took its wakeup: let the notifier arm again */
+	}
+	int k = 0;
+	while (k < n && cq->head != cq->tail)
+		wc[k++] = cq->q[cq->head++ & (cq->qcap - 1)];
+	if (!k) {
+		/* A program that only polls would never see the daemon go:
+		 * look at the session now and then. */
+		if ((++x->idle_polls & 4095) == 0 && !x->dead) {
+			pump(x);
+			check_dead(x);
+		}
+		if (x->dead) {
+			pthread_mutex_unlock(&x->lock);
+			errno = EIO;
+			return -1;
+		}
+		/* Programs spin on empty polls (perftest always does); the
+		 * daemon that will produce the completion needs a CPU: give
+		 * it way now and then. */
+		if ((x->idle_polls & 63) == 0) {
+			pthread_mutex_unlock(&x->lock);
+			sched_yield();
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&x->lock);
+	return k;
+}
+
+static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	(void)solicited_only; /* every completion counts */
+	mrv_cq *cq = CQ(ibcq);
+	mrv_ctx *x = C(ibcq->context);
+	if (!ibcq->channel)
+		return EINVAL;
+	pthread_mutex_lock(&x->lock);
+	cq->armed = 1;
+	cq_fire(cq); /* already has entries: signal now (a spurious event is harmless) */
+	pthread_mutex_unlock(&x->lock);
+	kick(x);
+	return 0;
+}
+
+static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	mrv_qp *q = Q(ibqp);
+	mrv_ctx *x = C(ibqp->context);
+	int rc = 0;
+	pthread_mutex_lock(&x->lock);
+	if (q->awaiting)
+		pump(x);
+	if (x->dead) {
+		pthread_mutex_unlock(&x->lock);
+		if (bad)
+			*bad = wr;
+		return EIO;
+	}
+	for (; wr; wr = wr->next) {
+		if (q->err) {
+			deliver(q, 0, 1, wr->wr_id, IBV_WC_SEND, IBV_WC_WR_FLUSH_ERR, 0, 0, 0);
+			continue;
+		}
+		if (q->qp.state != IBV_QPS_RTS) {
+			say("QP %u: post_send in state %d (not RTS)", q->qp.qp_num, q->qp.state);
+			rc = EINVAL;
+			break;
+		}
+		if (q->outstanding_send >= q->cap.max_send_wr) {
+			rc = ENOMEM;
+			break;
+		}
+		if (!q->conn || mrc_conn_status(q->conn) != MRC_CONN_ESTABLISHED ||
+		    must_wait(q, wr)) {
+			rc = pend(q, wr, NULL);
+			if (rc)
+				break;
+			q->outstanding_send++; /* counted until posted */
+			continue;
+		}
+		rc = post_one_send(x, q, wr, wr->next ? MRC_POST_MORE : 0);
+		if (rc)
+			break;
+	}
+	if (rc && bad)
+		*bad = wr;
+	/* entries posted with MRC_POST_MORE before one that failed or that
+	 * waits in the library: published now (nothing to do otherwise) */
+	mrc_submit(x->ctx);
+	pthread_mutex_unlock(&x->lock);
+	return rc;
+}
+
+static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	mrv_qp *q = Q(ibqp);
+	mrv_ctx *x = C(ibqp->context);
+	int rc = 0;
+	pthread_mutex_lock(&x->lock);
+	if (q->awaiting)
+		pump(x);
+	if (x->dead) {
+		pthread_mutex_unlock(&x->lock);
+		if (bad)
+			*bad = wr;
+		return EIO;
+	}
+	for (; wr; wr = wr->next) {
+		if (q->err) {
+			deliver(q, 1, 1, wr->wr_id, IBV_WC_RECV, IBV_WC_WR_FLUSH_ERR, 0, 0, 0);
+			continue;
+		}
+		if (q->qp.state == IBV_QPS_RESET) {
+			say("QP %u: post_recv in the RESET state", q->qp.qp_num);
+			rc = EINVAL;
+			break;
+		}
+		if (q->outstanding_recv >= q->cap.max_recv_wr) {
+			rc = ENOMEM;
+			break;
+		}
+		if (!q->conn || mrc_conn_status(q->conn) != MRC_CONN_ESTABLISHED) {
+			/* posted in INIT, before any connection: kept */
+			rc = pend(q, NULL, wr);
+			if (rc)
+				break;
+			q->outstanding_recv++;
+			continue;
+		}
+		rc = post_one_recv(x, q, wr, wr->next ? MRC_POST_MORE : 0);
+		if (rc)
+			break;
+	}
+	if (rc && bad)
+		*bad = wr;
+	/* entries posted with MRC_POST_MORE before one that failed or that
+	 * waits in the library: published now (nothing to do otherwise) */
+	mrc_submit(x->ctx);
+	pthread_mutex_unlock(&x->lock);
+	return rc;
+}
+
+/* The pending counts were raised when queued: qp_connected() posts them
+ * again through post_one_*, which count them once more. */
+static void pending_uncount(mrv_qp *q)
+{
+	for (mrv_pending *p = q->pend_head; p; p = p->next) {
+		if (p->is_recv)
+			q->outstanding_recv--;
+		else
+			q->outstanding_send--;
+	}
+}
+
+/* ---- contexts --------------------------------------------------------------------- */
+
+MRV_API struct ibv_context *ibv_open_device(struct ibv_device *dev)
+{
+	if (dev != &mrv_device) {
+		errno = ENODEV;
+		return NULL;
+	}
+	mrc_session *s = session_open();
+	if (!s) {
+		errno = ENODEV;
+		return NULL;
+	}
+	mrv_ctx *x = calloc(1, sizeof(*x));
+	if (!x) {
+		mrc_session_close(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	x->sess = s;
+	int rc = mrc_session_devinfo(s, &x->info);
+	if (rc) {
+		say("the daemon's device information: %s%s", mrc_strerror(rc),
+		    rc == MRC_ERR_INVAL ? " (a daemon older than this library?)" : "");
+		mrc_session_close(s);
+		free(x);
+		errno = EIO;
+		return NULL;
+	}
+	rc = mrc_ctx_new(s, MRV_SQ_ENTRIES, MRV_CQ_ENTRIES, &x->ctx);
+	if (rc) {
+		say("a context with the daemon: %s", mrc_strerror(rc));
+		mrc_session_close(s);
+		free(x);
+		errno = rc == MRC_ERR_LIMIT ? ENOSPC : EIO;
+		return NULL;
+	}
+	x->nslots = MRV_CQ_ENTRIES;
+	x->slots = calloc(x->nslots, sizeof(*x->slots));
+	x->evfd = eventfd(0, EFD_CLOEXEC);
+	x->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!x->slots || x->evfd < 0 || x->wake < 0) {
+		mrc_ctx_del(x->ctx);
+		mrc_session_close(s);
+		free(x->slots);
+		if (x->evfd >= 0)
+			close(x->evfd);
+		if (x->wake >= 0)
+			close(x->wake);
+		free(x);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (uint32_t i = 0; i < x->nslots; i++)
+		x->slots[i].next_free = i + 1 < x->nslots ? i + 1 : UINT32_MAX;
+	x->free_slot = 0;
+	pthread_mutex_init(&x->lock, NULL);
+
+	struct verbs_context *v = &x->vctx;
+	v->sz = sizeof(*v);
+	v->query_port = query_port;
+	v->query_device_ex = query_device_ex;
+	struct ibv_context *c = &v->context;
+	c->device = dev;
+	c->cmd_fd = x->evfd;
+	c->async_fd = x->evfd;
+	c->num_comp_vectors = 1;
+	pthread_mutex_init(&c->mutex, NULL);
+	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	c->ops.poll_cq = poll_cq;
+	c->ops.req_notify_cq = req_notify_cq;
+	c->ops.post_send = post_send;
+	c->ops.post_recv = post_recv;
+	return c;
+}
+
+MRV_API int ibv_close_device(struct ibv_context *c)
+{
+	mrv_ctx *x = C(c);
+	if (x->thr_started) {
+		pthread_mutex_lock(&x->lock);
+		x->thr_stop = 1;
+		pthread_mutex_unlock(&x->lock);
+		kick(x);
+		pthread_join(x->thr, NULL);
+	}
+	int rc = mrc_ctx_del(x->ctx);
+	if (rc && rc != MRC_ERR_DAEMON)
+		say("closing the device: %s", mrc_strerror(rc));
+	mrc_session_close(x->sess); /* frees what the program left */
+	close(x->evfd);
+	close(x->wake);
+	free(x->slots);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
+	return 0;
+}
+
+MRV_API int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
+{
+	(void)ev;
+	uint64_t v;
+	/* No asynchronous events: this blocks like a device that has none. */
+	if (read(C(c)->evfd, &v, sizeof(v)) < 0)
+		return -1;
+	errno = EIO;
+	return -1;
+}
+
+MRV_API void ibv_ack_async_event(struct ibv_async_event *ev)
+{
+	(void)ev;
+}
+
+/* ---- protection domains and memory ---------------------------------------------- */
+
+MRV_API struct ibv_pd *ibv_alloc_pd(struct ibv_context *c)
+{
+	struct ibv_pd *pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	static _Atomic uint32_t next = 1;
+	pd->context = c;
+	pd->handle = atomic_fetch_add(&next, 1);
+	return pd;
+}
+
+MRV_API int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	free(pd);
+	return 0;
+}
+
+/* Copy whole pages, neighbours of the registered bytes included: not
+ * through memcpy, which AddressSanitizer checks against the heap objects
+ * on those pages (their redzones are part of the pages we move). */
+__attribute__((no_sanitize("address"))) static void copy_pages(void *dst, const void *src,
+								size_t n)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+#else
+	volatile uint64_t *d = dst;
+	const volatile uint64_t *s = src;
+	for (size_t i = 0; i < n / 8; i++)
+		d[i] = s[i];
+#endif
+}
+
+/* Move [start, start+len) (page-aligned) into a sealed memfd mapped at
+ * the same address: the daemon can then map the same pages. The contents
+ * are copied; the old pages are replaced atomically by mmap(MAP_FIXED). */
+static int adopt(uint8_t *start, size_t len, size_t pagesz)
+{
+	int fd = memfd_create("metaroce-verbs", MFD_CLOEXEC | MFD_ALLOW_SEALING |
+						 (pagesz > 4096 ? MFD_HUGETLB : 0));
+	if (fd < 0)
+		return -errno;
+	int e = 0;
+	void *tmp = MAP_FAILED;
+	if (ftruncate(fd, (off_t)len) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail;
+	tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (tmp == MAP_FAILED)
+		goto fail;
+	copy_pages(tmp, start, len);
+	if (mmap(start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+		goto fail;
+	munmap(tmp, len);
+	e = mrc_block_adopt(start, len, pagesz, fd);
+	if (e) {
+		close(fd);
+		return -ENOMEM;
+	}
+	return 0;
+fail:
+	e = -errno;
+	if (tmp != MAP_FAILED)
+		munmap(tmp, len);
+	close(fd);
+	return e;
+}
+
+static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t len, unsigned access)
+{
+	mrv_ctx *x = C(pd->context);
+	if (!addr || !len) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (access & (IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND)) {
+		say("ibv_reg_mr: access %#x: atomics, memory windows and on-demand paging are "
+		    "not supported", access);
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	uint32_t macc = 0;
+	if (access & IBV_ACCESS_LOCAL_WRITE)
+		macc |= MRC_ACCESS_LOCAL_WRITE;
+	if (access & IBV_ACCESS_REMOTE_WRITE)
+		macc |= MRC_ACCESS_REMOTE_WRITE;
+	if (access & IBV_ACCESS_REMOTE_READ)
+		macc |= MRC_ACCESS_REMOTE_READ;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)addr;
+	void *block = NULL;
+	void *base;
+	size_t blen;
+	int rc = mrc_block_find(addr, len, &base, &blen);
+	if (rc == MRC_ERR_BUSY) {
+		say("ibv_reg_mr(%p, %zu): the range overlaps memory registered before only in "
+		    "part; register it as one region or as disjoint pages", addr, len);
+		errno = EINVAL;
+		return NULL;
+	}
+	if (rc == MRC_ERR_NOENT) {
+		uintptr_t s = a / page * page, e = (a + len + page - 1) / page * page;
+		int r = adopt((uint8_t *)s, e - s, page);
+		if (r == -EINVAL) {
+			/* a huge-page mapping: move whole 2 MiB pages */
+			size_t h = (size_t)2 << 20;
+			s = a / h * h;
+			e = (a + len + h - 1) / h * h;
+			r = adopt((uint8_t *)s, e - s, h);
+		}
+		if (r) {
+			say("ibv_reg_mr(%p, %zu): moving the pages into shared memory: %s", addr,
+			    len, strerror(-r));
+			errno = -r;
+			return NULL;
+		}
+		block = (void *)s;
+	}
+	mrv_mr *m = calloc(1, sizeof(*m));
+	if (!m) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	rc = mrc_reg_mr(x->sess, addr, len, macc, &m->m);
+	if (rc) {
+		say("ibv_reg_mr(%p, %zu): %s", addr, len, mrc_strerror(rc));
+		if (block)
+			mrc_block_release(block);
+		free(m);
+		errno = rc == MRC_ERR_LIMIT ? ENOSPC : rc == MRC_ERR_PERM ? EPERM : EINVAL;
+		return NULL;
+	}
+	if (!block && mrc_block_find(addr, len, &base, &blen) == 0)
+		block = base; /* shared with earlier registrations: released with the last */
+	/* The daemon maps whole pages; a verbs region is exactly its bytes. */
+	if (mrc_mr_addr(m->m) != addr || mrc_mr_len(m->m) != len) {
+		rc = mrc_mr_set_bounds(m->m, addr, len);
+		if (rc) {
+			say("ibv_reg_mr(%p, %zu): exact bounds: %s", addr, len, mrc_strerror(rc));
+			mrc_dereg_mr(m->m);
+			if (block)
+				mrc_block_release(block);
+			free(m);
+			errno = EINVAL;
+			return NULL;
+		}
+	}
+	m->block = block;
+	m->mr.context = pd->context;
+	m->mr.pd = pd;
+	m->mr.addr = addr;
+	m->mr.length = len;
+	m->mr.lkey = mrc_mr_lkey(m->m);
+	m->mr.rkey = mrc_mr_rkey(m->m);
+	m->mr.handle = m->mr.lkey;
+	pthread_mutex_lock(&x->lock);
+	m->next = x->mrs;
+	x->mrs = m;
+	pthread_mutex_unlock(&x->lock);
+	return &m->mr;
+}
+
+MRV_API struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+	return reg_mr(pd, addr, len, (unsigned)access);
+}
+
+MRV_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len,
+					uint64_t iova, unsigned int access)
+{
+	if (iova != (uintptr_t)addr) {
+		say("ibv_reg_mr_iova: an iova other than the address is not supported");
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	return reg_mr(pd, addr, len, access & ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE);
+}
+
+MRV_API struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+				       int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, len, iova, (unsigned)access);
+}
+
+MRV_API int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+	mrv_mr *m = (mrv_mr *)ibmr;
+	mrv_ctx *x = C(ibmr->context);
+	pthread_mutex_lock(&x->lock);
+	int rc = mrc_dereg_mr(m->m);
+	if (rc == MRC_ERR_BUSY) {
+		pthread_mutex_unlock(&x->lock);
+		return EBUSY;
+	}
+	for (mrv_mr **pp = &x->mrs; *pp; pp = &(*pp)->next)
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
+	pthread_mutex_unlock(&x->lock);
+	if (m->block)
+		mrc_block_release(m->block); /* MRC_ERR_BUSY while other regions use it */
+	free(m);
+	return 0;
+}
+
+/* ---- completion queues and channels --------------------------------------------------- */
+
+MRV_API struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c)
+{
+	mrv_ctx *x = C(c);
+	mrv_chan *ch = calloc(1, sizeof(*ch));
+	if (!ch) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ch->ch.context = c;
+	ch->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (ch->ch.fd < 0) {
+		free(ch);
+		return NULL;
+	}
+	pthread_mutex_lock(&x->lock);
+	int ok = ensure_thread(x);
+	pthread_mutex_unlock(&x->lock);
+	if (!ok) {
+		close(ch->ch.fd);
+		free(ch);
+		errno = EAGAIN;
+		return NULL;
+	}
+	return &ch->ch;
+}
+
+MRV_API int ibv_destroy_comp_channel(struct ibv_comp_channel *ibch)
+{
+	mrv_chan *ch = (mrv_chan *)ibch;
+	if (ch->ch.refcnt)
+		return EBUSY;
+	close(ch->ch.fd);
+	free(ch->q);
+	free(ch);
+	return 0;
+}
+
+MRV_API int ibv_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **pcq, void **pctx)
+{
+	mrv_chan *ch = (mrv_chan *)ibch;
+	mrv_ctx *x = C(ibch->context);
+	uint64_t v;
+	if (read(ch->ch.fd, &v, sizeof(v)) != sizeof(v))
+		return -1;
+	pthread_mutex_lock(&x->lock);
+	if (ch->head == ch->tail) {
+		pthread_mutex_unlock(&x->lock);
+		errno = EIO;
+		return -1;
+	}
+	mrv_cq *cq = ch->q[ch->head++ & (ch->qcap - 1)];
+	cq->events++;
+	pthread_mutex_unlock(&x->lock);
+	*pcq = &cq->cq;
+	*pctx = cq->cq.cq_context;
+	return 0;
+}
+
+MRV_API void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int n)
+{
+	(void)cq;
+	(void)n; /* events need no acknowledging here: destroy never waits */
+}
+
+MRV_API struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_context,
+				     struct ibv_comp_channel *channel, int comp_vector)
+{
+	mrv_ctx *x = C(c);
+	if (cqe < 1 || comp_vector < 0 || comp_vector >= c->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	mrv_cq *cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	uint32_t cap = 16;
+	while (cap < (uint32_t)cqe && cap < (1u << 20))
+		cap *= 2;
+	cq->q = malloc(sizeof(*cq->q) * cap);
+	if (!cq->q) {
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->qcap = cap;
+	cq->cq.context = c;
+	cq->cq.channel = channel;
+	cq->cq.cq_context = cq_context;
+	cq->cq.cqe = cqe;
+	pthread_mutex_init(&cq->cq.mutex, NULL);
+	pthread_cond_init(&cq->cq.cond, NULL);
+	pthread_mutex_lock(&x->lock);
+	if (channel)
+		channel->refcnt++;
+	cq->next = x->cqs;
+	x->cqs = cq;
+	pthread_mutex_unlock(&x->lock);
+	return &cq->cq;
+}
+
+MRV_API int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+	mrv_cq *cq = CQ(ibcq);
+	mrv_ctx *x = C(ibcq->context);
+	pthread_mutex_lock(&x->lock);
+	for (mrv_qp *q = x->qps; q; q = q->next)
+		if (q->qp.send_cq == ibcq || q->qp.recv_cq == ibcq) {
+			pthread_mutex_unlock(&x->lock);
+			return EBUSY;
+		}
+	for (mrv_cq **pp = &x->cqs; *pp; pp = &(*pp)->next)
+		if (*pp == cq) {
+			*pp = cq->next;
+			break;
+		}
+	if (ibcq->channel) {
+		mrv_chan *ch = (mrv_chan *)ibcq->channel;
+		ibcq->channel->refcnt--;
+		for (uint32_t i = ch->head; i != ch->tail; i++)
+			if (ch->q[i & (ch->qcap - 1)] == cq)
+				ch->q[i & (ch->qcap - 1)] = NULL;
+	}
+	pthread_mutex_unlock(&x->lock);
+	free(cq->q);
+	free(cq);
+	return 0;
+}
+
+MRV_API int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	if (cqe < 1)
+		return EINVAL;
+	cq->cqe = cqe; /* the queue grows by itself */
+	return 0;
+}
+
+/* ---- queue pairs --------------------------------------------------------------------- */
+
+MRV_API struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
+{
+	mrv_ctx *x = C(pd->context);
+	if (a->qp_type != IBV_QPT_RC) {
+		say("ibv_create_qp: QP type %s is not supported: MetaRoCE offers reliable "
+		    "connected (RC) queue pairs only",
+		    a->qp_type == IBV_QPT_UD ? "UD" : a->qp_type == IBV_QPT_UC ? "UC" : "other");
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (a->srq) {
+		say("ibv_create_qp: shared receive queues (SRQ) are not supported");
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!a->send_cq || !a->recv_cq) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (a->cap.max_send_sge > 1 || a->cap.max_recv_sge > 1 || a->cap.max_inline_data > 0 ||
+	    a->cap.max_send_wr > MRV_MAX_WR || a->cap.max_recv_wr > MRV_MAX_WR) {
+		say("ibv_create_qp: capabilities beyond the device's (sge %u/%u, inline %u, "
+		    "wr %u/%u; the device has sge 1, inline 0, wr %u)",
+		    a->cap.max_send_sge, a->cap.max_recv_sge, a->cap.max_inline_data,
+		    a->cap.max_send_wr, a->cap.max_recv_wr, MRV_MAX_WR);
+		errno = EINVAL;
+		return NULL;
+	}
+	mrv_qp *q = calloc(1, sizeof(*q));
+	if (!q) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* A QPN is a listener of the daemon: unique there. */
+	uint32_t seed;
+	if (getentropy(&seed, sizeof(seed)))
+		seed = (uint32_t)getpid() * 2654435761u;
+	int rc = MRC_ERR_BUSY;
+	uint32_t qpn = 0;
+	for (int tries = 0; tries < 64 && rc == MRC_ERR_BUSY; tries++) {
+		qpn = (seed + (uint32_t)tries * 7919u) & MRV_QPN_MASK;
+		if (qpn < 2)
+			qpn += 2;
+		rc = mrc_listen(x->sess, MRV_SVC_BASE | qpn, x->ctx, 1, &q->l);
+	}
+	if (rc) {
+		say("ibv_create_qp: a queue pair number from the daemon: %s", mrc_strerror(rc));
+		free(q);
+		errno = rc == MRC_ERR_LIMIT ? ENOSPC : EIO;
+		return NULL;
+	}
+	q->qp.context = pd->context;
+	q->qp.qp_context = a->qp_context;
+	q->qp.pd = pd;
+	q->qp.send_cq = a->send_cq;
+	q->qp.recv_cq = a->recv_cq;
+	q->qp.qp_num = qpn;
+	q->qp.handle = qpn;
+	q->qp.state = IBV_QPS_RESET;
+	q->qp.qp_type = IBV_QPT_RC;
+	pthread_mutex_init(&q->qp.mutex, NULL);
+	pthread_cond_init(&q->qp.cond, NULL);
+	q->sq_sig_all = a->sq_sig_all;
+	q->cap = a->cap;
+	q->cap.max_send_sge = q->cap.max_recv_sge = 1;
+	q->cap.max_inline_data = 0;
+	a->cap = q->cap;
+	pthread_mutex_lock(&x->lock);
+	q->next = x->qps;
+	x->qps = q;
+	pthread_mutex_unlock(&x->lock);
+	return &q->qp;
+}
+
+static int gid_cmp(const union ibv_gid *a, uint32_t aq, const union ibv_gid *b, uint32_t bq)
+{
+	int c = memcmp(a->raw, b->raw, 16);
+	if (c)
+		return c;
+	return aq < bq ? -1 : aq > bq;
+}
+
+static void gid_host(const union ibv_gid *g, char *buf, size_t len)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (!memcmp(g->raw, mapped, 12))
+		inet_ntop(AF_INET, g->raw + 12, buf, (socklen_t)len);
+	else
+		inet_ntop(AF_INET6, g->raw, buf, (socklen_t)len);
+}
+
+/* INIT -> RTR: the connection (lock held). */
+static int to_rtr(mrv_ctx *x, mrv_qp *q, struct ibv_qp_attr *a)
+{
+	if (!a->ah_attr.is_global) {
+		say("QP %u: RTR without a global route header (is_global 0): a MetaRoCE device "
+		    "is RoCE and needs the peer's GID (e.g. ibv_rc_pingpong -g 0)", q->qp.qp_num);
+		return EINVAL;
+	}
+	unsigned sidx = a->ah_attr.grh.sgid_index;
+	if (sidx >= x->info.nplanes) {
+		say("QP %u: source GID index %u: the device has %u", q->qp.qp_num, sidx,
+		    x->info.nplanes);
+		return EINVAL;
+	}
+	union ibv_gid lg;
+	gid_of(&x->info.planes[sidx], &lg);
+	q->dgid = a->ah_attr.grh.dgid;
+	q->dest_qpn = a->dest_qp_num & MRV_QPN_MASK;
+	int cmp = gid_cmp(&lg, q->qp.qp_num, &q->dgid, q->dest_qpn);
+	if (cmp == 0) {
+		say("QP %u: connected to itself is not supported", q->qp.qp_num);
+		return EINVAL;
+	}
+	if (cmp > 0) {
+		/* The peer connects to our listener; maybe it already has. */
+		pump(x);
+		if (q->conn) {
+			qp_connected(x, q);
+		} else {
+			/* Until it comes, the thread takes it (and posts what
+			 * waits) even while the program does not call us. */
+			q->awaiting = 1;
+			x->nawaiting++;
+			ensure_thread(x);
+			kick(x);
+		}
+		return 0;
+	}
+	char host[INET6_ADDRSTRLEN];
+	gid_host(&q->dgid, host, sizeof(host));
+	q->connector = 1;
+	mrc_conn_attr ca = {.nstreams = 1};
+	int rc = mrc_connect(x->sess, x->ctx, host, 0, MRV_SVC_BASE | q->dest_qpn, &ca, &q->conn);
+	if (rc == 0)
+		rc = mrc_conn_wait_established(q->conn, MRV_CONNECT_MS);
+	if (rc) {
+		say("QP %u: connecting to QP %u at %s: %s", q->qp.qp_num, q->dest_qpn, host,
+		    mrc_strerror(rc));
+		if (q->conn)
+			mrc_close(q->conn, 1);
+		q->conn = NULL;
+		q->connector = 0;
+		return rc == MRC_ERR_TIMEOUT ? ETIMEDOUT : ECONNREFUSED;
+	}
+	qp_connected(x, q);
+	return 0;
+}
+
+MRV_API int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
+{
+	mrv_qp *q = Q(ibqp);
+	mrv_ctx *x = C(ibqp->context);
+	int rc = 0;
+	pthread_mutex_lock(&x->lock);
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		q->access = a->qp_access_flags;
+	if (mask & IBV_QP_PORT)
+		q->port_num = a->port_num;
+	if (mask & IBV_QP_PATH_MTU)
+		q->path_mtu = a->path_mtu;
+	if (mask & IBV_QP_RQ_PSN)
+		q->rq_psn = a->rq_psn;
+	if (mask & IBV_QP_SQ_PSN)
+		q->sq_psn = a->sq_psn;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		q->max_rd_atomic = a->max_rd_atomic;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		q->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	if (mask & IBV_QP_TIMEOUT)
+		q->timeout = a->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		q->retry_cnt = a->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		q->rnr_retry = a->rnr_retry;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		q->min_rnr_timer = a->min_rnr_timer;
+	if (!(mask & IBV_QP_STATE))
+		goto out;
+	enum ibv_qp_state cur = q->qp.state, nxt = a->qp_state;
+	if (nxt == IBV_QPS_ERR) {
+		qp_set_error(q);
+		goto out;
+	}
+	if (nxt == cur)
+		goto out;
+	if (nxt == IBV_QPS_INIT && cur == IBV_QPS_RESET) {
+		if ((mask & IBV_QP_PORT) && a->port_num != 1) {
+			say("QP %u: port %u: the device has port 1", q->qp.qp_num, a->port_num);
+			rc = EINVAL;
+			goto out;
+		}
+	} else if (nxt == IBV_QPS_RTR && cur == IBV_QPS_INIT) {
+		if (!(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN)) {
+			rc = EINVAL;
+			goto out;
+		}
+		rc = to_rtr(x, q, a);
+		if (rc)
+			goto out;
+	} else if (nxt == IBV_QPS_RTS && cur == IBV_QPS_RTR) {
+		/* nothing: the connection carries both directions */
+	} else if (nxt == IBV_QPS_RESET) {
+		if (q->conn)
+			mrc_close(q->conn, 1);
+		q->conn = NULL;
+		if (q->awaiting) {
+			q->awaiting = 0;
+			x->nawaiting--;
+		}
+		flush_pending(q);
+		flush_tails(x, q);
+		q->tail_inflight = 0;
+		q->err = 0;
+	} else {
+		say("QP %u: state change %d -> %d is not supported", q->qp.qp_num, cur, nxt);
+		rc = EINVAL;
+		goto out;
+	}
+	q->qp.state = nxt;
+out:
+	pthread_mutex_unlock(&x->lock);
+	return rc;
+}
+
+MRV_API int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask,
+			 struct ibv_qp_init_attr *init)
+{
+	(void)mask;
+	mrv_qp *q = Q(ibqp);
+	memset(a, 0, sizeof(*a));
+	a->qp_state = a->cur_qp_state = q->qp.state;
+	a->path_mtu = q->path_mtu;
+	a->rq_psn = q->rq_psn;
+	a->sq_psn = q->sq_psn;
+	a->dest_qp_num = q->dest_qpn;
+	a->qp_access_flags = (int)q->access;
+	a->cap = q->cap;
+	a->ah_attr.is_global = 1;
+	a->ah_attr.grh.dgid = q->dgid;
+	a->ah_attr.port_num = 1;
+	a->port_num = 1;
+	a->max_rd_atomic = q->max_rd_atomic;
+	a->max_dest_rd_atomic = q->max_dest_rd_atomic;
+	a->timeout = q->timeout;
+	a->retry_cnt = q->retry_cnt;
+	a->rnr_retry = q->rnr_retry;
+	a->min_rnr_timer = q->min_rnr_timer;
+	if (init) {
+		memset(init, 0, sizeof(*init));
+		init->qp_context = q->qp.qp_context;
+		init->send_cq = q->qp.send_cq;
+		init->recv_cq = q->qp.recv_cq;
+		init->cap = q->cap;
+		init->qp_type = IBV_QPT_RC;
+		init->sq_sig_all = q->sq_sig_all;
+	}
+	return 0;
+}
+
+MRV_API int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	mrv_qp *q = Q(ibqp);
+	mrv_ctx *x = C(ibqp->context);
+	pthread_mutex_lock(&x->lock);
+	for (mrv_qp **pp = &x->qps; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	if (q->awaiting)
+		x->nawaiting--;
+	pending_uncount(q);
+	mrv_pending *p = q->pend_head;
+	while (p) {
+		mrv_pending *n = p->next;
+		free(p);
+		p = n;
+	}
+	for (uint32_t i = 0; i < x->nslots; i++)
+		if (x->slots[i].used && x->slots[i].qp == q)
+			x->slots[i].qp = NULL; /* its completions are dropped */
+	for (mrv_tail *t = q->tail_head, *n; t; t = n) {
+		n = t->next;
+		free(t);
+	}
+	if (q->conn)
+		mrc_close(q->conn, q->err ? 1 : 0);
+	mrc_unlisten(q->l);
+	pthread_mutex_unlock(&x->lock);
+	free(q);
+	return 0;
+}
+
+/* ---- things that fail at once ------------------------------------------------------- */
+
+MRV_API struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+{
+	(void)pd;
+	(void)a;
+	say("ibv_create_srq: shared receive queues (SRQ) are not supported");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+MRV_API struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a)
+{
+	(void)pd;
+	(void)a;
+	say("ibv_create_ah: address handles (UD) are not supported: RC queue pairs only");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
