@@ -42,6 +42,8 @@ typedef struct mrd_counters {
 	uint64_t connects_rx, accepts_tx, rejects_tx, naks_unknown_tx;
 	uint64_t answers_limited; /* answers dropped by the rate limit (SPEC 14.3) */
 	uint64_t conns_opened, conns_failed, conns_closed, peer_restarts;
+	uint64_t challenges, challenges_answered; /* restart challenges (SPEC 9.6) */
+	uint64_t half_open_discarded; /* by NAK UNKNOWN_CONN (SPEC 9.4) */
 	uint64_t sport_bind_fails;
 } mrd_counters;
 

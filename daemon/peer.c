@@ -544,24 +544,68 @@ static void conn_kill(mrd_conn *c, const char *why, uint64_t now)
 	conn_ended(c, why, now);
 }
 
-/* The peer's instance id is now `inst`: end what belonged to another one. */
-static void peer_instance(mrd *d, mrd_peer *pe, uint64_t inst, const mrd_conn *keep,
+/* The engine's PROBE with ACK_REQ on the first active path that takes one
+ * carries the peer's token: only the instance that knows the connection
+ * answers it. (A path with a probe out already has its question asked.) */
+static void chal_probe(mrd_conn *c, uint64_t now)
+{
+	mrp_path_info pi;
+	for (unsigned i = 0; c->eng && i < c->max_paths; i++)
+		if (mrp_conn_path_info(c->eng, i, &pi) == 0 && pi.state == MRP_PATH_ACTIVE &&
+		    mrp_conn_path_probe(c->eng, (uint16_t)i, now) == 0)
+			return;
+}
+
+/* A handshake from peer `pe` names instance `inst`. If we knew another
+ * one, the peer may have restarted: challenge each connection of another
+ * instance (challenge.h); the unanswered ones end in conn_service(). Only
+ * an authenticated handshake (an ACCEPT with our token, a confirmed
+ * connection) records the new instance. A CONNECT ends nothing by itself
+ * (SPEC 9.6). */
+static void peer_instance(mrd *d, mrd_peer *pe, uint64_t inst, int authenticated,
 			  uint64_t now)
 {
-	if (pe->have_instance && pe->instance_id != inst) {
+	/* An unauthenticated claim starts at most one round per gap. */
+	if (pe->have_instance && pe->instance_id != inst &&
+	    (authenticated || !pe->chal_round_ns || now - pe->chal_round_ns >= MRD_CHAL_GAP_NS)) {
+		unsigned n = 0;
+		for (mrd_conn *c = d->peers.all; c; c = c->next)
+			if (c->peer == pe && c->peer_instance != inst &&
+			    c->state == MRD_CONN_ESTABLISHED && mrd_chal_start(&c->chal, now)) {
+				n++;
+				mrd_conn_touch(c);
+			}
+		if (n) {
+			pe->chal_round_ns = now;
+			pe->challenges += n;
+			d->cnt.challenges += n;
+			char buf[64];
+			mrd_info("peer %s: a handshake names instance %016llx, we know %016llx: "
+				 "challenging %u connection(s) of the old one",
+				 mrd_sockaddr_str(&pe->addr, buf, sizeof(buf)),
+				 (unsigned long long)inst, (unsigned long long)pe->instance_id, n);
+		}
+	}
+	if (authenticated) {
+		pe->instance_id = inst;
+		pe->have_instance = 1;
+	}
+}
+
+/* A challenged connection got no answer: the old instance is gone. */
+static void chal_expired(mrd_conn *c, uint64_t now)
+{
+	mrd *d = c->d;
+	mrd_peer *pe = c->peer;
+	if (pe->chal_counted_ns != pe->chal_round_ns) {
+		pe->chal_counted_ns = pe->chal_round_ns;
 		pe->restarts++;
 		d->cnt.peer_restarts++;
 		char buf[64];
-		mrd_info("peer %s restarted (instance %016llx -> %016llx): resetting its "
-			 "old connections", mrd_sockaddr_str(&pe->addr, buf, sizeof(buf)),
-			 (unsigned long long)pe->instance_id, (unsigned long long)inst);
-		for (mrd_conn *c = d->peers.all; c; c = c->next)
-			if (c != keep && c->peer == pe && c->peer_instance != inst &&
-			    c->state != MRD_CONN_ENDED && c->state != MRD_CONN_CONNECTING)
-				conn_kill(c, "peer restarted", now);
+		mrd_info("peer %s restarted: its old connections do not answer",
+			 mrd_sockaddr_str(&pe->addr, buf, sizeof(buf)));
 	}
-	pe->instance_id = inst;
-	pe->have_instance = 1;
+	conn_kill(c, "peer restarted", now);
 }
 
 /* ---- the engine loop of one connection ----------------------------------- */
@@ -641,7 +685,7 @@ static void conn_service(mrd_conn *c, uint64_t now)
 		next = c->hs_next_ns;
 		break;
 	case MRD_CONN_HALF_OPEN:
-		if (now >= c->created_ns + HALF_OPEN_NS) {
+		if (c->hs_discard || now >= c->created_ns + HALF_OPEN_NS) {
 			/* SPEC 9.4: discarded without notice. */
 			c->in_service = 0;
 			conn_free(c);
@@ -649,7 +693,15 @@ static void conn_service(mrd_conn *c, uint64_t now)
 		}
 		next = c->created_ns + HALF_OPEN_NS;
 		break;
-	case MRD_CONN_ESTABLISHED:
+	case MRD_CONN_ESTABLISHED: {
+		int ch = mrd_chal_step(&c->chal, now);
+		if (ch == MRD_CHAL_EXPIRED) {
+			chal_expired(c, now);
+			next = now;
+			break;
+		}
+		if (ch == MRD_CHAL_PROBE)
+			chal_probe(c, now);
 		if (engine_pump(c, now) >= WRITE_BUDGET) {
 			next = now; /* more to send: after the loop polls once */
 			break;
@@ -660,7 +712,10 @@ static void conn_service(mrd_conn *c, uint64_t now)
 			break;
 		}
 		next = mrp_conn_deadline(c->eng);
+		if (mrd_chal_deadline(&c->chal) < next)
+			next = mrd_chal_deadline(&c->chal);
 		break;
+	}
 	case MRD_CONN_ENDED:
 		if (now >= c->ended_ns + TOMB_NS) {
 			c->in_service = 0;
@@ -833,7 +888,7 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 	c->state = MRD_CONN_ESTABLISHED;
 	c->established_ns = now;
 	c->peer->last_ns = now;
-	peer_instance(d, c->peer, hs->instance_id, c, now);
+	peer_instance(d, c->peer, hs->instance_id, 1, now);
 	mrd_info("conn %08x to %08x: established, %u plane pair(s), mtu %u", c->local_id,
 		 c->peer_id, c->npairs, c->mtu);
 	mrd_record(d, MRD_STORE_EV_CONN_UP, c->local_id, "initiator");
@@ -923,6 +978,8 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	else
 		key.in.sin_port = htons(hs->service_port);
 	mrd_peer *pe = peer_get(d, &key, srclen, 1);
+	if (pe)
+		peer_instance(d, pe, hs->instance_id, 0, now);
 	mrd_conn *c = pe ? conn_new(d, pe, 0) : NULL;
 	if (!c) {
 		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_RESOURCES, hs->service_id);
@@ -984,7 +1041,8 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		  c->peer_id, mrd_sockaddr_str(src, buf, sizeof(buf)), c->service_id);
 }
 
-/* The first valid packet of the initiator confirms a half-open connection. */
+/* The first packet of the initiator with our token confirms a half-open
+ * connection (SPEC 9.4). */
 static int confirm(mrd *d, mrd_conn *c, uint64_t now)
 {
 	d->peers.nhalf--;
@@ -992,7 +1050,7 @@ static int confirm(mrd *d, mrd_conn *c, uint64_t now)
 	c->established_ns = now;
 	c->peer->last_ns = now;
 	d->cnt.conns_opened++;
-	peer_instance(d, c->peer, c->peer_instance, c, now);
+	peer_instance(d, c->peer, c->peer_instance, 1, now);
 	char buf[64];
 	mrd_info("conn %08x from %08x (%s): established, %u plane pair(s), mtu %u",
 		 c->local_id, c->peer_id, mrd_sockaddr_str(&c->peer->addr, buf, sizeof(buf)),
@@ -1083,13 +1141,32 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 			err = MRP_ERR_STATE;
 			break;
 		}
-		if (h->token != c->local_token &&
-		    !(h->opcode == MRP_OP_NAK && pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN)) {
+		if (h->opcode == MRP_OP_NAK && pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN) {
+			/* SPEC 9.4: carries no token of ours, so it confirms
+			 * nothing; if it echoes the initiator's token, the
+			 * initiator does not know the connection (a CONNECT
+			 * sent in its name): discard the half-open one. */
+			if (h->src_conn_id != c->peer_id || pkt.u.nak.token_echo != c->peer_token) {
+				err = MRP_ERR_TOKEN;
+				break;
+			}
+			if (!c->hs_discard) {
+				c->hs_discard = 1;
+				d->cnt.half_open_discarded++;
+				mrd_conn_touch(c);
+			}
+			return;
+		}
+		if (h->token != c->local_token) {
 			err = MRP_ERR_TOKEN;
 			break;
 		}
 		if (h->src_conn_id != c->peer_id) {
 			err = MRP_ERR_NOCONN;
+			break;
+		}
+		if (c->hs_discard) {
+			err = MRP_ERR_STATE;
 			break;
 		}
 		if (confirm(d, c, now) < 0)
@@ -1100,6 +1177,21 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 		if (h->opcode == MRP_OP_ACCEPT || h->opcode == MRP_OP_REJECT) {
 			err = MRP_ERR_STATE; /* a duplicate ACCEPT (SPEC 9.3) */
 			break;
+		}
+		if (h->opcode == MRP_OP_NAK && pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN) {
+			/* SPEC 7.4, checked here so that a token-less NAK that
+			 * fails never reaches the engine (nor refreshes its
+			 * liveness). */
+			if (h->src_conn_id != c->peer_id || pkt.u.nak.token_echo != c->peer_token) {
+				err = MRP_ERR_TOKEN;
+				break;
+			}
+		} else if (h->token == c->local_token && h->src_conn_id == c->peer_id &&
+			   mrd_chal_answered(&c->chal)) {
+			/* our token: the instance that knows the connection
+			 * lives (challenge.h) */
+			c->peer->challenges_answered++;
+			d->cnt.challenges_answered++;
 		}
 		err = mrp_conn_read_pkt(c->eng, &pkt, pair_index(c, s->plane->idx), ce, now);
 		if (err >= 0 && h->opcode == MRP_OP_RESET)

@@ -8,8 +8,9 @@
  *
  *   CONNECTING   initiator: CONNECT sent, resent after 1 ms, 2 ms, 4 ms, ...
  *                10 transmissions (about 1 s), then the attempt fails
- *   HALF_OPEN    acceptor: ACCEPT sent, waiting for the first valid packet
- *                of the initiator; discarded silently after 3 s
+ *   HALF_OPEN    acceptor: ACCEPT sent, waiting for the first packet of
+ *                the initiator that carries our token; discarded silently
+ *                after 3 s, or at once on an accepted NAK UNKNOWN_CONN
  *   ESTABLISHED  the engine runs; mrd_conn_close() starts the CLOSE
  *   ENDED        tombstone for 1 s (SPEC 11.5): its id is not reused, a
  *                late CLOSE is answered by the engine, the rest counted
@@ -23,14 +24,17 @@
  * timerfd. Nothing here blocks.
  *
  * A peer (mrd_peer) is a remote daemon, recognised by the address and
- * service port of its handshakes; it remembers the peer's instance id so
- * that a restart ends the connections of the old instance (SPEC 9.6).
+ * service port of its handshakes; it remembers the peer's instance id. A
+ * handshake with another instance id challenges the connections of the old
+ * one (challenge.h): those the peer no longer answers for end (SPEC 9.6).
+ * No packet without our token changes a connection's state.
  */
 #ifndef MRD_PEER_H
 #define MRD_PEER_H
 
 #include <stdint.h>
 
+#include "challenge.h"
 #include "conn.h"
 #include "datapath.h"
 #include "timer.h"
@@ -88,6 +92,10 @@ struct mrd_peer {
 	uint8_t have_instance;
 	uint32_t nconns;   /* connections not yet freed */
 	uint64_t first_ns, last_ns, restarts, conns_total;
+	/* restart challenges (challenge.h): the start of the last round, and
+	 * the round whose expiry was counted as a restart */
+	uint64_t chal_round_ns, chal_counted_ns;
+	uint64_t challenges, challenges_answered;
 };
 
 #define MRD_HS_MAX (MRP_HS_FIXED_LEN + MRP_HS_ADDR_LEN * MRP_MAX_ADDRS)
@@ -98,6 +106,7 @@ struct mrd_conn {
 	mrd_conn *next, *prev; /* every connection */
 	mrd_conn *dnext;       /* dirty list */
 	uint8_t dirty, in_service, initiator, busy;
+	uint8_t hs_discard; /* HALF_OPEN: the initiator does not know it (SPEC 9.4) */
 	int state;
 	mrd_peer *peer;
 	uint32_t local_id, peer_id;
@@ -128,6 +137,7 @@ struct mrd_conn {
 	uint16_t opt_paths;       /* initial paths per plane */
 	uint32_t opt_planes;      /* our planes the connection may use (bit i) */
 	void *tel;                /* the telemetry sampler's state (telemetry.c) */
+	mrd_challenge chal;       /* is the peer's old instance alive? (SPEC 9.6) */
 };
 
 /* Token bucket of the answers to unauthenticated packets (SPEC 14.3). */
