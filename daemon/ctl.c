@@ -388,6 +388,8 @@ static json_t *cmd_status(mrd *d)
 	C(connects_rx); C(accepts_tx); C(rejects_tx); C(naks_unknown_tx); C(answers_limited);
 	C(conns_opened); C(conns_failed); C(conns_closed); C(peer_restarts); C(sport_bind_fails);
 	C(challenges); C(challenges_answered); C(half_open_discarded);
+	C(retries_tx); C(retries_rx); C(connects_validated); C(cookies_bad);
+	C(retries_limited); C(accepts_limited); C(half_open_full);
 #undef C
 	json_object_set_new(cn, "ctl_requests", ju(d->ctl.requests));
 	json_object_set_new(cn, "ctl_errors", ju(d->ctl.errors));

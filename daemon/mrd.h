@@ -44,6 +44,9 @@ typedef struct mrd_counters {
 	uint64_t conns_opened, conns_failed, conns_closed, peer_restarts;
 	uint64_t challenges, challenges_answered; /* restart challenges (SPEC 9.6) */
 	uint64_t half_open_discarded; /* by NAK UNKNOWN_CONN (SPEC 9.4) */
+	/* address validation (SPEC 9.7) */
+	uint64_t retries_tx, retries_rx, connects_validated, cookies_bad;
+	uint64_t retries_limited, accepts_limited, half_open_full;
 	uint64_t sport_bind_fails;
 } mrd_counters;
 

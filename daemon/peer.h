@@ -34,7 +34,9 @@
 
 #include <stdint.h>
 
+#include "budget.h"
 #include "challenge.h"
+#include "cookie.h"
 #include "conn.h"
 #include "datapath.h"
 #include "timer.h"
@@ -96,6 +98,8 @@ struct mrd_peer {
 	 * the round whose expiry was counted as a restart */
 	uint64_t chal_round_ns, chal_counted_ns;
 	uint64_t challenges, challenges_answered;
+	uint32_t nhalf;            /* its half-open connections here */
+	uint64_t cookie, cookie_ns; /* initiator: the peer's last RETRY cookie */
 };
 
 #define MRD_HS_MAX (MRP_HS_FIXED_LEN + MRP_HS_ADDR_LEN * MRP_MAX_ADDRS)
@@ -126,6 +130,7 @@ struct mrd_conn {
 	uint8_t hs_pkt[MRD_HS_MAX];
 	uint16_t hs_len;
 	uint32_t hs_tries;
+	uint32_t hs_retries;   /* RETRYs taken for this attempt (SPEC 9.7) */
 	uint64_t hs_next_ns;
 	uint64_t created_ns, established_ns, ended_ns;
 	char end_reason[48];
@@ -140,15 +145,6 @@ struct mrd_conn {
 	mrd_challenge chal;       /* is the peer's old instance alive? (SPEC 9.6) */
 };
 
-/* Token bucket of the answers to unauthenticated packets (SPEC 14.3). */
-typedef struct mrd_bucket {
-	uint64_t ts_ns;
-	uint64_t tokens; /* scaled by 1e9 / rate */
-	uint32_t key;
-} mrd_bucket;
-
-#define MRD_RL_BUCKETS 256
-
 typedef struct mrd_peers {
 	mrd_conn **buckets; /* by local id */
 	uint32_t nbuckets, nconns, nhalf;
@@ -159,7 +155,10 @@ typedef struct mrd_peers {
 	uint64_t rng_state;
 	mrp_mem mem;
 	mrp_rng rng;
-	mrd_bucket rl_src[MRD_RL_BUCKETS], rl_all;
+	/* answers to packets not authenticated (budget.h, SPEC 14.3): REJECT
+	 * and NAK UNKNOWN_CONN; RETRY; ACCEPT (validated sources only) */
+	mrd_budget answers, retries, accepts;
+	mrd_cookie_keys cookies; /* SPEC 9.7 */
 } mrd_peers;
 
 int mrd_peers_init(mrd *d);

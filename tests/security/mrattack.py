@@ -19,10 +19,11 @@ import mrtest
 VERSION = 1
 OP = {"WRITE": 0x01, "WRITE_IMM": 0x02, "SEND": 0x03, "SEND_IMM": 0x04,
       "ACK": 0x10, "NAK": 0x11, "PROBE": 0x12, "PROBE_ACK": 0x13,
-      "CONNECT": 0x20, "ACCEPT": 0x21, "REJECT": 0x22, "CLOSE": 0x23, "RESET": 0x24}
+      "CONNECT": 0x20, "ACCEPT": 0x21, "REJECT": 0x22, "CLOSE": 0x23, "RESET": 0x24,
+      "RETRY": 0x25}
 F_ACK_REQ = 0x0008
 NAK_UNKNOWN_CONN = 5
-CAP_IMM, CAP_MULTIPLANE = 0x1, 0x4
+CAP_IMM, CAP_MULTIPLANE, CAP_RETRY = 0x1, 0x4, 0x8
 SVC_PERF, SVC_ECHO = 0x50455246, 0x4543484F
 
 HDR = struct.Struct(">BBHHHIIQI")          # SPEC 4.1, 28 bytes
@@ -31,8 +32,9 @@ HS_ADDR = struct.Struct(">BBH16s")         # SPEC 9.2, one plane address
 PROBE = struct.Struct(">IIQ")              # SPEC 8.2
 NAK = struct.Struct(">BBHIIHHIIQ")         # SPEC 7.1
 REJECT = struct.Struct(">BBBBI")           # SPEC 10.1
+RETRY = struct.Struct(">QII")              # SPEC 9.7
 assert HDR.size == 28 and HS.size == 40 and HS_ADDR.size == 20
-assert PROBE.size == 16 and NAK.size == 32 and REJECT.size == 8
+assert PROBE.size == 16 and NAK.size == 32 and REJECT.size == 8 and RETRY.size == 16
 
 
 def rand32():
@@ -49,7 +51,7 @@ def hdr(op, dst=0, src=0, token=0, flags=0, path_id=0, path_gen=0, psn=0):
 
 
 def hs_body(hs_token, instance, service_id, service_port, addrs, mtu=4096,
-            caps=CAP_IMM | CAP_MULTIPLANE, max_streams=16, max_paths=16,
+            caps=CAP_IMM | CAP_MULTIPLANE | CAP_RETRY, max_streams=16, max_paths=16,
             min_version=1, max_version=1):
     """CONNECT/ACCEPT body; addrs: [(plane, "a.b.c.d"), ...]."""
     b = HS.pack(min_version, max_version, mtu, service_id, hs_token, instance, caps,
@@ -89,10 +91,33 @@ def parse(pkt):
         (r["min_version"], r["max_version"], r["mtu"], r["service_id"], r["hs_token"],
          r["instance"], r["caps"], r["max_streams"], r["max_paths"], r["service_port"],
          r["num_addrs"], _) = HS.unpack_from(pkt, 28)
+    elif op == OP["RETRY"] and len(pkt) >= 44:
+        r["cookie"], r["service_id"], _ = RETRY.unpack_from(pkt, 28)
     elif op == OP["REJECT"] and len(pkt) >= 36:
         r["reason"], r["min_version"], r["max_version"], _, r["service_id"] = \
             REJECT.unpack_from(pkt, 28)
     return r
+
+
+def handshake(sock, dst, ci, ti, inst, service_id, service_port, addrs, tries=10,
+              cookie=0):
+    """CONNECT from sock (a UDP socket of our own), following RETRY (SPEC
+    9.7), until ACCEPT or REJECT for ci. Returns (answer dict, cookie)."""
+    for _ in range(tries):
+        sock.sendto(connect(ci, ti, inst, service_id, service_port, addrs, token=cookie), dst)
+        try:
+            while True:
+                r = parse(sock.recvfrom(2048)[0])
+                if not r or r["dst"] != ci or r["token"] != ti:
+                    continue
+                if r["op"] == OP["RETRY"]:
+                    cookie = r["cookie"]
+                    break
+                if r["op"] in (OP["ACCEPT"], OP["REJECT"]):
+                    return r, cookie
+        except socket.timeout:
+            pass
+    return None, cookie
 
 
 class Spoofer:

@@ -1,14 +1,14 @@
 """Attack 1 of the security suite: CONNECTs sent in A's name (A's address,
 A's service port, a new instance id) while A moves a verified transfer to B.
 
-SPEC 9.4/9.6/14.2: no packet without B's token changes established or
-half-open state. B answers the spoofed CONNECT with ACCEPT (to the real A,
-which answers NAK UNKNOWN_CONN: that discards the half-open connection and
-confirms nothing), and challenges its connections of A's instance with
-PROBEs carrying A's token; A answers, nothing is reset, the transfer
-verifies. A second attacker that owns an address of A's host (another
-process there) completes a handshake with a new instance id: the same
-challenge, the same outcome.
+SPEC 9.4/9.6/9.7/14.2: no packet without B's token changes established or
+half-open state. B answers the forged CONNECT with a RETRY (to the real A,
+which drops it) and keeps nothing. A second attacker that owns an address of
+A's host (another process there) follows the RETRY: its token-less NAK
+UNKNOWN_CONN discards the half-open connection and confirms nothing; then it
+completes a handshake with a new instance id. B challenges its connections
+of A's instance with PROBEs carrying A's token; A answers, nothing is reset,
+the transfer verifies.
 """
 import threading
 import time
@@ -54,42 +54,23 @@ u = X.socket.socket(X.socket.AF_INET, X.socket.SOCK_DGRAM)
 u.bind((a.addrs[0], 0))
 u.settimeout(2.0)
 ci, ti, inst = X.rand32(), X.rand64(), X.rand64()
-acc = None
-for _ in range(10):
-    u.sendto(X.connect(ci, ti, inst, X.SVC_PERF, a.port, peer_addrs), (b.addrs[0], b.port))
-    try:
-        while True:
-            r = X.parse(u.recvfrom(2048)[0])
-            if r and r["op"] == X.OP["ACCEPT"] and r["dst"] == ci:
-                acc = r
-                break
-    except X.socket.timeout:
-        pass
-    if acc:
-        break
-mrtest.check(acc is not None and acc["token"] == ti, "B answered the CONNECT with ACCEPT")
+bdst = (b.addrs[0], b.port)
+acc, cookie = X.handshake(u, bdst, ci, ti, inst, X.SVC_PERF, a.port, peer_addrs)
+mrtest.check(acc is not None and acc["op"] == X.OP["ACCEPT"] and cookie != 0,
+             "B answered the CONNECT with RETRY, then the CONNECT with its cookie with ACCEPT")
 ca, ta = acc["src"], acc["hs_token"]
 mine = [c for c in X.conns(b) if int(c["id"], 16) == ca]
 mrtest.check(mine and mine[0]["state"] == "half-open", "B's connection is half-open")
-u.sendto(X.nak_unknown(ca, ci, ti), (b.addrs[0], b.port))
+u.sendto(X.nak_unknown(ca, ci, ti), bdst)
 gone = X.wait_for(lambda: not [c for c in X.conns(b) if int(c["id"], 16) == ca
                                and c["state"] != "ended"], 5)
 mrtest.check(gone, "NAK UNKNOWN_CONN discarded the half-open connection, confirmed nothing")
 
 ci2, ti2 = X.rand32(), X.rand64()
-acc = None
-for _ in range(10):
-    u.sendto(X.connect(ci2, ti2, inst, X.SVC_PERF, a.port, peer_addrs), (b.addrs[0], b.port))
-    try:
-        r = X.parse(u.recvfrom(2048)[0])
-        if r and r["op"] == X.OP["ACCEPT"] and r["dst"] == ci2:
-            acc = r
-    except X.socket.timeout:
-        pass
-    if acc:
-        break
-mrtest.check(acc is not None, "second CONNECT accepted")
-u.sendto(X.probe(acc["src"], ci2, acc["hs_token"]), (b.addrs[0], b.port))
+acc, _ = X.handshake(u, bdst, ci2, ti2, inst, X.SVC_PERF, a.port, peer_addrs, cookie=cookie)
+mrtest.check(acc is not None and acc["op"] == X.OP["ACCEPT"],
+             "second CONNECT, with the cookie, accepted")
+u.sendto(X.probe(acc["src"], ci2, acc["hs_token"]), bdst)
 est = X.wait_for(lambda: [c for c in X.conns(b) if int(c["id"], 16) == acc["src"]
                           and c["state"] == "established"], 5)
 mrtest.check(est, "a PROBE with B's token confirms the attacker's own connection")
