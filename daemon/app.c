@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -466,9 +465,13 @@ static void ctx_publish(app_ctx *x)
 		return;
 	x->cq_pub = x->cq_tail;
 	if (mrc_ring_publish(x->cq, x->cq_tail)) {
-		uint64_t one = 1;
+		/* Our own end of the wakeup socket pair, and MSG_DONTWAIT on
+		 * top: whatever the application does to its end, this never
+		 * blocks (EAGAIN: a wakeup is pending anyway; EPIPE: it closed
+		 * its end, its problem). */
+		uint8_t one = 1;
 		x->s->a->cnt.wakeups++;
-		if (write(x->wakeup, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		if (send(x->wakeup, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
 			mrd_debug("app session %u ctx %u: wakeup: %s", x->s->id, x->id,
 				  strerror(errno));
 	}
@@ -918,13 +921,23 @@ static void on_doorbell(uv_poll_t *p, int status, int events)
 {
 	(void)events;
 	app_ctx *x = p->data;
-	uint64_t v;
+	uint8_t buf[256];
+	ssize_t n;
 	if (status < 0) {
 		session_close(x->s, "doorbell error");
 		return;
 	}
-	while (read(x->doorbell, &v, sizeof(v)) > 0)
+	/* Our own end, non-blocking twice over (SOCK_NONBLOCK, MSG_DONTWAIT):
+	 * the application's end is another open file description, so its
+	 * flags cannot make this block. A bounded drain: the bytes only say
+	 * "look". */
+	for (int i = 0; i < 64 && (n = recv(x->doorbell, buf, sizeof(buf), MSG_DONTWAIT)) > 0;
+	     i++)
 		;
+	if (n == 0) {
+		session_close(x->s, "doorbell closed by the application");
+		return;
+	}
 	ctx_consume(x);
 	mrd_peer_run(x->s->a->d);
 	publish_all(x->s->a);
@@ -1069,14 +1082,22 @@ static void req_ctx_create(app_session *s, const mrc_msg_hdr *h, const mrc_ctx_c
 	}
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		goto ioerr;
-	x->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	x->wakeup = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (x->doorbell < 0 || x->wakeup < 0)
-		goto ioerr;
+	/* Doorbell and wakeup: a stream socket pair each (ABI 2). The
+	 * application gets one end, we keep the other: two open file
+	 * descriptions, so nothing it does to its end (clearing O_NONBLOCK,
+	 * filling or closing it) changes ours. Each pair is one-way: our
+	 * doorbell end does not send, our wakeup end does not receive. */
+	int db[2] = {-1, -1}, wk[2] = {-1, -1};
 	fds[0] = fd;
-	fds[1] = dup(x->doorbell);
-	fds[2] = dup(x->wakeup);
-	if (fds[1] < 0 || fds[2] < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, db) < 0)
+		goto ioerr;
+	x->doorbell = db[0];
+	fds[1] = db[1];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, wk) < 0)
+		goto ioerr;
+	x->wakeup = wk[0];
+	fds[2] = wk[1];
+	if (shutdown(x->doorbell, SHUT_WR) < 0 || shutdown(x->wakeup, SHUT_RD) < 0)
 		goto ioerr;
 	x->size = size;
 	x->s = s;

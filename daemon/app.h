@@ -10,8 +10,8 @@
  * message must be HELLO with our ABI version.
  *
  * A session owns contexts (a sealed memfd with the SQ and CQ, a doorbell and
- * a wakeup eventfd), memory regions (the application's sealed memfds, mapped
- * here too), listeners (service ids routed to it by mrd_service_lookup())
+ * a wakeup socket pair whose daemon ends are its own: never blocking),
+ * memory regions (the application's sealed memfds, mapped here too), listeners (service ids routed to it by mrd_service_lookup())
  * and connections (daemon connections, peer.h, whose ops route to it).
  * Everything an application sends or writes into shared memory is
  * validated and counted; an application that is impossible to serve (a bad
