@@ -459,6 +459,10 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "ctl_requests", ju(d->ctl.requests));
 	json_object_set_new(cn, "ctl_errors", ju(d->ctl.errors));
 	json_object_set_new(cn, "ctl_clients_paused", ju(d->ctl.clients_paused));
+	json_object_set_new(cn, "fds_open", ju(d->fdg.open));
+	json_object_set_new(cn, "fds_limit", ju(d->fdg.limit));
+	json_object_set_new(cn, "fds_near_limit", ju(d->fdg.near_limit));
+	json_object_set_new(cn, "sport_idle_closed", ju(d->fdg.idle_closed));
 	json_object_set_new(cn, "ctl_clients_dropped", ju(d->ctl.clients_dropped));
 	json_object_set_new(o, "counters", cn);
 	json_object_set_new(o, "apps", mrd_apps_json(d));
