@@ -349,6 +349,14 @@ json_t *mrd_json_conn(const mrd_conn *c)
 			json_object_set_new(drops, mrp_err_name(-i), ju(c->drops[i]));
 	json_object_set_new(o, "drops", drops);
 	if (c->eng) {
+		json_t *m = json_object();
+		json_object_set_new(m, "bytes", ju(c->mem.used));
+		json_object_set_new(m, "peak", ju(c->mem.peak));
+		json_object_set_new(m, "limit", ju(c->mem.limit));
+		json_object_set_new(m, "refused", ju(c->mem.refused));
+		json_object_set_new(o, "memory", m);
+	}
+	if (c->eng) {
 		mrp_conn_stats st;
 		mrp_conn_get_stats(c->eng, &st);
 		json_t *s = json_object();
@@ -459,6 +467,8 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "ctl_requests", ju(d->ctl.requests));
 	json_object_set_new(cn, "ctl_errors", ju(d->ctl.errors));
 	json_object_set_new(cn, "ctl_clients_paused", ju(d->ctl.clients_paused));
+	json_object_set_new(cn, "engine_memory", ju(d->peers.memacct.used));
+	json_object_set_new(cn, "engine_memory_refused", ju(d->peers.memacct.refused));
 	json_object_set_new(cn, "fds_open", ju(d->fdg.open));
 	json_object_set_new(cn, "fds_limit", ju(d->fdg.limit));
 	json_object_set_new(cn, "fds_near_limit", ju(d->fdg.near_limit));
