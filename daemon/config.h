@@ -119,6 +119,11 @@ typedef struct mrd_config {
 	uint64_t conn_memory;    /* engine memory per connection (membudget.h) */
 	uint64_t memory;         /* engine memory of all connections together */
 
+	/* services (the daemon's own, svcpolicy.h): */
+	int services_perf;       /* PERF answers CONNECTs (it hands out an rkey) */
+	char perf_peers[512];    /* prefixes PERF answers; "" = any (prefix.h) */
+	char echo_peers[512];    /* prefixes ECHO answers; "" = any */
+
 	/* telemetry: */
 	uint64_t telemetry_interval_ns;  /* sampling period */
 	uint64_t telemetry_retention_ns; /* how long samples are kept in state_db */
