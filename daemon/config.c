@@ -177,6 +177,7 @@ static const key telemetry_keys[] = {
 
 static const key apps_keys[] = {
 	C_KEY("max_sessions", V_UINT, app_max_sessions, 1, 65536, F_LIVE),
+	C_KEY("max_sessions_per_user", V_UINT, app_max_sessions_per_user, 1, 65536, F_LIVE),
 	C_KEY("max_contexts", V_UINT, app_max_contexts, 1, 4096, F_LIVE),
 	C_KEY("max_regions", V_UINT, app_max_regions, 1, 1u << 20, F_LIVE),
 	C_KEY("max_region_bytes", V_SIZE, app_max_region_bytes, S_KI * 4,
@@ -278,6 +279,7 @@ void mrd_config_defaults(mrd_config *c)
 	c->telemetry_interval_ns = T_S;
 	c->telemetry_retention_ns = 24 * T_H;
 	c->app_max_sessions = 256;
+	c->app_max_sessions_per_user = 64;
 	c->conn_memory = 64 * S_MI;
 	c->memory = 1 * S_GI;
 	c->app_max_contexts = 16;

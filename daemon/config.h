@@ -132,6 +132,7 @@ typedef struct mrd_config {
 	 * application session may hold; a session keeps the limits it got at
 	 * HELLO across reloads. */
 	uint32_t app_max_sessions;
+	uint32_t app_max_sessions_per_user;
 	uint32_t app_max_contexts;
 	uint32_t app_max_regions;
 	uint64_t app_max_region_bytes; /* all regions of a session together */

@@ -120,6 +120,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c.telemetry_interval_ns, 1000000000ull);
 	assert_int_equal(c.telemetry_retention_ns, 24 * 3600 * 1000000000ull);
 	assert_int_equal(c.app_max_sessions, 256);
+	assert_int_equal(c.app_max_sessions_per_user, 64);
 	assert_int_equal(c.app_max_contexts, 16);
 	assert_int_equal(c.app_max_regions, 1024);
 	assert_int_equal(c.app_max_region_bytes, 64ull << 30);
@@ -218,6 +219,7 @@ static const char full_yaml[] =
 	"  retention: 7d\n"
 	"apps:\n"
 	"  max_sessions: 8\n"
+	"  max_sessions_per_user: 5\n"
 	"  max_contexts: 2\n"
 	"  max_regions: 100\n"
 	"  max_region_bytes: 1.5GiB\n"
@@ -286,6 +288,7 @@ static void test_every_key(void **state)
 	assert_string_equal(c.app_socket, "/tmp/mr/app.sock");
 	assert_string_equal(c.app_group, "apps");
 	assert_int_equal(c.app_max_sessions, 8);
+	assert_int_equal(c.app_max_sessions_per_user, 5);
 	assert_int_equal(c.app_max_contexts, 2);
 	assert_int_equal(c.app_max_regions, 100);
 	assert_int_equal(c.app_max_region_bytes, 3ull << 29);
@@ -972,7 +975,7 @@ static void test_apps(void **state)
 		{ P0 "apps:\n  max_conn: 5\n",
 		  NAME ":5: apps.max_conn: unknown key; did you mean 'max_conns'?" },
 		{ P0 "apps:\n  foo: 5\n",
-		  NAME ":5: apps.foo: unknown key (valid here: max_sessions, "
+		  NAME ":5: apps.foo: unknown key (valid here: max_sessions, max_sessions_per_user, "
 		  "max_contexts, max_regions, max_region_bytes, max_conns, "
 		  "max_listeners)" },
 		{ P0 "service:\n  app_group: -apps\n",
@@ -1343,6 +1346,7 @@ static void test_dump(void **state)
 		"  textfile: \"\"\n"
 		"apps:\n"
 		"  max_sessions: 8\n"
+		"  max_sessions_per_user: 5\n"
 		"  max_contexts: 2\n"
 		"  max_regions: 100\n"
 		"  max_region_bytes: 1536MiB\n"
@@ -1462,7 +1466,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 9 + 5 + 6 + 3);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 9 + 5 + 7 + 3);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

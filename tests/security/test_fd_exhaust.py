@@ -21,7 +21,7 @@ import rawabi as R
 
 LIMIT = 320
 p = mrtest.Pair("fdexhaust", extra_env={"MRD_SPORT_IDLE_S": "3"},
-                yaml_extra="apps:\n  max_sessions: 1024\n")
+                yaml_extra="apps:\n  max_sessions: 1024\n  max_sessions_per_user: 1024\n")
 a, b = p.a, p.b
 try:
     resource.prlimit(b.proc.pid, resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
