@@ -19,6 +19,7 @@ import mrtest
 p = mrtest.Pair("services")
 a, b = p.a, p.b
 c = mrtest.Daemon(p.tmp.name, "c", mrtest.addr_base("services-c")[0:2])
+hb = X.Health(b, rss_mib=64, fds=64)
 conf0 = open(b.conf).read()
 mrtest.check("  perf: true\n" in conf0, "the harness turns PERF on")
 
@@ -60,5 +61,6 @@ ans, _ = X.handshake(u, (b.addrs[0], b.port), X.rand32(), X.rand64(), X.rand64()
 u.close()
 mrtest.check(ans is not None and ans["op"] == X.OP["REJECT"] and ans["reason"] == 4,
              "a raw CONNECT to PERF from elsewhere: REJECT REFUSED")
+hb.check()
 c.stop()
 p.close()

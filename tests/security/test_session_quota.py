@@ -11,6 +11,7 @@ import rawabi as R
 
 p = mrtest.Pair("quota", yaml_extra="apps:\n  max_sessions_per_user: 4\n")
 a, b = p.a, p.b
+hb = X.Health(b, rss_mib=64, fds=32)
 res = {}
 t = threading.Thread(target=lambda: res.update(
     a.request("perf", {"peer": b.peer(), "seconds": 3}, timeout=120)))
@@ -35,5 +36,5 @@ for c in held:
     c.close()
 t.join()
 mrtest.check(res.get("ok") and res["result"]["verified"], "the transfer A->B verified")
-mrtest.check(b.alive(), "B alive")
+hb.check()
 p.close()
