@@ -11,11 +11,13 @@ import rawabi as R
 
 p = mrtest.Pair("quota", yaml_extra="apps:\n  max_sessions_per_user: 4\n")
 a, b = p.a, p.b
-hb = X.Health(b, rss_mib=64, fds=32)
 res = {}
 t = threading.Thread(target=lambda: res.update(
-    a.request("perf", {"peer": b.peer(), "seconds": 3}, timeout=120)))
+    a.request("perf", {"peer": b.peer(), "seconds": 4}, timeout=120)))
 t.start()
+mrtest.check(X.wait_for(lambda: X.conns(b, "established"), 20), "A's transfer to B runs")
+time.sleep(1.0)  # its buffers are in the baseline
+hb = X.Health(b, rss_mib=64, fds=32)
 held = []
 for i in range(4):
     c = R.Client(b.app_sock)
