@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -469,9 +468,13 @@ static void ctx_publish(app_ctx *x)
 		return;
 	x->cq_pub = x->cq_tail;
 	if (mrc_ring_publish(x->cq, x->cq_tail)) {
-		uint64_t one = 1;
+		/* Our own end of the wakeup socket pair, and MSG_DONTWAIT on
+		 * top: whatever the application does to its end, this never
+		 * blocks (EAGAIN: a wakeup is pending anyway; EPIPE: it closed
+		 * its end, its problem). */
+		uint8_t one = 1;
 		x->s->a->cnt.wakeups++;
-		if (write(x->wakeup, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		if (send(x->wakeup, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
 			mrd_debug("app session %u ctx %u: wakeup: %s", x->s->id, x->id,
 				  strerror(errno));
 	}
@@ -921,13 +924,23 @@ static void on_doorbell(uv_poll_t *p, int status, int events)
 {
 	(void)events;
 	app_ctx *x = p->data;
-	uint64_t v;
+	uint8_t buf[256];
+	ssize_t n;
 	if (status < 0) {
 		session_close(x->s, "doorbell error");
 		return;
 	}
-	while (read(x->doorbell, &v, sizeof(v)) > 0)
+	/* Our own end, non-blocking twice over (SOCK_NONBLOCK, MSG_DONTWAIT):
+	 * the application's end is another open file description, so its
+	 * flags cannot make this block. A bounded drain: the bytes only say
+	 * "look". */
+	for (int i = 0; i < 64 && (n = recv(x->doorbell, buf, sizeof(buf), MSG_DONTWAIT)) > 0;
+	     i++)
 		;
+	if (n == 0) {
+		session_close(x->s, "doorbell closed by the application");
+		return;
+	}
 	ctx_consume(x);
 	mrd_peer_run(x->s->a->d);
 	publish_all(x->s->a);
@@ -1072,14 +1085,22 @@ static void req_ctx_create(app_session *s, const mrc_msg_hdr *h, const mrc_ctx_c
 	}
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		goto ioerr;
-	x->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	x->wakeup = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (x->doorbell < 0 || x->wakeup < 0)
-		goto ioerr;
+	/* Doorbell and wakeup: a stream socket pair each (ABI 2). The
+	 * application gets one end, we keep the other: two open file
+	 * descriptions, so nothing it does to its end (clearing O_NONBLOCK,
+	 * filling or closing it) changes ours. Each pair is one-way: our
+	 * doorbell end does not send, our wakeup end does not receive. */
+	int db[2] = {-1, -1}, wk[2] = {-1, -1};
 	fds[0] = fd;
-	fds[1] = dup(x->doorbell);
-	fds[2] = dup(x->wakeup);
-	if (fds[1] < 0 || fds[2] < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, db) < 0)
+		goto ioerr;
+	x->doorbell = db[0];
+	fds[1] = db[1];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, wk) < 0)
+		goto ioerr;
+	x->wakeup = wk[0];
+	fds[2] = wk[1];
+	if (shutdown(x->doorbell, SHUT_WR) < 0 || shutdown(x->wakeup, SHUT_RD) < 0)
 		goto ioerr;
 	x->size = size;
 	x->s = s;
@@ -1191,6 +1212,19 @@ static void req_hello(app_session *s, const mrc_msg_hdr *h, const mrc_hello_req 
 		mrd_warn("app session from pid %d uid %u: service.apps.max_sessions (%u) "
 			 "reached: refused", (int)s->pid, (unsigned)s->uid,
 			 d->cfg.app_max_sessions);
+		bad_req(s, h, MRD_APP_BAD_LIMIT, MRC_ERR_LIMIT);
+		session_close(s, NULL);
+		return;
+	}
+	/* One user may not hold them all (apps.max_sessions_per_user). */
+	uint32_t mine = 0;
+	for (app_session *o = a->sessions; o; o = o->next)
+		mine += o != s && o->state == S_OPEN && o->uid == s->uid;
+	if (mine >= d->cfg.app_max_sessions_per_user) {
+		mrd_warn("app session from pid %d uid %u: apps.max_sessions_per_user (%u) "
+			 "reached for that user: refused", (int)s->pid, (unsigned)s->uid,
+			 d->cfg.app_max_sessions_per_user);
+		a->cnt.sessions_quota++;
 		bad_req(s, h, MRD_APP_BAD_LIMIT, MRC_ERR_LIMIT);
 		session_close(s, NULL);
 		return;
@@ -2056,6 +2090,7 @@ json_t *mrd_apps_json(mrd *d)
 	json_object_set_new(o, "sessions_opened", json_integer((json_int_t)k->sessions_opened));
 	json_object_set_new(o, "sessions_closed", json_integer((json_int_t)k->sessions_closed));
 	json_object_set_new(o, "sessions_refused", json_integer((json_int_t)k->sessions_refused));
+	json_object_set_new(o, "sessions_quota", json_integer((json_int_t)k->sessions_quota));
 	json_object_set_new(o, "sessions_killed", json_integer((json_int_t)k->sessions_killed));
 	json_object_set_new(o, "requests", json_integer((json_int_t)k->requests));
 	json_object_set_new(o, "requests_bad", json_integer((json_int_t)k->requests_bad));

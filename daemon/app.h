@@ -10,8 +10,8 @@
  * message must be HELLO with our ABI version.
  *
  * A session owns contexts (a sealed memfd with the SQ and CQ, a doorbell and
- * a wakeup eventfd), memory regions (the application's sealed memfds, mapped
- * here too), listeners (service ids routed to it by mrd_service_lookup())
+ * a wakeup socket pair whose daemon ends are its own: never blocking),
+ * memory regions (the application's sealed memfds, mapped here too), listeners (service ids routed to it by mrd_service_lookup())
  * and connections (daemon connections, peer.h, whose ops route to it).
  * Everything an application sends or writes into shared memory is
  * validated and counted; an application that is impossible to serve (a bad
@@ -107,6 +107,7 @@ enum {
 
 typedef struct mrd_apps_counters {
 	uint64_t sessions_opened, sessions_closed, sessions_refused, sessions_killed;
+	uint64_t sessions_quota; /* HELLOs past apps.max_sessions_per_user */
 	uint64_t requests, requests_bad, bad[MRD_APP_NBAD];
 	uint64_t wrs, wrs_bad, wr_bad[MRD_APP_WR_NBAD];
 	uint64_t cqes, wakeups;

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "ctl.h"
 #include "datapath.h"
+#include "fdguard.h"
 #include "notify.h"
 #include "peer.h"
 #include "store.h"
@@ -42,6 +43,11 @@ typedef struct mrd_counters {
 	uint64_t connects_rx, accepts_tx, rejects_tx, naks_unknown_tx;
 	uint64_t answers_limited; /* answers dropped by the rate limit (SPEC 14.3) */
 	uint64_t conns_opened, conns_failed, conns_closed, peer_restarts;
+	uint64_t challenges, challenges_answered; /* restart challenges (SPEC 9.6) */
+	uint64_t half_open_discarded; /* by NAK UNKNOWN_CONN (SPEC 9.4) */
+	/* address validation (SPEC 9.7) */
+	uint64_t retries_tx, retries_rx, connects_validated, cookies_bad;
+	uint64_t retries_limited, accepts_limited, half_open_full;
 	uint64_t sport_bind_fails;
 } mrd_counters;
 
@@ -60,6 +66,7 @@ struct mrd {
 	mrd_notify notify;
 	mrd_ctl ctl;
 	mrd_apps apps;
+	mrd_fdguard fdg;
 
 	/* State store (store.h): NULL when the database cannot be opened (the
 	 * daemon runs on without history). Records are queued on the loop and

@@ -9,6 +9,7 @@
 #include "mrd.h"
 #include "ops.h"
 #include "planes.h"
+#include "svcpolicy.h"
 #include "telemetry.h"
 
 #define HS_TRIES 10                   /* CONNECT transmissions (SPEC 9.3) */
@@ -20,8 +21,10 @@
 #define MAX_PEERS 4096
 #define WRITE_BUDGET 256              /* packets per connection per service */
 #define RL_SRC_RATE 100               /* answers per second per source (SPEC 14.3) */
-#define RL_ALL_RATE 10000             /* and per endpoint */
-#define OUR_CAPS (MRP_CAP_IMM | MRP_CAP_MULTIPLANE)
+#define RL_ALL_RATE 10000             /* and per endpoint; each budget its own */
+#define MAX_HALF_OPEN_SRC 128         /* half-open connections per peer */
+#define MAX_RETRIES 3                 /* RETRYs one attempt follows (SPEC 9.7) */
+#define OUR_CAPS (MRP_CAP_IMM | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY)
 
 /* ---- randomness ---------------------------------------------------------- */
 
@@ -88,6 +91,10 @@ int mrd_peers_init(mrd *d)
 	p->rng_state = random_nonzero();
 	p->mem = (mrp_mem){.alloc = eng_alloc, .free = eng_free, .ud = NULL};
 	p->rng = (mrp_rng){.next = eng_rng, .ud = &p->rng_state};
+	mrd_budget_init(&p->answers, RL_SRC_RATE, RL_ALL_RATE, NULL);
+	mrd_budget_init(&p->retries, RL_SRC_RATE, RL_ALL_RATE, NULL);
+	mrd_budget_init(&p->accepts, RL_SRC_RATE, RL_ALL_RATE, NULL);
+	mrd_cookie_init(&p->cookies, uv_hrtime(), NULL);
 	return 0;
 }
 
@@ -207,8 +214,10 @@ static void conn_free(mrd_conn *c)
 		p->all = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	if (c->state == MRD_CONN_HALF_OPEN)
+	if (c->state == MRD_CONN_HALF_OPEN) {
 		p->nhalf--;
+		c->peer->nhalf--;
+	}
 	p->nconns--;
 	c->peer->nconns--;
 	mrp_conn_del(c->eng);
@@ -238,48 +247,22 @@ void mrd_conn_detach(mrd_conn *c)
 
 /* ---- rate limit of answers (SPEC 14.3) ----------------------------------- */
 
-static int bucket_take(mrd_bucket *b, uint64_t rate, uint64_t now)
-{
-	/* tokens counts ns of credit: one answer costs 1e9 / rate; at most
-	 * one second of credit (a burst of `rate`). */
-	uint64_t cost = 1000000000ull / rate, cap = 1000000000ull;
-	uint64_t t = b->tokens + (now - b->ts_ns);
-	if (t > cap || b->ts_ns == 0)
-		t = cap;
-	b->ts_ns = now;
-	if (t < cost) {
-		b->tokens = t;
-		return 0;
-	}
-	b->tokens = t - cost;
-	return 1;
-}
-
+/* REJECT and NAK UNKNOWN_CONN. */
 static int answer_allowed(mrd *d, const mrd_sockaddr *src)
 {
-	mrd_peers *p = &d->peers;
-	uint64_t now = uv_hrtime();
-	uint32_t h = 2166136261u;
-	const uint8_t *a = src->sa.sa_family == AF_INET6
-				   ? (const uint8_t *)&src->in6.sin6_addr
-				   : (const uint8_t *)&src->in.sin_addr;
-	size_t n = src->sa.sa_family == AF_INET6 ? 16 : 4;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ a[i]) * 16777619u;
-	mrd_bucket *b = &p->rl_src[h % MRD_RL_BUCKETS];
-	if (b->key != h) {
-		/* Another address took this bucket: start it afresh. A shared
-		 * bucket only makes the limit stricter. */
-		if (now - b->ts_ns > 1000000000ull || b->ts_ns == 0) {
-			b->key = h;
-			b->ts_ns = 0;
-		}
-	}
-	if (!bucket_take(&p->rl_all, RL_ALL_RATE, now) || !bucket_take(b, RL_SRC_RATE, now)) {
-		d->cnt.answers_limited++;
-		return 0;
-	}
-	return 1;
+	if (mrd_budget_take(&d->peers.answers, src, uv_hrtime()))
+		return 1;
+	d->cnt.answers_limited++;
+	return 0;
+}
+
+/* ACCEPT, first or resent: only to sources that proved their address. */
+static int accept_allowed(mrd *d, const mrd_sockaddr *src)
+{
+	if (mrd_budget_take(&d->peers.accepts, src, uv_hrtime()))
+		return 1;
+	d->cnt.accepts_limited++;
+	return 0;
 }
 
 /* ---- handshake packets --------------------------------------------------- */
@@ -368,6 +351,23 @@ static void send_nak_unknown(mrd *d, mrd_sock *s, const mrd_sockaddr *to, sockle
 		k.u.nak.offset = pkt->u.data.offset;
 	}
 	d->cnt.naks_unknown_tx++;
+	send_pkt(d, s, to, tolen, &k);
+}
+
+/* SPEC 9.7: a cookie for a CONNECT that has none (or a stale one). */
+static void send_retry(mrd *d, mrd_sock *s, const mrd_sockaddr *to, socklen_t tolen,
+		       const mrp_pkt *connect, uint64_t now)
+{
+	if (!mrd_budget_take(&d->peers.retries, to, now)) {
+		d->cnt.retries_limited++;
+		return;
+	}
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	hdr_init(&k.hdr, MRP_OP_RETRY, connect->hdr.src_conn_id, 0, connect->u.hs.hs_token);
+	k.u.retry.cookie = mrd_cookie_make(&d->peers.cookies, to, connect->u.hs.instance_id, now);
+	k.u.retry.service_id = connect->u.hs.service_id;
+	d->cnt.retries_tx++;
 	send_pkt(d, s, to, tolen, &k);
 }
 
@@ -472,7 +472,12 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	if (!cp.cc.line_rate_bps && all)
 		cp.cc.line_rate_bps = sum;
 	mrp_mr_ops mr = {.resolve = mr_resolve, .ud = c};
-	int rv = mrp_conn_new(&c->eng, &cp, &d->peers.mem, &d->peers.rng, &mr, now);
+	/* Its own allocator, within the connection's and the daemon's memory
+	 * budgets (membudget.h; limits read at creation, like the rest). */
+	d->peers.memacct.limit = d->cfg.memory;
+	mrd_membudget_init(&c->mem, &d->peers.memacct, d->cfg.conn_memory);
+	mrp_mem mem = mrd_membudget_mem(&c->mem);
+	int rv = mrp_conn_new(&c->eng, &cp, &mem, &d->peers.rng, &mr, now);
 	if (rv < 0) {
 		mrd_warn("conn %08x: engine: %s", c->local_id, mrp_strerror(rv));
 		return rv;
@@ -493,8 +498,10 @@ static void conn_ended(mrd_conn *c, const char *why, uint64_t now)
 	if (c->state == MRD_CONN_ENDED)
 		return;
 	int was = c->state;
-	if (was == MRD_CONN_HALF_OPEN)
+	if (was == MRD_CONN_HALF_OPEN) {
 		c->d->peers.nhalf--;
+		c->peer->nhalf--;
+	}
 	c->state = MRD_CONN_ENDED;
 	c->ended_ns = now;
 	if (why != c->end_reason)
@@ -544,24 +551,68 @@ static void conn_kill(mrd_conn *c, const char *why, uint64_t now)
 	conn_ended(c, why, now);
 }
 
-/* The peer's instance id is now `inst`: end what belonged to another one. */
-static void peer_instance(mrd *d, mrd_peer *pe, uint64_t inst, const mrd_conn *keep,
+/* The engine's PROBE with ACK_REQ on the first active path that takes one
+ * carries the peer's token: only the instance that knows the connection
+ * answers it. (A path with a probe out already has its question asked.) */
+static void chal_probe(mrd_conn *c, uint64_t now)
+{
+	mrp_path_info pi;
+	for (unsigned i = 0; c->eng && i < c->max_paths; i++)
+		if (mrp_conn_path_info(c->eng, i, &pi) == 0 && pi.state == MRP_PATH_ACTIVE &&
+		    mrp_conn_path_probe(c->eng, (uint16_t)i, now) == 0)
+			return;
+}
+
+/* A handshake from peer `pe` names instance `inst`. If we knew another
+ * one, the peer may have restarted: challenge each connection of another
+ * instance (challenge.h); the unanswered ones end in conn_service(). Only
+ * an authenticated handshake (an ACCEPT with our token, a confirmed
+ * connection) records the new instance. A CONNECT ends nothing by itself
+ * (SPEC 9.6). */
+static void peer_instance(mrd *d, mrd_peer *pe, uint64_t inst, int authenticated,
 			  uint64_t now)
 {
-	if (pe->have_instance && pe->instance_id != inst) {
+	/* An unauthenticated claim starts at most one round per gap. */
+	if (pe->have_instance && pe->instance_id != inst &&
+	    (authenticated || !pe->chal_round_ns || now - pe->chal_round_ns >= MRD_CHAL_GAP_NS)) {
+		unsigned n = 0;
+		for (mrd_conn *c = d->peers.all; c; c = c->next)
+			if (c->peer == pe && c->peer_instance != inst &&
+			    c->state == MRD_CONN_ESTABLISHED && mrd_chal_start(&c->chal, now)) {
+				n++;
+				mrd_conn_touch(c);
+			}
+		if (n) {
+			pe->chal_round_ns = now;
+			pe->challenges += n;
+			d->cnt.challenges += n;
+			char buf[64];
+			mrd_info("peer %s: a handshake names instance %016llx, we know %016llx: "
+				 "challenging %u connection(s) of the old one",
+				 mrd_sockaddr_str(&pe->addr, buf, sizeof(buf)),
+				 (unsigned long long)inst, (unsigned long long)pe->instance_id, n);
+		}
+	}
+	if (authenticated) {
+		pe->instance_id = inst;
+		pe->have_instance = 1;
+	}
+}
+
+/* A challenged connection got no answer: the old instance is gone. */
+static void chal_expired(mrd_conn *c, uint64_t now)
+{
+	mrd *d = c->d;
+	mrd_peer *pe = c->peer;
+	if (pe->chal_counted_ns != pe->chal_round_ns) {
+		pe->chal_counted_ns = pe->chal_round_ns;
 		pe->restarts++;
 		d->cnt.peer_restarts++;
 		char buf[64];
-		mrd_info("peer %s restarted (instance %016llx -> %016llx): resetting its "
-			 "old connections", mrd_sockaddr_str(&pe->addr, buf, sizeof(buf)),
-			 (unsigned long long)pe->instance_id, (unsigned long long)inst);
-		for (mrd_conn *c = d->peers.all; c; c = c->next)
-			if (c != keep && c->peer == pe && c->peer_instance != inst &&
-			    c->state != MRD_CONN_ENDED && c->state != MRD_CONN_CONNECTING)
-				conn_kill(c, "peer restarted", now);
+		mrd_info("peer %s restarted: its old connections do not answer",
+			 mrd_sockaddr_str(&pe->addr, buf, sizeof(buf)));
 	}
-	pe->instance_id = inst;
-	pe->have_instance = 1;
+	conn_kill(c, "peer restarted", now);
 }
 
 /* ---- the engine loop of one connection ----------------------------------- */
@@ -641,7 +692,7 @@ static void conn_service(mrd_conn *c, uint64_t now)
 		next = c->hs_next_ns;
 		break;
 	case MRD_CONN_HALF_OPEN:
-		if (now >= c->created_ns + HALF_OPEN_NS) {
+		if (c->hs_discard || now >= c->created_ns + HALF_OPEN_NS) {
 			/* SPEC 9.4: discarded without notice. */
 			c->in_service = 0;
 			conn_free(c);
@@ -649,7 +700,15 @@ static void conn_service(mrd_conn *c, uint64_t now)
 		}
 		next = c->created_ns + HALF_OPEN_NS;
 		break;
-	case MRD_CONN_ESTABLISHED:
+	case MRD_CONN_ESTABLISHED: {
+		int ch = mrd_chal_step(&c->chal, now);
+		if (ch == MRD_CHAL_EXPIRED) {
+			chal_expired(c, now);
+			next = now;
+			break;
+		}
+		if (ch == MRD_CHAL_PROBE)
+			chal_probe(c, now);
 		if (engine_pump(c, now) >= WRITE_BUDGET) {
 			next = now; /* more to send: after the loop polls once */
 			break;
@@ -660,7 +719,10 @@ static void conn_service(mrd_conn *c, uint64_t now)
 			break;
 		}
 		next = mrp_conn_deadline(c->eng);
+		if (mrd_chal_deadline(&c->chal) < next)
+			next = mrd_chal_deadline(&c->chal);
 		break;
+	}
 	case MRD_CONN_ENDED:
 		if (now >= c->ended_ns + TOMB_NS) {
 			c->in_service = 0;
@@ -759,7 +821,10 @@ int mrd_conn_connect_opts(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
 	}
 	mrp_pkt k;
 	memset(&k, 0, sizeof(k));
-	hdr_init(&k.hdr, MRP_OP_CONNECT, 0, c->local_id, 0);
+	/* A young cookie of this acceptor saves the RETRY (SPEC 9.7). */
+	uint64_t now = uv_hrtime();
+	hdr_init(&k.hdr, MRP_OP_CONNECT, 0, c->local_id,
+		 pe->cookie && now - pe->cookie_ns < MRD_COOKIE_REUSE_NS ? pe->cookie : 0);
 	mrp_hs *hs = &k.u.hs;
 	hs->min_version = MRP_VERSION_MIN;
 	hs->max_version = MRP_VERSION_MAX;
@@ -833,7 +898,7 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 	c->state = MRD_CONN_ESTABLISHED;
 	c->established_ns = now;
 	c->peer->last_ns = now;
-	peer_instance(d, c->peer, hs->instance_id, c, now);
+	peer_instance(d, c->peer, hs->instance_id, 1, now);
 	mrd_info("conn %08x to %08x: established, %u plane pair(s), mtu %u", c->local_id,
 		 c->peer_id, c->npairs, c->mtu);
 	mrd_record(d, MRD_STORE_EV_CONN_UP, c->local_id, "initiator");
@@ -853,6 +918,35 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 			break;
 		}
 	mrd_conn_touch(c);
+}
+
+/* SPEC 9.7: the acceptor wants its cookie in our CONNECT. */
+static void on_retry(mrd *d, mrd_conn *c, const mrp_pkt *pkt, uint64_t now)
+{
+	mrp_pkt k;
+	if (pkt->hdr.token != c->local_token || pkt->u.retry.service_id != c->service_id) {
+		mrd_count_drop(d, MRP_ERR_TOKEN);
+		c->drops[-MRP_ERR_TOKEN]++;
+		return;
+	}
+	if (c->hs_retries >= MAX_RETRIES ||
+	    mrp_pkt_decode(&k, c->hs_pkt, c->hs_len) < 0) {
+		mrd_count_drop(d, MRP_ERR_STATE);
+		c->drops[-MRP_ERR_STATE]++;
+		return;
+	}
+	d->cnt.retries_rx++;
+	c->hs_retries++;
+	c->peer->cookie = pkt->u.retry.cookie;
+	c->peer->cookie_ns = now;
+	k.hdr.token = pkt->u.retry.cookie;
+	ssize_t n = mrp_pkt_encode(c->hs_pkt, sizeof(c->hs_pkt), &k);
+	if (n < 0) {
+		conn_ended(c, "encode error", now);
+		return;
+	}
+	c->hs_len = (uint16_t)n;
+	send_connect(c); /* at once; the retransmission schedule goes on */
 }
 
 static void on_reject(mrd *d, mrd_conn *c, const mrp_pkt *pkt, uint64_t now)
@@ -884,12 +978,28 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	mrd_peers *p = &d->peers;
 	unsigned plane = s->plane->idx;
 	d->cnt.connects_rx++;
+	/* 0. Address validation (SPEC 9.7): nothing is kept, and nothing but
+	 * a RETRY (or a REJECT) is sent, until the CONNECT carries the cookie
+	 * that only the owner of its source address can have. */
+	if (!mrd_cookie_check(&p->cookies, src, hs->instance_id, pkt->hdr.token, now)) {
+		if (pkt->hdr.token)
+			d->cnt.cookies_bad++;
+		if (!(hs->caps & MRP_CAP_RETRY)) {
+			/* an initiator that cannot validate its address */
+			send_reject(d, s, src, srclen, pkt->hdr.src_conn_id, hs->hs_token,
+				    MRP_REJ_PARAM, hs->service_id);
+			return;
+		}
+		send_retry(d, s, src, srclen, pkt, now);
+		return;
+	}
+	d->cnt.connects_validated++;
 	/* 1. Duplicate: resend the same ACCEPT. */
 	for (mrd_conn *c = p->all; c; c = c->next)
 		if (!c->initiator && c->peer_id == pkt->hdr.src_conn_id &&
 		    c->peer_instance == hs->instance_id && c->hs_alen == srclen &&
 		    memcmp(&c->hs_addr, src, srclen) == 0) {
-			if (c->state != MRD_CONN_ENDED && answer_allowed(d, src))
+			if (c->state != MRD_CONN_ENDED && accept_allowed(d, src))
 				mrd_dp_send_now(&d->dp, s, src, srclen, c->hs_pkt, c->hs_len);
 			return;
 		}
@@ -904,8 +1014,15 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_VERSION, hs->service_id);
 		return;
 	}
-	/* 3. Service. */
+	/* 3. Service (and whether it answers this peer: svcpolicy.h). */
 	const mrd_conn_ops *ops = d->stopping ? NULL : mrd_service_lookup(d, hs->service_id);
+	int pol = ops ? mrd_svc_allowed(d, hs->service_id, src) : MRD_SVC_OK;
+	if (pol == MRD_SVC_REFUSED) {
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_REFUSED, hs->service_id);
+		return;
+	}
+	if (pol == MRD_SVC_OFF)
+		ops = NULL;
 	if (!ops) {
 		send_reject(d, s, src, srclen, dst, ti,
 			    d->stopping ? MRP_REJ_RESOURCES : MRP_REJ_NO_SERVICE,
@@ -913,16 +1030,26 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		return;
 	}
 	/* 5. Resources (checked before building anything). */
-	if (p->nconns >= MAX_CONNS || p->nhalf >= MAX_HALF_OPEN || !answer_allowed(d, src)) {
-		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_RESOURCES, hs->service_id);
-		return;
-	}
 	mrd_sockaddr key = *src;
 	if (key.sa.sa_family == AF_INET6)
 		key.in6.sin6_port = htons(hs->service_port);
 	else
 		key.in.sin_port = htons(hs->service_port);
-	mrd_peer *pe = peer_get(d, &key, srclen, 1);
+	mrd_peer *pe = peer_get(d, &key, srclen, 0);
+	if (p->nconns >= MAX_CONNS || p->nhalf >= MAX_HALF_OPEN ||
+	    (pe && pe->nhalf >= MAX_HALF_OPEN_SRC)) {
+		d->cnt.half_open_full++;
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_RESOURCES, hs->service_id);
+		return;
+	}
+	if (!accept_allowed(d, src)) {
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_RESOURCES, hs->service_id);
+		return;
+	}
+	if (!pe)
+		pe = peer_get(d, &key, srclen, 1);
+	if (pe)
+		peer_instance(d, pe, hs->instance_id, 0, now);
 	mrd_conn *c = pe ? conn_new(d, pe, 0) : NULL;
 	if (!c) {
 		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_RESOURCES, hs->service_id);
@@ -932,6 +1059,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	our_params(d, &cp);
 	c->state = MRD_CONN_HALF_OPEN;
 	p->nhalf++;
+	pe->nhalf++;
 	c->ops = ops;
 	c->service_id = hs->service_id;
 	c->peer_id = dst;
@@ -984,15 +1112,17 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		  c->peer_id, mrd_sockaddr_str(src, buf, sizeof(buf)), c->service_id);
 }
 
-/* The first valid packet of the initiator confirms a half-open connection. */
+/* The first packet of the initiator with our token confirms a half-open
+ * connection (SPEC 9.4). */
 static int confirm(mrd *d, mrd_conn *c, uint64_t now)
 {
 	d->peers.nhalf--;
+	c->peer->nhalf--;
 	c->state = MRD_CONN_ESTABLISHED;
 	c->established_ns = now;
 	c->peer->last_ns = now;
 	d->cnt.conns_opened++;
-	peer_instance(d, c->peer, c->peer_instance, c, now);
+	peer_instance(d, c->peer, c->peer_instance, 1, now);
 	char buf[64];
 	mrd_info("conn %08x from %08x (%s): established, %u plane pair(s), mtu %u",
 		 c->local_id, c->peer_id, mrd_sockaddr_str(&c->peer->addr, buf, sizeof(buf)),
@@ -1071,6 +1201,10 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 			on_reject(d, c, &pkt, now);
 			return;
 		}
+		if (h->opcode == MRP_OP_RETRY) {
+			on_retry(d, c, &pkt, now);
+			return;
+		}
 		if (h->opcode != MRP_OP_ACCEPT)
 			err = MRP_ERR_STATE;
 		else if (h->token != c->local_token)
@@ -1079,12 +1213,28 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 			on_accept(d, c, &pkt, s->plane->idx, now);
 		break;
 	case MRD_CONN_HALF_OPEN:
-		if (h->opcode == MRP_OP_ACCEPT || h->opcode == MRP_OP_REJECT) {
+		if (h->opcode == MRP_OP_ACCEPT || h->opcode == MRP_OP_REJECT ||
+		    h->opcode == MRP_OP_RETRY) {
 			err = MRP_ERR_STATE;
 			break;
 		}
-		if (h->token != c->local_token &&
-		    !(h->opcode == MRP_OP_NAK && pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN)) {
+		if (h->opcode == MRP_OP_NAK && pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN) {
+			/* SPEC 9.4: carries no token of ours, so it confirms
+			 * nothing; if it echoes the initiator's token, the
+			 * initiator does not know the connection (a CONNECT
+			 * sent in its name): discard the half-open one. */
+			if (h->src_conn_id != c->peer_id || pkt.u.nak.token_echo != c->peer_token) {
+				err = MRP_ERR_TOKEN;
+				break;
+			}
+			if (!c->hs_discard) {
+				c->hs_discard = 1;
+				d->cnt.half_open_discarded++;
+				mrd_conn_touch(c);
+			}
+			return;
+		}
+		if (h->token != c->local_token) {
 			err = MRP_ERR_TOKEN;
 			break;
 		}
@@ -1092,14 +1242,34 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 			err = MRP_ERR_NOCONN;
 			break;
 		}
+		if (c->hs_discard) {
+			err = MRP_ERR_STATE;
+			break;
+		}
 		if (confirm(d, c, now) < 0)
 			break;
 		/* the confirming packet is processed as any other */
 		__attribute__((fallthrough));
 	case MRD_CONN_ESTABLISHED:
-		if (h->opcode == MRP_OP_ACCEPT || h->opcode == MRP_OP_REJECT) {
+		if (h->opcode == MRP_OP_ACCEPT || h->opcode == MRP_OP_REJECT ||
+		    h->opcode == MRP_OP_RETRY) {
 			err = MRP_ERR_STATE; /* a duplicate ACCEPT (SPEC 9.3) */
 			break;
+		}
+		if (h->opcode == MRP_OP_NAK && pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN) {
+			/* SPEC 7.4, checked here so that a token-less NAK that
+			 * fails never reaches the engine (nor refreshes its
+			 * liveness). */
+			if (h->src_conn_id != c->peer_id || pkt.u.nak.token_echo != c->peer_token) {
+				err = MRP_ERR_TOKEN;
+				break;
+			}
+		} else if (h->token == c->local_token && h->src_conn_id == c->peer_id &&
+			   mrd_chal_answered(&c->chal)) {
+			/* our token: the instance that knows the connection
+			 * lives (challenge.h) */
+			c->peer->challenges_answered++;
+			d->cnt.challenges_answered++;
 		}
 		err = mrp_conn_read_pkt(c->eng, &pkt, pair_index(c, s->plane->idx), ce, now);
 		if (err >= 0 && h->opcode == MRP_OP_RESET)

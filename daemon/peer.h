@@ -8,8 +8,9 @@
  *
  *   CONNECTING   initiator: CONNECT sent, resent after 1 ms, 2 ms, 4 ms, ...
  *                10 transmissions (about 1 s), then the attempt fails
- *   HALF_OPEN    acceptor: ACCEPT sent, waiting for the first valid packet
- *                of the initiator; discarded silently after 3 s
+ *   HALF_OPEN    acceptor: ACCEPT sent, waiting for the first packet of
+ *                the initiator that carries our token; discarded silently
+ *                after 3 s, or at once on an accepted NAK UNKNOWN_CONN
  *   ESTABLISHED  the engine runs; mrd_conn_close() starts the CLOSE
  *   ENDED        tombstone for 1 s (SPEC 11.5): its id is not reused, a
  *                late CLOSE is answered by the engine, the rest counted
@@ -23,14 +24,20 @@
  * timerfd. Nothing here blocks.
  *
  * A peer (mrd_peer) is a remote daemon, recognised by the address and
- * service port of its handshakes; it remembers the peer's instance id so
- * that a restart ends the connections of the old instance (SPEC 9.6).
+ * service port of its handshakes; it remembers the peer's instance id. A
+ * handshake with another instance id challenges the connections of the old
+ * one (challenge.h): those the peer no longer answers for end (SPEC 9.6).
+ * No packet without our token changes a connection's state.
  */
 #ifndef MRD_PEER_H
 #define MRD_PEER_H
 
 #include <stdint.h>
 
+#include "budget.h"
+#include "challenge.h"
+#include "cookie.h"
+#include "membudget.h"
 #include "conn.h"
 #include "datapath.h"
 #include "timer.h"
@@ -88,6 +95,12 @@ struct mrd_peer {
 	uint8_t have_instance;
 	uint32_t nconns;   /* connections not yet freed */
 	uint64_t first_ns, last_ns, restarts, conns_total;
+	/* restart challenges (challenge.h): the start of the last round, and
+	 * the round whose expiry was counted as a restart */
+	uint64_t chal_round_ns, chal_counted_ns;
+	uint64_t challenges, challenges_answered;
+	uint32_t nhalf;            /* its half-open connections here */
+	uint64_t cookie, cookie_ns; /* initiator: the peer's last RETRY cookie */
 };
 
 #define MRD_HS_MAX (MRP_HS_FIXED_LEN + MRP_HS_ADDR_LEN * MRP_MAX_ADDRS)
@@ -98,6 +111,7 @@ struct mrd_conn {
 	mrd_conn *next, *prev; /* every connection */
 	mrd_conn *dnext;       /* dirty list */
 	uint8_t dirty, in_service, initiator, busy;
+	uint8_t hs_discard; /* HALF_OPEN: the initiator does not know it (SPEC 9.4) */
 	int state;
 	mrd_peer *peer;
 	uint32_t local_id, peer_id;
@@ -117,6 +131,7 @@ struct mrd_conn {
 	uint8_t hs_pkt[MRD_HS_MAX];
 	uint16_t hs_len;
 	uint32_t hs_tries;
+	uint32_t hs_retries;   /* RETRYs taken for this attempt (SPEC 9.7) */
 	uint64_t hs_next_ns;
 	uint64_t created_ns, established_ns, ended_ns;
 	char end_reason[48];
@@ -128,16 +143,9 @@ struct mrd_conn {
 	uint16_t opt_paths;       /* initial paths per plane */
 	uint32_t opt_planes;      /* our planes the connection may use (bit i) */
 	void *tel;                /* the telemetry sampler's state (telemetry.c) */
+	mrd_challenge chal;       /* is the peer's old instance alive? (SPEC 9.6) */
+	mrd_membudget mem;        /* what its engine holds (membudget.h) */
 };
-
-/* Token bucket of the answers to unauthenticated packets (SPEC 14.3). */
-typedef struct mrd_bucket {
-	uint64_t ts_ns;
-	uint64_t tokens; /* scaled by 1e9 / rate */
-	uint32_t key;
-} mrd_bucket;
-
-#define MRD_RL_BUCKETS 256
 
 typedef struct mrd_peers {
 	mrd_conn **buckets; /* by local id */
@@ -149,7 +157,11 @@ typedef struct mrd_peers {
 	uint64_t rng_state;
 	mrp_mem mem;
 	mrp_rng rng;
-	mrd_bucket rl_src[MRD_RL_BUCKETS], rl_all;
+	/* answers to packets not authenticated (budget.h, SPEC 14.3): REJECT
+	 * and NAK UNKNOWN_CONN; RETRY; ACCEPT (validated sources only) */
+	mrd_budget answers, retries, accepts;
+	mrd_cookie_keys cookies; /* SPEC 9.7 */
+	mrd_memacct memacct;     /* engine memory of every connection */
 } mrd_peers;
 
 int mrd_peers_init(mrd *d);

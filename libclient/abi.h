@@ -18,9 +18,15 @@
  *  2. Per context, one shared-memory mapping (a sealed memfd the daemon
  *     creates; the app cannot grow or shrink it) with a submission ring
  *     (SQ: app produces work requests, daemon consumes) and a completion
- *     ring (CQ: daemon produces, app consumes), and two eventfds:
- *     the doorbell (app -> daemon, for the SQ) and the wakeup
- *     (daemon -> app, for the CQ).
+ *     ring (CQ: daemon produces, app consumes), and two one-way
+ *     channels, each a Unix stream socket pair of which the app gets one
+ *     end and the daemon keeps the other: the doorbell (app -> daemon,
+ *     for the SQ) and the wakeup (daemon -> app, for the CQ). Any byte
+ *     means "look at the ring"; a reader drains what is there. (ABI 1
+ *     used eventfds shared with the daemon: an application could clear
+ *     O_NONBLOCK on the shared open file description and make the daemon
+ *     block. The two ends of a socket pair are two descriptions, and the
+ *     daemon also passes MSG_DONTWAIT on its own.)
  *
  * Rings follow io_uring: power-of-two entries, free-running uint32_t head
  * and tail, entries indexed with & mask; the producer owns the tail, the
@@ -29,9 +35,9 @@
  *
  * Wakeups (both rings alike): a consumer about to sleep sets
  * MRC_RING_NEED_WAKEUP in the ring's flags, issues a full fence, re-reads
- * the tail, and only then blocks on the ring's eventfd (clearing the flag
+ * the tail, and only then blocks on the ring's channel (clearing the flag
  * when it finds work). A producer publishes its tail, issues a full fence,
- * and writes the eventfd when it sees the flag. One of the two fences
+ * and writes a byte to the channel when it sees the flag. One of the two fences
  * always sees the other side's store (Dekker), so no wakeup is lost.
  *
  * Trust: the daemon never trusts the mapping. It keeps its own copy of the
@@ -53,7 +59,7 @@
 #include "metaroce.h"
 
 #define MRC_ABI_MAGIC 0x4d52434d41424931ull /* "MRCMABI1" */
-#define MRC_ABI_VERSION 1u
+#define MRC_ABI_VERSION 2u /* 2: doorbell and wakeup are socket pairs */
 
 #define MRC_CACHELINE 64
 
@@ -138,7 +144,7 @@ static inline uint32_t mrc_ring_room(mrc_ring *r, uint32_t tail, uint32_t entrie
 
 /* Producer: make entries before new_tail visible. The release store pairs
  * with the consumer's acquire load of tail in mrc_ring_ready(). Returns
- * nonzero when the consumer sleeps and the eventfd must be written: the
+ * nonzero when the consumer sleeps and its channel must be written: the
  * seq_cst fence pairs with the one in mrc_ring_prepare_sleep(). */
 static inline int mrc_ring_publish(mrc_ring *r, uint32_t new_tail)
 {

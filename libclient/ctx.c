@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -280,13 +281,14 @@ MRC_API int mrc_submit(mrc_ctx *ctx)
 	/* Release store of the tail: the entries written above are visible
 	 * to the daemon's acquire load of it (mrc_ring_ready()). */
 	if (mrc_ring_publish(ctx->sq, ctx->sq_pub)) {
-		uint64_t one = 1;
+		uint8_t one = 1;
 		ssize_t w;
 		do
-			w = write(ctx->doorbell, &one, sizeof(one));
+			w = send(ctx->doorbell, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 		while (w < 0 && errno == EINTR);
-		/* EAGAIN: the counter is saturated, so the daemon has a
-		 * wakeup pending anyway. */
+		/* EAGAIN: bytes the daemon has not read yet, so it has a
+		 * wakeup pending anyway; EPIPE: the daemon is gone, which the
+		 * session socket reports. */
 	}
 	return (int)n;
 }
@@ -378,10 +380,12 @@ static void disarm(mrc_ctx *ctx)
 {
 	mrc_ring_awake(ctx->cq);
 	ctx->armed = 0;
-	uint64_t v;
-	/* Non-blocking: empty is fine, the counter only says "look". */
-	while (read(ctx->wakeup, &v, sizeof(v)) < 0 && errno == EINTR)
-		;
+	uint8_t buf[64];
+	ssize_t n;
+	/* Non-blocking: empty is fine, the bytes only say "look". */
+	do
+		n = recv(ctx->wakeup, buf, sizeof(buf), MSG_DONTWAIT);
+	while (n == (ssize_t)sizeof(buf) || (n < 0 && errno == EINTR));
 }
 
 MRC_API int mrc_poll_cq(mrc_ctx *ctx, mrc_wc *wc, int max)

@@ -101,6 +101,8 @@ const char *mrp_op_name(uint8_t op)
 		return "CLOSE";
 	case MRP_OP_RESET:
 		return "RESET";
+	case MRP_OP_RETRY:
+		return "RETRY";
 	}
 	return "UNKNOWN";
 }
@@ -131,6 +133,8 @@ static ssize_t fixed_len(uint8_t op)
 	case MRP_OP_CLOSE:
 	case MRP_OP_RESET:
 		return MRP_CLOSE_LEN;
+	case MRP_OP_RETRY:
+		return MRP_RETRY_LEN;
 	}
 	return MRP_ERR_OPCODE;
 }
@@ -188,7 +192,7 @@ static int check_hdr(const mrp_hdr *hdr, int token)
 		return MRP_ERR_FLAGS;
 	if ((hdr->dst_conn_id == 0) != (op == MRP_OP_CONNECT))
 		return MRP_ERR_RANGE;
-	if ((hdr->src_conn_id == 0) != (op == MRP_OP_REJECT))
+	if ((hdr->src_conn_id == 0) != (op == MRP_OP_REJECT || op == MRP_OP_RETRY))
 		return MRP_ERR_RANGE;
 	if ((token == TOKEN_ZERO && hdr->token != 0) ||
 	    (token == TOKEN_NONZERO && hdr->token == 0))
@@ -283,11 +287,12 @@ static int check_pkt(const mrp_pkt *pkt, const uint8_t *raw, size_t pktlen)
 	if (mrp_op_is_data(op))
 		return check_data(&pkt->hdr, &pkt->u.data, pktlen);
 
-	if (op == MRP_OP_CONNECT ||
-	    (op == MRP_OP_NAK && pkt->u.nak.reason == MRP_NAK_UNKNOWN_CONN))
+	if (op == MRP_OP_NAK && pkt->u.nak.reason == MRP_NAK_UNKNOWN_CONN)
 		token = TOKEN_ZERO;
 	else if (op == MRP_OP_REJECT && pkt->u.reject.reason == MRP_REJ_VERSION)
 		token = TOKEN_ANY;
+	else if (op == MRP_OP_CONNECT)
+		token = TOKEN_ANY; /* 0, or the cookie of a RETRY (SPEC 9.7) */
 	rv = check_hdr(&pkt->hdr, token);
 	if (rv != 0)
 		return rv;
@@ -330,6 +335,12 @@ static int check_pkt(const mrp_pkt *pkt, const uint8_t *raw, size_t pktlen)
 		if (pkt->u.close.reason > MRP_CLOSE_MAX)
 			return MRP_ERR_RANGE;
 		if (rsv_set(raw, 30, 2))
+			return MRP_ERR_RESERVED;
+		break;
+	case MRP_OP_RETRY:
+		if (pkt->u.retry.cookie == 0)
+			return MRP_ERR_RANGE;
+		if (rsv_set(raw, 40, 4))
 			return MRP_ERR_RESERVED;
 		break;
 	default: /* ACK, PROBE_ACK: every value is legal */
@@ -471,6 +482,10 @@ static void decode_body(mrp_pkt *pkt, const uint8_t *p, size_t datalen)
 	case MRP_OP_CLOSE:
 	case MRP_OP_RESET:
 		pkt->u.close.reason = get16(p + 28);
+		break;
+	case MRP_OP_RETRY:
+		pkt->u.retry.cookie = get64(p + 28);
+		pkt->u.retry.service_id = get32(p + 36);
 		break;
 	}
 }
@@ -624,6 +639,11 @@ static void encode_body(uint8_t *p, const mrp_pkt *pkt)
 	case MRP_OP_RESET:
 		put16(p + 28, pkt->u.close.reason);
 		put16(p + 30, 0);
+		break;
+	case MRP_OP_RETRY:
+		put64(p + 28, pkt->u.retry.cookie);
+		put32(p + 36, pkt->u.retry.service_id);
+		put32(p + 40, 0);
 		break;
 	}
 }

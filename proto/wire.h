@@ -51,6 +51,7 @@
 #define MRP_OP_REJECT 0x22
 #define MRP_OP_CLOSE 0x23
 #define MRP_OP_RESET 0x24
+#define MRP_OP_RETRY 0x25 /* address validation: a cookie for the CONNECT (SPEC 9.7) */
 
 /* Header flags (bytes 2-3). Each is valid only on the opcodes named. */
 #define MRP_F_FIRST 0x0001   /* data: first packet of the message (offset 0) */
@@ -70,6 +71,7 @@
 #define MRP_HS_ADDR_LEN 20    /* one plane address in CONNECT/ACCEPT */
 #define MRP_REJECT_LEN 36
 #define MRP_CLOSE_LEN 32      /* CLOSE and RESET */
+#define MRP_RETRY_LEN 44
 
 #define MRP_SACK_BITS 256
 #define MRP_SACK_BYTES (MRP_SACK_BITS / 8)
@@ -84,7 +86,8 @@
 #define MRP_CAP_IMM 0x0001ull       /* WRITE_IMM and SEND_IMM */
 #define MRP_CAP_RATE_HINT 0x0002ull /* ACK rate hints are honoured */
 #define MRP_CAP_MULTIPLANE 0x0004ull /* paths across several planes */
-#define MRP_CAP_KNOWN (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE)
+#define MRP_CAP_RETRY 0x0008ull     /* CONNECT: the initiator answers RETRY (SPEC 9.7) */
+#define MRP_CAP_KNOWN (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY)
 
 /* NAK reasons. */
 #define MRP_NAK_INVALID_RKEY 1
@@ -220,6 +223,14 @@ typedef struct mrp_close {
 	/* 30: reserved, 2 bytes, zero */
 } mrp_close;
 
+/* RETRY (SPEC 9.7): header dst_conn_id = the CONNECT's src_conn_id,
+ * src_conn_id 0, token = the CONNECT's hs_token. */
+typedef struct mrp_retry {
+	uint64_t cookie;     /* 28: nonzero; the next CONNECT carries it as token */
+	uint32_t service_id; /* 36: as in the CONNECT */
+	/* 40: reserved, 4 bytes, zero */
+} mrp_retry;
+
 /* A decoded packet. */
 typedef struct mrp_pkt {
 	mrp_hdr hdr;
@@ -232,6 +243,7 @@ typedef struct mrp_pkt {
 		mrp_hs hs;
 		mrp_reject reject;
 		mrp_close close;
+		mrp_retry retry;
 	} u;
 } mrp_pkt;
 

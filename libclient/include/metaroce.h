@@ -112,7 +112,7 @@ enum {
  * Objects (all opaque):
  *   mrc_session   one attachment to the local metarocd (a control socket)
  *   mrc_ctx       a pair of rings (submission, completion) in shared memory
- *                 plus a wakeup eventfd; completions of its connections
+ *                 plus a wakeup descriptor; completions of its connections
  *   mrc_mr        a registered memory region (lkey for local use, rkey for
  *                 peers)
  *   mrc_listener  a service this application accepts connections on
@@ -125,7 +125,7 @@ enum {
  * context is NOT thread-safe: post to and poll a context from one thread at
  * a time (typically one context per thread). mrc_poll_cq() and the post
  * functions never take the session's mutex and make no system call except
- * the doorbell (an eventfd write, only when the daemon sleeps).
+ * the doorbell (a one-byte send, only when the daemon sleeps).
  *
  * Daemon failure: when the daemon closes the session (it exited or was
  * killed) every call on the session and its objects returns MRC_ERR_DAEMON
@@ -190,7 +190,8 @@ int mrc_ctx_new(mrc_session *s, uint32_t sq_entries, uint32_t cq_entries, mrc_ct
  * local state) when the daemon is gone. */
 int mrc_ctx_del(mrc_ctx *ctx);
 
-/* The wakeup eventfd: becomes readable when completions arrive after
+/* The wakeup descriptor (one end of a socket pair the daemon writes to):
+ * becomes readable when completions arrive after
  * mrc_ctx_arm(). For epoll/libuv loops; never read it (mrc_poll_cq()
  * drains it). */
 int mrc_ctx_fd(const mrc_ctx *ctx);
@@ -386,7 +387,7 @@ int mrc_poll_cq(mrc_ctx *ctx, mrc_wc *wc, int max);
 
 /* Like mrc_poll_cq() but waits up to timeout_ms (-1: forever) for at least
  * one completion: spins for the busy-poll time, then sleeps on the wakeup
- * eventfd and the session socket together, so a daemon that dies gives
+ * descriptor and the session socket together, so a daemon that dies gives
  * MRC_ERR_DAEMON rather than a hang. Returns the count or MRC_ERR_TIMEOUT,
  * MRC_ERR_DAEMON, MRC_ERR_PROTO. */
 int mrc_wait_cq(mrc_ctx *ctx, mrc_wc *wc, int max, int timeout_ms);

@@ -14,7 +14,7 @@ import socket
 import struct
 import time
 
-ABI_VERSION = 1
+ABI_VERSION = 2  # 2: doorbell and wakeup are socket pairs (abi.h)
 ABI_MAGIC = 0x4d52434d41424931
 MSG_MAX = 1024
 REPLY = 0x80000000
@@ -215,7 +215,7 @@ class Ctx:
 
     def kick(self):
         if self.u32(self.sq_off + 128) & NEED_WAKEUP:
-            os.write(self.doorbell, struct.pack("<Q", 1))
+            os.write(self.doorbell, b"\1")  # any byte rings it
 
     def post(self, *sqes):
         """Each sqe a dict of mrc_sqe fields; published together."""
@@ -234,13 +234,13 @@ class Ctx:
 
     def set_tail_raw(self, tail):
         self.set32(self.sq_off + 64, tail)
-        os.write(self.doorbell, struct.pack("<Q", 1))
+        os.write(self.doorbell, b"\1")
 
     def cq_ready(self):
         return (self.u32(self.cq_off + 64) - self.cq_head) & 0xffffffff
 
     def reap(self, n, timeout=10):
-        """n completions, sleeping on the wakeup eventfd between them."""
+        """n completions, sleeping on the wakeup socket between them."""
         out, end = [], time.time() + timeout
         while len(out) < n:
             if not self.cq_ready():
@@ -253,7 +253,7 @@ class Ctx:
                                              (len(out), n, timeout, out))
                     r, _, _ = select.select([self.wakeup], [], [], min(left, 0.5))
                     if r:
-                        os.read(self.wakeup, 8)
+                        os.read(self.wakeup, 64)
                 self.set32(self.cq_off + 128, self.u32(self.cq_off + 128) & ~NEED_WAKEUP)
                 continue
             i = self.cq_head & (self.cq_entries - 1)

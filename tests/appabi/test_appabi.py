@@ -32,8 +32,12 @@ fds0 = nfds(A)
 
 # ---- HELLO ---------------------------------------------------------------------
 c = R.Client(A.app_sock)
-st, _ = c.hello(version=2)
-check(st == R.ERR["VERSION"], "HELLO with ABI version 2: MRC_ERR_VERSION")
+st, _ = c.hello(version=R.ABI_VERSION + 1)
+check(st == R.ERR["VERSION"], "HELLO with ABI version %d: MRC_ERR_VERSION" % (R.ABI_VERSION + 1))
+c.close()
+c = R.Client(A.app_sock)
+st, _ = c.hello(version=1)
+check(st == R.ERR["VERSION"], "HELLO with ABI version 1 (shared eventfds): MRC_ERR_VERSION")
 check(c.eof(), "... and the session is closed")
 c.close()
 
@@ -201,7 +205,7 @@ c.close()
 
 time.sleep(0.2)
 check(nfds(A) == fds0 + 3, "the daemon holds no fd it was sent: the good session's "
-      "socket and its context's two eventfds are all it gained (%d -> %d)"
+      "socket and its context's two socket pair ends are all it gained (%d -> %d)"
       % (fds0, nfds(A)))
 idle = R.Client(A.app_sock)  # never sends anything (checked at the end)
 t_idle = time.time()

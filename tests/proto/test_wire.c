@@ -30,7 +30,7 @@ static const uint8_t all_ops[] = {
 	MRP_OP_WRITE, MRP_OP_WRITE_IMM, MRP_OP_SEND, MRP_OP_SEND_IMM,
 	MRP_OP_ACK, MRP_OP_NAK, MRP_OP_PROBE, MRP_OP_PROBE_ACK,
 	MRP_OP_CONNECT, MRP_OP_ACCEPT, MRP_OP_REJECT, MRP_OP_CLOSE,
-	MRP_OP_RESET,
+	MRP_OP_RESET, MRP_OP_RETRY,
 };
 #define NUM_OPS (sizeof(all_ops) / sizeof(all_ops[0]))
 
@@ -97,7 +97,7 @@ static void sample(mrp_pkt *p, uint8_t op)
 		p->hdr.path_gen = 0x5678;
 	}
 	p->hdr.dst_conn_id = op == MRP_OP_CONNECT ? 0 : 0x01020304;
-	p->hdr.src_conn_id = op == MRP_OP_REJECT ? 0 : 0x05060708;
+	p->hdr.src_conn_id = op == MRP_OP_REJECT || op == MRP_OP_RETRY ? 0 : 0x05060708;
 	p->hdr.token = op == MRP_OP_CONNECT ? 0 : 0x1112131415161718ull;
 
 	switch (op) {
@@ -181,6 +181,10 @@ static void sample(mrp_pkt *p, uint8_t op)
 		break;
 	case MRP_OP_RESET:
 		p->u.close.reason = MRP_CLOSE_PROTOCOL;
+		break;
+	case MRP_OP_RETRY:
+		p->u.retry.cookie = 0xE1E2E3E4E5E6E7E8ull;
+		p->u.retry.service_id = 0x00C0FFEE;
 		break;
 	}
 }
@@ -309,6 +313,11 @@ static size_t raw_encode(uint8_t *b, const mrp_pkt *p)
 		w32(b, 32, p->u.reject.service_id);
 		len = 36;
 		break;
+	case MRP_OP_RETRY:
+		w64(b, 28, p->u.retry.cookie);
+		w32(b, 36, p->u.retry.service_id);
+		len = 44;
+		break;
 	case MRP_OP_CLOSE:
 	case MRP_OP_RESET:
 		w16(b, 28, p->u.close.reason);
@@ -412,6 +421,10 @@ static void assert_pkt_equal(const mrp_pkt *a, const mrp_pkt *b)
 		EQ(u.reject.min_version);
 		EQ(u.reject.max_version);
 		EQ(u.reject.service_id);
+		break;
+	case MRP_OP_RETRY:
+		EQ(u.retry.cookie);
+		EQ(u.retry.service_id);
 		break;
 	case MRP_OP_CLOSE:
 	case MRP_OP_RESET:
@@ -843,6 +856,10 @@ static const struct vector vectors[] = {
 		.hdr = { MRP_VERSION, MRP_OP_RESET, 0,
 			 0, 0, 0x0A0B0C0D, 0x1A1B1C1D, 0x1122334455667788ull, 0 },
 		.u.close = { .reason = MRP_CLOSE_PEER_RESTART } } },
+	{ "retry.bin", 0, {
+		.hdr = { MRP_VERSION, MRP_OP_RETRY, 0,
+			 0, 0, 0x0A0B0C0D, 0, 0xA1A2A3A4A5A6A7A8ull, 0 },
+		.u.retry = { .cookie = 0xC1C2C3C4C5C6C7C8ull, .service_id = 0x00C0FFEE } } },
 	{ "bad_version.bin", MRP_ERR_VERSION, { .hdr = { 0 } } },
 	{ "connect_v2.bin", MRP_ERR_VERSION, { .hdr = { 0 } } },
 	{ "reserved_opcode.bin", MRP_ERR_OPCODE, { .hdr = { 0 } } },
@@ -1110,8 +1127,11 @@ static void test_hdr_fields(void **state)
 		/* dst_conn_id is 0 in CONNECT only, src_conn_id in REJECT only */
 		RULE(op, MRP_ERR_RANGE, p->hdr.dst_conn_id ^= 0x01020304);
 		RULE(op, MRP_ERR_RANGE, p->hdr.src_conn_id ^= 0x05060708);
-		/* token 0 in CONNECT (and NAK UNKNOWN_CONN), nonzero elsewhere */
-		if (op != MRP_OP_REJECT)
+		/* token 0 in NAK UNKNOWN_CONN, nonzero elsewhere; CONNECT:
+		 * 0, or the cookie of a RETRY (SPEC 9.7) */
+		if (op == MRP_OP_CONNECT)
+			VALID(op, p->hdr.token = 0x1112131415161718ull);
+		else if (op != MRP_OP_REJECT)
 			RULE(op, MRP_ERR_RANGE, p->hdr.token ^= 0x1112131415161718ull);
 		/* psn only in data packets */
 		if (mrp_op_is_data(op))
@@ -1137,6 +1157,11 @@ static void test_hdr_fields(void **state)
 	RULE(MRP_OP_REJECT, MRP_ERR_RANGE, p->hdr.token = 0);
 	VALID(MRP_OP_REJECT, p->u.reject.reason = MRP_REJ_VERSION, p->hdr.token = 0);
 	VALID(MRP_OP_REJECT, p->u.reject.reason = MRP_REJ_VERSION);
+	/* RETRY: 44 bytes, a nonzero cookie, 4 reserved bytes */
+	RULE(MRP_OP_RETRY, MRP_ERR_RANGE, p->u.retry.cookie = 0);
+	VALID(MRP_OP_RETRY, p->u.retry.service_id = 0);
+	BYTE(MRP_OP_RETRY, 40, 0x01, MRP_ERR_RESERVED);
+	BYTE(MRP_OP_RETRY, 43, 0x80, MRP_ERR_RESERVED);
 	/* the header is checked before the body */
 	RULE(MRP_OP_NAK, MRP_ERR_RANGE, p->hdr.src_conn_id = 0, p->u.nak.reason = 0);
 	RULE(MRP_OP_CLOSE, MRP_ERR_RESERVED, p->hdr.psn = 1, p->u.close.reason = 99);

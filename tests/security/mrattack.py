@@ -1,0 +1,234 @@
+"""The attack harness of the security suite, written from proto/SPEC.md and
+libclient/abi.h alone: packet encoders and decoders (SPEC sections 4-11),
+a sender of datagrams with a forged source address and port (raw socket,
+loopback only), bounded floods, and measurements of a daemon (RSS, open
+file descriptors).
+
+Every flood here is bounded in count and in time, and every target is a
+loopback address: nothing leaves the host.
+"""
+import ipaddress
+import os
+import random
+import socket
+import struct
+import time
+
+import mrtest
+
+VERSION = 1
+OP = {"WRITE": 0x01, "WRITE_IMM": 0x02, "SEND": 0x03, "SEND_IMM": 0x04,
+      "ACK": 0x10, "NAK": 0x11, "PROBE": 0x12, "PROBE_ACK": 0x13,
+      "CONNECT": 0x20, "ACCEPT": 0x21, "REJECT": 0x22, "CLOSE": 0x23, "RESET": 0x24,
+      "RETRY": 0x25}
+F_ACK_REQ = 0x0008
+NAK_UNKNOWN_CONN = 5
+CAP_IMM, CAP_MULTIPLANE, CAP_RETRY = 0x1, 0x4, 0x8
+SVC_PERF, SVC_ECHO = 0x50455246, 0x4543484F
+
+HDR = struct.Struct(">BBHHHIIQI")          # SPEC 4.1, 28 bytes
+HS = struct.Struct(">BBHIQQQHHHBB")        # SPEC 9.2, 40 bytes after the header
+HS_ADDR = struct.Struct(">BBH16s")         # SPEC 9.2, one plane address
+PROBE = struct.Struct(">IIQ")              # SPEC 8.2
+NAK = struct.Struct(">BBHIIHHIIQ")         # SPEC 7.1
+REJECT = struct.Struct(">BBBBI")           # SPEC 10.1
+RETRY = struct.Struct(">QII")              # SPEC 9.7
+assert HDR.size == 28 and HS.size == 40 and HS_ADDR.size == 20
+assert PROBE.size == 16 and NAK.size == 32 and REJECT.size == 8 and RETRY.size == 16
+
+
+def rand32():
+    return random.getrandbits(32) or 1
+
+
+def rand64():
+    return random.getrandbits(64) or 1
+
+
+def hdr(op, dst=0, src=0, token=0, flags=0, path_id=0, path_gen=0, psn=0):
+    return HDR.pack(VERSION, OP[op] if isinstance(op, str) else op, flags, path_id,
+                    path_gen, dst, src, token, psn)
+
+
+def hs_body(hs_token, instance, service_id, service_port, addrs, mtu=4096,
+            caps=CAP_IMM | CAP_MULTIPLANE | CAP_RETRY, max_streams=16, max_paths=16,
+            min_version=1, max_version=1):
+    """CONNECT/ACCEPT body; addrs: [(plane, "a.b.c.d"), ...]."""
+    b = HS.pack(min_version, max_version, mtu, service_id, hs_token, instance, caps,
+                max_streams, max_paths, service_port, len(addrs), 0)
+    for plane, a in addrs:
+        ip = ipaddress.ip_address(a)
+        raw = ip.packed + bytes(16 - len(ip.packed))
+        b += HS_ADDR.pack(4 if ip.version == 4 else 6, plane, 0, raw)
+    return b
+
+
+def connect(src_conn, hs_token, instance, service_id, service_port, addrs, token=0, **kw):
+    """A CONNECT (SPEC 9.2). token: 0, or the cookie of a RETRY (SPEC 9.7)."""
+    return hdr("CONNECT", 0, src_conn, token) + hs_body(hs_token, instance, service_id,
+                                                        service_port, addrs, **kw)
+
+
+def probe(dst, src, token, path_id=0, path_gen=0, seq=1, ts=0, ack_req=True):
+    return hdr("PROBE", dst, src, token, F_ACK_REQ if ack_req else 0, path_id,
+               path_gen) + PROBE.pack(seq, 0, ts)
+
+
+DATA = struct.Struct(">HHIIIIQQII")       # SPEC 5.1, 44 bytes after the header
+assert DATA.size == 44
+F_FIRST, F_LAST = 0x1, 0x2
+
+
+def data(op, dst, src, token, psn, stream, msn, offset, msg_len, payload, path_id=0,
+         path_gen=0, recv_idx=0, remote_addr=0, rkey=0, imm=0):
+    """A data packet (SPEC 5.1); flags FIRST/LAST from offset and lengths."""
+    flags = (F_FIRST if offset == 0 else 0) | \
+        (F_LAST if offset + len(payload) == msg_len else 0)
+    return hdr(op, dst, src, token, flags, path_id, path_gen, psn) + DATA.pack(
+        stream, len(payload), msn, offset, msg_len, recv_idx, 0, remote_addr, rkey,
+        imm) + payload
+
+
+def nak_unknown(dst, src, token_echo, nak_path_id=0, nak_path_gen=0, nak_psn=0):
+    """NAK UNKNOWN_CONN (SPEC 7.4): header token 0, the rejected token echoed."""
+    return hdr("NAK", dst, src, 0) + NAK.pack(NAK_UNKNOWN_CONN, 0, 0, 0, 0, nak_path_id,
+                                              nak_path_gen, nak_psn, 0, token_echo)
+
+
+def parse(pkt):
+    """Decode the header and the handshake/REJECT body; None if too short."""
+    if len(pkt) < HDR.size:
+        return None
+    v, op, flags, pid, pgen, dst, src, token, psn = HDR.unpack_from(pkt)
+    r = {"version": v, "op": op, "flags": flags, "dst": dst, "src": src, "token": token,
+         "len": len(pkt)}
+    if op in (OP["CONNECT"], OP["ACCEPT"]) and len(pkt) >= 68:
+        (r["min_version"], r["max_version"], r["mtu"], r["service_id"], r["hs_token"],
+         r["instance"], r["caps"], r["max_streams"], r["max_paths"], r["service_port"],
+         r["num_addrs"], _) = HS.unpack_from(pkt, 28)
+    elif op == OP["NAK"] and len(pkt) >= 60:
+        r["reason"] = pkt[28]
+    elif op == OP["RETRY"] and len(pkt) >= 44:
+        r["cookie"], r["service_id"], _ = RETRY.unpack_from(pkt, 28)
+    elif op == OP["REJECT"] and len(pkt) >= 36:
+        r["reason"], r["min_version"], r["max_version"], _, r["service_id"] = \
+            REJECT.unpack_from(pkt, 28)
+    return r
+
+
+def handshake(sock, dst, ci, ti, inst, service_id, service_port, addrs, tries=10,
+              cookie=0, **kw):
+    """CONNECT from sock (a UDP socket of our own), following RETRY (SPEC
+    9.7), until ACCEPT or REJECT for ci. Returns (answer dict, cookie)."""
+    for _ in range(tries):
+        sock.sendto(connect(ci, ti, inst, service_id, service_port, addrs, token=cookie,
+                            **kw), dst)
+        try:
+            while True:
+                r = parse(sock.recvfrom(2048)[0])
+                if not r or r["dst"] != ci or r["token"] != ti:
+                    continue
+                if r["op"] == OP["RETRY"]:
+                    cookie = r["cookie"]
+                    break
+                if r["op"] in (OP["ACCEPT"], OP["REJECT"]):
+                    return r, cookie
+        except socket.timeout:
+            pass
+    return None, cookie
+
+
+class Spoofer:
+    """Datagrams with any source address and port, to loopback only, through
+    a raw socket (IPPROTO_RAW: this code writes the IPv4 header; the kernel
+    fills in its checksum). UDP checksum 0 (none, legal in IPv4)."""
+
+    def __init__(self):
+        try:
+            self.s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        except PermissionError:
+            self.s = None
+
+    def available(self):
+        return self.s is not None
+
+    def send(self, payload, src, dst):
+        assert ipaddress.ip_address(dst[0]).is_loopback, "loopback targets only"
+        assert ipaddress.ip_address(src[0]).is_loopback, "loopback sources only"
+        udp = struct.pack(">HHHH", src[1], dst[1], 8 + len(payload), 0)
+        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(payload), 0, 0, 64, 17, 0,
+                         socket.inet_aton(src[0]), socket.inet_aton(dst[0]))
+        self.s.sendto(ip + udp + payload, (dst[0], 0))
+
+    def close(self):
+        if self.s:
+            self.s.close()
+
+
+def bounded(count, seconds):
+    """Yield 0..count-1, stopping at `seconds` whatever the count."""
+    end = time.monotonic() + seconds
+    for i in range(count):
+        if time.monotonic() > end:
+            return
+        yield i
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def sanitized(pid):
+    """True if the process runs with AddressSanitizer (its allocator adds
+    redzones, rounds sizes up and keeps a quarantine: RSS bounds need room
+    for that)."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
+def nfds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+class Health:
+    """A daemon's RSS and open fds at the start; check() asserts it lives and
+    stayed within the stated bounds."""
+
+    def __init__(self, daemon, rss_mib=64, fds=64):
+        self.d, self.rss_mib, self.fds = daemon, rss_mib, fds
+        self.rss0, self.fd0 = rss_kib(daemon.proc.pid), nfds(daemon.proc.pid)
+        self.rss_max, self.fd_max = self.rss0, self.fd0
+
+    def sample(self):
+        if self.d.alive():
+            self.rss_max = max(self.rss_max, rss_kib(self.d.proc.pid))
+            self.fd_max = max(self.fd_max, nfds(self.d.proc.pid))
+
+    def check(self):
+        self.sample()
+        mrtest.check(self.d.alive() and self.d.request("status").get("ok"),
+                     "%s alive and answering" % self.d.name)
+        mrtest.check(self.rss_max - self.rss0 < self.rss_mib * 1024,
+                     "%s RSS grew %d KiB (< %d MiB)" % (self.d.name, self.rss_max - self.rss0,
+                                                          self.rss_mib))
+        mrtest.check(self.fd_max - self.fd0 < self.fds,
+                     "%s open fds grew %d (< %d)" % (self.d.name, self.fd_max - self.fd0,
+                                                     self.fds))
+
+
+def conns(d, state=None):
+    return [c for c in d.ok("show conns") if state is None or c["state"] == state]
+
+
+def wait_for(pred, seconds, step=0.02):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
