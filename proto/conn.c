@@ -2457,10 +2457,23 @@ static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
 	path *best = NULL;
-	uint64_t best_room = 0;
+	uint64_t best_room = 0, best_load = 0;
 	int best_idle = 0;
 	uint32_t n = c->path_hi;
 	uint32_t i = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
+	/* Several planes: the plane with the least in flight (per bit/s of
+	 * its link) comes first, so traffic spreads evenly over the planes
+	 * and a plane that comes back gets its share at once, its paths
+	 * growing from a full window's use each round trip instead of one
+	 * packet whenever they happen to be idle. */
+	uint64_t load[MRP_MAX_PLANES] = { 0 };
+	int planes = c->p.nplanes > 1;
+	if (planes)
+		for (uint32_t k = 0; k < n; k++) {
+			const path *pa = c->paths[k];
+			if (pa && pa->open)
+				load[pa->plane] += pa->cc.inflight;
+		}
 	for (uint32_t k = 0; k < n; k++, i++) {
 		if (i >= n) /* (no division: this runs for every burst) */
 			i = 0;
@@ -2469,11 +2482,25 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 		if (room < bytes)
 			continue;
 		int idle = pa->cc.inflight == 0;
-		if ((idle > best_idle || (idle == best_idle && room > best_room)) &&
-		    !plane_paced(c, pa, now)) {
+		uint64_t pl = 0;
+		if (planes) {
+			/* in flight per 1 Gbit/s of the plane's link (equal
+			 * links when they are not known) */
+			uint64_t r = c->p.plane_rate_bps[pa->plane] / 1000000000u;
+			pl = r ? load[pa->plane] / r : load[pa->plane];
+		}
+		int better;
+		if (!best)
+			better = 1;
+		else if (pl != best_load)
+			better = pl < best_load;
+		else
+			better = idle > best_idle || (idle == best_idle && room > best_room);
+		if (better && !plane_paced(c, pa, now)) {
 			best = pa;
 			best_room = room;
 			best_idle = idle;
+			best_load = pl;
 		}
 	}
 	return best;
