@@ -12,9 +12,18 @@
  * source port is the path's entropy, so the switches' ECMP hashing spreads
  * paths over spines exactly as a fabric would.
  *
- * The host's NIC queue is the backpressure: the engine is asked for packets
- * only while the port's queue holds less than nic_queue bytes, like a daemon
- * that stops when its socket buffer is full.
+ * The host's NIC is a queue with backpressure, as a daemon's socket buffer
+ * is: a connection is asked for a packet only while every usable port's
+ * queue has room for a packet of the largest size below nic_queue (and the
+ * link's own capacity), so the host never drops its own packets. Connections
+ * with something to send wait in one FIFO and are served one packet each,
+ * round-robin; when the NIC is full the host asks the core to call on_nic()
+ * once a port has drained half way, and serves the FIFO again then.
+ *
+ * The host touches only connections with work: the FIFO of ready ones, and
+ * a min-heap of the others ordered by the engine's deadline (the host's one
+ * simulator deadline is the heap's top). Invariants are checked on the
+ * connections an event touched (a list), never by a scan of them all.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,23 +36,27 @@
 
 typedef struct mh mh;
 
-typedef struct mconn {
+typedef struct mconn mconn;
+
+struct mconn {
 	mh *host;
 	mrp_conn *c;
 	sim_flow *f;
-	int sender;
-	uint32_t peer; /* peer host id */
+	mconn *next_ready; /* FIFO link while ready */
+	uint64_t deadline; /* the engine's, as of the last time we touched it */
+	uint32_t heap_pos; /* index + 1 in the host's timer heap, 0 = not in it */
+	uint32_t peer;     /* peer host id */
+	uint8_t sender;
+	uint8_t finished;
+	uint8_t ready;     /* in the FIFO of connections with work */
+	uint8_t dirty;     /* touched since its invariants were last checked */
 	/* sender */
-	uint64_t posted_bytes;
-	uint64_t done_bytes;
 	uint32_t next_wr, done_wr;
+	uint64_t posted_bytes;
 	/* receiver */
 	uint32_t rx_done;
 	uint32_t nmsgs;
-	int finished;
-	uint64_t deadline; /* the engine's, as of the last time we touched it */
-	int dirty;         /* touched since its invariants were last checked */
-} mconn;
+};
 
 typedef struct mh_opts {
 	uint64_t paths_per_plane, max_paths, msg_size, burst, ack_every, nic_queue;
@@ -51,15 +64,23 @@ typedef struct mh_opts {
 	const char *cc;
 } mh_opts;
 
+/* A growable array of connection pointers. */
+typedef struct cvec {
+	mconn **v;
+	size_t n, cap;
+} cvec;
+
 struct mh {
 	sim *s;
 	mh_opts o;        /* transport.metaroce options, read once */
 	sim_host *h;
-	mconn **conns;
-	size_t nconns, cap;
+	cvec conns;       /* every connection of the host */
+	cvec heap;        /* timer heap: the connections not ready, by deadline */
+	cvec dirty;       /* touched since the last check */
+	mconn *ready_head, *ready_tail; /* connections with work, served in turn */
+	uint64_t pkt_max; /* wire bytes of the largest packet the engine writes */
 	mrp_rh rh;
 	mrp_rh_slot *slots;
-	uint64_t wake_ns; /* NIC queue drained enough to send again */
 	uint8_t pkt[MRP_DATA_HDR_LEN + MRP_MTU_MAX];
 };
 
@@ -167,7 +188,15 @@ static void *mh_host_new(sim *s, sim_host *h)
 		free(m);
 		return NULL;
 	}
-	m->wake_ns = SIM_NEVER;
+	m->pkt_max = MRP_DATA_HDR_LEN + sim_mtu(s) + SIM_WIRE_OVERHEAD;
+	if (o.nic_queue < m->pkt_max) {
+		sim_set_error(s, "transport.metaroce.nic_queue: %llu bytes is less than one packet "
+				 "(%llu bytes on the wire)",
+			      (unsigned long long)o.nic_queue, (unsigned long long)m->pkt_max);
+		free(m->slots);
+		free(m);
+		return NULL;
+	}
 	return m;
 }
 
@@ -205,29 +234,106 @@ static void mh_host_del(void *hs)
 	mh *m = hs;
 	uint64_t dump = 0;
 	sim_opt_u64(m->s, "dump", 0, &dump);
-	for (size_t i = 0; i < m->nconns; i++) {
+	for (size_t i = 0; i < m->conns.n; i++) {
 		if (dump)
-			dump_conn(m, m->conns[i]);
-		mrp_conn_del(m->conns[i]->c);
-		free(m->conns[i]);
+			dump_conn(m, m->conns.v[i]);
+		mrp_conn_del(m->conns.v[i]->c);
+		free(m->conns.v[i]);
 	}
-	free(m->conns);
+	free(m->conns.v);
+	free(m->heap.v);
+	free(m->dirty.v);
 	free(m->slots);
 	free(m);
 }
 
-static int add_conn(mh *m, mconn *mc)
+static int cvec_push(cvec *cv, mconn *mc)
 {
-	if (m->nconns == m->cap) {
-		size_t ncap = m->cap ? m->cap * 2 : 8;
-		mconn **n = realloc(m->conns, ncap * sizeof(*n));
+	if (cv->n == cv->cap) {
+		size_t ncap = cv->cap ? cv->cap * 2 : 8;
+		mconn **n = realloc(cv->v, ncap * sizeof(*n));
 		if (!n)
 			return MRP_ERR_NOMEM;
-		m->conns = n;
-		m->cap = ncap;
+		cv->v = n;
+		cv->cap = ncap;
 	}
-	m->conns[m->nconns++] = mc;
+	cv->v[cv->n++] = mc;
 	return 0;
+}
+
+/* ------------------------------------------------------------ timer heap */
+
+static void heap_set(mh *m, size_t i, mconn *mc)
+{
+	m->heap.v[i] = mc;
+	mc->heap_pos = (uint32_t)i + 1;
+}
+
+static void heap_up(mh *m, size_t i)
+{
+	mconn *mc = m->heap.v[i];
+	while (i > 0) {
+		size_t up = (i - 1) / 2;
+		if (m->heap.v[up]->deadline <= mc->deadline)
+			break;
+		heap_set(m, i, m->heap.v[up]);
+		i = up;
+	}
+	heap_set(m, i, mc);
+}
+
+static void heap_down(mh *m, size_t i)
+{
+	mconn *mc = m->heap.v[i];
+	size_t n = m->heap.n;
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= n)
+			break;
+		if (c + 1 < n && m->heap.v[c + 1]->deadline < m->heap.v[c]->deadline)
+			c++;
+		if (mc->deadline <= m->heap.v[c]->deadline)
+			break;
+		heap_set(m, i, m->heap.v[c]);
+		i = c;
+	}
+	heap_set(m, i, mc);
+}
+
+static void heap_remove(mh *m, mconn *mc)
+{
+	if (!mc->heap_pos)
+		return;
+	size_t i = mc->heap_pos - 1;
+	mconn *last = m->heap.v[--m->heap.n];
+	mc->heap_pos = 0;
+	if (last == mc)
+		return;
+	heap_set(m, i, last);
+	heap_down(m, i);
+	heap_up(m, last->heap_pos - 1);
+}
+
+/* (Re)file mc in the heap under its engine deadline; never when ready. */
+static void heap_update(mh *m, mconn *mc)
+{
+	if (mc->ready)
+		return;
+	if (!mc->heap_pos) {
+		if (mc->deadline == SIM_NEVER)
+			return;
+		if (cvec_push(&m->heap, mc) != 0) {
+			sim_violation(m->s, "host %u: out of memory for the timer heap", m->h->id);
+			return;
+		}
+		heap_up(m, m->heap.n - 1);
+	} else if (mc->deadline == SIM_NEVER) {
+		heap_remove(m, mc);
+	} else {
+		size_t i = mc->heap_pos - 1;
+		heap_up(m, i);
+		heap_down(m, mc->heap_pos - 1);
+	}
 }
 
 /*
@@ -302,11 +408,12 @@ static mconn *conn_new(mh *m, sim_flow *f, int sender, uint64_t now)
 	p.rh = (!sender && o.rate_hints) ? &m->rh : NULL;
 	mrp_rng rng = { host_rand, m };
 	mrp_mr_ops mr = { rx_resolve, mc };
-	if (mrp_conn_new(&mc->c, &p, &heap, &rng, &mr, now) < 0 || add_conn(m, mc) < 0) {
+	if (mrp_conn_new(&mc->c, &p, &heap, &rng, &mr, now) < 0 || cvec_push(&m->conns, mc) < 0) {
 		mrp_conn_del(mc->c);
 		free(mc);
 		return NULL;
 	}
+	mc->deadline = SIM_NEVER;
 	return mc;
 }
 
@@ -349,6 +456,7 @@ static void post_more(mconn *mc, uint64_t now)
 	}
 }
 
+/* Completions: check their order, count the flow's progress, post more. */
 static void reap(mconn *mc, uint64_t now)
 {
 	mh *m = mc->host;
@@ -366,7 +474,6 @@ static void reap(mconn *mc, uint64_t now)
 					mc->finished = 1;
 					sim_flow_done(m->s, mc->f, now, -1);
 				}
-				mc->done_bytes += e[i].byte_len;
 			} else {
 				if (e[i].wr_id != mc->rx_done)
 					sim_violation(m->s, "flow %u: receive completion %llu out of order",
@@ -391,49 +498,163 @@ static void reap(mconn *mc, uint64_t now)
 	}
 }
 
-/* Hand the engine's packets to the NIC while its queue has room. */
-static void pump(mconn *mc, uint64_t now)
+/* mc changed: its invariants are checked after this event. */
+static void touched(mconn *mc)
 {
-	mh *m = mc->host;
-	uint64_t limit = m->o.nic_queue;
-	for (;;) {
-		mrp_tx_info ti;
-		ssize_t n = mrp_conn_write_pkt(mc->c, &ti, m->pkt, sizeof(m->pkt), now);
-		if (n <= 0)
-			break;
-		sim_pkt *p = sim_pkt_new(m->s, (size_t)n);
-		if (!p)
-			break;
-		memcpy(p->data, m->pkt, (size_t)n);
-		p->datalen = (uint32_t)n;
-		p->dst_addr = sim_host_addr(m->s, sim_host_get(m->s, mc->peer), ti.plane);
-		p->src_port = ti.sport;
-		p->dst_port = MRP_DEFAULT_PORT;
-		p->ecn = ti.ect ? SIM_ECN_ECT0 : SIM_ECN_NOT_ECT;
-		sim_send(m->s, m->h, ti.plane, p);
-		if (ti.is_data && sim_port_queue_bytes(m->s, m->h, ti.plane) >= limit) {
-			/* come back when the queue has drained by half */
-			uint64_t rate = sim_port_rate_bps(m->s, m->h, ti.plane);
-			uint64_t wait = rate ? (limit / 2) * 8 * 1000000000ull / rate : 1000;
-			if (now + wait < m->wake_ns)
-				m->wake_ns = now + wait;
-			break;
-		}
+	if (mc->dirty)
+		return;
+	if (cvec_push(&mc->host->dirty, mc) != 0) {
+		sim_violation(mc->host->s, "host %u: out of memory for the check list",
+			      mc->host->h->id);
+		return;
 	}
-	reap(mc, now);
-	mc->deadline = mrp_conn_deadline(mc->c);
 	mc->dirty = 1;
 }
 
-/* The host's deadline: the earliest of its connections' (cached by pump(),
- * the only place a connection's state changes) and the NIC wake-up. */
-static void update_deadline(mh *m)
+/* mc may have a packet to send: join the FIFO (leaving the timer heap). */
+static void make_ready(mconn *mc)
 {
-	uint64_t t = m->wake_ns;
-	for (size_t i = 0; i < m->nconns; i++)
-		if (m->conns[i]->deadline < t)
-			t = m->conns[i]->deadline;
-	sim_set_deadline(m->s, m->h, t);
+	mh *m = mc->host;
+	touched(mc);
+	if (mc->ready)
+		return;
+	heap_remove(m, mc);
+	mc->ready = 1;
+	mc->next_ready = NULL;
+	if (m->ready_tail)
+		m->ready_tail->next_ready = mc;
+	else
+		m->ready_head = mc;
+	m->ready_tail = mc;
+}
+
+static mconn *pop_ready(mh *m)
+{
+	mconn *mc = m->ready_head;
+	if (!mc)
+		return NULL;
+	m->ready_head = mc->next_ready;
+	if (!m->ready_head)
+		m->ready_tail = NULL;
+	mc->next_ready = NULL;
+	mc->ready = 0;
+	return mc;
+}
+
+/* After an input (packet, timer, post, plane event): completions, then mc
+ * may have something to send. */
+static void after_input(mconn *mc, uint64_t now)
+{
+	reap(mc, now);
+	make_ready(mc);
+}
+
+/* The host's queue limit on plane: nic_queue, or the link's capacity. */
+static uint64_t nic_limit(mh *m, unsigned plane)
+{
+	uint64_t cap = sim_port_room(m->s, m->h, plane) + sim_port_queue_bytes(m->s, m->h, plane);
+	return m->o.nic_queue < cap ? m->o.nic_queue : cap;
+}
+
+/* The first usable port that cannot take one more packet of the largest
+ * size, or -1 if every one can (the engine picks the plane: the host cannot
+ * know which before asking). */
+static int nic_full_port(mh *m)
+{
+	for (unsigned p = 0; p < sim_planes(m->s); p++)
+		if (sim_port_up(m->s, m->h, p) &&
+		    sim_port_queue_bytes(m->s, m->h, p) + m->pkt_max > nic_limit(m, p))
+			return (int)p;
+	return -1;
+}
+
+/* 1 if the NIC has room for a packet; otherwise asks the core for on_nic()
+ * once the full port has drained half way (or just enough for one packet,
+ * if its limit is below two) and returns 0. nic_limit() >= pkt_max (checked
+ * in host_new() and by the scenario's queue minimum), so a full port always
+ * holds more than the level asked for. */
+static int nic_room(mh *m)
+{
+	int p = nic_full_port(m);
+	if (p < 0)
+		return 1;
+	uint64_t limit = nic_limit(m, (unsigned)p), resume = limit / 2;
+	if (resume > limit - m->pkt_max)
+		resume = limit - m->pkt_max;
+	sim_port_notify(m->s, m->h, (unsigned)p, resume);
+	return 0;
+}
+
+/* One packet of mc's, if it has one, onto the NIC. 1 if one was sent. */
+static int send_one(mh *m, mconn *mc, uint64_t now)
+{
+	mrp_tx_info ti;
+	ssize_t n = mrp_conn_write_pkt(mc->c, &ti, m->pkt, sizeof(m->pkt), now);
+	if (n <= 0)
+		return 0;
+	sim_pkt *p = sim_pkt_new(m->s, (size_t)n);
+	if (!p) {
+		sim_violation(m->s, "host %u: out of packet memory", m->h->id);
+		return 0;
+	}
+	memcpy(p->data, m->pkt, (size_t)n);
+	p->datalen = (uint32_t)n;
+	p->dst_addr = sim_host_addr(m->s, sim_host_get(m->s, mc->peer), ti.plane);
+	p->src_port = ti.sport;
+	p->dst_port = MRP_DEFAULT_PORT;
+	p->ecn = ti.ect ? SIM_ECN_ECT0 : SIM_ECN_NOT_ECT;
+	if (p->datalen + SIM_WIRE_OVERHEAD > m->pkt_max)
+		sim_violation(m->s, "host %u: the engine wrote a %u-byte packet (largest %llu)",
+			      m->h->id, p->datalen, (unsigned long long)(m->pkt_max - SIM_WIRE_OVERHEAD));
+	if (sim_send(m->s, m->h, ti.plane, p) == MRP_ERR_FULL)
+		sim_violation(m->s, "host %u: its own NIC dropped a packet (plane %u)", m->h->id,
+			      ti.plane);
+	return 1;
+}
+
+/*
+ * Serve the ready connections round-robin, one packet each, while the NIC
+ * has room. A connection that has nothing to send leaves the FIFO for the
+ * timer heap under its engine deadline.
+ */
+static void serve(mh *m, uint64_t now)
+{
+	while (m->ready_head && nic_room(m)) {
+		mconn *mc = pop_ready(m);
+		int sent;
+		touched(mc);
+		if (mc->deadline <= now)
+			mrp_conn_handle_timeout(mc->c, now); /* its timers first */
+		sent = send_one(m, mc, now);
+		mc->deadline = mrp_conn_deadline(mc->c);
+		if (!sent && mc->deadline <= now) {
+			/* timers came due while it waited in the FIFO */
+			mrp_conn_handle_timeout(mc->c, now);
+			sent = send_one(m, mc, now);
+			mc->deadline = mrp_conn_deadline(mc->c);
+			if (!sent && mc->deadline <= now) {
+				sim_violation(m->s,
+					      "host %u flow %u: engine deadline %llu is not after now %llu "
+					      "with nothing to send",
+					      m->h->id, mc->f->id, (unsigned long long)mc->deadline,
+					      (unsigned long long)now);
+				mc->deadline = now + 1;
+			}
+		}
+		if (sent) {
+			make_ready(mc); /* back of the line */
+		} else {
+			reap(mc, now);
+			heap_update(m, mc);
+		}
+	}
+}
+
+/* End of every callback: serve, then the host's deadline is the heap's top. */
+static void finish(mh *m, uint64_t now)
+{
+	serve(m, now);
+	sim_set_deadline(m->s, m->h, m->heap.n ? m->heap.v[0]->deadline : SIM_NEVER);
 }
 
 static int mh_flow_accept(void *hs, sim_flow *f, uint64_t now)
@@ -455,6 +676,8 @@ static int mh_flow_accept(void *hs, sim_flow *f, uint64_t now)
 				return MRP_ERR_NOMEM;
 		}
 	}
+	after_input(mc, now);
+	finish(m, now);
 	return 0;
 }
 
@@ -466,8 +689,8 @@ static int mh_flow_start(void *hs, sim_flow *f, uint64_t now)
 		return MRP_ERR_NOMEM;
 	f->tx_ctx = mc;
 	post_more(mc, now);
-	pump(mc, now);
-	update_deadline(m);
+	after_input(mc, now);
+	finish(m, now);
 	return 0;
 }
 
@@ -492,44 +715,50 @@ static void mh_on_packet(void *hs, unsigned plane, sim_pkt *p, uint64_t now)
 		sim_violation(m->s, "host %u: undeliverable packet (decode %zd)", m->h->id, n);
 	sim_pkt_free(m->s, p);
 	if (mc)
-		pump(mc, now);
-	update_deadline(m);
+		after_input(mc, now);
+	finish(m, now);
 }
 
+/* The heap's top came due: run the timers of every due connection and put
+ * them in the FIFO. Connections already in the FIFO run theirs when served. */
 static void mh_on_timer(void *hs, uint64_t now)
 {
 	mh *m = hs;
-	int woke = m->wake_ns <= now; /* the NIC queue drained: everyone may send */
-	if (woke)
-		m->wake_ns = SIM_NEVER;
-	for (size_t i = 0; i < m->nconns; i++) {
-		mconn *mc = m->conns[i];
-		if (mc->deadline <= now) {
-			mrp_conn_handle_timeout(mc->c, now);
-			pump(mc, now);
-		} else if (woke) {
-			pump(mc, now);
-		}
+	while (m->heap.n && m->heap.v[0]->deadline <= now) {
+		mconn *mc = m->heap.v[0];
+		heap_remove(m, mc);
+		mrp_conn_handle_timeout(mc->c, now);
+		mc->deadline = mrp_conn_deadline(mc->c);
+		after_input(mc, now);
 	}
-	update_deadline(m);
+	finish(m, now);
+}
+
+/* A port drained: serve the FIFO again. */
+static void mh_on_nic(void *hs, unsigned plane, uint64_t now)
+{
+	(void)plane;
+	finish(hs, now);
 }
 
 static void mh_on_link(void *hs, unsigned plane, int up, uint64_t now)
 {
 	mh *m = hs;
 	mrp_rh_set_capacity(&m->rh, link_capacity(m));
-	for (size_t i = 0; i < m->nconns; i++) {
-		mrp_conn_plane_event(m->conns[i]->c, plane, up ? MRP_PLANE_UP : MRP_PLANE_DOWN, now);
-		pump(m->conns[i], now);
+	for (size_t i = 0; i < m->conns.n; i++) {
+		mconn *mc = m->conns.v[i];
+		mrp_conn_plane_event(mc->c, plane, up ? MRP_PLANE_UP : MRP_PLANE_DOWN, now);
+		mc->deadline = mrp_conn_deadline(mc->c);
+		after_input(mc, now);
 	}
-	update_deadline(m);
+	finish(m, now);
 }
 
 static void mh_on_steer(void *hs, const sim_steer *st, uint64_t now)
 {
 	mh *m = hs;
-	for (size_t i = 0; i < m->nconns; i++) {
-		mconn *mc = m->conns[i];
+	for (size_t i = 0; i < m->conns.n; i++) {
+		mconn *mc = m->conns.v[i];
 		if (st->flow >= 0 && (int64_t)mc->f->id != st->flow)
 			continue;
 		for (unsigned pl = 0; pl < sim_planes(m->s); pl++) {
@@ -547,25 +776,47 @@ static void mh_on_steer(void *hs, const sim_steer *st, uint64_t now)
 				    (st->plane < 0 || pi.plane == (unsigned)st->plane))
 					mrp_conn_path_steer(mc->c, (uint16_t)id, 0, -1, now);
 			}
-		pump(mc, now);
+		mc->deadline = mrp_conn_deadline(mc->c);
+		after_input(mc, now);
 	}
-	update_deadline(m);
+	finish(m, now);
 }
 
-/* Every connection an event touched (they all pass through pump()) has its
- * invariants checked after that event; the others have not changed. */
+/*
+ * The connections this event touched (the dirty list) have their engine
+ * invariants checked; the others have not changed. The host's own
+ * structures are checked too: a ready connection is never in the heap, the
+ * heap is ordered, and nothing ready waits while the NIC has room.
+ */
 static int mh_check(void *hs, char *err, size_t errlen)
 {
 	mh *m = hs;
-	for (size_t i = 0; i < m->nconns; i++) {
-		mconn *mc = m->conns[i];
-		if (!mc->dirty)
-			continue;
-		mc->dirty = 0;
-		if (mrp_conn_check(mc->c, err, errlen) != 0)
-			return -1;
+	int rc = 0;
+	if (m->ready_head && nic_full_port(m) < 0) {
+		snprintf(err, errlen, "flow %u waits to send while the NIC has room",
+			 m->ready_head->f->id);
+		rc = -1;
 	}
-	return 0;
+	for (size_t i = 0; i < m->dirty.n; i++) {
+		mconn *mc = m->dirty.v[i];
+		mc->dirty = 0;
+		if (rc == 0 && mrp_conn_check(mc->c, err, errlen) != 0)
+			rc = -1;
+		if (rc == 0 && mc->ready && mc->heap_pos) {
+			snprintf(err, errlen, "flow %u: ready and in the timer heap", mc->f->id);
+			rc = -1;
+		}
+		if (rc == 0 && mc->heap_pos) {
+			size_t k = mc->heap_pos - 1;
+			if (k >= m->heap.n || m->heap.v[k] != mc ||
+			    (k > 0 && m->heap.v[(k - 1) / 2]->deadline > mc->deadline)) {
+				snprintf(err, errlen, "flow %u: timer heap out of order", mc->f->id);
+				rc = -1;
+			}
+		}
+	}
+	m->dirty.n = 0;
+	return rc;
 }
 
 const sim_transport_ops sim_mrp_ops = {
@@ -580,4 +831,5 @@ const sim_transport_ops sim_mrp_ops = {
 	.on_link = mh_on_link,
 	.on_steer = mh_on_steer,
 	.check = mh_check,
+	.on_nic = mh_on_nic,
 };

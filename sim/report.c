@@ -189,6 +189,7 @@ int sim_result_collect(sim *s, int run_status, sim_result *r)
 	r->sim_time_ns = sim_now(s);
 	r->violations = st->violations;
 	r->verify_failures = st->verify_failures;
+	r->nic_drops = st->nic_drops;
 	r->nmsgs = st->nmsgs;
 	memcpy(r->msgs, st->msgs, sizeof(r->msgs));
 	return 0;
@@ -528,6 +529,7 @@ static json_t *run_json(const sim_result *R)
 	json_object_set_new(sum, "max_queue_link",
 			    R->max_queue_link[0] ? json_string(R->max_queue_link) : json_null());
 	json_object_set_new(sum, "drops", drops_json(R->drops));
+	json_object_set_new(sum, "nic_drops", json_integer((json_int_t)R->nic_drops));
 	json_object_set_new(sum, "ce_marks", json_integer((json_int_t)R->ce_marks));
 	json_object_set_new(sum, "retransmissions", json_integer((json_int_t)R->retx));
 	json_object_set_new(sum, "spurious_retransmissions", json_integer((json_int_t)R->spurious));

@@ -52,6 +52,7 @@ typedef struct sim_result {
 	uint64_t finished, unfinished, failed;
 	uint64_t events, sim_time_ns;
 	uint64_t violations, verify_failures;
+	uint64_t nic_drops; /* packets a host's own NIC dropped (sim_stats.nic_drops) */
 	unsigned nmsgs;
 	char msgs[8][160];
 

@@ -63,7 +63,8 @@ typedef struct cable_ref {
 } cable_ref;
 
 struct sim {
-	const sim_config *cfg;
+	const sim_config *cfg; /* &own: the simulator's copy of the caller's */
+	sim_config own;
 	const sim_transport_ops *ops;
 	uint64_t now;
 	uint64_t seed;
@@ -79,7 +80,7 @@ struct sim {
 	size_t nflows, flows_left;
 	sim_link **evlink; /* per scenario event: the cable it names, or NULL */
 
-	sim_pkt *free_pkts[2];
+	sim_pkt *free_pkts[SIM_PKT_POOLS];
 	void **slabs;
 	size_t nslabs, slabcap;
 
@@ -219,9 +220,18 @@ static void schedule(sim *s, uint64_t t, uint32_t kind, uint32_t arg, void *obj)
 
 /* ------------------------------------------------------------- packets */
 
+/* Data bytes of the packets of each pool: small (control packets), one
+ * 4 KB-MTU data packet with its header, the largest. */
+static const uint32_t pool_cap[SIM_PKT_POOLS] = {SIM_PKT_SMALL, SIM_PKT_MID, SIM_PKT_MAX};
+
+static unsigned pool_of(size_t cap)
+{
+	return cap <= SIM_PKT_SMALL ? 0 : cap <= SIM_PKT_MID ? 1 : 2;
+}
+
 static int pool_grow(sim *s, unsigned which)
 {
-	size_t cap = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+	size_t cap = pool_cap[which];
 	size_t elt = (sizeof(sim_pkt) + cap + 15) & ~(size_t)15;
 
 	if (s->nslabs == s->slabcap) {
@@ -258,13 +268,13 @@ sim_pkt *sim_pkt_new(sim *s, size_t cap)
 	if (cap > SIM_PKT_MAX)
 		return NULL;
 
-	unsigned which = cap > SIM_PKT_SMALL;
+	unsigned which = pool_of(cap);
 
 	if (!s->free_pkts[which] && pool_grow(s, which) != 0)
 		return NULL;
 
 	sim_pkt *p = s->free_pkts[which];
-	size_t size = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+	size_t size = pool_cap[which];
 
 	UNPOISON((char *)p + sizeof(p->next), sizeof(*p) - sizeof(p->next) + size);
 	s->free_pkts[which] = p->next;
@@ -284,12 +294,12 @@ void sim_pkt_free(sim *s, sim_pkt *p)
 {
 	if (!p)
 		return;
-	assert(p->pool < 2 && p->data == (uint8_t *)(p + 1));
+	assert(p->pool < SIM_PKT_POOLS && p->data == (uint8_t *)(p + 1));
 	p->next = s->free_pkts[p->pool];
 	s->free_pkts[p->pool] = p;
 	s->st.pkts_live--;
 	POISON((char *)p + sizeof(p->next),
-	       sizeof(*p) - sizeof(p->next) + (p->pool ? SIM_PKT_MAX : SIM_PKT_SMALL));
+	       sizeof(*p) - sizeof(p->next) + pool_cap[p->pool]);
 }
 
 /* --------------------------------------------------------------- links */
@@ -346,6 +356,20 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 	return 0;
 }
 
+static void host_after(sim *s, sim_host *h);
+
+/* A host's NIC queue drained to the level its transport asked for. */
+static void nic_drained(sim *s, sim_link *l)
+{
+	sim_host *h = l->from.kind == SIM_NODE_HOST ? &s->hosts[l->from.index] : NULL;
+
+	l->notify_bytes = SIM_NEVER;
+	if (h && s->ops->on_nic) {
+		s->ops->on_nic(h->ts, l->plane, s->now);
+		host_after(s, h);
+	}
+}
+
 static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 {
 	if (epoch != l->epoch || !l->busy)
@@ -377,6 +401,8 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 		l->busy = 0;
 		l->ser_rem = 0;
 	}
+	if (l->notify_bytes != SIM_NEVER && l->qbytes <= l->notify_bytes)
+		nic_drained(s, l);
 }
 
 /* Sets the state of one direction; taking it down loses everything queued
@@ -397,6 +423,7 @@ static void link_set_state(sim *s, sim_link *l, unsigned state)
 		l->busy = 0;
 		l->ser_rem = 0;
 		l->epoch++;
+		l->notify_bytes = SIM_NEVER; /* on_link() tells the host instead */
 	}
 	l->state = (uint8_t)state;
 }
@@ -563,7 +590,11 @@ int sim_send(sim *s, sim_host *h, unsigned plane, sim_pkt *p)
 		sim_pkt_free(s, p);
 		return MRP_ERR_INVAL;
 	}
-	return link_offer(s, h->nic[plane], p);
+	int rc = link_offer(s, h->nic[plane], p);
+
+	if (rc == MRP_ERR_FULL)
+		s->st.nic_drops++;
+	return rc;
 }
 
 uint64_t sim_rand(sim *s, sim_host *h)
@@ -603,6 +634,28 @@ uint64_t sim_port_rate_bps(const sim *s, const sim_host *h, unsigned plane)
 uint64_t sim_port_queue_bytes(const sim *s, const sim_host *h, unsigned plane)
 {
 	return plane < s->nplanes ? h->nic[plane]->qbytes : 0;
+}
+
+uint64_t sim_port_room(const sim *s, const sim_host *h, unsigned plane)
+{
+	const sim_link *l = plane < s->nplanes ? h->nic[plane] : NULL;
+
+	return l && l->queue_bytes > l->qbytes ? l->queue_bytes - l->qbytes : 0;
+}
+
+int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes)
+{
+	if (plane >= s->nplanes)
+		return MRP_ERR_INVAL;
+
+	sim_link *l = h->nic[plane];
+
+	if (l->qbytes <= bytes || bytes == SIM_NEVER) {
+		l->notify_bytes = SIM_NEVER;
+		return 1;
+	}
+	l->notify_bytes = bytes;
+	return 0;
 }
 
 /* --------------------------------------------------------------- flows */
@@ -1077,6 +1130,58 @@ int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key, 
 	return 0;
 }
 
+/* A copy of n elements of elt bytes with the capacity grow() expects for n
+ * (so sim_config_add_*() keep working on the copy); NULL only when out of
+ * memory (n == 0 gives NULL too, and is no error). */
+static void *dup_array(const void *v, size_t n, size_t elt)
+{
+	size_t cap = 4;
+
+	if (n == 0)
+		return NULL;
+	while (cap < n)
+		cap *= 2;
+
+	void *d = malloc(cap * elt);
+
+	if (d)
+		memcpy(d, v, n * elt);
+	return d;
+}
+
+int sim_config_copy(sim_config *dst, const sim_config *src)
+{
+	*dst = *src;
+	dst->name = NULL;
+	dst->cables = NULL;
+	dst->flows = NULL;
+	dst->events = NULL;
+	dst->opts = NULL;
+	dst->ncables = dst->nflows = dst->nevents = dst->nopts = 0;
+	if (src->name && !(dst->name = strdup(src->name)))
+		goto nomem;
+	if (src->ncables && !(dst->cables = dup_array(src->cables, src->ncables, sizeof(*src->cables))))
+		goto nomem;
+	dst->ncables = src->ncables;
+	if (src->nflows && !(dst->flows = dup_array(src->flows, src->nflows, sizeof(*src->flows))))
+		goto nomem;
+	dst->nflows = src->nflows;
+	if (src->nevents && !(dst->events = dup_array(src->events, src->nevents, sizeof(*src->events))))
+		goto nomem;
+	dst->nevents = src->nevents;
+	for (size_t i = 0; i < src->nopts; i++) {
+		const sim_opt *o = &src->opts[i];
+
+		if (sim_config_add_opt(dst, o->transport, o->key, o->value, o->line) != 0)
+			goto nomem;
+	}
+	return 0;
+
+nomem:
+	sim_config_free(dst);
+	return MRP_ERR_NOMEM;
+}
+
 void sim_flow_config_init(sim_flow_config *fc)
 {
 	memset(fc, 0, sizeof(*fc));
@@ -1448,6 +1553,7 @@ static sim_link *new_cable(sim *s, unsigned p, sim_node a, void *aobj, sim_node 
 		l->id = (uint32_t)(l - s->links);
 		l->plane = (uint8_t)p;
 		l->state = SIM_LINK_UP;
+		l->notify_bytes = SIM_NEVER;
 		link_params(l, lp, LP_ALL);
 		sim_rng_seed(&l->rng, s->seed, TAG_LINK + l->id);
 	}
@@ -1648,7 +1754,14 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 		snprintf(err, errlen, "out of memory");
 		return MRP_ERR_NOMEM;
 	}
-	s->cfg = cfg;
+	/* The simulator keeps its own copy: the caller may free or change cfg
+	 * as soon as sim_new() returns. */
+	if (sim_config_copy(&s->own, cfg) != 0) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return MRP_ERR_NOMEM;
+	}
+	cfg = s->cfg = &s->own;
 	s->ops = ops;
 	s->seed = cfg->seed;
 	s->nplanes = cfg->planes;
@@ -1768,5 +1881,6 @@ void sim_del(sim *s)
 	free(s->hosts);
 	free(s->evlink);
 	sim_evq_free(&s->q);
+	sim_config_free(&s->own);
 	free(s);
 }

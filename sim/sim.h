@@ -44,8 +44,13 @@
 /* Largest packet data buffer (a MetaRoCE data packet: 72-byte header plus a
  * 9000-byte payload fits). */
 #define SIM_PKT_MAX 9216
-/* Packets asking for at most this much data come from the small pool. */
+/* Packets come from three pools by the data room they ask for: at most
+ * SIM_PKT_SMALL (control packets), at most SIM_PKT_MID (a data packet of a
+ * 4 KB MTU and its header), at most SIM_PKT_MAX. A packet in flight costs
+ * its pool's size, so a 4 KB-MTU packet does not hold 9 KB. */
 #define SIM_PKT_SMALL 512
+#define SIM_PKT_MID 4352
+#define SIM_PKT_POOLS 3
 /* Wire bytes around the UDP payload: preamble 8 + Ethernet 14 + IPv4 20 +
  * UDP 8 + FCS 4 + inter-frame gap 12. sim_send() adds it when len is 0. */
 #define SIM_WIRE_OVERHEAD 66
@@ -157,6 +162,10 @@ struct sim_link {
 	sim_rng rng;      /* loss draws: one stream per link */
 	void *to_obj;     /* sim_host or sim_switch at the far end */
 
+	/* host NIC backpressure (sim_port_notify()): on_nic() when qbytes
+	 * falls to at most this; SIM_NEVER = nobody asked */
+	uint64_t notify_bytes;
+
 	/* statistics */
 	uint64_t max_qbytes;
 	uint64_t tx_bytes, tx_pkts; /* left the queue (includes wire losses) */
@@ -240,6 +249,9 @@ typedef struct sim_transport_ops {
 	/* Optional. Invariants of this host's state: 0 if they hold, otherwise
 	 * non-zero with a sentence in err. Must not change anything. */
 	int (*check)(void *hs, char *err, size_t errlen);
+	/* Optional. The host's NIC queue on plane drained to the level asked
+	 * for with sim_port_notify() (once per request). */
+	void (*on_nic)(void *hs, unsigned plane, uint64_t now_ns);
 } sim_transport_ops;
 
 /* ------------------------------------------------------------------- hosts */
@@ -263,6 +275,12 @@ struct sim_host {
  * Always takes ownership of p. Returns 0 when queued, MRP_ERR_STATE if the
  * port is down, MRP_ERR_FULL if the NIC queue overflowed, MRP_ERR_INVAL for a
  * bad plane (the packet is dropped and counted in each case).
+ *
+ * A host's NIC is a queue with backpressure: a transport sends only what
+ * fits (sim_port_room()) and, when it is full, asks to be told when it has
+ * drained (sim_port_notify(), on_nic()). A packet the host's own NIC drops
+ * for overflow is a transport defect: it is counted in sim_stats.nic_drops
+ * (the roce and metaroce transports keep it at 0; tests assert it).
  */
 int sim_send(sim *s, sim_host *h, unsigned plane, sim_pkt *p);
 
@@ -292,6 +310,15 @@ sim_host *sim_addr_host(const sim *s, uint32_t addr, unsigned *plane);
 int sim_port_up(const sim *s, const sim_host *h, unsigned plane);
 uint64_t sim_port_rate_bps(const sim *s, const sim_host *h, unsigned plane);
 uint64_t sim_port_queue_bytes(const sim *s, const sim_host *h, unsigned plane);
+/* Bytes the port's output queue can still take (queue capacity - queued);
+ * 0 for a bad plane. */
+uint64_t sim_port_room(const sim *s, const sim_host *h, unsigned plane);
+/* Asks for one on_nic(plane) call the first time the port's queue holds at
+ * most bytes after a packet leaves it (replacing an earlier request on that
+ * port). Returns 0 when armed, 1 if the queue already holds at most bytes
+ * (nothing is armed: there is room now), MRP_ERR_INVAL for a bad plane. A
+ * port going down cancels the request (on_link() reports it instead). */
+int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes);
 
 /* Transport options of the scenario (section transport.<ops->name>): the
  * value of key as written, or NULL. The typed getters store def when the
@@ -340,9 +367,13 @@ uint64_t sim_ecmp_hash(uint32_t src_addr, uint32_t dst_addr, uint16_t src_port,
 /*
  * Builds the world of cfg for the transport ops: switches, links, hosts
  * (host_new() on each), flows (patterns expanded, buffers filled) and the
- * scheduled flow starts and scenario events. cfg must stay valid and
- * unchanged until sim_del(). Returns 0, or a negative code with a message in
- * err ("scenario.yaml:12: events[0].port: 9 is out of range ...").
+ * scheduled flow starts and scenario events. The simulator keeps its own
+ * deep copy of cfg (sim_config_copy()): the caller still owns cfg and may
+ * change, move or free it as soon as sim_new() returns; sim_get_config()
+ * returns the copy, which lives until sim_del(). ops is not copied: it must
+ * outlive the simulator (the transports' ops are static constants).
+ * Returns 0, or a negative code with a message in err
+ * ("scenario.yaml:12: events[0].port: 9 is out of range ...").
  */
 int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char *err,
 	    size_t errlen);
@@ -378,6 +409,8 @@ typedef struct sim_stats {
 	uint64_t flows_done;
 	uint64_t verify_failures; /* set by sim_verify() */
 	uint64_t pkts_live;       /* packets allocated and not freed */
+	uint64_t nic_drops;       /* packets a host's own NIC dropped because its
+				   * queue was full (sim_send() said MRP_ERR_FULL) */
 	unsigned nmsgs;           /* first violation messages kept */
 	char msgs[8][160];
 } sim_stats;
@@ -476,7 +509,9 @@ typedef struct sim_opt {
 	int line;
 } sim_opt;
 
-/* Everything a run needs; what a scenario file says. */
+/* Everything a run needs; what a scenario file says. The arrays and
+ * strings belong to the sim_config (sim_config_free() frees them;
+ * sim_config_copy() duplicates them). */
 struct sim_config {
 	char *name; /* file name for messages */
 	uint64_t seed;
@@ -502,6 +537,10 @@ struct sim_config {
  * switch, links 100Gbps / 1us / 1MB queue / ECN above 100KB / no loss. */
 void sim_config_init(sim_config *cfg);
 void sim_config_free(sim_config *cfg);
+/* A deep copy of src into dst (every array and string duplicated; dst is
+ * overwritten, not freed first). 0, or MRP_ERR_NOMEM with dst left empty.
+ * A new pointer member of sim_config must be duplicated here too. */
+int sim_config_copy(sim_config *dst, const sim_config *src);
 /* Appends (copies) an entry; 0 or MRP_ERR_NOMEM. */
 int sim_config_add_flow(sim_config *cfg, const sim_flow_config *fc);
 int sim_config_add_event(sim_config *cfg, const sim_event_config *ec);
