@@ -1125,6 +1125,13 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
 	c->burst_path = -1;
 	c->rh_slot = UINT32_MAX;
 	c->plane_wait_at = NEVER;
+	/* The planes' pacing buckets start a few nanoseconds apart in a
+	 * random order: best_path() breaks ties between planes by the oldest
+	 * bucket, and connections that started together would otherwise all
+	 * take the planes in the same order, at the same time, and crowd one
+	 * plane of the host after the other. */
+	for (uint32_t p = 0; p < params->nplanes && params->nplanes > 1; p++)
+		c->plane_pace_at[p] = now_ns + mrp_rand_below(&c->rng, 64);
 	c->paths = mrp_calloc(mem, c->p.max_paths, sizeof(path *));
 	if (!c->paths) {
 		mrp_free(mem, c);
@@ -2462,10 +2469,11 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 	uint32_t n = c->path_hi;
 	uint32_t i = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
 	/* Several planes: the plane with the least in flight (per bit/s of
-	 * its link) comes first, so traffic spreads evenly over the planes
-	 * and a plane that comes back gets its share at once, its paths
-	 * growing from a full window's use each round trip instead of one
-	 * packet whenever they happen to be idle. */
+	 * its link) comes first, then the one used least recently, so
+	 * traffic spreads evenly over the planes and a plane that comes back
+	 * gets its share at once, its paths growing from a full window's use
+	 * each round trip instead of one packet whenever they happen to be
+	 * idle. */
 	uint64_t load[MRP_MAX_PLANES] = { 0 };
 	int planes = c->p.nplanes > 1;
 	if (planes)
@@ -2494,6 +2502,13 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 			better = 1;
 		else if (pl != best_load)
 			better = pl < best_load;
+		else if (planes && best->plane != pa->plane &&
+			 c->plane_pace_at[pa->plane] != c->plane_pace_at[best->plane])
+			/* as loaded: the plane this connection used least
+			 * recently for its rate (its pacing bucket is the
+			 * oldest), so that planes take turns even when the
+			 * connection has little in flight */
+			better = c->plane_pace_at[pa->plane] < c->plane_pace_at[best->plane];
 		else
 			better = idle > best_idle || (idle == best_idle && room > best_room);
 		if (better && !plane_paced(c, pa, now)) {
