@@ -15,7 +15,8 @@
  * "connection" is one flow: the sender's end and the receiver's end.
  *
  * usage: bench_scale [--hosts 64,128,256] [--bytes 4KB] [--planes 2]
- *                    [--transport roce|metaroce|both] [--json]
+ *                    [--paths N] [--transport roce|metaroce|both] [--json]
+ * --paths sets MetaRoCE's paths_per_plane (default: the transport's, 4).
  * Every run must finish with every flow done and verified, no invariant
  * violated and no packet dropped at a sender's own NIC (exit 1 otherwise).
  * The goal (1,024 hosts in under 10 minutes on a 2-core, 24 GB machine) is
@@ -44,7 +45,7 @@ typedef struct sample {
 	double wall_s, cpu_s;
 	uint64_t events, flows, sim_ns, nic_drops, drops;
 	uint64_t rss_start, rss_built, rss_peak; /* bytes */
-	char err[200];
+	char err[400];
 } sample;
 
 static double wall(void)
@@ -84,6 +85,8 @@ static uint64_t rss_peak(void)
 
 /* The world: N hosts, every plane a non-blocking leaf-spine (16 hosts and
  * 16 spines per leaf; one switch below 32 hosts), all-to-all of bytes. */
+static const char *paths_opt; /* --paths */
+
 static void scale_config(sim_config *cfg, uint32_t hosts, unsigned planes, uint64_t bytes)
 {
 	sim_config_init(cfg);
@@ -104,6 +107,8 @@ static void scale_config(sim_config *cfg, uint32_t hosts, unsigned planes, uint6
 	fc.pattern = SIM_PAT_ALL_TO_ALL;
 	fc.bytes = bytes;
 	sim_config_add_flow(cfg, &fc);
+	if (paths_opt)
+		sim_config_add_opt(cfg, "metaroce", "paths_per_plane", paths_opt, 0);
 }
 
 /* One run, in this (child) process. */
@@ -118,7 +123,7 @@ static void run_one(uint32_t hosts, unsigned planes, uint64_t bytes, const sim_t
 	o->rss_start = rss_now();
 	scale_config(&cfg, hosts, planes, bytes);
 	if (sim_new(&cfg, ops, &s, err, sizeof(err)) != 0) {
-		snprintf(o->err, sizeof(o->err), "%s", err);
+		snprintf(o->err, sizeof(o->err), "%.300s", err);
 		sim_config_free(&cfg);
 		return;
 	}
@@ -144,7 +149,7 @@ static void run_one(uint32_t hosts, unsigned planes, uint64_t bytes, const sim_t
 		st->flows_done == o->flows;
 	if (!o->ok)
 		snprintf(o->err, sizeof(o->err),
-			 "run %d, %zu verification failures, %llu violations (%s), %llu of %llu "
+			 "run %d, %zu verification failures, %llu violations (%.160s), %llu of %llu "
 			 "flows done, %llu NIC drops",
 			 rc, bad, (unsigned long long)st->violations, st->nmsgs ? st->msgs[0] : "-",
 			 (unsigned long long)st->flows_done, (unsigned long long)o->flows,
@@ -233,7 +238,7 @@ static int parse_hosts(const char *s, uint32_t *v, int *n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_scale [--hosts 64,128,256] [--bytes 4KB] [--planes 2] "
-			"[--transport roce|metaroce|both] [--json]\n");
+			"[--paths N] [--transport roce|metaroce|both] [--json]\n");
 }
 
 int main(int argc, char **argv)
@@ -270,6 +275,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			i++;
+		} else if (!strcmp(a, "--paths") && v) {
+			if (atoi(v) < 1 || atoi(v) > 256) {
+				fprintf(stderr, "bench_scale: --paths: '%s' is out of range (1-256)\n", v);
+				return 2;
+			}
+			paths_opt = v;
+			i++;
 		} else if (!strcmp(a, "--transport") && v) {
 			if (!strcmp(v, "roce"))
 				t1 = 1;
@@ -289,9 +301,9 @@ int main(int argc, char **argv)
 
 	if (json)
 		printf("{\"benchmark\":\"sim_scale\",\"pattern\":\"all_to_all\",\"bytes\":%llu,"
-		       "\"planes\":%u,\"hosts_per_leaf\":%d,\"goal\":\"1024 hosts in under 600 s\","
-		       "\"scales\":[",
-		       (unsigned long long)bytes, planes, HOSTS_PER_LEAF);
+		       "\"planes\":%u,\"hosts_per_leaf\":%d,\"metaroce_paths_per_plane\":%d,"
+		       "\"goal\":\"1024 hosts in under 600 s\",\"scales\":[",
+		       (unsigned long long)bytes, planes, HOSTS_PER_LEAF, paths_opt ? atoi(paths_opt) : 4);
 	else
 		printf("metaroce-sim scale: all-to-all of %llu B per flow, %u plane%s, leaf-spine of "
 		       "%d hosts per leaf (goal: 1,024 hosts in under 10 minutes)\n"

@@ -24,6 +24,13 @@
  * a min-heap of the others ordered by the engine's deadline (the host's one
  * simulator deadline is the heap's top). Invariants are checked on the
  * connections an event touched (a list), never by a scan of them all.
+ *
+ * An engine connection lives only while its flow has work: the sender's is
+ * made when the NIC first serves the flow, the receiver's when the flow's
+ * first packet arrives, and both are deleted when the sender has every byte
+ * acknowledged (a packet arriving for a deleted connection later, such as a
+ * duplicate still on the wire, is dropped and counted). What stays for the
+ * whole run is a small record per flow end (struct mconn).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +57,8 @@ struct mconn {
 	uint8_t finished;
 	uint8_t ready;     /* in the FIFO of connections with work */
 	uint8_t dirty;     /* touched since its invariants were last checked */
+	uint8_t retired;   /* the flow completed: its engine connection is gone */
+	uint8_t retiring;  /* on the host's list of connections to retire */
 	/* sender */
 	uint32_t next_wr, done_wr;
 	uint64_t posted_bytes;
@@ -77,6 +86,10 @@ struct mh {
 	cvec conns;       /* every connection of the host */
 	cvec heap;        /* timer heap: the connections not ready, by deadline */
 	cvec dirty;       /* touched since the last check */
+	cvec retiring;    /* senders whose flow completed in this callback */
+	uint64_t late_pkts; /* packets for a retired connection, dropped */
+	uint64_t dump;    /* transport.metaroce.dump */
+	uint8_t drained[SIM_MAX_PLANES]; /* drained by a host-wide steer */
 	mconn *ready_head, *ready_tail; /* connections with work, served in turn */
 	uint64_t pkt_max; /* wire bytes of the largest packet the engine writes */
 	mrp_rh rh;
@@ -189,6 +202,11 @@ static void *mh_host_new(sim *s, sim_host *h)
 		return NULL;
 	}
 	m->pkt_max = MRP_DATA_HDR_LEN + sim_mtu(s) + SIM_WIRE_OVERHEAD;
+	if (sim_opt_u64(s, "dump", 0, &m->dump) < 0) {
+		free(m->slots);
+		free(m);
+		return NULL;
+	}
 	if (o.nic_queue < m->pkt_max) {
 		sim_set_error(s, "transport.metaroce.nic_queue: %llu bytes is less than one packet "
 				 "(%llu bytes on the wire)",
@@ -232,17 +250,19 @@ static void dump_conn(const mh *m, const mconn *mc)
 static void mh_host_del(void *hs)
 {
 	mh *m = hs;
-	uint64_t dump = 0;
-	sim_opt_u64(m->s, "dump", 0, &dump);
 	for (size_t i = 0; i < m->conns.n; i++) {
-		if (dump)
+		if (m->dump && m->conns.v[i]->c)
 			dump_conn(m, m->conns.v[i]);
 		mrp_conn_del(m->conns.v[i]->c);
 		free(m->conns.v[i]);
 	}
+	if (m->dump && m->late_pkts)
+		fprintf(stderr, "host %u: %llu packets for connections already deleted\n", m->h->id,
+			(unsigned long long)m->late_pkts);
 	free(m->conns.v);
 	free(m->heap.v);
 	free(m->dirty.v);
+	free(m->retiring.v);
 	free(m->slots);
 	free(m);
 }
@@ -365,19 +385,42 @@ static uint32_t conn_id(const sim_flow *f, int sender)
 	return f->id * 2 + (sender ? 1 : 2);
 }
 
-static mconn *conn_new(mh *m, sim_flow *f, int sender, uint64_t now)
+/* The record of one end of a flow; its engine connection comes later
+ * (engine_new()). */
+static mconn *conn_new(mh *m, sim_flow *f, int sender)
 {
-	const mh_opts o = m->o;
 	mconn *mc = calloc(1, sizeof(*mc));
-	if (!mc)
+	if (!mc || cvec_push(&m->conns, mc) < 0) {
+		free(mc);
 		return NULL;
+	}
 	mc->host = m;
 	mc->f = f;
 	mc->sender = sender;
 	mc->peer = sender ? f->dst : f->src;
-	mc->nmsgs = (uint32_t)((f->bytes + o.msg_size - 1) / o.msg_size);
+	mc->nmsgs = (uint32_t)((f->bytes + m->o.msg_size - 1) / m->o.msg_size);
 	if (!mc->nmsgs)
 		mc->nmsgs = 1;
+	mc->deadline = SIM_NEVER;
+	return mc;
+}
+
+static void post_more(mconn *mc, uint64_t now);
+
+/* The engine connection of mc, made now: the sender's messages are posted,
+ * the receiver's receives (SEND, WRITE_IMM), and planes that are down or
+ * drained host-wide are reported. 0, or < 0 (the flow fails). */
+static int engine_new(mconn *mc, uint64_t now)
+{
+	mh *m = mc->host;
+	const mh_opts o = m->o;
+	sim_flow *f = mc->f;
+	int sender = mc->sender;
+
+	if (mc->c)
+		return 0;
+	if (mc->retired)
+		return MRP_ERR_STATE;
 
 	mrp_conn_params p;
 	mrp_conn_params_default(&p);
@@ -408,13 +451,34 @@ static mconn *conn_new(mh *m, sim_flow *f, int sender, uint64_t now)
 	p.rh = (!sender && o.rate_hints) ? &m->rh : NULL;
 	mrp_rng rng = { host_rand, m };
 	mrp_mr_ops mr = { rx_resolve, mc };
-	if (mrp_conn_new(&mc->c, &p, &heap, &rng, &mr, now) < 0 || cvec_push(&m->conns, mc) < 0) {
-		mrp_conn_del(mc->c);
-		free(mc);
-		return NULL;
+	int rc = mrp_conn_new(&mc->c, &p, &heap, &rng, &mr, now);
+	if (rc < 0) {
+		mc->c = NULL;
+		return rc;
 	}
-	mc->deadline = SIM_NEVER;
-	return mc;
+	for (unsigned pl = 0; pl < p.nplanes; pl++) {
+		if (!sim_port_up(m->s, m->h, pl))
+			mrp_conn_plane_event(mc->c, pl, MRP_PLANE_DOWN, now);
+		if (m->drained[pl])
+			mrp_conn_plane_event(mc->c, pl, MRP_PLANE_DRAIN, now);
+	}
+	if (sender) {
+		post_more(mc, now);
+	} else if (f->op != SIM_OP_WRITE) {
+		uint64_t ms = o.msg_size;
+		for (uint32_t i = 0; i < mc->nmsgs; i++) {
+			uint64_t off = (uint64_t)i * ms;
+			uint64_t len = f->bytes - off < ms ? f->bytes - off : ms;
+			uint8_t *buf = f->op == SIM_OP_SEND ? f->dst_buf + off : NULL;
+			if (f->op != SIM_OP_SEND)
+				len = 0;
+			rc = mrp_conn_post_recv(mc->c, (uint16_t)f->stream, i, buf, (uint32_t)len, now);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	mc->deadline = mrp_conn_deadline(mc->c);
+	return 0;
 }
 
 
@@ -456,12 +520,19 @@ static void post_more(mconn *mc, uint64_t now)
 	}
 }
 
-/* Completions: check their order, count the flow's progress, post more. */
+static void retire(mconn *mc);
+
+/* Completions: check their order, count the flow's progress, post more.
+ * When the sender has everything acknowledged the flow is done: the
+ * receiver's connection is deleted at once (its host is not running now),
+ * the sender's at the end of this callback (finish()). */
 static void reap(mconn *mc, uint64_t now)
 {
 	mh *m = mc->host;
 	mrp_cqe e[64];
 	int n;
+	if (!mc->c)
+		return;
 	while ((n = mrp_conn_poll_cq(mc->c, e, 64)) > 0) {
 		for (int i = 0; i < n; i++) {
 			if (mc->sender) {
@@ -488,10 +559,19 @@ static void reap(mconn *mc, uint64_t now)
 		mc->f->retx_pkts = st.retx_pkts;
 	else
 		mc->f->spurious_pkts = st.rx_dup_pkts; /* retransmissions it already had */
+	if (!mc->sender)
+		mc->f->rx_bytes = st.rx_bytes; /* the time series' per-flow rate */
 	if (mc->sender && !mc->finished) {
 		if (mc->done_wr == mc->next_wr && mc->posted_bytes >= mc->f->bytes) {
+			mconn *rx = mc->f->rx_ctx;
 			mc->finished = 1;
 			sim_flow_done(m->s, mc->f, now, 0);
+			if (rx) {
+				reap(rx, now); /* its last completions and counters */
+				retire(rx);
+			}
+			if (!mc->retiring && cvec_push(&m->retiring, mc) == 0)
+				mc->retiring = 1;
 		} else {
 			post_more(mc, now);
 		}
@@ -526,6 +606,22 @@ static void make_ready(mconn *mc)
 	else
 		m->ready_head = mc;
 	m->ready_tail = mc;
+}
+
+/* Deletes mc's engine connection (its flow is done); the record stays for
+ * late packets. A retired connection left in the FIFO is skipped there. */
+static void retire(mconn *mc)
+{
+	mh *m = mc->host;
+	if (!mc->c)
+		return;
+	if (m->dump)
+		dump_conn(m, mc);
+	heap_remove(m, mc);
+	mrp_conn_del(mc->c);
+	mc->c = NULL;
+	mc->retired = 1;
+	mc->deadline = SIM_NEVER;
 }
 
 static mconn *pop_ready(mh *m)
@@ -622,6 +718,16 @@ static void serve(mh *m, uint64_t now)
 	while (m->ready_head && nic_room(m)) {
 		mconn *mc = pop_ready(m);
 		int sent;
+		if (mc->retired)
+			continue;
+		if (!mc->c) {
+			int rc = engine_new(mc, now); /* first service: the connection is made */
+			if (rc < 0) {
+				sim_flow_done(m->s, mc->f, now, rc);
+				mc->retired = 1;
+				continue;
+			}
+		}
 		touched(mc);
 		if (mc->deadline <= now)
 			mrp_conn_handle_timeout(mc->c, now); /* its timers first */
@@ -650,46 +756,40 @@ static void serve(mh *m, uint64_t now)
 	}
 }
 
-/* End of every callback: serve, then the host's deadline is the heap's top. */
+/* End of every callback: serve, retire the senders whose flow completed,
+ * then the host's deadline is the heap's top. */
 static void finish(mh *m, uint64_t now)
 {
 	serve(m, now);
+	for (size_t i = 0; i < m->retiring.n; i++) {
+		m->retiring.v[i]->retiring = 0;
+		retire(m->retiring.v[i]);
+	}
+	m->retiring.n = 0;
 	sim_set_deadline(m->s, m->h, m->heap.n ? m->heap.v[0]->deadline : SIM_NEVER);
 }
 
+/* The receiver's record; its connection is made by the first packet. */
 static int mh_flow_accept(void *hs, sim_flow *f, uint64_t now)
 {
 	mh *m = hs;
-	mconn *mc = conn_new(m, f, 0, now);
+	mconn *mc = conn_new(m, f, 0);
+	(void)now;
 	if (!mc)
 		return MRP_ERR_NOMEM;
 	f->rx_ctx = mc;
-	if (f->op != SIM_OP_WRITE) {
-		uint64_t ms = m->o.msg_size;
-		for (uint32_t i = 0; i < mc->nmsgs; i++) {
-			uint64_t off = (uint64_t)i * ms;
-			uint64_t len = f->bytes - off < ms ? f->bytes - off : ms;
-			uint8_t *buf = f->op == SIM_OP_SEND ? f->dst_buf + off : NULL;
-			if (f->op != SIM_OP_SEND)
-				len = 0;
-			if (mrp_conn_post_recv(mc->c, (uint16_t)f->stream, i, buf, (uint32_t)len, now) < 0)
-				return MRP_ERR_NOMEM;
-		}
-	}
-	after_input(mc, now);
-	finish(m, now);
 	return 0;
 }
 
+/* The sender's record joins the FIFO; its connection is made when served. */
 static int mh_flow_start(void *hs, sim_flow *f, uint64_t now)
 {
 	mh *m = hs;
-	mconn *mc = conn_new(m, f, 1, now);
+	mconn *mc = conn_new(m, f, 1);
 	if (!mc)
 		return MRP_ERR_NOMEM;
 	f->tx_ctx = mc;
-	post_more(mc, now);
-	after_input(mc, now);
+	make_ready(mc);
 	finish(m, now);
 	return 0;
 }
@@ -706,12 +806,23 @@ static void mh_on_packet(void *hs, unsigned plane, sim_pkt *p, uint64_t now)
 		sim_flow *f = id ? sim_flow_get(m->s, (id - 1) / 2) : NULL;
 		if (f)
 			mc = (id % 2) ? f->tx_ctx : f->rx_ctx;
-		if (mc && mc->host == m)
-			mrp_conn_read_pkt(mc->c, &pkt, plane, ce, now);
-		else
+		if (mc && mc->host != m)
 			mc = NULL;
 	}
-	if (!mc)
+	if (mc && mc->retired) {
+		m->late_pkts++; /* e.g. a duplicate still on the wire when the flow completed */
+		sim_pkt_free(m->s, p);
+		finish(m, now);
+		return;
+	}
+	if (mc && !mc->c && engine_new(mc, now) < 0) {
+		sim_violation(m->s, "host %u flow %u: cannot make the connection", m->h->id,
+			      mc->f->id);
+		mc = NULL;
+	}
+	if (mc)
+		mrp_conn_read_pkt(mc->c, &pkt, plane, ce, now);
+	else
 		sim_violation(m->s, "host %u: undeliverable packet (decode %zd)", m->h->id, n);
 	sim_pkt_free(m->s, p);
 	if (mc)
@@ -747,6 +858,8 @@ static void mh_on_link(void *hs, unsigned plane, int up, uint64_t now)
 	mrp_rh_set_capacity(&m->rh, link_capacity(m));
 	for (size_t i = 0; i < m->conns.n; i++) {
 		mconn *mc = m->conns.v[i];
+		if (!mc->c)
+			continue; /* not made yet (it will see the port as it is) or retired */
 		mrp_conn_plane_event(mc->c, plane, up ? MRP_PLANE_UP : MRP_PLANE_DOWN, now);
 		mc->deadline = mrp_conn_deadline(mc->c);
 		after_input(mc, now);
@@ -757,9 +870,20 @@ static void mh_on_link(void *hs, unsigned plane, int up, uint64_t now)
 static void mh_on_steer(void *hs, const sim_steer *st, uint64_t now)
 {
 	mh *m = hs;
+	if (st->flow < 0 && st->action != SIM_STEER_REROUTE)
+		for (unsigned pl = 0; pl < sim_planes(m->s); pl++)
+			if (st->plane < 0 || (unsigned)st->plane == pl)
+				m->drained[pl] = st->action == SIM_STEER_DRAIN; /* for later connections */
 	for (size_t i = 0; i < m->conns.n; i++) {
 		mconn *mc = m->conns.v[i];
 		if (st->flow >= 0 && (int64_t)mc->f->id != st->flow)
+			continue;
+		if (mc->retired)
+			continue;
+		/* a connection not made yet: host-wide commands reach it when it is
+		 * made (drained[]; a new connection's ports are new routes anyway);
+		 * one for this flow alone makes it now */
+		if (!mc->c && (st->flow < 0 || engine_new(mc, now) < 0))
 			continue;
 		for (unsigned pl = 0; pl < sim_planes(m->s); pl++) {
 			if (st->plane >= 0 && (unsigned)st->plane != pl)
@@ -800,6 +924,8 @@ static int mh_check(void *hs, char *err, size_t errlen)
 	for (size_t i = 0; i < m->dirty.n; i++) {
 		mconn *mc = m->dirty.v[i];
 		mc->dirty = 0;
+		if (!mc->c)
+			continue; /* retired since */
 		if (rc == 0 && mrp_conn_check(mc->c, err, errlen) != 0)
 			rc = -1;
 		if (rc == 0 && mc->ready && mc->heap_pos) {

@@ -145,12 +145,15 @@ struct sim_link {
 	sim_node from, to;
 	sim_link *peer; /* the other direction of the cable */
 
-	/* parameters: may be changed between events (tests do) */
+	/* parameters: may be changed between events (tests do, and the
+	 * scenario event set_link) */
 	uint64_t rate_bps;
 	uint64_t delay_ns;
 	uint64_t queue_bytes;
 	uint64_t ecn_bytes; /* SIM_NEVER: never mark */
 	double loss;
+	double loss_burst;  /* > 1: Gilbert-Elliott loss, mean burst (packets) */
+	uint64_t jitter_ns; /* extra delay per packet, uniform in [0, jitter] */
 
 	/* core state */
 	sim_pkt *head, *tail;
@@ -161,6 +164,12 @@ struct sim_link {
 	int busy;
 	sim_rng rng;      /* loss draws: one stream per link */
 	void *to_obj;     /* sim_host or sim_switch at the far end */
+
+	/* link model state */
+	uint8_t ge_bad;          /* Gilbert-Elliott chain in its bad state */
+	uint64_t last_arrive_ns; /* a later packet never arrives before this */
+	uint64_t win_max_qbytes; /* largest queue since the last time-series sample */
+	uint64_t ts_tx_bytes;    /* tx_bytes at the last time-series sample */
 
 	/* host NIC backpressure (sim_port_notify()): on_nic() when qbytes
 	 * falls to at most this; SIM_NEVER = nobody asked */
@@ -199,6 +208,9 @@ struct sim_flow {
 	void *tx_ctx, *rx_ctx; /* the transport's (sender side, receiver side) */
 
 	/* results, written by the transport */
+	uint64_t rx_bytes;      /* payload bytes of the flow's data packets that
+				 * reached the receiver's transport so far
+				 * (duplicates included): the time series' rate */
 	uint64_t retx_pkts;     /* packets sent again */
 	uint64_t spurious_pkts; /* retransmissions the receiver already had */
 
@@ -346,6 +358,21 @@ size_t sim_flow_count(const sim *s);
 sim_flow *sim_flow_get(const sim *s, size_t id); /* NULL if out of range */
 size_t sim_link_count(const sim *s);
 sim_link *sim_link_get(const sim *s, size_t i);
+/* The link named name (sim_link_name()), or NULL. */
+sim_link *sim_link_find(const sim *s, const char *name);
+
+/* The time series recorded so far (NULL when the scenario has none):
+ * sample i covers [i, i + 1) * interval_ns; link k's largest queue in it is
+ * link_maxq[k * cap + i] and its bytes sent link_tx[k * cap + i] (k is the
+ * index of sim_link_get()); flow f's (f < nflows) bytes arrived is
+ * flow_bytes[f * cap + i]. */
+typedef struct sim_ts {
+	uint64_t interval_ns; /* doubles each time the samples fill cap */
+	size_t nsamples, cap;
+	size_t nlinks, nflows;
+	uint64_t *link_maxq, *link_tx, *flow_bytes;
+} sim_ts;
+const sim_ts *sim_get_ts(const sim *s);
 const sim_transport_ops *sim_transport(const sim *s);
 const sim_config *sim_get_config(const sim *s);
 
@@ -426,7 +453,11 @@ typedef struct sim_link_params {
 	uint64_t delay_ns;
 	uint64_t queue_bytes;
 	uint64_t ecn_bytes; /* SIM_NEVER: never mark */
-	double loss;
+	double loss;        /* average loss probability per packet */
+	double loss_burst;  /* mean length of a loss burst in packets: <= 1
+			     * independent losses, > 1 Gilbert-Elliott */
+	uint64_t jitter_ns; /* per-packet extra delay, uniform in [0, jitter];
+			     * never reorders a link's packets */
 } sim_link_params;
 
 /* Which fields of a sim_link_params an override sets. */
@@ -436,6 +467,8 @@ enum {
 	SIM_LP_QUEUE = 4,
 	SIM_LP_ECN = 8,
 	SIM_LP_LOSS = 16,
+	SIM_LP_BURST = 32,
+	SIM_LP_JITTER = 64,
 };
 
 typedef struct sim_plane_config {
@@ -488,8 +521,14 @@ enum {
 	SIM_EVT_PLANE_UP,
 	SIM_EVT_BLACKHOLE,
 	SIM_EVT_STEER,
+	SIM_EVT_SET_LINK, /* change a link's parameters (mask, v) */
 	SIM_EVT_N,
 };
+
+/* Which direction of a cable an event acts on: both, the one leaving the
+ * named node (host: its NIC's output; switch port: that port's output), or
+ * the one arriving at it. */
+enum { SIM_DIR_BOTH, SIM_DIR_OUT, SIM_DIR_IN, SIM_DIR_N };
 const char *sim_event_name(unsigned type); /* "link_down", ... */
 
 typedef struct sim_event_config {
@@ -501,8 +540,27 @@ typedef struct sim_event_config {
 	int64_t host;  /* steer; -1 = not given */
 	int64_t flow;  /* steer; -1 = every flow */
 	unsigned action; /* steer: SIM_STEER_* */
+	unsigned dir;    /* link_*, blackhole, set_link: SIM_DIR_* */
+	unsigned mask;   /* set_link: SIM_LP_* it changes ... */
+	sim_link_params v; /* ... to these values */
 	int line;
 } sim_event_config;
+
+/* Time series (scenario key timeseries; interval_ns 0 = off). Every
+ * interval the core samples every link (largest queue in the interval,
+ * bytes sent) and the first max_flows flows (sim_flow.rx_bytes); after
+ * max_samples samples the interval doubles and neighbouring samples merge,
+ * so memory and output stay bounded. The report keeps the top_links links
+ * with the largest queue over the run and the links named in links[]. */
+typedef struct sim_ts_config {
+	uint64_t interval_ns;
+	uint32_t max_samples;  /* default 1000 */
+	uint32_t top_links;    /* default 8 */
+	uint32_t max_flows;    /* default 64 */
+	char **links;          /* link names ("p0:leaf0->spine1") always kept */
+	size_t nlinks;
+	int line;
+} sim_ts_config;
 
 typedef struct sim_opt {
 	char *transport, *key, *value;
@@ -529,6 +587,7 @@ struct sim_config {
 	sim_opt *opts;
 	size_t nopts;
 	uint64_t max_buffer_bytes; /* limit of 2 x total flow bytes */
+	sim_ts_config ts;          /* time series */
 	/* lines of top-level keys, for messages (0 = not given) */
 	int hosts_line, planes_line, fabric_line;
 };
@@ -547,6 +606,8 @@ int sim_config_add_event(sim_config *cfg, const sim_event_config *ec);
 int sim_config_add_cable(sim_config *cfg, const sim_cable_config *cc);
 int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key,
 		       const char *value, int line);
+/* Appends a link name to the time series' links (copied). */
+int sim_config_add_ts_link(sim_config *cfg, const char *name);
 /* Default sim_flow_config (op write, plane -1, ...). */
 void sim_flow_config_init(sim_flow_config *fc);
 
