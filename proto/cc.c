@@ -466,7 +466,7 @@ int mrp_cc_conn_init(mrp_cc_conn *cc, const char *name,
 	return 0;
 }
 
-void mrp_cc_path_undo(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd, uint64_t ssthresh)
+void mrp_cc_path_raise(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd, uint64_t ssthresh)
 {
 	uint64_t old = p->cwnd;
 

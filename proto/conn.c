@@ -21,6 +21,7 @@
  */
 #include <string.h>
 
+#include "arith.h"
 #include "conn.h"
 #include "sack.h"
 
@@ -1818,6 +1819,8 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 	}
 }
 
+static void hint_window(mrp_conn *c, uint64_t now);
+
 static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_ack *a = &pkt->u.ack;
@@ -1895,7 +1898,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		 * timeout was only delay (as Eifel and F-RTO detect it): the
 		 * window cut is undone, and the path is alive. */
 		if (late >= rto_lost && pa->undo_valid) {
-			mrp_cc_path_undo(&c->cc, &pa->cc, pa->undo_cwnd, pa->undo_ssthresh);
+			mrp_cc_path_raise(&c->cc, &pa->cc, pa->undo_cwnd, pa->undo_ssthresh);
 			pa->undo_valid = 0;
 			c->st.rto_spurious++;
 		}
@@ -1917,6 +1920,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	if (lost)
 		c->cc.ops->on_loss(&c->cc, &pa->cc, lost, now);
 	recompute_qwnd(c);
+	hint_window(c, now);
 	path_arm_timers(c, pa, now);
 	return 0;
 }
@@ -2523,20 +2527,48 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 
 /* The connection has data but no window: open another path when every
  * active path is at its ceiling (the bandwidth-delay product outgrew them). */
+/* Open up to want more paths, spread over the planes in service (the
+ * plane with the fewest open paths first). Returns how many it opened. */
+static uint32_t open_paths(mrp_conn *c, uint32_t want, uint64_t now)
+{
+	uint32_t per_plane[MRP_MAX_PLANES] = { 0 }, opened = 0;
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		path *pa = c->paths[i];
+		if (pa && pa->open)
+			per_plane[pa->plane]++;
+	}
+	int plane = -1;
+	for (uint32_t p = 0; p < c->p.nplanes; p++)
+		if (!c->plane_dis[p] && (plane < 0 || per_plane[p] < per_plane[plane]))
+			plane = (int)p;
+	if (plane < 0)
+		return 0;
+	for (uint32_t i = 0; i < c->p.max_paths && opened < want; i++)
+		if (!c->paths[i] || !c->paths[i]->open) {
+			if (path_open(c, (uint16_t)i, (uint8_t)plane, now, 0) < 0)
+				break;
+			c->last_open_ns = now;
+			opened++;
+			per_plane[plane]++;
+			for (uint32_t p = 0; p < c->p.nplanes; p++)
+				if (!c->plane_dis[p] && per_plane[p] < per_plane[plane])
+					plane = (int)p;
+		}
+	return opened;
+}
+
+/* The connection has data but no window: open another path when every
+ * active path is at its ceiling (the bandwidth-delay product outgrew them). */
 COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 {
 	if (c->npaths >= c->p.max_paths)
 		return;
 	uint64_t ceiling = (uint64_t)(c->p.cc.max_cwnd_pkts - 1) * c->p.mtu;
 	uint64_t srtt = 0;
-	uint32_t per_plane[MRP_MAX_PLANES] = { 0 };
 	int active = 0;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
-		if (!pa || !pa->open)
-			continue;
-		per_plane[pa->plane]++;
-		if (pa->state != MRP_PATH_ACTIVE)
+		if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
 			continue;
 		active++;
 		if (pa->cc.cwnd < ceiling)
@@ -2545,26 +2577,56 @@ COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 	}
 	if (!active || now - c->last_open_ns < srtt / 2)
 		return;
-	int plane = -1;
-	for (uint32_t p = 0; p < c->p.nplanes; p++)
-		if (!c->plane_dis[p] && (plane < 0 || per_plane[p] < per_plane[plane]))
-			plane = (int)p;
-	if (plane < 0)
-		return;
 	/* Grow the path set by half at a time (at least one), as slow start
 	 * grows windows, spreading the new paths over the planes in use. */
-	int want = active / 2 > 0 ? active / 2 : 1;
-	for (uint32_t i = 0; i < c->p.max_paths && want > 0; i++)
-		if (!c->paths[i] || !c->paths[i]->open) {
-			if (path_open(c, (uint16_t)i, (uint8_t)plane, now, 0) < 0)
-				break;
-			c->last_open_ns = now;
-			want--;
-			per_plane[plane]++;
-			for (uint32_t p = 0; p < c->p.nplanes; p++)
-				if (!c->plane_dis[p] && per_plane[p] < per_plane[plane])
-					plane = (int)p;
-		}
+	open_paths(c, active / 2 > 0 ? (uint32_t)active / 2 : 1, now);
+}
+
+/*
+ * The receiver's rate hint, not a small initial window, sizes a new
+ * connection: while no path has seen a congestion signal yet (every active
+ * path still in slow start), the connection's window goes at once to what
+ * the hinted rate carries in the largest smoothed RTT, opening the paths
+ * that window needs (each holds at most the SACK span) and giving each
+ * active path an equal part of it, still in slow start. Pacing holds the
+ * rate to the hint; an ECN mark or a loss burst ends slow start as usual.
+ * Called after every ACK; a connection at or above the window returns at
+ * once.
+ */
+static void hint_window(mrp_conn *c, uint64_t now)
+{
+	uint64_t hint = c->cc.rate_hint_bps, rtt = c->cc.hint_rtt_ns;
+	if (!hint || !rtt)
+		return;
+	uint64_t target = mrp_mul_div(hint, rtt, 8000000000ull);
+	if (c->cc.qwnd >= target)
+		return;
+	uint64_t ceiling = (uint64_t)(c->p.cc.max_cwnd_pkts - 1) * c->p.mtu;
+	uint32_t active = 0;
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		path *pa = c->paths[i];
+		if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
+			continue;
+		if (pa->cc.ssthresh != UINT64_MAX)
+			return; /* congestion seen: the window grows as usual */
+		active++;
+	}
+	if (!active)
+		return;
+	uint64_t need = (target + ceiling - 1) / ceiling;
+	if (need > active && c->npaths < c->p.max_paths) {
+		uint64_t more = need - active;
+		if (more > c->p.max_paths - c->npaths)
+			more = c->p.max_paths - c->npaths;
+		active += open_paths(c, (uint32_t)more, now);
+	}
+	uint64_t per = min64(target / active, ceiling);
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		path *pa = c->paths[i];
+		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE && pa->cc.cwnd < per)
+			mrp_cc_path_raise(&c->cc, &pa->cc, per, UINT64_MAX);
+	}
+	recompute_qwnd(c);
 }
 
 static int rnr_waiting(const txmsg *m, uint64_t now)
