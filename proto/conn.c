@@ -2478,14 +2478,17 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 	 * gets its share at once, its paths growing from a full window's use
 	 * each round trip instead of one packet whenever they happen to be
 	 * idle. */
-	uint64_t load[MRP_MAX_PLANES] = { 0 };
+	uint64_t load[MRP_MAX_PLANES];
 	int planes = c->p.nplanes > 1;
-	if (planes)
+	if (planes) {
+		/* (zeroed only here: one plane, the common case, needs none) */
+		memset(load, 0, c->p.nplanes * sizeof(load[0]));
 		for (uint32_t k = 0; k < n; k++) {
 			const path *pa = c->paths[k];
 			if (pa && pa->open)
 				load[pa->plane] += pa->cc.inflight;
 		}
+	}
 	for (uint32_t k = 0; k < n; k++, i++) {
 		if (i >= n) /* (no division: this runs for every burst) */
 			i = 0;
