@@ -26,7 +26,9 @@ static void usage(FILE *out)
 		"\n"
 		"  -s, --seed N         override the scenario's seed\n"
 		"  -j, --json           print one JSON document instead of tables\n"
-		"  -t, --transport NAME roce, metaroce, or both (default: both, side by side)\n"
+		"  -t, --transport NAME roce, roce-pfc, metaroce; both (roce and metaroce) or\n"
+		"                       all (default: roce, roce-pfc and metaroce, side by side)\n"
+		"  -m, --max-size SIZE  collectives: run only the sizes up to SIZE\n"
 		"  -h, --help           this text\n"
 		"\n"
 		"transports:\n");
@@ -89,21 +91,98 @@ static int run_one(const sim_config *cfg, const sim_transport_ops *ops, sim_resu
 	return 0;
 }
 
+/*
+ * A scenario with collectives: every collective at every size of its list,
+ * one run per transport each (the scenario's flows run alongside every
+ * time), then the table. Exit status as for one run, over all of them.
+ */
+static int run_collectives(sim_config *cfg, const sim_transport_ops *const *ops, size_t nops, int json)
+{
+	size_t nrows = 0, cap = 0;
+	sim_coll_row *rows = NULL;
+	int rc = 0;
+
+	for (size_t e = 0; e < cfg->ncolls && rc == 0; e++) {
+		for (size_t k = 0; k < cfg->colls[e].nsizes && rc == 0; k++) {
+			if (nrows == cap) {
+				size_t nc = cap ? cap * 2 : 16;
+				sim_coll_row *nv = realloc(rows, nc * sizeof(*nv));
+
+				if (!nv) {
+					fprintf(stderr, "metaroce-sim: out of memory\n");
+					rc = 2;
+					break;
+				}
+				rows = nv;
+				cap = nc;
+			}
+
+			sim_coll_row *row = &rows[nrows++];
+
+			memset(row, 0, sizeof(*row));
+			row->entry = e;
+			row->size_index = k;
+			cfg->coll_entry = (int)e;
+			cfg->coll_size = k;
+			for (size_t t = 0; t < nops && rc == 0; t++) {
+				rc = run_one(cfg, ops[t], &row->runs[t]);
+				if (rc != 0)
+					break;
+				/* keep the summary; the per-flow and per-link tables of a
+				 * sweep would be large */
+				free(row->runs[t].flows);
+				free(row->runs[t].links);
+				row->runs[t].flows = NULL;
+				row->runs[t].links = NULL;
+				row->runs[t].nflows = row->runs[t].nlinks = 0;
+				row->nr++;
+			}
+		}
+	}
+	if (rc == 0) {
+		if (json) {
+			json_t *doc = sim_report_coll_json(cfg, rows, nrows);
+
+			if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2)) != 0) {
+				fprintf(stderr, "metaroce-sim: cannot write JSON\n");
+				rc = 2;
+			}
+			fputc('\n', stdout);
+			json_decref(doc);
+		} else {
+			sim_report_coll_text(stdout, cfg, rows, nrows);
+		}
+		for (size_t i = 0; i < nrows && rc == 0; i++)
+			for (size_t t = 0; t < rows[i].nr; t++)
+				if (!sim_result_ok(&rows[i].runs[t]))
+					rc = 1;
+	}
+	for (size_t i = 0; i < nrows; i++)
+		for (size_t t = 0; t < rows[i].nr; t++)
+			sim_result_free(&rows[i].runs[t]);
+	free(rows);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"seed", required_argument, NULL, 's'},
 		{"json", no_argument, NULL, 'j'},
 		{"transport", required_argument, NULL, 't'},
+		{"max-size", required_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *transport = "both";
-	const char *seed_arg = NULL;
+	const char *transport = "all";
+	const char *seed_arg = NULL, *max_arg = NULL;
 	int json = 0, c;
 
-	while ((c = getopt_long(argc, argv, "s:jt:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:jt:m:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'm':
+			max_arg = optarg;
+			break;
 		case 's':
 			seed_arg = optarg;
 			break;
@@ -126,31 +205,39 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	uint64_t seed = 0;
+	uint64_t seed = 0, max_size = UINT64_MAX;
+
+	if (max_arg && sim_parse_bytes(max_arg, &max_size) != 0) {
+		fprintf(stderr, "metaroce-sim: --max-size: '%s' is not a size (e.g. 64KiB)\n", max_arg);
+		return 2;
+	}
 
 	if (seed_arg && sim_parse_u64(seed_arg, &seed) != 0) {
 		fprintf(stderr, "metaroce-sim: --seed: '%s' is not a whole number\n", seed_arg);
 		return 2;
 	}
 
-	/* which transports, in report order (the baseline first) */
-	const sim_transport_ops *ops[2];
+	/* which transports, in report order (the baselines first) */
+	const sim_transport_ops *ops[SIM_MAX_RUNS];
 	size_t nops = 0;
 
-	if (strcmp(transport, "both") == 0) {
+	if (strcmp(transport, "both") == 0 || strcmp(transport, "all") == 0) {
 		ops[nops++] = sim_transport_find("roce");
+		if (strcmp(transport, "all") == 0 && sim_transport_find("roce-pfc"))
+			ops[nops++] = sim_transport_find("roce-pfc");
 		if (sim_transport_find("metaroce"))
 			ops[nops++] = sim_transport_find("metaroce");
 		else
 			fprintf(stderr, "metaroce-sim: note: transport 'metaroce' is not built yet; "
-					"running roce only\n");
+					"running the baselines only\n");
 	} else if (sim_transport_find(transport)) {
 		ops[nops++] = sim_transport_find(transport);
 	} else if (sim_transport_known(transport)) {
 		fprintf(stderr, "metaroce-sim: transport '%s' is not available in this build\n", transport);
 		return 2;
 	} else {
-		fprintf(stderr, "metaroce-sim: --transport: '%s' is not roce, metaroce or both\n", transport);
+		fprintf(stderr, "metaroce-sim: --transport: '%s' is not roce, roce-pfc, metaroce, both or all\n",
+			transport);
 		return 2;
 	}
 
@@ -164,8 +251,25 @@ int main(int argc, char **argv)
 	}
 	if (seed_arg)
 		cfg.seed = seed;
+	for (size_t i = 0; i < cfg.ncolls; i++) {
+		sim_coll_config *cc = &cfg.colls[i];
+		size_t k = 0;
 
-	sim_result res[2];
+		for (size_t j = 0; j < cc->nsizes; j++)
+			if (cc->sizes[j] <= max_size)
+				cc->sizes[k++] = cc->sizes[j];
+		cc->nsizes = k;
+	}
+	if (cfg.ncolls > 0) {
+		int crc = run_collectives(&cfg, ops, nops, json);
+
+		sim_config_free(&cfg);
+		if (fflush(stdout) != 0 && crc == 0)
+			crc = 2;
+		return crc;
+	}
+
+	sim_result res[SIM_MAX_RUNS];
 	size_t nres = 0;
 	int rc = 0;
 

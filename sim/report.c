@@ -174,6 +174,59 @@ static json_t *timeseries_json(sim *s)
 	return doc;
 }
 
+/* The collectives of the run: their time from start to the last flow. */
+static int coll_collect(sim *s, sim_result *r)
+{
+	const sim_config *cfg = sim_get_config(s);
+	size_t n = 0;
+
+	for (size_t i = 0; i < cfg->ncolls; i++)
+		n += sim_coll_selected(cfg, i);
+	if (n == 0)
+		return 0;
+	r->colls = calloc(n, sizeof(*r->colls));
+	if (!r->colls)
+		return MRP_ERR_NOMEM;
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		if (!sim_coll_selected(cfg, i))
+			continue;
+
+		sim_coll_result *c = &r->colls[r->ncolls++];
+		const sim_coll_config *cc = &cfg->colls[i];
+
+		c->entry = i;
+		c->type = cc->type;
+		c->nranks = sim_coll_nranks(cfg, cc);
+		c->steps = sim_coll_steps(cc->type, c->nranks);
+		c->size = sim_coll_size(cfg, i);
+		c->chunk = sim_coll_chunk(cc->type, c->nranks, cc->channels, c->size);
+		c->start_ns = cc->start_ns;
+		c->finish_ns = 0;
+		for (size_t k = 0; k < sim_flow_count(s); k++) {
+			const sim_flow *f = sim_flow_get(s, k);
+
+			if (f->coll != (int32_t)i)
+				continue;
+			c->flows++;
+			c->unchecked |= f->unchecked;
+			if (f->done && f->status == 0) {
+				c->finished++;
+				if (f->finish_ns > c->finish_ns)
+					c->finish_ns = f->finish_ns;
+			} else if (f->done) {
+				c->failed++;
+			}
+		}
+		if (c->finished == c->flows) {
+			c->time_ns = c->finish_ns - c->start_ns;
+		} else {
+			c->finish_ns = SIM_NEVER;
+			c->time_ns = SIM_NEVER;
+		}
+	}
+	return 0;
+}
+
 int sim_result_collect(sim *s, int run_status, sim_result *r)
 {
 	const sim_stats *st;
@@ -271,10 +324,22 @@ int sim_result_collect(sim *s, int run_status, sim_result *r)
 			r->max_queue_bytes = l->max_qbytes;
 			sim_link_name(l, r->max_queue_link, sizeof(r->max_queue_link));
 		}
+		uint64_t paused = l->pfc_paused_ns + (l->pfc_paused ? sim_now(s) - l->pfc_paused_since : 0);
+
+		r->pfc_pauses += l->pfc_pauses;
+		r->pfc_resumes += l->pfc_resumes;
+		r->pfc_paused_ns += paused;
+		if (l->pfc_max_ingress > r->pfc_max_ingress)
+			r->pfc_max_ingress = l->pfc_max_ingress;
 		if (l->tx_pkts == 0 && d == 0)
 			continue;
 
 		sim_link_result *lr = &r->links[k++];
+
+		lr->pfc_pauses = l->pfc_pauses;
+		lr->pfc_resumes = l->pfc_resumes;
+		lr->pfc_paused_ns = paused;
+		lr->pfc_max_ingress = l->pfc_max_ingress;
 
 		sim_link_name(l, lr->name, sizeof(lr->name));
 		lr->plane = l->plane;
@@ -285,10 +350,17 @@ int sim_result_collect(sim *s, int run_status, sim_result *r)
 		memcpy(lr->drops, l->drops, sizeof(lr->drops));
 	}
 	r->nlinks = k;
+	r->pfc = sim_transport(s)->lossless;
+	r->pfc_xoff = sim_get_config(s)->pfc_xoff;
+	r->pfc_xon = sim_get_config(s)->pfc_xon;
 	r->drops[SIM_DROP_NOROUTE] += st->noroute;
 	for (unsigned c = 0; c < SIM_DROP_N; c++)
 		r->drops_total += r->drops[c];
 
+	if (coll_collect(s, r) != 0) {
+		sim_result_free(r);
+		return MRP_ERR_NOMEM;
+	}
 	r->events = st->events;
 	r->sim_time_ns = sim_now(s);
 	r->violations = st->violations;
@@ -305,9 +377,11 @@ void sim_result_free(sim_result *r)
 	json_decref(r->timeseries);
 	free(r->flows);
 	free(r->links);
+	free(r->colls);
 	r->flows = NULL;
 	r->links = NULL;
-	r->nflows = r->nlinks = 0;
+	r->colls = NULL;
+	r->nflows = r->nlinks = r->ncolls = 0;
 }
 
 /* ---------------------------------------------------------------- text */
@@ -344,6 +418,17 @@ COUNT_ROW(failed, failed)
 COUNT_ROW(violations, violations)
 COUNT_ROW(verify, verify_failures)
 COUNT_ROW(events, events)
+COUNT_ROW(pauses, pfc_pauses)
+
+static void f_paused(char *b, size_t n, const sim_result *r)
+{
+	sim_fmt_time(b, n, (double)r->pfc_paused_ns);
+}
+
+static double v_paused(const sim_result *r)
+{
+	return (double)r->pfc_paused_ns;
+}
 
 static void f_goodput(char *b, size_t n, const sim_result *r)
 {
@@ -423,6 +508,8 @@ static const row rows[] = {
 	{"  blackhole", f_blackhole, v_blackhole},
 	{"  noroute", f_noroute, v_noroute},
 	{"ce marks", f_ce, v_ce},
+	{"pfc pause frames", f_pauses, v_pauses},
+	{"pfc paused (link time)", f_paused, v_paused},
 	{"retransmissions", f_retx, v_retx},
 	{"spurious retransmissions", f_spurious, v_spurious},
 	{"finished flows", f_finished, v_finished},
@@ -439,7 +526,7 @@ static void print_row(FILE *out, const char *label, char cell[][48], size_t n)
 {
 	fprintf(out, "  %-26s", label);
 	for (size_t i = 0; i < n; i++)
-		fprintf(out, " %18s", cell[i]);
+		fprintf(out, " %18.18s", cell[i]);
 	fputc('\n', out);
 }
 
@@ -484,8 +571,8 @@ static void print_links(FILE *out, const sim_result *R)
 void sim_report_text(FILE *out, const sim_config *cfg, const sim_result *runs, size_t nr)
 {
 	char a[48], b[48], c[48], d[48];
-	char cell[3][48];
-	size_t ncol = nr == 2 ? 3 : nr;
+	char cell[2 * SIM_MAX_RUNS][48];
+	size_t ncol = nr > 1 ? 2 * nr - 1 : nr; /* runs, then last / each other */
 
 	fprintf(out, "scenario %s, seed %" PRIu64 ": %" PRIu32 " hosts, %u plane%s, %zu flow%s\n\n",
 		cfg->name, cfg->seed, cfg->hosts, cfg->planes, cfg->planes == 1 ? "" : "s",
@@ -523,20 +610,21 @@ void sim_report_text(FILE *out, const sim_config *cfg, const sim_result *runs, s
 	fputc('\n', out);
 	for (size_t r = 0; r < nr; r++)
 		snprintf(cell[r], sizeof(cell[r]), "%s", runs[r].transport);
-	if (nr == 2)
-		snprintf(cell[2], sizeof(cell[2]), "%s/%s", runs[1].transport, runs[0].transport);
+	for (size_t r = 0; r + 1 < nr; r++)
+		snprintf(cell[nr + r], sizeof(cell[0]), "%.20s/%.20s", runs[nr - 1].transport,
+			 runs[r].transport);
 	print_row(out, "summary", cell, ncol);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		for (size_t r = 0; r < nr; r++)
 			rows[i].fmt(cell[r], sizeof(cell[r]), &runs[r]);
-		if (nr == 2) {
-			double x0 = rows[i].val ? rows[i].val(&runs[0]) : 0;
-			double x1 = rows[i].val ? rows[i].val(&runs[1]) : 0;
+		for (size_t r = 0; r + 1 < nr; r++) {
+			double x0 = rows[i].val ? rows[i].val(&runs[r]) : 0;
+			double x1 = rows[i].val ? rows[i].val(&runs[nr - 1]) : 0;
 
 			if (x0 > 0)
-				snprintf(cell[2], sizeof(cell[2]), "%.3f", x1 / x0);
+				snprintf(cell[nr + r], sizeof(cell[0]), "%.3f", x1 / x0);
 			else
-				snprintf(cell[2], sizeof(cell[2]), "-");
+				snprintf(cell[nr + r], sizeof(cell[0]), "-");
 		}
 		print_row(out, rows[i].label, cell, ncol);
 	}
@@ -581,6 +669,23 @@ static json_t *drops_json(const uint64_t *drops)
 	return o;
 }
 
+/* null for a lossy run */
+static json_t *pfc_json(const sim_result *R)
+{
+	json_t *o;
+
+	if (!R->pfc)
+		return json_null();
+	o = json_object();
+	json_object_set_new(o, "xoff_bytes", json_integer((json_int_t)R->pfc_xoff));
+	json_object_set_new(o, "xon_bytes", json_integer((json_int_t)R->pfc_xon));
+	json_object_set_new(o, "pause_frames", json_integer((json_int_t)R->pfc_pauses));
+	json_object_set_new(o, "resume_frames", json_integer((json_int_t)R->pfc_resumes));
+	json_object_set_new(o, "paused_ns", json_integer((json_int_t)R->pfc_paused_ns));
+	json_object_set_new(o, "max_ingress_bytes", json_integer((json_int_t)R->pfc_max_ingress));
+	return o;
+}
+
 static json_t *run_json(const sim_result *R)
 {
 	json_t *run = json_object(), *flows = json_array(), *links = json_array(), *sum = json_object();
@@ -621,6 +726,13 @@ static json_t *run_json(const sim_result *R)
 		json_object_set_new(o, "tx_packets", json_integer((json_int_t)l->tx_pkts));
 		json_object_set_new(o, "ce_marks", json_integer((json_int_t)l->ce_marks));
 		json_object_set_new(o, "drops", drops_json(l->drops));
+		if (R->pfc) {
+			json_object_set_new(o, "pfc_pause_frames", json_integer((json_int_t)l->pfc_pauses));
+			json_object_set_new(o, "pfc_resume_frames", json_integer((json_int_t)l->pfc_resumes));
+			json_object_set_new(o, "pfc_paused_ns", json_integer((json_int_t)l->pfc_paused_ns));
+			json_object_set_new(o, "pfc_max_ingress_bytes",
+					    json_integer((json_int_t)l->pfc_max_ingress));
+		}
 		json_array_append_new(links, o);
 	}
 
@@ -647,6 +759,7 @@ static json_t *run_json(const sim_result *R)
 	json_object_set_new(sum, "events", json_integer((json_int_t)R->events));
 	json_object_set_new(sum, "sim_time_ns", json_integer((json_int_t)R->sim_time_ns));
 	json_object_set_new(sum, "events_per_second", jreal(R->events_per_sec));
+	json_object_set_new(sum, "pfc", pfc_json(R));
 
 	for (unsigned m = 0; m < R->nmsgs; m++)
 		json_array_append_new(msgs, json_string(R->msgs[m]));
@@ -671,14 +784,205 @@ json_t *sim_report_json(const sim_config *cfg, const sim_result *runs, size_t nr
 	for (size_t r = 0; r < nr; r++)
 		json_array_append_new(arr, run_json(&runs[r]));
 	json_object_set_new(doc, "runs", arr);
-	if (nr == 2) {
-		json_t *cmp = json_object();
-		double g0 = runs[0].agg_goodput_bps, g1 = runs[1].agg_goodput_bps;
+	/* the last run against each baseline; "comparison" is the first */
+	if (nr >= 2) {
+		json_t *all = json_array();
 
-		json_object_set_new(cmp, "baseline", json_string(runs[0].transport));
-		json_object_set_new(cmp, "transport", json_string(runs[1].transport));
-		json_object_set_new(cmp, "goodput_ratio", g0 > 0 ? jreal(g1 / g0) : json_null());
-		json_object_set_new(doc, "comparison", cmp);
+		for (size_t r = 0; r + 1 < nr; r++) {
+			json_t *cmp = json_object();
+			double g0 = runs[r].agg_goodput_bps, g1 = runs[nr - 1].agg_goodput_bps;
+			double t0 = runs[r].max_fct_ns, t1 = runs[nr - 1].max_fct_ns;
+
+			json_object_set_new(cmp, "baseline", json_string(runs[r].transport));
+			json_object_set_new(cmp, "transport", json_string(runs[nr - 1].transport));
+			json_object_set_new(cmp, "goodput_ratio", g0 > 0 ? jreal(g1 / g0) : json_null());
+			json_object_set_new(cmp, "max_fct_ratio",
+					    runs[r].finished && runs[nr - 1].finished && t0 > 0 ? jreal(t1 / t0)
+											   : json_null());
+			if (r == 0)
+				json_object_set_new(doc, "comparison", json_deep_copy(cmp));
+			json_array_append_new(all, cmp);
+		}
+		json_object_set_new(doc, "comparisons", all);
 	}
+	return doc;
+}
+
+/* --------------------------------------------------------- collectives */
+
+double sim_coll_algbw(const sim_coll_result *c)
+{
+	if (c->time_ns == SIM_NEVER || c->time_ns == 0)
+		return 0;
+	return (double)c->size * 8e9 / (double)c->time_ns;
+}
+
+double sim_coll_busbw(const sim_coll_result *c)
+{
+	return sim_coll_algbw(c) * sim_coll_busbw_factor(c->type, c->nranks);
+}
+
+/* The collective result of entry e in run R, or NULL. */
+static const sim_coll_result *coll_of(const sim_result *R, size_t e)
+{
+	for (size_t i = 0; i < R->ncolls; i++)
+		if (R->colls[i].entry == e)
+			return &R->colls[i];
+	return NULL;
+}
+
+static void coll_time_cell(char *b, size_t n, const sim_coll_result *c)
+{
+	if (!c || c->time_ns == SIM_NEVER)
+		snprintf(b, n, "unfinished");
+	else
+		sim_fmt_time(b, n, (double)c->time_ns);
+}
+
+void sim_report_coll_text(FILE *out, const sim_config *cfg, const sim_coll_row *tab, size_t n)
+{
+	char a[48], b[64];
+
+	for (size_t i = 0; i < n; i++) {
+		const sim_coll_row *ln = &tab[i];
+		const sim_coll_config *cc = &cfg->colls[ln->entry];
+		size_t nr = ln->nr;
+
+		if (i == 0 || tab[i - 1].entry != ln->entry) {
+			uint32_t nranks = sim_coll_nranks(cfg, cc);
+
+			fprintf(out, "%scollective %zu: %s over %" PRIu32 " ranks, %u plane%s (scenario %s, seed %" PRIu64 ")\n",
+				i ? "\n" : "", ln->entry, sim_coll_name(cc->type), nranks, cfg->planes,
+				cfg->planes == 1 ? "" : "s", cfg->name, cfg->seed);
+			fprintf(out, "%10s", "size");
+			for (size_t r = 0; r < nr; r++) {
+				snprintf(b, sizeof(b), "%s time", ln->runs[r].transport);
+				fprintf(out, " %16s", b);
+			}
+			for (size_t r = 0; r + 1 < nr; r++) {
+				snprintf(b, sizeof(b), "%s/%s", ln->runs[nr - 1].transport,
+					 ln->runs[r].transport);
+				fprintf(out, " %18s", b);
+			}
+			if (nr > 0)
+				fprintf(out, " %14s", "busbw (last)");
+			fputc('\n', out);
+		}
+		const sim_coll_result *first = nr ? coll_of(&ln->runs[0], ln->entry) : NULL;
+
+		sim_fmt_bytes(a, sizeof(a), first ? (double)first->size : 0);
+		fprintf(out, "%10s", a);
+		for (size_t r = 0; r < nr; r++) {
+			coll_time_cell(b, sizeof(b), coll_of(&ln->runs[r], ln->entry));
+			fprintf(out, " %16s", b);
+		}
+
+		const sim_coll_result *last = nr ? coll_of(&ln->runs[nr - 1], ln->entry) : NULL;
+
+		for (size_t r = 0; r + 1 < nr; r++) {
+			const sim_coll_result *c = coll_of(&ln->runs[r], ln->entry);
+
+			if (last && c && last->time_ns != SIM_NEVER && c->time_ns != SIM_NEVER &&
+			    c->time_ns > 0)
+				snprintf(b, sizeof(b), "%.3f", (double)last->time_ns / (double)c->time_ns);
+			else
+				snprintf(b, sizeof(b), "-");
+			fprintf(out, " %18s", b);
+		}
+		if (last) {
+			sim_fmt_rate(b, sizeof(b), sim_coll_busbw(last));
+			fprintf(out, " %14s", last->time_ns == SIM_NEVER ? "-" : b);
+		}
+		fputc('\n', out);
+	}
+	if (n && tab[0].nr > 1)
+		fprintf(out, "\n(time ratios below 1: %s finished sooner)\n", tab[0].runs[tab[0].nr - 1].transport);
+	for (size_t i = 0; i < n; i++)
+		for (size_t r = 0; r < tab[i].nr; r++) {
+			const sim_result *R = &tab[i].runs[r];
+
+			for (unsigned m = 0; m < R->nmsgs; m++)
+				fprintf(out, "%s: violation: %s\n", R->transport, R->msgs[m]);
+		}
+}
+
+static json_t *coll_run_json(const sim_result *R, size_t entry)
+{
+	json_t *o = json_object();
+	const sim_coll_result *c = coll_of(R, entry);
+
+	json_object_set_new(o, "transport", json_string(R->transport));
+	json_object_set_new(o, "status", json_string(sim_run_status_name(R->run_status)));
+	json_object_set_new(o, "time_ns", c ? jtime(c->time_ns) : json_null());
+	json_object_set_new(o, "algbw_bps",
+			    c && c->time_ns != SIM_NEVER ? jreal(sim_coll_algbw(c)) : json_null());
+	json_object_set_new(o, "busbw_bps",
+			    c && c->time_ns != SIM_NEVER ? jreal(sim_coll_busbw(c)) : json_null());
+	json_object_set_new(o, "flows", json_integer(c ? (json_int_t)c->flows : 0));
+	json_object_set_new(o, "finished_flows", json_integer(c ? (json_int_t)c->finished : 0));
+	json_object_set_new(o, "failed_flows", json_integer(c ? (json_int_t)c->failed : 0));
+	json_object_set_new(o, "verified", json_boolean(c && !c->unchecked && R->verify_failures == 0));
+	json_object_set_new(o, "drops", drops_json(R->drops));
+	json_object_set_new(o, "ce_marks", json_integer((json_int_t)R->ce_marks));
+	json_object_set_new(o, "retransmissions", json_integer((json_int_t)R->retx));
+	json_object_set_new(o, "max_queue_bytes", json_integer((json_int_t)R->max_queue_bytes));
+	json_object_set_new(o, "pfc", pfc_json(R));
+	json_object_set_new(o, "invariant_violations", json_integer((json_int_t)R->violations));
+	json_object_set_new(o, "verification_failures", json_integer((json_int_t)R->verify_failures));
+	json_object_set_new(o, "events", json_integer((json_int_t)R->events));
+	json_object_set_new(o, "sim_time_ns", json_integer((json_int_t)R->sim_time_ns));
+	json_object_set_new(o, "events_per_second", jreal(R->events_per_sec));
+	return o;
+}
+
+json_t *sim_report_coll_json(const sim_config *cfg, const sim_coll_row *tab, size_t n)
+{
+	json_t *doc = json_object(), *arr = json_array();
+
+	json_object_set_new(doc, "scenario", json_string(cfg->name ? cfg->name : ""));
+	json_object_set_new(doc, "seed", json_integer((json_int_t)cfg->seed));
+	json_object_set_new(doc, "hosts", json_integer(cfg->hosts));
+	json_object_set_new(doc, "planes", json_integer(cfg->planes));
+	for (size_t i = 0; i < n; i++) {
+		const sim_coll_row *ln = &tab[i];
+		const sim_coll_config *cc = &cfg->colls[ln->entry];
+		json_t *o = json_object(), *runs = json_array(), *ratios = json_array();
+		const sim_coll_result *last = ln->nr ? coll_of(&ln->runs[ln->nr - 1], ln->entry) : NULL;
+		uint32_t nranks = sim_coll_nranks(cfg, cc);
+		uint64_t size = 0;
+
+		for (size_t r = 0; r < ln->nr && !size; r++) {
+			const sim_coll_result *c = coll_of(&ln->runs[r], ln->entry);
+
+			size = c ? c->size : 0;
+		}
+		json_object_set_new(o, "collective", json_integer((json_int_t)ln->entry));
+		json_object_set_new(o, "type", json_string(sim_coll_name(cc->type)));
+		json_object_set_new(o, "ranks", json_integer(nranks));
+		json_object_set_new(o, "steps", json_integer(sim_coll_steps(cc->type, nranks)));
+		json_object_set_new(o, "size_bytes", json_integer((json_int_t)size));
+		json_object_set_new(o, "chunk_bytes",
+				    json_integer((json_int_t)sim_coll_chunk(cc->type, nranks, cc->channels, size)));
+		json_object_set_new(o, "channels", json_integer(cc->channels));
+		for (size_t r = 0; r < ln->nr; r++)
+			json_array_append_new(runs, coll_run_json(&ln->runs[r], ln->entry));
+		for (size_t r = 0; r + 1 < ln->nr; r++) {
+			const sim_coll_result *c = coll_of(&ln->runs[r], ln->entry);
+			json_t *q = json_object();
+
+			json_object_set_new(q, "baseline", json_string(ln->runs[r].transport));
+			json_object_set_new(q, "transport", json_string(ln->runs[ln->nr - 1].transport));
+			json_object_set_new(q, "time_ratio",
+					    last && c && last->time_ns != SIM_NEVER &&
+							    c->time_ns != SIM_NEVER && c->time_ns > 0
+						    ? jreal((double)last->time_ns / (double)c->time_ns)
+						    : json_null());
+			json_array_append_new(ratios, q);
+		}
+		json_object_set_new(o, "runs", runs);
+		json_object_set_new(o, "ratios", ratios);
+		json_array_append_new(arr, o);
+	}
+	json_object_set_new(doc, "collectives", arr);
 	return doc;
 }

@@ -12,6 +12,9 @@
 
 #include "sim.h"
 
+/* Most transports one invocation runs side by side. */
+#define SIM_MAX_RUNS 4
+
 typedef struct sim_flow_result {
 	uint32_t id, src, dst;
 	uint64_t bytes;
@@ -31,7 +34,23 @@ typedef struct sim_link_result {
 	unsigned plane;
 	uint64_t max_queue_bytes, tx_bytes, tx_pkts, ce_marks;
 	uint64_t drops[SIM_DROP_N];
+	/* PFC: pause / resume frames about this link, time its sender was
+	 * paused, and most bytes of it held in the switch it leads to */
+	uint64_t pfc_pauses, pfc_resumes, pfc_paused_ns, pfc_max_ingress;
 } sim_link_result;
+
+/* One collective of a run (collective.c): from its start to its last flow. */
+typedef struct sim_coll_result {
+	size_t entry;        /* index in cfg->colls */
+	unsigned type;       /* SIM_COLL_* */
+	uint32_t nranks, steps;
+	uint64_t size, chunk;
+	uint64_t start_ns;
+	uint64_t finish_ns;  /* last flow's finish; SIM_NEVER if any is unfinished or failed */
+	uint64_t time_ns;    /* finish - start; SIM_NEVER likewise */
+	uint64_t flows, finished, failed;
+	int unchecked;       /* shared buffers: memory not verified */
+} sim_coll_result;
 
 typedef struct sim_result {
 	char transport[16];
@@ -60,6 +79,15 @@ typedef struct sim_result {
 	/* Wall clock, set by the program (never by the core): the only field
 	 * that differs between two runs of the same scenario and seed. */
 	double events_per_sec;
+
+	/* PFC (lossless runs): sums over links; the largest ingress occupancy */
+	int pfc;
+	uint64_t pfc_pauses, pfc_resumes, pfc_paused_ns, pfc_max_ingress;
+	uint64_t pfc_xoff, pfc_xon;
+
+	/* the collectives expanded in this run */
+	sim_coll_result *colls;
+	size_t ncolls;
 } sim_result;
 
 /* Verifies the flows' memory (sim_verify) and gathers the results of s after
@@ -80,9 +108,29 @@ const char *sim_run_status_name(int run_status);
  * failures, unfinished or failed flows. */
 int sim_result_ok(const sim_result *r);
 
-/* nr runs of the same scenario side by side (nr is 1 or 2; with 2 the
- * ratio column is runs[1] / runs[0]). */
+/* nr runs (1 to SIM_MAX_RUNS) of the same scenario side by side; with more
+ * than one, ratio columns runs[nr-1] / runs[r] for every earlier run r. */
 void sim_report_text(FILE *out, const sim_config *cfg, const sim_result *runs, size_t nr);
 json_t *sim_report_json(const sim_config *cfg, const sim_result *runs, size_t nr);
+
+/* ------------------------------------------------------- collectives */
+
+/* One line of a collectives sweep: one collective at one size under each
+ * transport (runs[] hold summaries: their flows and links are freed). */
+typedef struct sim_coll_row {
+	size_t entry, size_index;
+	sim_result runs[SIM_MAX_RUNS];
+	size_t nr;
+} sim_coll_row;
+
+/* Algorithm bandwidth (size / time) and nccl-tests' bus bandwidth, bit/s;
+ * 0 if the collective did not finish. */
+double sim_coll_algbw(const sim_coll_result *c);
+double sim_coll_busbw(const sim_coll_result *c);
+
+/* The table: per collective, one line per size: each transport's time and
+ * the last transport's time over each other's (the baselines'). */
+void sim_report_coll_text(FILE *out, const sim_config *cfg, const sim_coll_row *rows, size_t n);
+json_t *sim_report_coll_json(const sim_config *cfg, const sim_coll_row *rows, size_t n);
 
 #endif

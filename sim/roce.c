@@ -78,12 +78,26 @@ typedef struct roce_host {
 	roce_rq **rqs; /* every receive side of this host */
 	size_t nrqs, caprqs;
 	uint64_t nic_next_ns[SIM_MAX_PLANES]; /* NIC busy until */
+	/* roce-pfc: the network is lossless (PFC pauses the NIC port, whose
+	 * queue then fills: data waits for room); DCQCN may be off */
+	int pfc;
+	uint64_t dcqcn;
 } roce_host;
 
 static const char *const roce_options[] = {
 	"ack_every", "rto", "cnp_interval", "dcqcn_timer", "dcqcn_g", "rai", "rhai",
 	"min_rate", "fast_recovery", "window", NULL,
 };
+
+/* roce-pfc: the same, and dcqcn (1 on, 0 off: no CNPs, line rate). */
+static const char *const roce_pfc_options[] = {
+	"ack_every", "rto", "cnp_interval", "dcqcn_timer", "dcqcn_g", "rai", "rhai",
+	"min_rate", "fast_recovery", "window", "dcqcn", NULL,
+};
+
+/* roce-pfc: data is handed to a NIC port only while its queue holds less
+ * than this many frames (a paused port's queue stops draining). */
+#define PFC_NIC_FRAMES 2
 
 /* Room for one more pointer in an array of object pointers: returns the
  * array (moved or not), or NULL when out of memory (the old one stays). */
@@ -121,7 +135,15 @@ static void *roce_host_new(sim *s, sim_host *h)
 	    sim_opt_rate(s, "rai", 100000000, &o->rai_bps) ||
 	    sim_opt_rate(s, "rhai", 1000000000, &o->rhai_bps) ||
 	    sim_opt_rate(s, "min_rate", 100000000, &o->min_rate_bps) ||
-	    sim_opt_u64(s, "fast_recovery", 5, &o->fr_steps) || sim_opt_u64(s, "window", 0, &o->window)) {
+	    sim_opt_u64(s, "fast_recovery", 5, &o->fr_steps) || sim_opt_u64(s, "window", 0, &o->window) ||
+	    sim_opt_u64(s, "dcqcn", 1, &rh->dcqcn)) {
+		free(rh);
+		return NULL;
+	}
+	rh->pfc = sim_transport(s)->lossless;
+	if (rh->dcqcn > 1) {
+		sim_set_error(s, "transport.%s.dcqcn: %" PRIu64 " is not 0 (off) or 1 (on)",
+			      sim_transport(s)->name, rh->dcqcn);
 		free(rh);
 		return NULL;
 	}
@@ -286,6 +308,18 @@ static void send_data(roce_host *rh, roce_qp *q, uint64_t now)
 	sim_send(rh->s, rh->h, q->plane, p);
 }
 
+/* roce-pfc: the port's queue is full (paused, or ACKs queued): when to
+ * look again (one frame time), else 0. */
+static uint64_t nic_blocked(const roce_host *rh, unsigned plane, uint64_t now)
+{
+	uint64_t frame = (uint64_t)rh->mtu + SIM_WIRE_OVERHEAD + DATA_WIRE_EXTRA;
+	uint64_t rate = sim_port_rate_bps(rh->s, rh->h, plane);
+
+	if (!rh->pfc || sim_port_queue_bytes(rh->s, rh->h, plane) + frame <= PFC_NIC_FRAMES * frame)
+		return 0;
+	return now + (frame * 8000000000ull + rate - 1) / rate;
+}
+
 /* Sends what the NIC and the rate limiters allow now, then sets the host's
  * deadline to the next send time or retransmission timeout. */
 static void pump(roce_host *rh, uint64_t now)
@@ -297,7 +331,8 @@ static void pump(roce_host *rh, uint64_t now)
 			size_t k = (rh->rr + i) % rh->nact;
 			roce_qp *q = rh->act[k];
 
-			if (!qp_ready(rh, q) || q->next_tx_ns > now || rh->nic_next_ns[q->plane] > now)
+			if (!qp_ready(rh, q) || q->next_tx_ns > now || rh->nic_next_ns[q->plane] > now ||
+			    nic_blocked(rh, q->plane, now))
 				continue;
 			send_data(rh, q, now);
 			rh->rr = (k + 1) % rh->nact;
@@ -318,6 +353,10 @@ static void pump(roce_host *rh, uint64_t now)
 		if (qp_ready(rh, q)) {
 			uint64_t t = q->next_tx_ns > rh->nic_next_ns[q->plane] ? q->next_tx_ns
 									      : rh->nic_next_ns[q->plane];
+			uint64_t b = nic_blocked(rh, q->plane, now);
+
+			if (b > t)
+				t = b;
 			if (t < d)
 				d = t;
 		}
@@ -423,7 +462,8 @@ static void on_data(roce_host *rh, roce_rq *rq, const rhdr *hd, const sim_pkt *p
 	sim_flow *f = rq->f;
 
 	f->rx_bytes += hd->paylen; /* arrivals, for the time series */
-	if (p->ecn == SIM_ECN_CE && (!rq->cnp_sent || now >= rq->last_cnp_ns + rh->o.cnp_interval_ns)) {
+	if (p->ecn == SIM_ECN_CE && rh->dcqcn &&
+	    (!rq->cnp_sent || now >= rq->last_cnp_ns + rh->o.cnp_interval_ns)) {
 		send_ctrl(rh, rq, R_CNP, 0);
 		rq->cnp_sent = 1;
 		rq->last_cnp_ns = now;
@@ -479,7 +519,7 @@ static void roce_on_packet(void *hs, unsigned plane, sim_pkt *p, uint64_t now)
 	} else if (hd.type == R_CNP) {
 		roce_qp *q = f->tx_ctx;
 
-		if (q->active)
+		if (q->active && rh->dcqcn)
 			dcqcn_cnp(rh, q, now);
 	} else {
 		on_ack(rh, f->tx_ctx, hd.psn, hd.type == R_NAK, now);
@@ -592,4 +632,21 @@ const sim_transport_ops sim_roce_ops = {
 	.on_link = roce_on_link,
 	.on_steer = roce_on_steer,
 	.check = roce_check,
+};
+
+/* The same QPs on a lossless network: the switches run PFC (sim.c) in its
+ * runs; the NIC holds data back while its paused port's queue is full. */
+const sim_transport_ops sim_roce_pfc_ops = {
+	.name = "roce-pfc",
+	.options = roce_pfc_options,
+	.host_new = roce_host_new,
+	.host_del = roce_host_del,
+	.flow_accept = roce_flow_accept,
+	.flow_start = roce_flow_start,
+	.on_packet = roce_on_packet,
+	.on_timer = roce_on_timer,
+	.on_link = roce_on_link,
+	.on_steer = roce_on_steer,
+	.check = roce_check,
+	.lossless = 1,
 };

@@ -34,5 +34,8 @@
 #define SIM_ROCE_PORT 4791
 
 extern const sim_transport_ops sim_roce_ops;
+/* roce-pfc: the same transport on a lossless network (PFC in the
+ * switches), DCQCN on (transport.roce-pfc.dcqcn: 1) or off (0). */
+extern const sim_transport_ops sim_roce_pfc_ops;
 
 #endif

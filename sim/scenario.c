@@ -953,6 +953,266 @@ static int h_timeseries(pctx *c, yaml_node_t *v, const char *path, void *obj)
 	return 0;
 }
 
+/* -------------------------------------------------------- collectives */
+
+enum { CK_SIZE = 1, CK_SIZES = 2, CK_TYPE = 4 };
+
+typedef struct coll_tmp {
+	sim_coll_config cc;
+	unsigned keys; /* CK_* seen */
+} coll_tmp;
+
+static int co_type(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	static const char *const names[SIM_COLL_N] = {"allreduce_ring", "allreduce_rd", "alltoall",
+						      "allgather"};
+	coll_tmp *t = obj;
+
+	t->keys |= CK_TYPE;
+	return get_enum(c, v, path, names, SIM_COLL_N, &t->cc.type);
+}
+
+/* ranks: N (hosts 0 .. N-1) or a list of host ids, in rank order. */
+static int co_ranks(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	coll_tmp *t = obj;
+	char sub[96];
+
+	if (v->type == YAML_SCALAR_NODE)
+		return get_u32(c, v, path, 2, SIM_MAX_HOSTS, &t->cc.nranks);
+	if (want(c, v, path, YAML_SEQUENCE_NODE) != 0)
+		return MRP_ERR_INVAL;
+
+	size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+
+	if (n < 2 || n > SIM_MAX_HOSTS)
+		return perr(c, v, "%s: %zu ranks is out of range (2-%u)", path, n, SIM_MAX_HOSTS);
+	t->cc.ranks = calloc(n, sizeof(*t->cc.ranks));
+	if (!t->cc.ranks)
+		return perr(c, v, "out of memory");
+	t->cc.nranks = (uint32_t)n;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+		if (get_u32(c, node(c, v->data.sequence.items.start[i]), sub, 0, SIM_MAX_HOSTS - 1,
+			    &t->cc.ranks[i]) != 0)
+			return MRP_ERR_INVAL;
+	}
+	return 0;
+}
+
+static int add_size(pctx *c, yaml_node_t *v, coll_tmp *t, uint64_t x)
+{
+	uint64_t *nv;
+
+	if (t->cc.nsizes >= 64)
+		return perr(c, v, "collectives: at most 64 sizes per collective");
+	nv = realloc(t->cc.sizes, (t->cc.nsizes + 1) * sizeof(*nv));
+	if (!nv)
+		return perr(c, v, "out of memory");
+	t->cc.sizes = nv;
+	t->cc.sizes[t->cc.nsizes++] = x;
+	return 0;
+}
+
+static int get_size(pctx *c, yaml_node_t *v, const char *path, uint64_t *x)
+{
+	if (get_bytes(c, v, path, x) != 0)
+		return MRP_ERR_INVAL;
+	if (*x == 0 || *x > (1ull << 40))
+		return perr(c, v, "%s: %" PRIu64 " is out of range (1 B - 1 TiB)", path, *x);
+	return 0;
+}
+
+static int co_size(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	coll_tmp *t = obj;
+	uint64_t x;
+
+	t->keys |= CK_SIZE;
+	if (get_size(c, v, path, &x) != 0)
+		return MRP_ERR_INVAL;
+	return add_size(c, v, t, x);
+}
+
+typedef struct range_tmp {
+	uint64_t from, to, factor;
+	unsigned keys;
+} range_tmp;
+
+static int rg_from(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	((range_tmp *)obj)->keys |= 1;
+	return get_size(c, v, path, &((range_tmp *)obj)->from);
+}
+
+static int rg_to(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	((range_tmp *)obj)->keys |= 2;
+	return get_size(c, v, path, &((range_tmp *)obj)->to);
+}
+
+static int rg_factor(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_u64(c, v, path, 2, 1024, &((range_tmp *)obj)->factor);
+}
+
+static const keydef range_keys[] = {{"from", rg_from}, {"to", rg_to}, {"factor", rg_factor}};
+
+/* sizes: a list of sizes, or {from: 8B, to: 1GiB, factor: 2}: from,
+ * from x factor, ... up to to. */
+static int co_sizes(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	coll_tmp *t = obj;
+	char sub[96];
+	uint64_t x;
+
+	t->keys |= CK_SIZES;
+	if (v->type == YAML_MAPPING_NODE) {
+		range_tmp r = {.factor = 2};
+
+		if (WALK(c, v, path, range_keys, &r) != 0)
+			return MRP_ERR_INVAL;
+		if (r.keys != 3)
+			return perr(c, v, "%s: a range needs from and to", path);
+		if (r.from > r.to)
+			return perr(c, v, "%s: from is above to", path);
+		for (x = r.from; x <= r.to; x *= r.factor) {
+			if (add_size(c, v, t, x) != 0)
+				return MRP_ERR_INVAL;
+			if (x > UINT64_MAX / r.factor)
+				break;
+		}
+		return 0;
+	}
+	if (want(c, v, path, YAML_SEQUENCE_NODE) != 0)
+		return MRP_ERR_INVAL;
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+		yaml_node_t *item = node(c, *it);
+
+		snprintf(sub, sizeof(sub), "%s[%td]", path, it - v->data.sequence.items.start);
+		if (get_size(c, item, sub, &x) != 0 || add_size(c, item, t, x) != 0)
+			return MRP_ERR_INVAL;
+	}
+	if (t->cc.nsizes == 0)
+		return perr(c, v, "%s: the list is empty", path);
+	return 0;
+}
+
+static int co_start(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_time(c, v, path, &((coll_tmp *)obj)->cc.start_ns);
+}
+
+static int co_op(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	static const char *const names[] = {"write", "write_imm", "send"};
+
+	return get_enum(c, v, path, names, SIM_OP_N, &((coll_tmp *)obj)->cc.op);
+}
+
+static int co_stream(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_u32(c, v, path, 0, UINT32_MAX, &((coll_tmp *)obj)->cc.stream);
+}
+
+static int co_plane(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_int(c, v, path, SIM_MAX_PLANES - 1, &((coll_tmp *)obj)->cc.plane);
+}
+
+static int co_channels(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_u32(c, v, path, 1, 64, &((coll_tmp *)obj)->cc.channels);
+}
+
+static int co_verify_max(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_bytes(c, v, path, &((coll_tmp *)obj)->cc.verify_max);
+}
+
+static const keydef coll_keys[] = {
+	{"type", co_type},     {"ranks", co_ranks},   {"size", co_size},
+	{"sizes", co_sizes},   {"start", co_start},   {"op", co_op},
+	{"stream", co_stream}, {"plane", co_plane},   {"verify_max", co_verify_max},
+	{"channels", co_channels},
+};
+
+static int h_collectives(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	char sub[64];
+
+	(void)obj;
+	if (want(c, v, path, YAML_SEQUENCE_NODE) != 0)
+		return MRP_ERR_INVAL;
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+		yaml_node_t *item = node(c, *it);
+		coll_tmp t;
+		int rc;
+
+		memset(&t, 0, sizeof(t));
+		t.cc.plane = -1;
+		t.cc.op = SIM_OP_WRITE;
+		t.cc.verify_max = 2ull << 30;
+		t.cc.channels = 1;
+		t.cc.line = line_of(item);
+		snprintf(sub, sizeof(sub), "%s[%td]", path, it - v->data.sequence.items.start);
+		rc = WALK(c, item, sub, coll_keys, &t);
+		if (rc == 0 && !(t.keys & CK_TYPE))
+			rc = perr(c, item, "%s: needs a type (allreduce_ring, allreduce_rd, alltoall, "
+					   "allgather)", sub);
+		if (rc == 0 && (t.keys & CK_SIZE) && (t.keys & CK_SIZES))
+			rc = perr(c, item, "%s: give size or sizes, not both", sub);
+		if (rc == 0 && !(t.keys & (CK_SIZE | CK_SIZES)))
+			rc = perr(c, item, "%s: needs size or sizes", sub);
+		if (rc != 0) {
+			free(t.cc.ranks);
+			free(t.cc.sizes);
+			return MRP_ERR_INVAL;
+		}
+		if (sim_config_add_coll(c->cfg, &t.cc) != 0)
+			return perr(c, item, "out of memory");
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- pfc */
+
+static int pf_xoff(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	(void)obj;
+	return get_bytes(c, v, path, &c->cfg->pfc_xoff);
+}
+
+static int pf_xon(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	(void)obj;
+	return get_bytes(c, v, path, &c->cfg->pfc_xon);
+}
+
+static int pf_headroom(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	const char *s = scalar(c, v, path);
+
+	(void)obj;
+	if (!s)
+		return MRP_ERR_INVAL;
+	if (strcmp(s, "auto") == 0) {
+		c->cfg->pfc_headroom = 0;
+		return 0;
+	}
+	if (sim_parse_bytes(s, &c->cfg->pfc_headroom) != 0 || c->cfg->pfc_headroom == 0)
+		return perr(c, v, "%s: '%s' is not a size above 0 (e.g. 64KB) or 'auto'", path, s);
+	return 0;
+}
+
+static const keydef pfc_keys[] = {{"xoff", pf_xoff}, {"xon", pf_xon}, {"headroom", pf_headroom}};
+
+static int h_pfc(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	c->cfg->pfc_line = line_of(v);
+	return WALK(c, v, path, pfc_keys, obj);
+}
+
 /* ---------------------------------------------------------- transport */
 
 static int h_transport(pctx *c, yaml_node_t *v, const char *path, void *obj)
@@ -1082,6 +1342,7 @@ static const keydef top_keys[] = {
 	{"fabric_link", h_fabric_link}, {"links", h_links}, {"flows", h_flows},
 	{"events", h_events},           {"transport", h_transport},
 	{"timeseries", h_timeseries},
+	{"collectives", h_collectives}, {"pfc", h_pfc},
 };
 
 static void apply_lpart(sim_link_params *lp, const lpart *p)

@@ -36,6 +36,7 @@ enum {
 	EV_FLOW_START, /* obj flow */
 	EV_SCENARIO,   /* arg index into cfg->events */
 	EV_SAMPLE,     /* a time-series sample is due */
+	EV_PFC,        /* obj link, arg 1 pause / 0 resume: a PFC frame reached its sender */
 };
 
 #define POOL_SLAB 64
@@ -81,9 +82,17 @@ struct sim {
 	size_t nflows, flows_left;
 	sim_link **evlink; /* per scenario event: the cable it names, or NULL */
 
+	/* collectives: the flows waiting for each flow (CSR: dependents of flow
+	 * i are dep_list[dep_off[i] .. dep_off[i+1]-1]) and shared buffers */
+	uint32_t *dep_off, *dep_list;
+	uint8_t **shared;
+	size_t nshared;
+
 	sim_pkt *free_pkts[SIM_PKT_POOLS];
 	void **slabs;
 	size_t nslabs, slabcap;
+
+	int pfc; /* the switches run PFC (a lossless transport) */
 
 	sim_ts ts;                /* time series; ts.cap == 0 when off */
 	uint64_t *ts_flow_last;   /* rx_bytes of each recorded flow at the last sample */
@@ -291,6 +300,7 @@ sim_pkt *sim_pkt_new(sim *s, size_t cap)
 	p->plane = 0;
 	p->len = p->datalen = 0;
 	p->sent_ns = 0;
+	p->ingress = NULL;
 	s->st.pkts_live++;
 	return p;
 }
@@ -326,6 +336,77 @@ static void link_start_tx(sim *s, sim_link *l)
 	schedule(s, s->now + num / l->rate_bps, EV_TX_DONE, l->epoch, l);
 }
 
+/* ------------------------------------------------------------------ PFC */
+
+/* A PFC pause frame on the wire: 64 bytes, preamble and inter-frame gap. */
+#define PFC_FRAME_LEN 84
+
+/* The switch at the end of link in sends a pause (or resume) frame for it
+ * back over the reverse direction; it takes effect at in's sender after
+ * the frame's serialization and the wire's delay. */
+static void pfc_send(sim *s, sim_link *in, int pause)
+{
+	const sim_link *back = in->peer;
+	uint64_t t = s->now + back->delay_ns + (PFC_FRAME_LEN * 8000000000ull + back->rate_bps - 1) / back->rate_bps;
+
+	if (pause)
+		in->pfc_pauses++;
+	else
+		in->pfc_resumes++;
+	in->pfc_xoff_sent = pause;
+	schedule(s, t, EV_PFC, (uint32_t)pause, in);
+}
+
+static void link_start_tx(sim *s, sim_link *l);
+
+/* A pause frame reached l's sender: no new frame starts while paused (the
+ * one on the wire finishes); a resume restarts the queue. */
+static void pfc_apply(sim *s, sim_link *l, int pause)
+{
+	if (pause && !l->pfc_paused) {
+		l->pfc_paused = 1;
+		l->pfc_paused_since = s->now;
+	} else if (!pause && l->pfc_paused) {
+		l->pfc_paused = 0;
+		l->pfc_paused_ns += s->now - l->pfc_paused_since;
+		if (l->head && !l->busy)
+			link_start_tx(s, l);
+	}
+}
+
+/* Lossless admission of p (from a switch ingress) to a switch output
+ * queue: only the ingress's xoff + headroom limits it. */
+static int pfc_admit(const sim *s, const sim_pkt *p)
+{
+	const sim_link *in = p->ingress;
+
+	return in->pfc_ingress_bytes + p->len <= s->cfg->pfc_xoff + in->pfc_headroom;
+}
+
+static void pfc_enqueued(sim *s, sim_pkt *p)
+{
+	sim_link *in = p->ingress;
+
+	in->pfc_ingress_bytes += p->len;
+	if (in->pfc_ingress_bytes > in->pfc_max_ingress)
+		in->pfc_max_ingress = in->pfc_ingress_bytes;
+	if (!in->pfc_xoff_sent && in->pfc_ingress_bytes > s->cfg->pfc_xoff)
+		pfc_send(s, in, 1);
+}
+
+/* p left the switch (sent on, or dropped from its output queue). */
+static void pfc_dequeued(sim *s, sim_pkt *p)
+{
+	sim_link *in = p->ingress;
+
+	p->ingress = NULL;
+	if (!in)
+		return;
+	in->pfc_ingress_bytes -= p->len;
+	if (in->pfc_xoff_sent && in->pfc_ingress_bytes <= s->cfg->pfc_xon)
+		pfc_send(s, in, 0);
+}
+
 /* Offers p to the output queue of l. Returns 0 when queued (or silently
  * black-holed), MRP_ERR_STATE when the link is down, MRP_ERR_FULL on overflow. */
 static int link_offer(sim *s, sim_link *l, sim_pkt *p)
@@ -338,10 +419,12 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 		link_drop(s, l, p, SIM_DROP_BLACKHOLE);
 		return 0;
 	}
-	if (l->qbytes + p->len > l->queue_bytes) {
+	if (p->ingress ? !pfc_admit(s, p) : l->qbytes + p->len > l->queue_bytes) {
 		link_drop(s, l, p, SIM_DROP_OVERFLOW);
 		return MRP_ERR_FULL;
 	}
+	if (p->ingress)
+		pfc_enqueued(s, p);
 	if (l->qbytes > l->ecn_bytes && (p->ecn == SIM_ECN_ECT0 || p->ecn == SIM_ECN_ECT1)) {
 		p->ecn = SIM_ECN_CE;
 		l->ce_marks++;
@@ -358,7 +441,7 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 		l->max_qbytes = l->qbytes;
 	if (l->qbytes > l->win_max_qbytes)
 		l->win_max_qbytes = l->qbytes;
-	if (!l->busy)
+	if (!l->busy && !l->pfc_paused)
 		link_start_tx(s, l);
 	return 0;
 }
@@ -442,12 +525,13 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 	l->qbytes -= p->len;
 	l->tx_bytes += p->len;
 	l->tx_pkts++;
+	pfc_dequeued(s, p);
 	if (wire_lost(l))
 		link_drop(s, l, p, SIM_DROP_LOSS);
 	else
 		schedule(s, wire_arrival(s, l), EV_ARRIVE, l->epoch, p);
 
-	if (l->head) {
+	if (l->head && !l->pfc_paused) {
 		link_start_tx(s, l);
 	} else {
 		l->busy = 0;
@@ -467,6 +551,7 @@ static void link_set_state(sim *s, sim_link *l, unsigned state)
 		while (p) {
 			sim_pkt *next = p->next;
 
+			pfc_dequeued(s, p);
 			link_drop(s, l, p, SIM_DROP_DOWN);
 			p = next;
 		}
@@ -556,6 +641,7 @@ static void switch_forward(sim *s, sim_switch *sw, sim_pkt *p)
 		sim_pkt_free(s, p);
 		return;
 	}
+	p->ingress = s->pfc ? p->link : NULL; /* lossless: accounted to its ingress */
 	link_offer(s, out, p);
 }
 
@@ -712,6 +798,28 @@ int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes)
 
 /* --------------------------------------------------------------- flows */
 
+/* Collectives: f is complete; the flows waiting for it start when their
+ * last dependency is complete (now), or fail with it. */
+static void coll_release(sim *s, sim_flow *f, uint64_t now_ns, int status)
+{
+	if (!s->dep_off)
+		return;
+	for (uint32_t i = s->dep_off[f->id]; i < s->dep_off[f->id + 1]; i++) {
+		sim_flow *d = &s->flows[s->dep_list[i]];
+
+		if (d->done || d->waiting == 0)
+			continue;
+		if (status < 0) {
+			d->waiting = 0;
+			d->start_ns = now_ns;
+			sim_flow_done(s, d, now_ns, status);
+		} else if (--d->waiting == 0) {
+			d->start_ns = now_ns;
+			schedule(s, now_ns, EV_FLOW_START, 0, d);
+		}
+	}
+}
+
 void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status)
 {
 	if (f->done) {
@@ -723,6 +831,7 @@ void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status)
 	f->finish_ns = now_ns;
 	s->flows_left--;
 	s->st.flows_done++;
+	coll_release(s, f, now_ns, status);
 }
 
 static void flow_start(sim *s, sim_flow *f)
@@ -730,6 +839,17 @@ static void flow_start(sim *s, sim_flow *f)
 	sim_host *src = &s->hosts[f->src], *dst = &s->hosts[f->dst];
 	int rc = 0;
 
+	if (f->done)
+		return; /* failed with a dependency */
+	/* a collective step starts only when its inputs have arrived */
+	for (uint32_t i = 0; i < f->ndeps; i++) {
+		const sim_flow *d = &s->flows[f->deps[i]];
+
+		if (!d->done || d->finish_ns > s->now || f->start_ns < d->finish_ns)
+			sim_violation(s, "flow %" PRIu32 " (step %" PRIu32 " of rank %" PRIu32
+				      ") started before its input flow %" PRIu32 " completed",
+				      f->id, f->step, f->rank, d->id);
+	}
 	if (s->ops->flow_accept) {
 		rc = s->ops->flow_accept(dst->ts, f, s->now);
 		host_after(s, dst);
@@ -749,6 +869,10 @@ size_t sim_verify(sim *s)
 	for (size_t i = 0; i < s->nflows; i++) {
 		sim_flow *f = &s->flows[i];
 
+		if (f->unchecked) {
+			f->verified = 0; /* shared buffers: nothing to compare */
+			continue;
+		}
 		f->verified = f->done && f->status == 0 && memcmp(f->src_buf, f->dst_buf, f->bytes) == 0;
 		if (f->done && f->status == 0 && !f->verified)
 			bad++;
@@ -980,6 +1104,9 @@ static void dispatch(sim *s, const sim_ev *ev)
 		break;
 	case EV_SAMPLE:
 		ts_sample(s);
+		break;
+	case EV_PFC:
+		pfc_apply(s, ev->obj, (int)ev->arg);
 		break;
 	default:
 		assert(0 && "unknown event kind");
@@ -1229,6 +1356,9 @@ void sim_config_init(sim_config *cfg)
 	cfg->ts.max_samples = 1000;
 	cfg->ts.top_links = 8;
 	cfg->ts.max_flows = 64;
+	cfg->coll_entry = -1;
+	cfg->pfc_xoff = 200000;
+	cfg->pfc_xon = 160000;
 
 	sim_link_params lp = {
 		.rate_bps = 100000000000ull,
@@ -1260,6 +1390,11 @@ void sim_config_free(sim_config *cfg)
 	for (size_t i = 0; i < cfg->ts.nlinks; i++)
 		free(cfg->ts.links[i]);
 	free(cfg->ts.links);
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		free(cfg->colls[i].ranks);
+		free(cfg->colls[i].sizes);
+	}
+	free(cfg->colls);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -1296,6 +1431,20 @@ int sim_config_add_event(sim_config *cfg, const sim_event_config *ec)
 int sim_config_add_cable(sim_config *cfg, const sim_cable_config *cc)
 {
 	APPEND(cfg->cables, cfg->ncables, cc);
+	return 0;
+}
+
+int sim_config_add_coll(sim_config *cfg, const sim_coll_config *cc)
+{
+	void *nv = grow(cfg->colls, cfg->ncolls, sizeof(*cc));
+
+	if (!nv) {
+		free(cc->ranks);
+		free(cc->sizes);
+		return MRP_ERR_NOMEM;
+	}
+	cfg->colls = nv;
+	cfg->colls[cfg->ncolls++] = *cc;
 	return 0;
 }
 
@@ -1352,6 +1501,8 @@ int sim_config_copy(sim_config *dst, const sim_config *src)
 	dst->ncables = dst->nflows = dst->nevents = dst->nopts = 0;
 	dst->ts.links = NULL;
 	dst->ts.nlinks = 0;
+	dst->colls = NULL;
+	dst->ncolls = 0;
 	if (src->name && !(dst->name = strdup(src->name)))
 		goto nomem;
 	if (src->ncables && !(dst->cables = dup_array(src->cables, src->ncables, sizeof(*src->cables))))
@@ -1372,6 +1523,28 @@ int sim_config_copy(sim_config *dst, const sim_config *src)
 	for (size_t i = 0; i < src->ts.nlinks; i++)
 		if (sim_config_add_ts_link(dst, src->ts.links[i]) != 0)
 			goto nomem;
+	for (size_t i = 0; i < src->ncolls; i++) {
+		sim_coll_config cc = src->colls[i];
+
+		cc.ranks = NULL;
+		cc.sizes = NULL;
+		if (src->colls[i].ranks && src->colls[i].nranks) {
+			cc.ranks = malloc(src->colls[i].nranks * sizeof(*cc.ranks));
+			if (!cc.ranks)
+				goto nomem;
+			memcpy(cc.ranks, src->colls[i].ranks, src->colls[i].nranks * sizeof(*cc.ranks));
+		}
+		if (src->colls[i].sizes && src->colls[i].nsizes) {
+			cc.sizes = malloc(src->colls[i].nsizes * sizeof(*cc.sizes));
+			if (!cc.sizes) {
+				free(cc.ranks);
+				goto nomem;
+			}
+			memcpy(cc.sizes, src->colls[i].sizes, src->colls[i].nsizes * sizeof(*cc.sizes));
+		}
+		if (sim_config_add_coll(dst, &cc) != 0) /* frees both on error */
+			goto nomem;
+	}
 	return 0;
 
 nomem:
@@ -1422,6 +1595,13 @@ size_t sim_config_flow_count(const sim_config *cfg)
 
 	for (size_t i = 0; i < cfg->nflows; i++)
 		n += flow_spec_count(cfg, &cfg->flows[i]);
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		const sim_coll_config *cc = &cfg->colls[i];
+		uint32_t nr = sim_coll_nranks(cfg, cc);
+
+		if (sim_coll_selected(cfg, i) && nr >= 2)
+			n += (size_t)sim_coll_steps(cc->type, nr) * nr * cc->channels;
+	}
 	return n;
 }
 
@@ -1562,6 +1742,79 @@ static int event_plane(const sim_config *cfg, const sim_event_config *e)
 	return e->plane >= 0 ? e->plane : (cfg->planes == 1 ? 0 : -1);
 }
 
+/* Buffer bytes collective i needs at size: 2 x its flow bytes, or 2 x one
+ * chunk when they are above verify_max (shared buffers). *shared is set. */
+static uint64_t coll_buffer_bytes(const sim_config *cfg, size_t i, uint64_t size, int *shared)
+{
+	const sim_coll_config *cc = &cfg->colls[i];
+	uint32_t n = sim_coll_nranks(cfg, cc);
+	uint64_t chunk = sim_coll_chunk(cc->type, n, cc->channels, size);
+	uint64_t flows = (uint64_t)sim_coll_steps(cc->type, n) * n * cc->channels;
+
+	*shared = flows > UINT64_MAX / 2 / chunk || 2 * flows * chunk > cc->verify_max;
+	return *shared ? 2 * chunk : 2 * flows * chunk;
+}
+
+/* Checks the collectives of cfg; adds the buffer bytes the selected ones
+ * need to *total. */
+static int check_colls(const sim_config *cfg, uint64_t *total, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cfg->ncolls; i++) {
+		const sim_coll_config *cc = &cfg->colls[i];
+		uint32_t n = sim_coll_nranks(cfg, cc);
+		int shared;
+
+		if (cc->type >= SIM_COLL_N)
+			return fail(err, errlen, cfg, cc->line, "collectives[%zu].type: unknown", i);
+		if (n < 2 || n > cfg->hosts)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu].ranks: %" PRIu32 " ranks is out of range (2-%" PRIu32
+				    ")",
+				    i, n, cfg->hosts);
+		if (cc->type == SIM_COLL_ALLREDUCE_RD && (n & (n - 1)) != 0)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu]: allreduce_rd needs a power-of-two number of ranks, "
+				    "not %" PRIu32,
+				    i, n);
+		for (uint32_t r = 0; cc->ranks && r < n; r++) {
+			if (cc->ranks[r] >= cfg->hosts)
+				return fail(err, errlen, cfg, cc->line,
+					    "collectives[%zu].ranks[%" PRIu32 "]: host %" PRIu32
+					    " does not exist (hosts: %" PRIu32 ")",
+					    i, r, cc->ranks[r], cfg->hosts);
+			for (uint32_t q = 0; q < r; q++)
+				if (cc->ranks[q] == cc->ranks[r])
+					return fail(err, errlen, cfg, cc->line,
+						    "collectives[%zu].ranks: host %" PRIu32
+						    " is rank %" PRIu32 " and rank %" PRIu32,
+						    i, cc->ranks[r], q, r);
+		}
+		if (cc->nsizes == 0)
+			return fail(err, errlen, cfg, cc->line, "collectives[%zu]: needs a size", i);
+		for (size_t k = 0; k < cc->nsizes; k++)
+			if (cc->sizes[k] == 0 || cc->sizes[k] > (1ull << 40))
+				return fail(err, errlen, cfg, cc->line,
+					    "collectives[%zu].sizes[%zu]: %" PRIu64
+					    " is out of range (1 B - 1 TiB)",
+					    i, k, cc->sizes[k]);
+		if (cc->plane >= (int)cfg->planes)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu].plane: %d is out of range (0-%u)", i, cc->plane,
+				    cfg->planes - 1);
+		if (cc->op >= SIM_OP_N)
+			return fail(err, errlen, cfg, cc->line, "collectives[%zu].op: unknown", i);
+		if (cc->channels < 1 || cc->channels > 64 ||
+		    (uint64_t)sim_coll_steps(cc->type, n) * n * cc->channels > 16000000)
+			return fail(err, errlen, cfg, cc->line,
+				    "collectives[%zu]: %" PRIu32 " channels is out of range (1-64, "
+				    "at most 16 M flows)",
+				    i, cc->channels);
+		if (sim_coll_selected(cfg, i))
+			*total += coll_buffer_bytes(cfg, i, sim_coll_size(cfg, i), &shared);
+	}
+	return 0;
+}
+
 int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 {
 	char why[160];
@@ -1690,10 +1943,18 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 		if (total > UINT64_MAX / 4)
 			return fail(err, errlen, cfg, f->line, "flows[%zu]: too many bytes", i);
 	}
-	if (total * 2 > cfg->max_buffer_bytes) {
+	if (cfg->pfc_xon > cfg->pfc_xoff || cfg->pfc_xoff < (uint64_t)cfg->mtu + 256)
+		return fail(err, errlen, cfg, cfg->pfc_line,
+			    "pfc: xon (%" PRIu64 ") must not exceed xoff (%" PRIu64
+			    "), and xoff must hold a packet (mtu + 256)",
+			    cfg->pfc_xon, cfg->pfc_xoff);
+	total *= 2;
+	if (check_colls(cfg, &total, err, errlen) != 0)
+		return MRP_ERR_INVAL;
+	if (total > cfg->max_buffer_bytes) {
 		char a[32], b[32];
 
-		sim_fmt_bytes(a, sizeof(a), (double)total * 2);
+		sim_fmt_bytes(a, sizeof(a), (double)total);
 		sim_fmt_bytes(b, sizeof(b), (double)cfg->max_buffer_bytes);
 		return fail(err, errlen, cfg, 0,
 			    "flows: need %s of buffers (source and destination of every flow); "
@@ -1933,6 +2194,7 @@ static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t ds
 	f->plane = (int8_t)fc->plane;
 	f->stream = fc->stream;
 	f->finish_ns = SIM_NEVER;
+	f->coll = -1;
 	f->src_buf = malloc(fc->bytes);
 	f->dst_buf = malloc(fc->bytes);
 	s->nflows++;
@@ -1943,6 +2205,120 @@ static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t ds
 	 * building, instead of during the run (where zeroing fresh pages
 	 * would otherwise dominate the cost of large flows). */
 	memset(f->dst_buf, 0, fc->bytes);
+	return 0;
+}
+
+/* A buffer shared by the flows of a collective too large to verify. */
+static uint8_t *shared_buf(sim *s, uint64_t len)
+{
+	uint8_t **v = realloc(s->shared, (s->nshared + 1) * sizeof(*v));
+	uint8_t *b;
+
+	if (!v)
+		return NULL;
+	s->shared = v;
+	b = malloc(len);
+	if (b)
+		s->shared[s->nshared++] = b;
+	return b;
+}
+
+/* Expands collective ci into flows (its flow k is step k / n of rank k % n)
+ * with their dependencies. Under verify_max every flow has its own source
+ * pattern and destination buffer; above it every flow of the collective
+ * sends from one shared pattern into one shared sink (not verified). */
+static int build_coll(sim *s, size_t ci)
+{
+	const sim_config *cfg = s->cfg;
+	const sim_coll_config *cc = &cfg->colls[ci];
+	uint32_t n = sim_coll_nranks(cfg, cc);
+	uint64_t size = sim_coll_size(cfg, ci);
+	uint64_t chunk = sim_coll_chunk(cc->type, n, cc->channels, size);
+	uint32_t nflows = sim_coll_steps(cc->type, n) * n * cc->channels;
+	uint32_t base = (uint32_t)s->nflows;
+	uint8_t *ssrc = NULL, *sdst = NULL;
+	int shared;
+
+	coll_buffer_bytes(cfg, ci, size, &shared);
+	if (shared) {
+		ssrc = shared_buf(s, chunk);
+		sdst = shared_buf(s, chunk);
+		if (!ssrc || !sdst)
+			return MRP_ERR_NOMEM;
+		fill_pattern(ssrc, chunk, s->seed, base);
+		memset(sdst, 0, chunk);
+	}
+	for (uint32_t k = 0; k < nflows; k++) {
+		sim_flow *f = &s->flows[s->nflows];
+		uint32_t step, ch, sr, dr, deps[2];
+		unsigned nd = sim_coll_flow(cc->type, n, cc->channels, k, &step, &ch, &sr, &dr, deps);
+
+		f->id = (uint32_t)s->nflows;
+		f->src = sim_coll_host(cc, sr);
+		f->dst = sim_coll_host(cc, dr);
+		f->bytes = chunk;
+		f->start_ns = cc->start_ns;
+		f->op = (uint8_t)cc->op;
+		/* channel c on plane c mod planes unless the scenario names one */
+		f->plane = (int8_t)(cc->plane >= 0 || cc->channels < 2 ? cc->plane
+								      : (int)(ch % s->nplanes));
+		f->stream = cc->stream;
+		f->finish_ns = SIM_NEVER;
+		f->coll = (int32_t)ci;
+		f->step = step;
+		f->channel = ch;
+		f->rank = sr;
+		f->ndeps = nd;
+		for (unsigned d = 0; d < nd; d++)
+			f->deps[d] = base + deps[d];
+		f->waiting = nd;
+		s->nflows++;
+		if (shared) {
+			f->src_buf = ssrc;
+			f->dst_buf = sdst;
+			f->unchecked = 1;
+			continue;
+		}
+		f->src_buf = malloc(chunk);
+		f->dst_buf = malloc(chunk);
+		if (!f->src_buf || !f->dst_buf)
+			return MRP_ERR_NOMEM;
+		fill_pattern(f->src_buf, chunk, s->seed, f->id);
+		memset(f->dst_buf, 0, chunk);
+	}
+	return 0;
+}
+
+/* The reverse of the flows' dependencies, for coll_release(). */
+static int build_dependents(sim *s)
+{
+	size_t ndeps = 0;
+
+	for (size_t i = 0; i < s->nflows; i++)
+		ndeps += s->flows[i].ndeps;
+	if (ndeps == 0)
+		return 0;
+	s->dep_off = calloc(s->nflows + 1, sizeof(*s->dep_off));
+	s->dep_list = calloc(ndeps, sizeof(*s->dep_list));
+	if (!s->dep_off || !s->dep_list)
+		return MRP_ERR_NOMEM;
+	for (size_t i = 0; i < s->nflows; i++)
+		for (uint32_t d = 0; d < s->flows[i].ndeps; d++)
+			s->dep_off[s->flows[i].deps[d] + 1]++;
+	for (size_t i = 0; i < s->nflows; i++)
+		s->dep_off[i + 1] += s->dep_off[i];
+
+	uint32_t *fill = calloc(s->nflows, sizeof(*fill));
+
+	if (!fill)
+		return MRP_ERR_NOMEM;
+	for (size_t i = 0; i < s->nflows; i++)
+		for (uint32_t d = 0; d < s->flows[i].ndeps; d++) {
+			uint32_t j = s->flows[i].deps[d];
+
+			s->dep_list[s->dep_off[j] + fill[j]++] = (uint32_t)i;
+		}
+	free(fill);
 	return 0;
 }
 
@@ -2002,6 +2378,11 @@ static int build_flows(sim *s)
 			break;
 		}
 	}
+	for (size_t i = 0; i < cfg->ncolls && rc == 0; i++)
+		if (sim_coll_selected(cfg, i))
+			rc = build_coll(s, i);
+	if (rc == 0)
+		rc = build_dependents(s);
 	s->flows_left = s->nflows;
 	return rc;
 }
@@ -2033,6 +2414,7 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 	s->seed = cfg->seed;
 	s->nplanes = cfg->planes;
 	s->nhosts = cfg->hosts;
+	s->pfc = ops->lossless;
 	rc = sim_evq_init(&s->q, 1024);
 	if (rc != 0)
 		goto nomem;
@@ -2081,6 +2463,18 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 		}
 	}
 
+	/* PFC headroom per ingress: what arrives between xoff and the pause
+	 * taking effect (a round trip on the wire at line rate, plus a frame
+	 * being sent at each end and the pause frame) unless configured */
+	for (size_t i = 0; i < s->nlinks; i++) {
+		sim_link *l = &s->links[i];
+
+		l->pfc_headroom = cfg->pfc_headroom;
+		if (!l->pfc_headroom)
+			l->pfc_headroom = 2 * (l->delay_ns * (l->rate_bps / 1000000) / 8000) +
+					  3 * ((uint64_t)cfg->mtu + 256) + PFC_FRAME_LEN;
+	}
+
 	if (build_flows(s) != 0)
 		goto nomem;
 
@@ -2098,7 +2492,8 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 		schedule(s, e->at_ns, EV_SCENARIO, (uint32_t)i, NULL);
 	}
 	for (size_t i = 0; i < s->nflows; i++)
-		schedule(s, s->flows[i].start_ns, EV_FLOW_START, 0, &s->flows[i]);
+		if (s->flows[i].ndeps == 0) /* the others start when their inputs are done */
+			schedule(s, s->flows[i].start_ns, EV_FLOW_START, 0, &s->flows[i]);
 	if (ts_init(s) != 0 || s->fatal)
 		goto nomem;
 	for (size_t i = 0; i < cfg->ts.nlinks; i++) {
@@ -2141,9 +2536,16 @@ void sim_del(sim *s)
 		if (s->hosts[i].ts && s->ops->host_del)
 			s->ops->host_del(s->hosts[i].ts);
 	for (size_t i = 0; s->flows && i < s->nflows; i++) {
+		if (s->flows[i].unchecked)
+			continue; /* shared: freed below */
 		free(s->flows[i].src_buf);
 		free(s->flows[i].dst_buf);
 	}
+	for (size_t i = 0; i < s->nshared; i++)
+		free(s->shared[i]);
+	free(s->shared);
+	free(s->dep_off);
+	free(s->dep_list);
 	free(s->flows);
 	for (unsigned p = 0; p < s->nplanes; p++) {
 		for (uint32_t i = 0; s->planes[p].sw && i < s->planes[p].nsw; i++)

@@ -97,6 +97,7 @@ struct sim_pkt {
 	uint32_t cap;      /* size of data */
 	uint8_t *data;     /* the UDP payload, owned by the packet */
 	uint64_t sent_ns;  /* set by sim_send() */
+	sim_link *ingress; /* core, PFC: the link it entered the switch by */
 };
 
 /* A packet whose data buffer holds at least cap bytes (cap <= SIM_PKT_MAX),
@@ -180,6 +181,18 @@ struct sim_link {
 	uint64_t tx_bytes, tx_pkts; /* left the queue (includes wire losses) */
 	uint64_t ce_marks;
 	uint64_t drops[SIM_DROP_N];
+
+	/* PFC (lossless runs; see "pfc" in sim_config). This link is an
+	 * ingress of the switch it leads to: ingress_bytes are its packets
+	 * waiting in that switch's output queues; above xoff the switch pauses
+	 * this link's sender, at or below xon it resumes it. */
+	uint64_t pfc_ingress_bytes, pfc_max_ingress;
+	uint64_t pfc_headroom;       /* bytes allowed above xoff */
+	int pfc_xoff_sent;           /* the switch has paused this link */
+	int pfc_paused;              /* this link's sender is paused: no new frame starts */
+	uint64_t pfc_paused_since;
+	uint64_t pfc_pauses, pfc_resumes; /* pause (XOFF) and resume (XON) frames about it */
+	uint64_t pfc_paused_ns;      /* time its sender spent paused */
 };
 
 /* "p0:host3->leaf0"; returns buf. */
@@ -219,6 +232,18 @@ struct sim_flow {
 	int status;         /* sim_flow_done()'s status: 0 ok, < 0 failed */
 	uint64_t finish_ns; /* SIM_NEVER until done */
 	int verified;       /* after sim_verify(): dst_buf == src_buf */
+
+	/* Collectives (collective.c): a step of collective coll. A flow with
+	 * dependencies starts when the last of deps[] completes (start_ns is
+	 * then set to that time); if one fails, it fails too. */
+	int32_t coll;      /* index in cfg->colls, -1 = a plain flow */
+	uint32_t step;     /* the step of the collective */
+	uint32_t rank;     /* the sending rank's index */
+	uint32_t channel;  /* the collective's channel */
+	uint32_t ndeps;    /* 0-2 */
+	uint32_t deps[2];  /* flow ids this one waits for */
+	uint32_t waiting;  /* core: deps not yet complete */
+	int unchecked;     /* core: shared buffers, memory not verified */
 };
 
 /* An operator's steering command (scenario event "steer"). */
@@ -264,6 +289,9 @@ typedef struct sim_transport_ops {
 	/* Optional. The host's NIC queue on plane drained to the level asked
 	 * for with sim_port_notify() (once per request). */
 	void (*on_nic)(void *hs, unsigned plane, uint64_t now_ns);
+	/* The transport needs a lossless network: the switches run PFC
+	 * (cfg->pfc) in its runs. */
+	int lossless;
 } sim_transport_ops;
 
 /* ------------------------------------------------------------------- hosts */
@@ -567,6 +595,39 @@ typedef struct sim_opt {
 	int line;
 } sim_opt;
 
+/*
+ * A collective over ranks (collective.c, the scenario's collectives:
+ * section). size is per rank, as nccl-tests counts it: all-reduce, the
+ * buffer every rank reduces; all-gather, the gathered output; all-to-all,
+ * what every rank sends in all. Ring all-reduce runs 2(n-1) steps of
+ * ceil(size/n) bytes, recursive doubling log2(n) steps of size bytes,
+ * pairwise all-to-all and ring all-gather n-1 steps of ceil(size/n) bytes.
+ */
+enum {
+	SIM_COLL_ALLREDUCE_RING,
+	SIM_COLL_ALLREDUCE_RD,
+	SIM_COLL_ALLTOALL,
+	SIM_COLL_ALLGATHER,
+	SIM_COLL_N,
+};
+/* "allreduce_ring", "allreduce_rd", "alltoall", "allgather" */
+const char *sim_coll_name(unsigned type);
+
+typedef struct sim_coll_config {
+	unsigned type;       /* SIM_COLL_* */
+	uint32_t *ranks;     /* the host of each rank; NULL = hosts 0 .. nranks-1 */
+	uint32_t nranks;     /* 0 = every host */
+	uint64_t *sizes;     /* one run per size */
+	size_t nsizes;
+	uint64_t start_ns;
+	unsigned op;
+	uint32_t stream;
+	int plane;           /* -1 = transport's choice */
+	uint32_t channels;   /* parallel rings / exchanges, each 1/channels of every step */
+	uint64_t verify_max; /* above this many buffer bytes: shared buffers, unverified */
+	int line;
+} sim_coll_config;
+
 /* Everything a run needs; what a scenario file says. The arrays and
  * strings belong to the sim_config (sim_config_free() frees them;
  * sim_config_copy() duplicates them). */
@@ -590,6 +651,20 @@ struct sim_config {
 	sim_ts_config ts;          /* time series */
 	/* lines of top-level keys, for messages (0 = not given) */
 	int hosts_line, planes_line, fabric_line;
+
+	/* PFC of lossless runs: per switch ingress, pause the upstream sender
+	 * above xoff bytes, resume at or below xon; headroom (0 = computed per
+	 * link: two wire delays at line rate plus three frames) is what may
+	 * still arrive after xoff before the switch drops */
+	uint64_t pfc_xoff, pfc_xon, pfc_headroom;
+	int pfc_line;
+
+	/* collectives: sim_new() expands entry coll_entry (-1 = every entry)
+	 * at size index coll_size (clamped to each entry's list) */
+	sim_coll_config *colls;
+	size_t ncolls;
+	int coll_entry;
+	size_t coll_size;
 };
 
 /* Defaults: seed 1, duration 1s, mtu 4096, 2 hosts, 1 plane, single
@@ -608,6 +683,32 @@ int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key,
 		       const char *value, int line);
 /* Appends a link name to the time series' links (copied). */
 int sim_config_add_ts_link(sim_config *cfg, const char *name);
+
+/* Appends a collective, taking its ranks and sizes arrays (malloc()ed;
+ * freed by sim_config_free(), also on error). 0 or MRP_ERR_NOMEM. */
+int sim_config_add_coll(sim_config *cfg, const sim_coll_config *cc);
+
+/* ------------------------------------------------------- collectives */
+
+/* Ranks of collective cc in cfg, and the host of rank r. */
+uint32_t sim_coll_nranks(const sim_config *cfg, const sim_coll_config *cc);
+uint32_t sim_coll_host(const sim_coll_config *cc, uint32_t r);
+/* Whether sim_new() expands entry i, and at which size. */
+int sim_coll_selected(const sim_config *cfg, size_t i);
+uint64_t sim_coll_size(const sim_config *cfg, size_t i);
+/* Steps of a collective of n ranks; it has steps x n x channels flows of
+ * sim_coll_chunk() bytes each. */
+uint32_t sim_coll_steps(unsigned type, uint32_t n);
+uint64_t sim_coll_chunk(unsigned type, uint32_t n, uint32_t channels, uint64_t size);
+/* Flow k (= (step * n + sending rank) * channels + channel) of the
+ * collective: its step, channel, the ranks it goes between and the flows
+ * (indices within the collective) it waits for. Returns the number of
+ * dependencies (0-2). */
+unsigned sim_coll_flow(unsigned type, uint32_t n, uint32_t channels, uint32_t k, uint32_t *step,
+		       uint32_t *channel, uint32_t *src_rank, uint32_t *dst_rank, uint32_t deps[2]);
+/* nccl-tests' bus bandwidth factor: busbw = size / time * factor. */
+double sim_coll_busbw_factor(unsigned type, uint32_t n);
+
 /* Default sim_flow_config (op write, plane -1, ...). */
 void sim_flow_config_init(sim_flow_config *fc);
 

@@ -7,6 +7,7 @@
 
 static const sim_transport_entry transports[] = {
 	{"roce", &sim_roce_ops, "RoCEv2 baseline: one path, go-back-N, DCQCN-like rate control"},
+	{"roce-pfc", &sim_roce_pfc_ops, "RoCEv2 as operators run it: the same on a lossless (PFC) network"},
 	/* MetaRoCE: the real engine (proto/) on every host, sim/mrp_host.c. */
 	{"metaroce", &sim_mrp_ops, "MetaRoCE engine: multipath, SACK, selective repeat"},
 };

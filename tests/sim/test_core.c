@@ -229,6 +229,22 @@ static void test_config_is_copied(void **state)
 	sim_del(s);
 	sim_del(ref);
 	sim_config_free(&cfg);
+
+	/* collectives' ranks and sizes, and the time series' link names, are
+	 * duplicated too (freeing both copies frees each array once) */
+	cfg_from(&cfg, "hosts: 3\n"
+		       "collectives: [{type: allgather, ranks: [2, 0, 1], sizes: [4KB, 8KB]}]\n"
+		       "timeseries: {interval: 1us, links: [p0:host0->switch]}\n");
+	assert_int_equal(sim_config_copy(&c2, &cfg), 0);
+	assert_int_equal(c2.ncolls, 1);
+	assert_ptr_not_equal(c2.colls[0].ranks, cfg.colls[0].ranks);
+	assert_ptr_not_equal(c2.colls[0].sizes, cfg.colls[0].sizes);
+	assert_int_equal(c2.colls[0].ranks[0], 2);
+	assert_int_equal(c2.colls[0].sizes[1], 8000);
+	assert_ptr_not_equal(c2.ts.links[0], cfg.ts.links[0]);
+	assert_string_equal(c2.ts.links[0], "p0:host0->switch");
+	sim_config_free(&cfg);
+	sim_config_free(&c2);
 }
 
 static void test_verify_catches_corruption(void **state)

@@ -183,8 +183,8 @@ static void test_shipped_scenarios(void **state)
 	assert_true(n >= 5);
 }
 
-/* The default runs both transports (or the baseline alone, with a note,
- * while MetaRoCE is not built) and compares them. */
+/* The default (all) runs both baselines and MetaRoCE and compares MetaRoCE
+ * with each; "both" runs roce and metaroce, as it always did. */
 static void test_both(void **state)
 {
 	char path[1024];
@@ -194,6 +194,21 @@ static void test_both(void **state)
 	(void)state;
 	path_of(path, sizeof(path), scenarios, "basic.yaml");
 	doc = run_json(path, NULL, NULL, 0);
+	assert_int_equal(json_array_size(json_object_get(doc, "runs")), have ? 3 : 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(doc, "runs"), 1),
+							     "transport")),
+			    "roce-pfc");
+	assert_non_null(json_object_get(json_object_get(json_array_get(json_object_get(doc, "runs"), 1),
+							"summary"),
+					"pfc"));
+	assert_true(json_is_null(json_object_get(json_object_get(json_array_get(json_object_get(doc, "runs"), 0),
+							       "summary"),
+						 "pfc")));
+	assert_int_equal(json_array_size(json_object_get(doc, "comparisons")), have ? 2 : 1);
+	assert_non_null(json_object_get(doc, "comparison"));
+	json_decref(doc);
+
+	doc = run_json(path, "--transport", "both", 0);
 	assert_int_equal(json_array_size(json_object_get(doc, "runs")), have ? 2 : 1);
 	assert_true((json_object_get(doc, "comparison") != NULL) == have);
 	json_decref(doc);
@@ -205,6 +220,42 @@ static void test_both(void **state)
 	if (!have)
 		assert_non_null(strstr(out, "not available"));
 	free(out);
+}
+
+/* A collectives scenario prints the table: one line per size, every
+ * transport's time, the ratios against each baseline. */
+static void test_collectives(void **state)
+{
+	char path[1024], *out;
+	const char *args[] = {"--max-size", "64KiB", NULL, NULL};
+	json_t *doc, *rows, *row;
+
+	(void)state;
+	path_of(path, sizeof(path), data, "collectives.yaml");
+	args[2] = path;
+	assert_int_equal(run(args, 0, &out), 0);
+	assert_non_null(strstr(out, "allreduce_ring over 8 ranks"));
+	assert_non_null(strstr(out, "roce-pfc time"));
+	free(out);
+
+	doc = run_json(path, "--max-size", "64KiB", 0);
+	rows = json_object_get(doc, "collectives");
+	assert_int_equal(json_array_size(rows), 4); /* 2 collectives x 2 sizes up to 64 KiB */
+	row = json_array_get(rows, 0);
+	assert_string_equal(json_string_value(json_object_get(row, "type")), "allreduce_ring");
+	assert_int_equal(json_integer_value(json_object_get(row, "size_bytes")), 8);
+	assert_int_equal(json_integer_value(json_object_get(row, "ranks")), 8);
+	assert_int_equal(json_integer_value(json_object_get(row, "chunk_bytes")), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(rows, 1), "size_bytes")), 65536);
+	assert_int_equal(json_array_size(json_object_get(row, "runs")), 3);
+	assert_int_equal(json_array_size(json_object_get(row, "ratios")), 2);
+	for (size_t i = 0; i < 3; i++) {
+		json_t *r = json_array_get(json_object_get(row, "runs"), i);
+
+		assert_true(json_integer_value(json_object_get(r, "time_ns")) > 0);
+		assert_true(json_is_true(json_object_get(r, "verified")));
+	}
+	json_decref(doc);
 }
 
 static void test_text_output(void **state)
@@ -274,6 +325,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_deterministic_output),
 		cmocka_unit_test(test_shipped_scenarios),
 		cmocka_unit_test(test_both),
+		cmocka_unit_test(test_collectives),
 		cmocka_unit_test(test_text_output),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_unfinished_exits_1),

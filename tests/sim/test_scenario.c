@@ -232,7 +232,7 @@ static void test_bad_references(void **state)
 	expect_error("hosts: 8\nflows:\n  - {pattern: all_to_all, bytes: 1GB}\n",
 		     "flows: need 112.00 GB of buffers");
 	expect_error("hosts: 2\nplanes: 1\ntransport:\n  tcp: {cwnd: 10}\n",
-		     "test.yaml:4: transport: unknown transport 'tcp' (known: roce, metaroce)");
+		     "test.yaml:4: transport: unknown transport 'tcp' (known: roce, roce-pfc, metaroce)");
 	expect_error("hosts: 2\ntransport:\n  roce: {pathz: 3}\n",
 		     "test.yaml:3: transport.roce: unknown key 'pathz'");
 }
