@@ -18,10 +18,16 @@
  *     more aggressive at a shared bottleneck than a single-path one;
  *   - a path starts in slow start (cwnd += bytes acked, so QWND doubles per
  *     RTT however many paths there are) until its first cut; after an RTO
- *     (cwnd = min) it slow-starts back to half its old window;
+ *     (cwnd = min) it slow-starts back to half its old window; an RTO the
+ *     engine finds spurious (its packets arrived after all) is undone with
+ *     mrp_cc_path_raise();
  *   - windows stay within [min_cwnd, max_cwnd] (the max is capped by the
  *     256-packet SACK span);
- *   - the receiver's rate hint caps the connection's pacing rate and QWND.
+ *   - the receiver's rate hint caps the connection's pacing rate and QWND;
+ *     until a path sees its first congestion signal, the engine also raises
+ *     QWND at once to what the hinted rate carries in one RTT (opening the
+ *     paths that needs), so a flow runs at its share from its second RTT
+ *     instead of slow-starting for many (scale-across distances).
  *
  * Pure computation: no clock, no allocation. Times in ns, rates in bit/s.
  */
@@ -133,6 +139,13 @@ int mrp_cc_conn_init(mrp_cc_conn *cc, const char *name,
  * hint_rtt_ns, or p->srtt_ns while that is 0; with neither (or no hint) only
  * the path's window limits. Never negative.
  */
+/* Raise p's window to at least cwnd (within the window bounds) and set its
+ * ssthresh; pacing follows. The engine uses it to undo a cut that turned
+ * out to be spurious (a retransmission timeout that was only delay: the
+ * window and ssthresh from before it) and to size a new connection from
+ * the receiver's rate hint (ssthresh UINT64_MAX: still slow start). */
+void mrp_cc_path_raise(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd, uint64_t ssthresh);
+
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight);
 
