@@ -604,8 +604,7 @@ static int sock_read(mrd_sock *s, int rounds)
  * timestamped and answered in the same pass and its ACKs, PROBE_ACKs and
  * data leave in one flush: no plane waits behind another's backlog and the
  * output that backlog produced (which made one plane's round trips look
- * several times longer, its receive queue deeper and marked CE by the host
- * ECN below, and so starved it of traffic).
+ * several times longer and its PROBEs miss their ping round).
  */
 static void on_after_io(uv_check_t *h)
 {
