@@ -165,6 +165,7 @@ static int open_udp(mrd_dp *dp, const mrd_dp_plane *pl, uint16_t port, int rcvbu
 }
 
 static void on_readable(uv_poll_t *h, int status, int events);
+static void on_after_io(uv_check_t *h);
 
 static int sock_start(mrd_dp *dp, mrd_sock *s, mrd_dp_plane *pl, int fd, uint16_t port)
 {
@@ -216,6 +217,11 @@ int mrd_dp_init(mrd_dp *dp, mrd *d)
 		return -ENOMEM;
 	dp->spin.data = dp;
 	dp->spin_init = 1;
+	if (uv_check_init(d->loop, &dp->after_io) < 0)
+		return -ENOMEM;
+	dp->after_io.data = dp;
+	dp->after_io_init = 1;
+	uv_check_start(&dp->after_io, on_after_io);
 	dp->txbuf = malloc((size_t)MRD_DP_TXQ * MRD_DP_PKT_MAX);
 	dp->rxslot = 65536;
 	dp->rxbuf = malloc((size_t)RX_BATCH * dp->rxslot);
@@ -285,6 +291,10 @@ void mrd_dp_close(mrd_dp *dp)
 	if (dp->spin_init) {
 		dp->spin_init = dp->spinning = 0;
 		uv_close((uv_handle_t *)&dp->spin, NULL);
+	}
+	if (dp->after_io_init) {
+		dp->after_io_init = 0;
+		uv_close((uv_handle_t *)&dp->after_io, NULL);
 	}
 	free(dp->txbuf);
 	free(dp->rxbuf);
@@ -523,8 +533,9 @@ void mrd_dp_flush(mrd_dp *dp)
 /* ---- receive ------------------------------------------------------------- */
 
 /* Read up to `rounds` batches from s and hand every datagram to the peer
- * layer (without running the connections). */
-static void sock_read(mrd_sock *s, int rounds)
+ * layer (without running the connections). Returns 1 when the last batch
+ * was full (more may be waiting), else 0. */
+static int sock_read(mrd_sock *s, int rounds)
 {
 	mrd_dp_plane *pl = s->plane;
 	mrd_dp *dp = &pl->d->dp;
@@ -552,7 +563,7 @@ static void sock_read(mrd_sock *s, int rounds)
 		int r = recvmmsg(s->fd, msgs, batch, MSG_DONTWAIT, NULL);
 		dp->rx_calls++;
 		if (r <= 0)
-			break;
+			return 0;
 		if (dp->busy_ns)
 			mrd_dp_busy(dp, uv_hrtime());
 		/* On loopback (or whenever this host, not the network, is the
@@ -611,8 +622,40 @@ static void sock_read(mrd_sock *s, int rounds)
 			}
 		}
 		if ((unsigned)r < batch)
-			break;
+			return 0;
 	}
+	return 1;
+}
+
+/*
+ * Receiving, fairly over the planes. libuv reports every socket that is
+ * readable in one loop pass, one callback after the other. A plane service
+ * socket's callback only reads one batch; the connections run once, after
+ * all of them (on_after_io, a check handle), and the planes whose batch was
+ * full are then read again in turns, a batch each, running the connections
+ * after every turn (up to RX_ROUNDS). So what arrived on every plane is
+ * timestamped and answered in the same pass and its ACKs, PROBE_ACKs and
+ * data leave in one flush: no plane waits behind another's backlog and the
+ * output that backlog produced (which made one plane's round trips look
+ * several times longer and its PROBEs miss their ping round).
+ */
+static void on_after_io(uv_check_t *h)
+{
+	mrd_dp *dp = h->data;
+	if (!dp->rx_run)
+		return;
+	dp->rx_run = 0;
+	mrd_peer_run(dp->d);
+	for (int round = 1; round < RX_ROUNDS && dp->rx_more; round++) {
+		uint32_t more = dp->rx_more;
+		dp->rx_more = 0;
+		for (unsigned i = 0; i < dp->nplanes; i++)
+			if ((more >> i & 1) && dp->planes[i].service.polling &&
+			    sock_read(&dp->planes[i].service, 1))
+				dp->rx_more |= 1u << i;
+		mrd_peer_run(dp->d);
+	}
+	dp->rx_more = 0; /* the rest: when the loop polls again */
 }
 
 static void on_readable(uv_poll_t *h, int status, int events)
@@ -621,9 +664,20 @@ static void on_readable(uv_poll_t *h, int status, int events)
 	mrd_sock *s = h->data;
 	if (status < 0)
 		return;
-	/* Run the connections after every batch, not after all of them: the
-	 * ACKs for what was just read leave at once instead of waiting for
-	 * the whole backlog to be copied (which can outlast the sender's RTO). */
+	mrd_dp *dp = &s->plane->d->dp;
+	if (s->is_service && dp->after_io_init) {
+		uint64_t before = s->plane->rx_pkts;
+		if (sock_read(s, 1))
+			dp->rx_more |= 1u << s->plane->idx;
+		if (s->plane->rx_pkts != before)
+			dp->rx_run = 1;
+		return;
+	}
+	/* A source-port socket (peers answer to our service ports, so rarely
+	 * anything): run the connections after every batch, not after all of
+	 * them, so the ACKs for what was just read leave at once instead of
+	 * waiting for the whole backlog to be copied (which can outlast the
+	 * sender's RTO). */
 	for (int round = 0; round < RX_ROUNDS && s->polling; round++) {
 		uint64_t before = s->plane->rx_pkts;
 		sock_read(s, 1);
