@@ -156,6 +156,8 @@ static const key transport_keys[] = {
 	C_KEY("retry_max", V_UINT, retry_max, 1, 255, F_LIVE),
 	C_KEY("rnr_retry_max", V_UINT, rnr_retry_max, 0, 255, F_LIVE),
 	C_KEY("suspect_rtos", V_UINT, suspect_rtos, 1, 255, F_LIVE),
+	C_KEY("conn_memory", V_SIZE, conn_memory, S_MI, S_TI, F_LIVE),
+	C_KEY("memory", V_SIZE, memory, S_MI, S_PI, F_LIVE),
 	END,
 };
 
@@ -265,6 +267,8 @@ void mrd_config_defaults(mrd_config *c)
 	c->telemetry_interval_ns = T_S;
 	c->telemetry_retention_ns = 24 * T_H;
 	c->app_max_sessions = 256;
+	c->conn_memory = 64 * S_MI;
+	c->memory = 1 * S_GI;
 	c->app_max_contexts = 16;
 	c->app_max_regions = 1024;
 	c->app_max_region_bytes = 64 * S_GI;

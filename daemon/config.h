@@ -116,6 +116,8 @@ typedef struct mrd_config {
 	uint32_t retry_max;      /* RTOs of one packet before the work request fails */
 	uint32_t rnr_retry_max;  /* RNR NAKs of one message before it fails */
 	uint32_t suspect_rtos;   /* consecutive RTOs that fail a path */
+	uint64_t conn_memory;    /* engine memory per connection (membudget.h) */
+	uint64_t memory;         /* engine memory of all connections together */
 
 	/* telemetry: */
 	uint64_t telemetry_interval_ns;  /* sampling period */

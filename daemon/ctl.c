@@ -21,6 +21,7 @@
 #include "perf.h"
 #include "planes.h"
 #include "telemetry.h"
+#include "utf8.h"
 
 #ifndef MRD_VERSION_STRING
 #define MRD_VERSION_STRING "0.1.0"
@@ -47,7 +48,20 @@ struct mrd_ctl_client {
 	int handle_closed; /* the pipe is closed; free at the last release */
 	int monitor;       /* subscribed to events */
 	uint64_t monitor_dropped; /* events not sent: the client reads too slowly */
+	/* Back-pressure (CTL_WQ_PAUSE): not reading while the replies wait;
+	 * the rest of the last read chunk is kept here until then. */
+	int paused;
+	char *held;
+	size_t held_len, held_off;
 };
+
+/* A client whose replies wait unread beyond CTL_WQ_PAUSE bytes is not read
+ * from (its requests wait in the socket and then in its own send buffer)
+ * until the queue drains below half of it; no reply is dropped. Replies to
+ * requests already read can still pass the mark; a client whose queue
+ * passes CTL_WQ_DROP is closed. */
+#define CTL_WQ_PAUSE (4u << 20)
+#define CTL_WQ_DROP (32u << 20)
 
 /* A subscriber with more than this many bytes queued loses events (counted
  * and reported to it as monitor.dropped once it catches up) instead of
@@ -57,7 +71,15 @@ struct mrd_ctl_client {
 typedef struct wreq {
 	uv_write_t req;
 	char *buf;
+	mrd_ctl_client *cl; /* alive: uv_close() runs write callbacks first */
 } wreq;
+
+static size_t wq_size(const mrd_ctl_client *cl)
+{
+	return uv_stream_get_write_queue_size((const uv_stream_t *)&cl->pipe);
+}
+
+static void client_resume(mrd_ctl_client *cl);
 
 /* ---- replies ------------------------------------------------------------- */
 
@@ -65,17 +87,32 @@ static void on_written(uv_write_t *req, int status)
 {
 	(void)status;
 	wreq *w = (wreq *)req;
+	mrd_ctl_client *cl = w->cl;
 	free(w->buf);
 	free(w);
+	if (cl->paused && !cl->closing && wq_size(cl) < CTL_WQ_PAUSE / 2)
+		client_resume(cl);
 }
+
+/* What is sent when a reply cannot be encoded (out of memory): still a
+ * reply, with its "error". */
+#define REPLY_FALLBACK \
+	"{\"v\":1,\"ok\":false,\"error\":{\"code\":\"internal\"," \
+	"\"message\":\"the reply could not be encoded\"}}"
 
 static void send_json(mrd_ctl_client *cl, json_t *reply)
 {
-	char *s = json_dumps(reply, JSON_COMPACT);
+	char *s = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
 	json_decref(reply);
-	if (!s || cl->closing) {
+	if (cl->closing) {
 		free(s);
 		return;
+	}
+	if (!s) {
+		cl->d->ctl.errors++;
+		s = strdup(REPLY_FALLBACK);
+		if (!s)
+			return;
 	}
 	size_t n = strlen(s);
 	char *buf = realloc(s, n + 2);
@@ -88,6 +125,7 @@ static void send_json(mrd_ctl_client *cl, json_t *reply)
 	buf[n] = '\n';
 	buf[n + 1] = '\0';
 	w->buf = buf;
+	w->cl = cl;
 	uv_buf_t b = uv_buf_init(buf, (unsigned)(n + 1));
 	if (uv_write(&w->req, (uv_stream_t *)&cl->pipe, &b, 1, on_written) < 0) {
 		free(buf);
@@ -95,25 +133,38 @@ static void send_json(mrd_ctl_client *cl, json_t *reply)
 	}
 }
 
+/* NULL if any part of it cannot be built. */
 static json_t *reply_new(json_t *id, int ok)
 {
 	json_t *r = json_object();
-	json_object_set_new(r, "v", json_integer(MRD_CTL_VERSION));
-	if (id)
-		json_object_set(r, "id", id);
-	json_object_set_new(r, "ok", json_boolean(ok));
+	if (!r || json_object_set_new(r, "v", json_integer(MRD_CTL_VERSION)) < 0 ||
+	    (id && json_object_set(r, "id", id) < 0) ||
+	    json_object_set_new(r, "ok", json_boolean(ok)) < 0) {
+		json_decref(r);
+		return NULL;
+	}
 	return r;
-}
-
-static void reply_ok(mrd_ctl_client *cl, json_t *id, json_t *result)
-{
-	json_t *r = reply_new(id, 1);
-	json_object_set_new(r, "result", result);
-	send_json(cl, r);
 }
 
 static void reply_err(mrd_ctl_client *cl, json_t *id, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+static void reply_ok(mrd_ctl_client *cl, json_t *id, json_t *result)
+{
+	json_t *r = reply_new(id, 1);
+	if (!r || !result) {
+		json_decref(result);
+		json_decref(r);
+		reply_err(cl, id, "internal", "out of memory building the reply");
+		return;
+	}
+	if (json_object_set_new(r, "result", result) < 0) {
+		json_decref(r);
+		reply_err(cl, id, "internal", "out of memory building the reply");
+		return;
+	}
+	send_json(cl, r);
+}
 
 static void reply_err(mrd_ctl_client *cl, json_t *id, const char *code, const char *fmt, ...)
 {
@@ -122,9 +173,21 @@ static void reply_err(mrd_ctl_client *cl, json_t *id, const char *code, const ch
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* A cut in the middle of a character, or bytes of a request quoted
+	 * back, must not cost the reply its "error" (jansson takes only
+	 * UTF-8). */
+	mrd_utf8_clean(msg);
 	cl->d->ctl.errors++;
 	json_t *r = reply_new(id, 0);
-	json_object_set_new(r, "error", json_pack("{s:s, s:s}", "code", code, "message", msg));
+	json_t *e = json_pack("{s:s, s:s}", "code", code, "message", msg);
+	if (!r || !e) {
+		json_decref(e);
+		json_decref(r);
+		r = NULL; /* send_json() sends REPLY_FALLBACK */
+	} else if (json_object_set_new(r, "error", e) < 0) {
+		json_decref(r);
+		r = NULL;
+	}
 	send_json(cl, r);
 }
 
@@ -142,6 +205,7 @@ void mrd_ctl_error(mrd_ctl_client *cl, json_t *id, const char *code, const char 
 	va_end(ap);
 	reply_err(cl, id, code, "%s", msg);
 }
+
 
 int mrd_ctl_may_act(const mrd_ctl_client *cl)
 {
@@ -166,6 +230,7 @@ void mrd_ctl_hold(mrd_ctl_client *cl)
 void mrd_ctl_release(mrd_ctl_client *cl)
 {
 	if (--cl->refs == 0 && cl->handle_closed) {
+		free(cl->held);
 		free(cl->line);
 		free(cl);
 	}
@@ -284,6 +349,14 @@ json_t *mrd_json_conn(const mrd_conn *c)
 			json_object_set_new(drops, mrp_err_name(-i), ju(c->drops[i]));
 	json_object_set_new(o, "drops", drops);
 	if (c->eng) {
+		json_t *m = json_object();
+		json_object_set_new(m, "bytes", ju(c->mem.used));
+		json_object_set_new(m, "peak", ju(c->mem.peak));
+		json_object_set_new(m, "limit", ju(c->mem.limit));
+		json_object_set_new(m, "refused", ju(c->mem.refused));
+		json_object_set_new(o, "memory", m);
+	}
+	if (c->eng) {
 		mrp_conn_stats st;
 		mrp_conn_get_stats(c->eng, &st);
 		json_t *s = json_object();
@@ -393,6 +466,14 @@ static json_t *cmd_status(mrd *d)
 #undef C
 	json_object_set_new(cn, "ctl_requests", ju(d->ctl.requests));
 	json_object_set_new(cn, "ctl_errors", ju(d->ctl.errors));
+	json_object_set_new(cn, "ctl_clients_paused", ju(d->ctl.clients_paused));
+	json_object_set_new(cn, "engine_memory", ju(d->peers.memacct.used));
+	json_object_set_new(cn, "engine_memory_refused", ju(d->peers.memacct.refused));
+	json_object_set_new(cn, "fds_open", ju(d->fdg.open));
+	json_object_set_new(cn, "fds_limit", ju(d->fdg.limit));
+	json_object_set_new(cn, "fds_near_limit", ju(d->fdg.near_limit));
+	json_object_set_new(cn, "sport_idle_closed", ju(d->fdg.idle_closed));
+	json_object_set_new(cn, "ctl_clients_dropped", ju(d->ctl.clients_dropped));
 	json_object_set_new(o, "counters", cn);
 	json_object_set_new(o, "apps", mrd_apps_json(d));
 	const mrd_dp *dp = &d->dp;
@@ -659,6 +740,7 @@ static void client_closed(uv_handle_t *h)
 	cl->handle_closed = 1;
 	if (cl->refs)
 		return; /* freed by the last mrd_ctl_release() */
+	free(cl->held);
 	free(cl->line);
 	free(cl);
 }
@@ -696,21 +778,30 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	*buf = uv_buf_init(cl->rdbuf, sizeof(cl->rdbuf));
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+/* Requests of data[0..n): returns how much was consumed, less than n when
+ * the client's replies wait beyond CTL_WQ_PAUSE (then it is paused). */
+static size_t feed(mrd_ctl_client *cl, const char *data, size_t n)
 {
-	mrd_ctl_client *cl = s->data;
-	if (n < 0) {
-		client_close(cl);
-		return;
-	}
-	for (ssize_t i = 0; i < n && !cl->closing; i++) {
-		char ch = buf->base[i];
+	for (size_t i = 0; i < n && !cl->closing; i++) {
+		char ch = data[i];
 		if (ch == '\n') {
 			if (cl->discarding)
 				cl->discarding = 0;
 			else if (cl->len)
 				handle_line(cl, cl->line, cl->len);
 			cl->len = 0;
+			if (cl->closing)
+				break;
+			size_t q = wq_size(cl);
+			if (q > CTL_WQ_DROP) {
+				mrd_warn("control client pid %d: %zu bytes of replies unread: "
+					 "closing it", (int)cl->pid, q);
+				cl->d->ctl.clients_dropped++;
+				client_close(cl);
+				return n;
+			}
+			if (q > CTL_WQ_PAUSE)
+				return i + 1;
 			continue;
 		}
 		if (cl->discarding)
@@ -726,6 +817,67 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		}
 		cl->line[cl->len++] = ch;
 	}
+	return n;
+}
+
+/* Stop reading; keep what was read and not yet handled. */
+static void client_pause(mrd_ctl_client *cl, const char *rest, size_t n)
+{
+	if (!cl->paused) {
+		cl->paused = 1;
+		cl->d->ctl.clients_paused++;
+		uv_read_stop((uv_stream_t *)&cl->pipe);
+	}
+	if (!n)
+		return;
+	char *h = malloc(n);
+	if (!h) {
+		client_close(cl);
+		return;
+	}
+	memcpy(h, rest, n); /* rest may point into cl->held itself */
+	free(cl->held);
+	cl->held = h;
+	cl->held_len = n;
+	cl->held_off = 0;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+/* The replies drained (on_written): handle the held requests, then read
+ * again unless they filled the queue once more. */
+static void client_resume(mrd_ctl_client *cl)
+{
+	if (cl->held) {
+		size_t left = cl->held_len - cl->held_off;
+		size_t used = feed(cl, cl->held + cl->held_off, left);
+		if (cl->closing)
+			return;
+		if (used < left) {
+			cl->held_off += used;
+			return; /* still paused */
+		}
+		free(cl->held);
+		cl->held = NULL;
+		cl->held_len = cl->held_off = 0;
+	}
+	cl->paused = 0;
+	uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+	mrd_peer_run(cl->d);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	mrd_ctl_client *cl = s->data;
+	if (n < 0) {
+		client_close(cl);
+		return;
+	}
+	size_t used = feed(cl, buf->base, (size_t)n);
+	if (!cl->closing && used < (size_t)n)
+		client_pause(cl, buf->base + used, (size_t)n - used);
+	else if (!cl->closing && wq_size(cl) > CTL_WQ_PAUSE)
+		client_pause(cl, NULL, 0);
 	mrd_peer_run(cl->d);
 }
 

@@ -35,6 +35,7 @@ typedef struct mrd_ctl {
 	int have_group;
 	mrd_ctl_client *clients;
 	uint64_t requests, errors;
+	uint64_t clients_paused, clients_dropped; /* write-queue bound (ctl.c) */
 	unsigned monitors;          /* clients subscribed with `monitor` */
 	uint64_t events_pushed, events_dropped;
 } mrd_ctl;

@@ -308,6 +308,36 @@ static void pool_evict(mrd_dp_plane *pl)
 	}
 }
 
+void mrd_dp_set_pool_cap(mrd_dp *dp, uint32_t cap)
+{
+	dp->pool_cap = cap < 8 ? 8 : cap > MRD_DP_POOL_MAX ? MRD_DP_POOL_MAX : cap;
+}
+
+unsigned mrd_dp_pool_sweep(mrd_dp *dp, uint64_t now, uint64_t idle_ns)
+{
+	unsigned n = 0;
+	mrd_dp_flush(dp); /* no queued packet may name a closed socket */
+	for (unsigned i = 0; i < dp->nplanes; i++) {
+		mrd_dp_plane *pl = &dp->planes[i];
+		for (uint32_t k = 0; k < pl->npool;) {
+			mrd_sock *s = pl->pool[k];
+			if (now - s->last_used_ns < idle_ns) {
+				k++;
+				continue;
+			}
+			pl->by_port[s->port] = 0;
+			sock_close(s, 1);
+			pl->npool--;
+			if (k != pl->npool) {
+				pl->pool[k] = pl->pool[pl->npool];
+				pl->by_port[pl->pool[k]->port] = (uint16_t)(k + 1);
+			}
+			n++;
+		}
+	}
+	return n;
+}
+
 mrd_sock *mrd_dp_sport(mrd_dp *dp, unsigned plane, uint16_t sport, int *perr)
 {
 	mrd_dp_plane *pl = &dp->planes[plane];
@@ -317,7 +347,10 @@ mrd_sock *mrd_dp_sport(mrd_dp *dp, unsigned plane, uint16_t sport, int *perr)
 		s->last_used_ns = uv_hrtime();
 		return s;
 	}
-	if (pl->npool == MRD_DP_POOL_MAX)
+	uint32_t cap = dp->pool_cap ? dp->pool_cap : MRD_DP_POOL_MAX;
+	if (pl->npool >= cap)
+		mrd_dp_flush(dp); /* no queued packet may name an evicted socket */
+	while (pl->npool && pl->npool >= cap)
 		pool_evict(pl);
 	int fd = open_udp(dp, pl, sport, 0);
 	if (fd < 0) {

@@ -97,6 +97,7 @@ typedef struct mrd_dp {
 	/* counters */
 	uint64_t tx_calls, tx_gso_msgs, tx_dropped, tx_errors, rx_calls, rx_gro_segs;
 	uint64_t rx_host_ce; /* receive batches marked CE for a deep socket queue */
+	uint32_t pool_cap;   /* source-port sockets per plane now (fdguard.h) */
 	/* busy polling (mrd_dp_busy) */
 	uv_idle_t spin;      /* active while spinning; data = this */
 	uint8_t spin_init, spinning;
@@ -110,6 +111,14 @@ int mrd_dp_init(mrd_dp *dp, mrd *d);
 
 /* Close every socket (handles are freed in their close callbacks). */
 void mrd_dp_close(mrd_dp *dp);
+
+/* At most cap source-port sockets per plane (8..MRD_DP_POOL_MAX); a plane
+ * above it evicts its least recently used ones at the next use. */
+void mrd_dp_set_pool_cap(mrd_dp *dp, uint32_t cap);
+
+/* Close the source-port sockets unused for idle_ns; returns how many. A
+ * path that sends again opens its socket again. */
+unsigned mrd_dp_pool_sweep(mrd_dp *dp, uint64_t now_ns, uint64_t idle_ns);
 
 /* The pool socket of (plane, sport), created and bound on first use; NULL
  * with *perr = -errno when it cannot be bound. */

@@ -97,6 +97,7 @@ static void close_all(mrd *d)
 	uv_close((uv_handle_t *)&d->stop_timer, NULL);
 	uv_close((uv_handle_t *)&d->store_timer, NULL);
 	mrd_telemetry_close(d);
+	mrd_fdguard_close(d);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 	uv_close((uv_handle_t *)&d->sig_hup, NULL);
@@ -206,6 +207,7 @@ static int start(mrd *d)
 	mrd_ops_init(d);
 	mrd_drill_init(d);
 	mrd_telemetry_init(d);
+	mrd_fdguard_start(d);
 	uv_timer_init(d->loop, &d->stop_timer);
 	d->stop_timer.data = d;
 	uv_signal_init(d->loop, &d->sig_term);
@@ -261,6 +263,7 @@ int main(int argc, char **argv)
 	}
 	mrd_log_init(verbose ? MRD_LOG_DEBUG : d->cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
+	mrd_fd_raise_limit();
 	d->config_path = path;
 	d->loop = uv_default_loop();
 	d->start_ns = uv_hrtime();

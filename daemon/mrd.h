@@ -23,6 +23,7 @@
 #include "config.h"
 #include "ctl.h"
 #include "datapath.h"
+#include "fdguard.h"
 #include "notify.h"
 #include "peer.h"
 #include "store.h"
@@ -65,6 +66,7 @@ struct mrd {
 	mrd_notify notify;
 	mrd_ctl ctl;
 	mrd_apps apps;
+	mrd_fdguard fdg;
 
 	/* State store (store.h): NULL when the database cannot be opened (the
 	 * daemon runs on without history). Records are queued on the loop and

@@ -471,7 +471,12 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	if (!cp.cc.line_rate_bps && all)
 		cp.cc.line_rate_bps = sum;
 	mrp_mr_ops mr = {.resolve = mr_resolve, .ud = c};
-	int rv = mrp_conn_new(&c->eng, &cp, &d->peers.mem, &d->peers.rng, &mr, now);
+	/* Its own allocator, within the connection's and the daemon's memory
+	 * budgets (membudget.h; limits read at creation, like the rest). */
+	d->peers.memacct.limit = d->cfg.memory;
+	mrd_membudget_init(&c->mem, &d->peers.memacct, d->cfg.conn_memory);
+	mrp_mem mem = mrd_membudget_mem(&c->mem);
+	int rv = mrp_conn_new(&c->eng, &cp, &mem, &d->peers.rng, &mr, now);
 	if (rv < 0) {
 		mrd_warn("conn %08x: engine: %s", c->local_id, mrp_strerror(rv));
 		return rv;

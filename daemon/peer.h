@@ -37,6 +37,7 @@
 #include "budget.h"
 #include "challenge.h"
 #include "cookie.h"
+#include "membudget.h"
 #include "conn.h"
 #include "datapath.h"
 #include "timer.h"
@@ -143,6 +144,7 @@ struct mrd_conn {
 	uint32_t opt_planes;      /* our planes the connection may use (bit i) */
 	void *tel;                /* the telemetry sampler's state (telemetry.c) */
 	mrd_challenge chal;       /* is the peer's old instance alive? (SPEC 9.6) */
+	mrd_membudget mem;        /* what its engine holds (membudget.h) */
 };
 
 typedef struct mrd_peers {
@@ -159,6 +161,7 @@ typedef struct mrd_peers {
 	 * and NAK UNKNOWN_CONN; RETRY; ACCEPT (validated sources only) */
 	mrd_budget answers, retries, accepts;
 	mrd_cookie_keys cookies; /* SPEC 9.7 */
+	mrd_memacct memacct;     /* engine memory of every connection */
 } mrd_peers;
 
 int mrd_peers_init(mrd *d);

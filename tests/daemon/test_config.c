@@ -211,6 +211,8 @@ static const char full_yaml[] =
 	"  retry_max: 3\n"
 	"  rnr_retry_max: 0\n"
 	"  suspect_rtos: 2\n"
+	"  conn_memory: 8MiB\n"
+	"  memory: 2GiB\n"
 	"telemetry:\n"
 	"  interval: 100ms\n"
 	"  retention: 7d\n"
@@ -271,6 +273,7 @@ static void test_every_key(void **state)
 	assert_int_equal(c.retry_max, 3);
 	assert_int_equal(c.rnr_retry_max, 0);
 	assert_int_equal(c.suspect_rtos, 2);
+	assert_true(c.conn_memory == 8ull << 20 && c.memory == 2ull << 30);
 	assert_int_equal(c.telemetry_interval_ns, 100000000);
 	assert_int_equal(c.telemetry_retention_ns, 7 * 86400 * 1000000000ull);
 	assert_string_equal(c.app_socket, "/tmp/mr/app.sock");
@@ -1317,6 +1320,8 @@ static void test_dump(void **state)
 		"  retry_max: 3\n"
 		"  rnr_retry_max: 0\n"
 		"  suspect_rtos: 2\n"
+		"  conn_memory: 8MiB\n"
+		"  memory: 2GiB\n"
 		"telemetry:\n"
 		"  interval: 100ms\n"
 		"  retention: 7d\n"
@@ -1440,7 +1445,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 7 + 5 + 6);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 9 + 5 + 6);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

@@ -74,6 +74,21 @@ def probe(dst, src, token, path_id=0, path_gen=0, seq=1, ts=0, ack_req=True):
                path_gen) + PROBE.pack(seq, 0, ts)
 
 
+DATA = struct.Struct(">HHIIIIQQII")       # SPEC 5.1, 44 bytes after the header
+assert DATA.size == 44
+F_FIRST, F_LAST = 0x1, 0x2
+
+
+def data(op, dst, src, token, psn, stream, msn, offset, msg_len, payload, path_id=0,
+         path_gen=0, recv_idx=0, remote_addr=0, rkey=0, imm=0):
+    """A data packet (SPEC 5.1); flags FIRST/LAST from offset and lengths."""
+    flags = (F_FIRST if offset == 0 else 0) | \
+        (F_LAST if offset + len(payload) == msg_len else 0)
+    return hdr(op, dst, src, token, flags, path_id, path_gen, psn) + DATA.pack(
+        stream, len(payload), msn, offset, msg_len, recv_idx, 0, remote_addr, rkey,
+        imm) + payload
+
+
 def nak_unknown(dst, src, token_echo, nak_path_id=0, nak_path_gen=0, nak_psn=0):
     """NAK UNKNOWN_CONN (SPEC 7.4): header token 0, the rejected token echoed."""
     return hdr("NAK", dst, src, 0) + NAK.pack(NAK_UNKNOWN_CONN, 0, 0, 0, 0, nak_path_id,
@@ -91,6 +106,8 @@ def parse(pkt):
         (r["min_version"], r["max_version"], r["mtu"], r["service_id"], r["hs_token"],
          r["instance"], r["caps"], r["max_streams"], r["max_paths"], r["service_port"],
          r["num_addrs"], _) = HS.unpack_from(pkt, 28)
+    elif op == OP["NAK"] and len(pkt) >= 60:
+        r["reason"] = pkt[28]
     elif op == OP["RETRY"] and len(pkt) >= 44:
         r["cookie"], r["service_id"], _ = RETRY.unpack_from(pkt, 28)
     elif op == OP["REJECT"] and len(pkt) >= 36:
@@ -100,11 +117,12 @@ def parse(pkt):
 
 
 def handshake(sock, dst, ci, ti, inst, service_id, service_port, addrs, tries=10,
-              cookie=0):
+              cookie=0, **kw):
     """CONNECT from sock (a UDP socket of our own), following RETRY (SPEC
     9.7), until ACCEPT or REJECT for ci. Returns (answer dict, cookie)."""
     for _ in range(tries):
-        sock.sendto(connect(ci, ti, inst, service_id, service_port, addrs, token=cookie), dst)
+        sock.sendto(connect(ci, ti, inst, service_id, service_port, addrs, token=cookie,
+                            **kw), dst)
         try:
             while True:
                 r = parse(sock.recvfrom(2048)[0])

@@ -109,9 +109,14 @@ d = {k: b1[k] - b0[k] for k in ("connects_rx", "connects_validated", "retries_tx
                                  "answers_limited", "accepts_tx")}
 print(d)
 mrtest.check(d["connects_rx"] >= sent[0] // 2, "B received the flood (%d)" % d["connects_rx"])
-mrtest.check(d["connects_validated"] <= 20,
-             "only the real initiators passed address validation (%d)"
+# 10 real attempts of at most 10 CONNECT transmissions each (a slow,
+# sanitizer-built initiator retransmits more).
+mrtest.check(d["connects_validated"] <= 100,
+             "only the real initiators passed address validation (%d CONNECTs)"
              % d["connects_validated"])
+known = sorted(pe["address"] for pe in b.ok("show peers"))
+mrtest.check(len(known) == 2 and all(k.split(":")[0] in (a.addrs[0], caddrs[0]) for k in known),
+             "B knows exactly two peers, A and C: no forged source got state (%s)" % known)
 mrtest.check(d["cookies_bad"] >= sent[0] // 8, "guessed cookies refused (%d)" % d["cookies_bad"])
 mrtest.check(d["retries_tx"] + d["retries_limited"] >= sent[0] // 4,
              "RETRY answered or limited for cookie-less CONNECTs")

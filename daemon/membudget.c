@@ -1,0 +1,55 @@
+#include "membudget.h"
+
+#include <stdlib.h>
+
+/* Each block carries its size in front, so a free knows what to give back;
+ * 16 bytes keep the block aligned for anything. */
+#define HDR 16
+
+static void *b_alloc(void *ud, size_t size)
+{
+	mrd_membudget *b = ud;
+	uint64_t n = (uint64_t)size + HDR;
+	if (size > UINT32_MAX || b->used + n > b->limit ||
+	    (b->all && b->all->used + n > b->all->limit)) {
+		b->refused++;
+		if (b->all)
+			b->all->refused++;
+		return NULL;
+	}
+	uint8_t *p = malloc(n);
+	if (!p)
+		return NULL;
+	*(uint64_t *)p = n;
+	b->used += n;
+	if (b->used > b->peak)
+		b->peak = b->used;
+	if (b->all)
+		b->all->used += n;
+	return p + HDR;
+}
+
+static void b_free(void *ud, void *ptr)
+{
+	mrd_membudget *b = ud;
+	if (!ptr)
+		return;
+	uint8_t *p = (uint8_t *)ptr - HDR;
+	uint64_t n = *(uint64_t *)p;
+	b->used -= n;
+	if (b->all)
+		b->all->used -= n;
+	free(p);
+}
+
+void mrd_membudget_init(mrd_membudget *b, mrd_memacct *all, uint64_t limit)
+{
+	b->all = all;
+	b->used = b->peak = b->refused = 0;
+	b->limit = limit;
+}
+
+mrp_mem mrd_membudget_mem(mrd_membudget *b)
+{
+	return (mrp_mem){.alloc = b_alloc, .free = b_free, .ud = b};
+}

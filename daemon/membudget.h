@@ -1,0 +1,34 @@
+/*
+ * Memory budgets of the engine (proto/conn.c allocates through the
+ * allocator the daemon hands it, proto/mem.h): every connection's engine
+ * gets an allocator of its own that counts what it holds and refuses,
+ * before allocating, what would take the connection past
+ * transport.conn_memory or the daemon past transport.memory. The engine
+ * answers a refused allocation for a received message with NAK RNR (the
+ * sender retries later, SPEC 5.5 check 8): the packet is refused, never
+ * absorbed. A peer that sends the first packets of ever more messages thus
+ * holds at most its connection's budget, and all peers together at most
+ * the daemon's.
+ */
+#ifndef MRD_MEMBUDGET_H
+#define MRD_MEMBUDGET_H
+
+#include <stdint.h>
+
+#include "mem.h"
+
+typedef struct mrd_memacct { /* the daemon's */
+	uint64_t used, limit, refused;
+} mrd_memacct;
+
+typedef struct mrd_membudget { /* one connection's */
+	mrd_memacct *all;
+	uint64_t used, peak, limit, refused;
+} mrd_membudget;
+
+void mrd_membudget_init(mrd_membudget *b, mrd_memacct *all, uint64_t limit);
+
+/* The allocator to hand the engine (ud = b; b must outlive the engine). */
+mrp_mem mrd_membudget_mem(mrd_membudget *b);
+
+#endif

@@ -1,0 +1,106 @@
+"""Attack 4 of the issue: file descriptors.
+
+B runs with an open-file limit of 320 (lowered with prlimit after its start;
+the daemon reads its limit every second). While A moves a verified transfer
+to B, A opens 150 ECHO connections to B, 8 paths each: with its source-port
+sockets cached for ever, B used to run out of descriptors (then the control
+socket closed every client and application HELLO was refused, even after
+the attack). Now B sizes its socket pool to the limit: its descriptors stay
+below the limit, its control socket answers, an application attaches, the
+transfer verifies. Then many application sessions push B to 90 % of the
+limit: it logs and counts it. Once the attack stops, idle source-port
+sockets close (MRD_SPORT_IDLE_S=3 here, 30 s by default) and B's
+descriptors come back down on their own."""
+import resource
+import threading
+import time
+
+import mrattack as X
+import mrtest
+import rawabi as R
+
+LIMIT = 320
+p = mrtest.Pair("fdexhaust", extra_env={"MRD_SPORT_IDLE_S": "3"},
+                yaml_extra="apps:\n  max_sessions: 1024\n")
+a, b = p.a, p.b
+try:
+    resource.prlimit(b.proc.pid, resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
+except (PermissionError, OSError) as e:
+    mrtest.skip("cannot lower B's open-file limit: %s" % e)
+time.sleep(1.5)  # B's once-a-second check sees the limit
+fd0 = X.nfds(b.proc.pid)
+mrtest.check(b.ok("status")["counters"]["fds_limit"] == LIMIT, "B runs under a limit of %d" % LIMIT)
+
+res = {}
+t = threading.Thread(target=lambda: res.update(
+    a.request("perf", {"peer": b.peer(), "seconds": 8}, timeout=120)))
+t.start()
+mrtest.check(X.wait_for(lambda: X.conns(b, "established"), 20), "A's transfer to B runs")
+
+fd_max = [0]
+stop = threading.Event()
+
+
+def watch():
+    while not stop.is_set():
+        if b.alive():
+            fd_max[0] = max(fd_max[0], X.nfds(b.proc.pid))
+        time.sleep(0.02)
+
+
+wt = threading.Thread(target=watch)
+wt.start()
+oks = [0]
+
+
+def echo_conns(n):
+    for _ in range(n):
+        r = a.request("ping", {"peer": b.peer(), "count": 1}, timeout=60)
+        oks[0] += bool(r.get("ok"))
+
+
+ths = [threading.Thread(target=echo_conns, args=(75,)) for _ in range(2)]
+for x in ths:
+    x.start()
+for x in ths:
+    x.join()
+mrtest.check(oks[0] >= 140, "A's ECHO connections to B went through (%d of 150)" % oks[0])
+mrtest.check(b.request("status", timeout=10)["ok"], "B's control socket answers")
+c = R.Client(b.app_sock)
+mrtest.check(c.hello(b"after")[0] == 0, "an application attaches to B (HELLO)")
+c.close()
+t.join()
+mrtest.check(res.get("ok") and res["result"]["verified"],
+             "the transfer A->B verified: %s" % res.get("result", res).get("verified"))
+st = b.ok("status")["counters"]
+print("B: %d fds at most during the attack (limit %d, %d at start), %d idle sockets closed"
+      % (fd_max[0], LIMIT, fd0, st["sport_idle_closed"]))
+mrtest.check(fd_max[0] < LIMIT - 16, "B's descriptors stayed below its limit (%d < %d)"
+             % (fd_max[0], LIMIT - 16))
+
+# Application sessions up to 90 % of the limit: logged and counted.
+sess = []
+for _ in X.bounded(LIMIT, 10.0):
+    if X.nfds(b.proc.pid) >= LIMIT * 92 // 100:
+        break
+    s = R.Client(b.app_sock)
+    if s.hello(b"filler")[0] != 0:
+        s.close()
+        break
+    sess.append(s)
+near = X.wait_for(lambda: b.ok("status")["counters"]["fds_near_limit"] > 0, 5)
+mrtest.check(near, "B counted the descriptors near its limit (%d sessions)" % len(sess))
+b.log.flush()
+mrtest.check("file descriptors open" in open(b.logpath).read(), "... and logged it")
+for s in sess:
+    s.close()
+
+# The attack is over: B comes back down on its own.
+back = X.wait_for(lambda: X.nfds(b.proc.pid) <= fd0 + 16, 20, 0.2)
+stop.set()
+wt.join()
+mrtest.check(back, "B's descriptors came back down after the attack (%d, %d at start)"
+             % (X.nfds(b.proc.pid), fd0))
+mrtest.check(b.ok("status")["counters"]["sport_idle_closed"] > 0,
+             "idle source-port sockets were closed")
+p.close()
