@@ -40,6 +40,11 @@ VARIANTS = {
     "nak-wrong-psn": "7.1: NAKs name the wrong PSN",
     "reserved-ignored": "12.5/13.1: clears reserved PROBE bytes instead of dropping",
     "place-corrupt": "5.3: places WRITE_IMM segments after the first at a wrong offset",
+    "path-range-ignored": "8.2: answers PROBEs on a path_id >= max_paths",
+    "nak-echo-wrong": "7.4: NAK UNKNOWN_CONN echoes a wrong token",
+    "src-conn-ignored": "13.2: accepts packets whose src_conn_id is wrong",
+    "tombstone-silent": "11.5: a tombstone does not answer a repeated CLOSE",
+    "reply-closes": "11.2: a CLOSE with REPLY that answers nothing ends the connection",
     # The relay in front of the target as initiator (the tester accepts):
     "retry-cookie-dropped": "9.7: the initiator does not put the RETRY cookie in its CONNECT",
     "no-confirm": "9.3: the initiator never confirms an ACCEPT",
@@ -63,6 +68,9 @@ class Relay:
         self.client = None       # the tester's service address (from CONNECT)
         self.caps = {}           # initiator conn id -> CONNECT caps
         self.tokens = {}         # acceptor conn id -> token the tester must use
+        self.peer = {}           # acceptor conn id -> initiator conn id
+        self.max_paths = {}      # acceptor conn id -> negotiated max_paths
+        self.replies = {}        # acceptor conn id -> CLOSE replies sent
 
     @staticmethod
     def recv(s):
@@ -107,6 +115,16 @@ class Relay:
                 self.send(self.front, bytes(r), self.client or src, None)
             if self.v == "reserved-ignored" and op == OP["PROBE"] and len(b) == 44:
                 b[32:36] = bytes(4)
+            if (self.v == "path-range-ignored" and op == OP["PROBE"] and len(b) == 44
+                    and struct.unpack_from(">H", b, 4)[0] >= self.max_paths.get(dst, 65536)):
+                struct.pack_into(">HH", b, 4, 0, 0)
+            if (self.v == "src-conn-ignored" and dst in self.peer
+                    and struct.unpack_from(">I", b, 12)[0] != 0):
+                struct.pack_into(">I", b, 12, self.peer[dst])
+            if (self.v == "reply-closes" and op == OP["CLOSE"] and len(b) == 32
+                    and struct.unpack_from(">H", b, 2)[0] & F_REPLY):
+                b[1] = OP["RESET"]
+                struct.pack_into(">H", b, 2, 0)
             if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
                 return
             if (self.v == "place-corrupt" and op == OP["WRITE_IMM"] and len(b) > 72
@@ -123,6 +141,8 @@ class Relay:
                 dst = struct.unpack_from(">I", b, 8)[0]
                 ca = struct.unpack_from(">I", b, 12)[0]
                 self.tokens[ca] = struct.unpack_from(">Q", b, 36)[0]
+                self.peer[ca] = dst
+                self.max_paths[ca] = struct.unpack_from(">H", b, 62)[0]
                 # The initiator sends its packets back through the relay too.
                 struct.pack_into(">H", b, 64, self.front.getsockname()[1])
                 b[68 + 4:68 + 8] = socket.inet_aton(self.front.getsockname()[0])
@@ -143,6 +163,15 @@ class Relay:
             if self.v == "no-close-reply" and op == OP["CLOSE"] and len(b) == 32 \
                     and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
                 return
+            if self.v == "nak-echo-wrong" and op == OP["NAK"] and len(b) == 60 \
+                    and b[28] == 5:
+                b[59] ^= 1
+            if self.v == "tombstone-silent" and op == OP["CLOSE"] and len(b) == 32 \
+                    and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
+                src_conn = struct.unpack_from(">I", b, 12)[0]
+                self.replies[src_conn] = self.replies.get(src_conn, 0) + 1
+                if self.replies[src_conn] > 1:
+                    return
             if self.v == "nak-wrong-psn" and op == OP["NAK"] and len(b) == 60 \
                     and b[28] != 5:
                 struct.pack_into(">I", b, 44, (struct.unpack_from(">I", b, 44)[0] + 1)

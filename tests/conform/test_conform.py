@@ -57,6 +57,11 @@ INITIATOR_VARIANTS = {
                       "order.rkey-before-rnr"},
     "reserved-ignored": {"malformed.reserved"},
     "place-corrupt": {"place.write-ooo"},
+    "path-range-ignored": {"probe.path-range"},
+    "nak-echo-wrong": {"noconn.nak"},
+    "src-conn-ignored": {"token.src-conn"},
+    "tombstone-silent": {"close.tombstone"},
+    "reply-closes": {"close.unsolicited-reply"},
 }
 # The relay in front of the daemon as initiator; only the acceptor cases run.
 ACCEPTOR_VARIANTS = {

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #define SVC_PERF 0x50455246u /* the reference daemon's PERF service */
-#define SVC_ECHO 0x4543484fu /* and its ECHO service */
 #define SVC_NONE 0x7e57c0deu /* nobody listens here */
 #define CE 0x03
 #define ECT0 0x02
@@ -184,7 +183,7 @@ static int ds_open(cf_ctx *x, dsrc *ds)
 		return CF_PASS;
 	}
 	char e[256];
-	ds->c = cf_open(x->n, SVC_ECHO, NULL, e, sizeof(e));
+	ds->c = cf_open(x->n, x->svc, NULL, e, sizeof(e));
 	if (!ds->c)
 		return skip(x, "cannot open a connection: %s", e);
 	return CF_PASS;
@@ -259,15 +258,15 @@ static int expect_nak(cf_ctx *x, cf_conn *c, const mrp_pkt *p, unsigned want,
 static int c_hs_accept(cf_ctx *x)
 {
 	cf_hs_opts o;
-	cf_hs_defaults(&o, SVC_ECHO);
+	cf_hs_defaults(&o, x->svc);
 	static cf_rx a;
 	cf_conn *c;
 	int op = cf_handshake(x->n, &o, &a, &c);
 	if (op == 0)
-		return fail(x, "sent CONNECT to service ECHO; got no answer; SPEC 9.4 requires "
-			    "ACCEPT or REJECT");
+		return fail(x, "sent CONNECT to service %08x; got no answer; SPEC 9.4 requires "
+			    "ACCEPT or REJECT", x->svc);
 	if (op != MRP_OP_ACCEPT)
-		return skip(x, "service ECHO not offered (%s)", mrp_op_name((uint8_t)op));
+		return skip(x, "service %08x not offered (%s)", x->svc, mrp_op_name((uint8_t)op));
 	const mrp_hs *h = &a.pkt.u.hs;
 	if (!c)
 		return fail(x, "ACCEPT token %016llx is not the CONNECT's hs_token",
@@ -295,7 +294,7 @@ static int c_hs_accept(cf_ctx *x)
 static int c_hs_retry(cf_ctx *x)
 {
 	cf_hs_opts o;
-	cf_hs_defaults(&o, SVC_ECHO);
+	cf_hs_defaults(&o, x->svc);
 	o.no_cookie = 1;
 	o.follow_retry = 0;
 	static cf_rx a;
@@ -314,7 +313,7 @@ static int c_hs_retry(cf_ctx *x)
 			    (unsigned long long)a.pkt.u.retry.cookie, a.len);
 	/* The cookie proves the address: the same CONNECT with it is accepted. */
 	x->n->cookie = a.pkt.u.retry.cookie;
-	cf_hs_defaults(&o, SVC_ECHO);
+	cf_hs_defaults(&o, x->svc);
 	cf_conn *c;
 	op = cf_handshake(x->n, &o, &a, &c);
 	if (op != MRP_OP_ACCEPT)
@@ -327,7 +326,7 @@ static int c_hs_retry(cf_ctx *x)
 static int c_hs_retry_required(cf_ctx *x)
 {
 	cf_hs_opts o;
-	cf_hs_defaults(&o, SVC_ECHO);
+	cf_hs_defaults(&o, x->svc);
 	o.no_cookie = 1;
 	o.caps &= ~MRP_CAP_RETRY;
 	static cf_rx a;
@@ -352,7 +351,7 @@ static int match_reject_ci(const cf_rx *rx, void *ud)
 static int c_version_reject(cf_ctx *x)
 {
 	cf_hs_opts o;
-	cf_hs_defaults(&o, SVC_ECHO);
+	cf_hs_defaults(&o, x->svc);
 	mrp_pkt p;
 	uint32_t ci = cf_rand32();
 	cf_build_connect(x->n, &p, ci, cf_rand64(), 0, &o);
@@ -386,7 +385,7 @@ static int c_version_reject(cf_ctx *x)
 static int c_version_choose(cf_ctx *x)
 {
 	cf_hs_opts o;
-	cf_hs_defaults(&o, SVC_ECHO);
+	cf_hs_defaults(&o, x->svc);
 	o.max_version = 200;
 	static cf_rx a;
 	cf_conn *c;
@@ -405,7 +404,7 @@ static int c_version_choose(cf_ctx *x)
 static int c_version_range(cf_ctx *x)
 {
 	cf_hs_opts o;
-	cf_hs_defaults(&o, SVC_ECHO);
+	cf_hs_defaults(&o, x->svc);
 	o.min_version = 2;
 	o.max_version = 3;
 	static cf_rx a;
@@ -421,7 +420,7 @@ static int c_version_range(cf_ctx *x)
 static int c_caps_unknown(cf_ctx *x)
 {
 	cf_hs_opts o;
-	cf_hs_defaults(&o, SVC_ECHO);
+	cf_hs_defaults(&o, x->svc);
 	o.caps |= 0xfff0000000000000ull | 0x100;
 	static cf_rx a;
 	cf_conn *c;
@@ -460,7 +459,7 @@ static int c_reject_no_service(cf_ctx *x)
 static int c_token_forged(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	long long t0 = drop_count(x, "TOKEN");
 	mrp_pkt p;
 	cf_probe(c, &p, 0, 0);
@@ -499,7 +498,7 @@ static int c_token_forged(cf_ctx *x)
 static int c_token_src_conn(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	mrp_pkt p;
 	cf_hdr(c, &p, MRP_OP_RESET);
 	p.hdr.src_conn_id ^= 0x00010000;
@@ -604,14 +603,14 @@ static int probe_check(cf_ctx *x, cf_conn *c, uint16_t path, uint16_t gen, int c
 static int c_probe_answer(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	return probe_check(x, c, 0, 0, 1);
 }
 
 static int c_probe_generation(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	if (c->max_paths < 2)
 		return skip(x, "max_paths %u < 2", c->max_paths);
 	return probe_check(x, c, (uint16_t)(c->max_paths - 1), 7, 0);
@@ -620,7 +619,7 @@ static int c_probe_generation(cf_ctx *x)
 static int c_probe_path_range(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	long long r0 = drop_count(x, "RANGE");
 	mrp_pkt p;
 	cf_probe(c, &p, c->max_paths, 0);
@@ -819,7 +818,7 @@ static int c_ecn_echo(cf_ctx *x)
 static int c_nak_invalid_rkey(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	static uint8_t pl[64];
 	mrp_pkt p;
 	cf_data(c, &p, MRP_OP_WRITE, 0, 1, 0, 0, sizeof(pl), pl, sizeof(pl));
@@ -831,10 +830,10 @@ static int c_nak_invalid_rkey(cf_ctx *x)
 static int c_nak_rnr(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	static uint8_t pl[32];
 	mrp_pkt p;
-	/* Stream 1 of ECHO has no posted receive. */
+	/* Stream 1 of the service has no posted receive (ECHO: none). */
 	cf_data(c, &p, MRP_OP_SEND, 0, 1, 0, 0, sizeof(pl), pl, sizeof(pl));
 	int r = expect_nak(x, c, &p, MRP_NAK_RNR, "SEND on stream 1 (no receive posted)");
 	if (r != CF_PASS)
@@ -849,7 +848,7 @@ static int c_nak_rnr(cf_ctx *x)
 static int c_nak_unknown_stream(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	static uint8_t pl[16];
 	mrp_pkt p;
 	cf_data(c, &p, MRP_OP_SEND, 0, c->max_streams, 0, 0, sizeof(pl), pl, sizeof(pl));
@@ -862,7 +861,7 @@ static int c_nak_unknown_stream(cf_ctx *x)
 static int c_nak_malformed(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	static uint8_t pl[MRP_MTU_MAX];
 	mrp_pkt p;
 	uint16_t len = (uint16_t)(c->mtu + 8);
@@ -875,7 +874,7 @@ static int c_nak_malformed(cf_ctx *x)
 static int c_nak_malformed_path(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	mrp_pkt p;
 	cf_data(c, &p, MRP_OP_WRITE, c->max_paths % CF_MAX_PATHS, 1, 0, 0, 0, NULL, 0);
 	p.hdr.path_id = c->max_paths;
@@ -887,7 +886,7 @@ static int c_nak_malformed_path(cf_ctx *x)
 static int c_order_malformed_first(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	static uint8_t pl[MRP_MTU_MAX];
 	mrp_pkt p;
 	uint16_t len = (uint16_t)(c->mtu + 8);
@@ -901,7 +900,7 @@ static int c_order_malformed_first(cf_ctx *x)
 static int c_order_stream_before_rkey(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	static uint8_t pl[64];
 	mrp_pkt p;
 	cf_data(c, &p, MRP_OP_WRITE, 0, c->max_streams, 0, 0, sizeof(pl), pl, sizeof(pl));
@@ -914,7 +913,7 @@ static int c_order_stream_before_rkey(cf_ctx *x)
 static int c_order_token_first(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	static uint8_t pl[64];
 	mrp_pkt p;
 	cf_data(c, &p, MRP_OP_WRITE, 0, c->max_streams, 0, 0, sizeof(pl), pl, sizeof(pl));
@@ -1103,7 +1102,7 @@ static int c_nak_out_of_bounds(cf_ctx *x)
 static int c_write_zero_length(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	mrp_pkt p;
 	cf_data(c, &p, MRP_OP_WRITE, 1, 1, 0, 0, 0, NULL, 0);
 	p.u.data.rkey = 0x0badc0de;
@@ -1128,12 +1127,12 @@ static int c_write_zero_length(cf_ctx *x)
 static int c_order_rkey_before_rnr(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	if (!(c->caps & MRP_CAP_IMM))
 		return skip(x, "IMM capability not negotiated");
 	static uint8_t pl[64];
 	mrp_pkt p;
-	/* Stream 1 of ECHO has no posted receive and no region: checks 6
+	/* Stream 1 of the service has no posted receive and no region: checks 6
 	 * (rkey) and 7 (receive) both fail; 6 decides. */
 	cf_data(c, &p, MRP_OP_WRITE_IMM, 0, 1, 0, 0, sizeof(pl), pl, sizeof(pl));
 	p.u.data.rkey = 0x0badc0de;
@@ -1165,7 +1164,7 @@ static int wait_close_reply(cf_ctx *x, cf_conn *c, mrp_pkt *out, unsigned ms)
 static int c_close_graceful(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	mrp_pkt p, r;
 	cf_hdr(c, &p, MRP_OP_CLOSE);
 	p.u.close.reason = MRP_CLOSE_APP_EXIT;
@@ -1190,7 +1189,7 @@ static int c_close_graceful(cf_ctx *x)
 static int c_close_reason(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	mrp_pkt p, r;
 	cf_hdr(c, &p, MRP_OP_CLOSE);
 	p.u.close.reason = MRP_CLOSE_SHUTDOWN;
@@ -1210,7 +1209,7 @@ static int c_close_reason(cf_ctx *x)
 static int c_close_tombstone(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	mrp_pkt p, r;
 	cf_hdr(c, &p, MRP_OP_CLOSE);
 	int got = 0;
@@ -1232,7 +1231,7 @@ static int c_close_tombstone(cf_ctx *x)
 static int c_close_unsolicited_reply(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	mrp_pkt p;
 	cf_hdr(c, &p, MRP_OP_CLOSE);
 	p.hdr.flags = MRP_F_REPLY;
@@ -1251,7 +1250,7 @@ static int c_close_unsolicited_reply(cf_ctx *x)
 static int c_reset_abort(cf_ctx *x)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	mrp_pkt p;
 	cf_hdr(c, &p, MRP_OP_RESET);
 	p.u.close.reason = MRP_CLOSE_PROTOCOL;
@@ -1291,7 +1290,7 @@ static size_t probe_bytes(cf_conn *c, uint8_t *buf)
 static int malformed(cf_ctx *x, const char *counter, int kind)
 {
 	cf_conn *c;
-	OPEN(c, SVC_ECHO, NULL);
+	OPEN(c, x->svc, NULL);
 	bad b[4];
 	unsigned nb = 0;
 	memset(b, 0, sizeof(b));

@@ -12,6 +12,7 @@ typedef struct cf_ctx {
 	cf_net *n;
 	const char *status_cmd;  /* prints the target's status JSON, or NULL */
 	const char *trigger_cmd; /* makes the target connect to %a, or NULL */
+	uint32_t svc;            /* service the connection cases open */
 	char msg[2048];          /* fail: sent / got / required; skip: why */
 	int trigger_done;
 	int trigger_pid;

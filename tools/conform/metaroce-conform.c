@@ -34,6 +34,8 @@ static void usage(FILE *f)
 		"                         drop counters are checked from its \"drops\" object\n"
 		"  -t, --trigger CMD      shell command that makes the target connect to %%a\n"
 		"                         (replaced by our ADDR:PORT) for the acceptor cases\n"
+		"  -S, --service ID       service id (hex) the connection cases open\n"
+		"                         (default 4543484f, the reference daemon's ECHO)\n"
 		"  -w, --wait MS          answer timeout (default 500)\n"
 		"  -v, --verbose          print every datagram received\n"
 		"  -h, --help\n",
@@ -160,17 +162,19 @@ int main(int argc, char **argv)
 		{"status-cmd", required_argument, NULL, 's'},
 		{"trigger", required_argument, NULL, 't'},
 		{"wait", required_argument, NULL, 'w'},
+		{"service", required_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *patterns[64];
 	unsigned npat = 0, wait_ms = 500;
+	uint32_t svc = 0x4543484fu; /* "ECHO" */
 	int list = 0, verbose = 0;
 	const char *json = NULL, *junit = NULL, *bind_addr = NULL, *status = NULL,
 		   *trig = NULL;
 	int o;
-	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			if (npat == 64) {
@@ -194,6 +198,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			wait_ms = (unsigned)v;
+			break;
+		}
+		case 'S': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 16);
+			if (*optarg == 0 || *end || v > 0xffffffffu) {
+				fprintf(stderr, "metaroce-conform: --service %s: expected a 32-bit hex "
+					"id\n", optarg);
+				return 2;
+			}
+			svc = (uint32_t)v;
 			break;
 		}
 		case 'v': verbose = 1; break;
@@ -232,7 +247,7 @@ int main(int argc, char **argv)
 	}
 	net.timeout_ms = wait_ms;
 	net.verbose = verbose;
-	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig};
+	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .svc = svc};
 	/* With a JSON or JUnit report on stdout the text goes to stderr. */
 	FILE *txt = (json && !strcmp(json, "-")) || (junit && !strcmp(junit, "-")) ? stderr : stdout;
 	result *res = calloc(nsel, sizeof(*res));
