@@ -45,6 +45,11 @@ VARIANTS = {
     "src-conn-ignored": "13.2: accepts packets whose src_conn_id is wrong",
     "tombstone-silent": "11.5: a tombstone does not answer a repeated CLOSE",
     "reply-closes": "11.2: a CLOSE with REPLY that answers nothing ends the connection",
+    "no-service-refused": "10.2: REJECT REFUSED where no listener exists (NO_SERVICE)",
+    "version-range-ignored": "9.4: accepts a CONNECT whose version is outside its range",
+    "gen-ignored": "6.2: ignores path generations (one receive state per path_id)",
+    "opcode-lenient": "12.5/13.1: takes unknown opcodes for PROBE",
+    "probe-gen-zero": "8.3: PROBE_ACK names generation 0 whatever was probed",
     # The relay in front of the target as initiator (the tester accepts):
     "retry-cookie-dropped": "9.7: the initiator does not put the RETRY cookie in its CONNECT",
     "no-confirm": "9.3: the initiator never confirms an ACCEPT",
@@ -94,6 +99,8 @@ class Relay:
             self.client = (socket.inet_ntoa(bytes(b[68 + 4:68 + 8])),
                            struct.unpack_from(">H", b, 64)[0])
             src_conn = struct.unpack_from(">I", b, 12)[0]
+            if self.v == "version-range-ignored" and b[0] < b[28]:
+                b[28] = b[0]
             if self.v == "retry-cookie-dropped":
                 struct.pack_into(">Q", b, 16, 0)
             self.caps[src_conn] = struct.unpack_from(">Q", b, 52)[0]
@@ -125,6 +132,10 @@ class Relay:
                     and struct.unpack_from(">H", b, 2)[0] & F_REPLY):
                 b[1] = OP["RESET"]
                 struct.pack_into(">H", b, 2, 0)
+            if self.v == "gen-ignored" and 1 <= op <= 4:
+                struct.pack_into(">H", b, 6, 0)
+            if self.v == "opcode-lenient" and len(b) == 44 and op in (0x05, 0x7F):
+                b[1] = OP["PROBE"]
             if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
                 return
             if (self.v == "place-corrupt" and op == OP["WRITE_IMM"] and len(b) > 72
@@ -163,6 +174,11 @@ class Relay:
             if self.v == "no-close-reply" and op == OP["CLOSE"] and len(b) == 32 \
                     and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
                 return
+            if self.v == "no-service-refused" and op == OP["REJECT"] and len(b) == 36 \
+                    and b[28] == 2:
+                b[28] = 4
+            if self.v == "probe-gen-zero" and op == OP["PROBE_ACK"] and len(b) == 48:
+                struct.pack_into(">H", b, 30, 0)
             if self.v == "nak-echo-wrong" and op == OP["NAK"] and len(b) == 60 \
                     and b[28] == 5:
                 b[59] ^= 1

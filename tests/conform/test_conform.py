@@ -5,16 +5,18 @@ can fail.
     test_conform.py daemon        every case against metarocd: all pass,
                                   except the known findings (each must still
                                   fail: when one is fixed, this test says so)
-    test_conform.py variants N/M  the variants of slice N of M, each through
-                                  the relay in front of a fresh daemon:
+    test_conform.py variants [W]  every variant, each through the relay in
+                                  front of a daemon, W daemons side by side:
                                   exactly the cases of the broken rule fail
 """
+import io
 import json
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 
 import mrtest
 
@@ -62,6 +64,11 @@ INITIATOR_VARIANTS = {
     "src-conn-ignored": {"token.src-conn"},
     "tombstone-silent": {"close.tombstone"},
     "reply-closes": {"close.unsolicited-reply"},
+    "no-service-refused": {"reject.no-service"},
+    "version-range-ignored": {"version.range"},
+    "gen-ignored": {"path.generation", "path.report"},
+    "opcode-lenient": {"malformed.opcode"},
+    "probe-gen-zero": {"probe.generation"},
 }
 # The relay in front of the daemon as initiator; only the acceptor cases run.
 ACCEPTOR_VARIANTS = {
@@ -71,18 +78,21 @@ ACCEPTOR_VARIANTS = {
 }
 
 
-def run_conform(args):
+class ConformError(Exception):
+    pass
+
+
+def run_conform(args, out=sys.stdout):
     cmd = [CONFORM, "--json", "-"] + args
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=240)
+    out.write(r.stderr)  # the text report
     if r.returncode not in (0, 1):
-        print(r.stderr)
-        mrtest.fail("%s exited %d" % (" ".join(cmd), r.returncode))
-    sys.stdout.write(r.stderr)  # the text report
+        raise ConformError("%s exited %d" % (" ".join(cmd), r.returncode))
     j = json.loads(r.stdout)
     res = {c["name"]: c["result"] for c in j["cases"]}
-    mrtest.check((r.returncode == 1) == any(v == "fail" for v in res.values()),
-                 "exit status %d agrees with the results" % r.returncode)
+    if (r.returncode == 1) != any(v == "fail" for v in res.values()):
+        raise ConformError("exit status %d disagrees with the results" % r.returncode)
     return res
 
 
@@ -101,7 +111,7 @@ class Relay:
         line = self.p.stdout.readline().split()
         if len(line) != 2 or line[0] != "ready":
             self.close()
-            mrtest.fail("badpeer.py %s did not start" % variant)
+            raise ConformError("badpeer.py %s did not start" % variant)
         self.port = int(line[1])
 
     def close(self):
@@ -132,41 +142,87 @@ def test_daemon(d, a):
     mrtest.check(d.alive() and d.request("status").get("ok"), "the daemon lives")
 
 
-def test_variants(d, a, part, parts):
+def run_variant(d, a, side, variant, expect, out):
+    """One variant through a fresh relay; returns [(ok, message)]."""
     ctl = os.environ["METAROCE_CTL"]
-    status = "%s -s %s -j status" % (ctl, d.sock)
-    jobs = [("initiator", v, e) for v, e in INITIATOR_VARIANTS.items()] + \
-           [("acceptor", v, e) for v, e in ACCEPTOR_VARIANTS.items()]
-    mine = [j for i, j in enumerate(jobs) if i % parts == part]
-    for side, variant, expect in mine:
-        if side == "initiator":
-            relay = Relay(variant, a[2], "%s:%d" % (a[0], d.port))
-            res = run_conform(["--bind", a[1], "--status-cmd", status,
-                               "--case", "[!a]*", "%s:%d" % (a[2], relay.port)])
-            # The relay changes nothing else, so the daemon's own findings
-            # fail in every variant too, unless the broken rule stops them.
-            caused = CAUSED_SKIPS.get(variant, set())
-            expect = expect | (set(KNOWN_FINDINGS) - caused)
-            skips = {k for k, v in res.items() if v == "skip"}
-            mrtest.check(skips == EXPECTED_SKIPS | caused, "initiator variant %s: skipped "
-                         "%s" % (variant, sorted(skips)))
-        else:
-            tport = free_port(a[1])
-            relay = Relay(variant, a[2], "%s:%d" % (a[1], tport))
+    checks = []
+    if side == "initiator":
+        relay = Relay(variant, a[2], "%s:%d" % (a[0], d.port))
+        try:
+            res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status"
+                               % (ctl, d.sock), "--case", "[!a]*",
+                               "%s:%d" % (a[2], relay.port)], out)
+        finally:
+            relay.close()
+        # The relay changes nothing else, so the daemon's own findings fail
+        # in every variant too, unless the broken rule stops them.
+        caused = CAUSED_SKIPS.get(variant, set())
+        expect = expect | (set(KNOWN_FINDINGS) - caused)
+        want_skips = EXPECTED_SKIPS | caused
+    else:
+        tport = free_port(a[1])
+        relay = Relay(variant, a[2], "%s:%d" % (a[1], tport))
+        try:
             res = run_conform(["--bind", "%s:%d" % (a[1], tport), "--case", "acceptor.*",
                                "--trigger", "%s -s %s ping %s:%d" % (ctl, d.sock, a[2],
                                                                     relay.port),
-                               d.peer()])
-            skips = {k for k, v in res.items() if v == "skip"}
-            mrtest.check(skips == CAUSED_SKIPS.get(variant, set()),
-                         "acceptor variant %s: skipped %s" % (variant, sorted(skips)))
-        relay.close()
-        got = fails(res)
-        mrtest.check(got == expect, "%s variant %s: failing cases %s == expected %s"
-                     % (side, variant, sorted(got), sorted(expect)))
-        ran = {k for k, v in res.items() if v != "skip"}
-        mrtest.check(expect <= ran, "%s variant %s: every expected case ran" % (side, variant))
-    mrtest.check(d.alive() and d.request("status").get("ok"), "the daemon lives")
+                               d.peer()], out)
+        finally:
+            relay.close()
+        want_skips = CAUSED_SKIPS.get(variant, set())
+    got = fails(res)
+    skips = {k for k, v in res.items() if v == "skip"}
+    checks.append((got == expect, "%s variant %s: failing cases %s == expected %s"
+                   % (side, variant, sorted(got), sorted(expect))))
+    checks.append((skips == want_skips, "%s variant %s: skipped %s == expected %s"
+                   % (side, variant, sorted(skips), sorted(want_skips))))
+    return checks
+
+
+def test_variants(tmp, workers):
+    """Every variant, spread over `workers` daemons that run side by side
+    (the cases mostly wait: this keeps the suite's wall time short). Each
+    daemon serves one variant at a time, so its drop counters see only
+    that variant's packets."""
+    jobs = [("initiator", v, e) for v, e in INITIATOR_VARIANTS.items()] + \
+           [("acceptor", v, e) for v, e in ACCEPTOR_VARIANTS.items()]
+    envs = []
+    for w in range(workers):
+        a = mrtest.addr_base("conform-variants-%d" % w)
+        envs.append((mrtest.Daemon(tmp, "w%d" % w, [a[0]], port=19791), a))
+    results = [[] for _ in range(workers)]
+    outs = [io.StringIO() for _ in range(workers)]
+
+    def work(w):
+        d, a = envs[w]
+        for i, (side, variant, expect) in enumerate(jobs):
+            if i % workers != w:
+                continue
+            outs[w].write("==== %s variant %s (daemon w%d)\n" % (side, variant, w))
+            try:
+                results[w] += run_variant(d, a, side, variant, expect, outs[w])
+            except (ConformError, subprocess.TimeoutExpired, ValueError) as e:
+                results[w].append((False, "%s variant %s: %s" % (side, variant, e)))
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for w in range(workers):
+        sys.stdout.write(outs[w].getvalue())
+    bad = [m for r in results for ok, m in r if not ok]
+    for r in results:
+        for ok, m in r:
+            print("ok:" if ok else "FAIL:", m)
+    mrtest.check(not bad, "every variant fails exactly its rule's cases (%d checks, %d bad)"
+                 % (sum(len(r) for r in results), len(bad)))
+    mrtest.check(sum(len(r) for r in results) == 2 * len(jobs), "all %d variants ran"
+                 % len(jobs))
+    for d, _ in envs:
+        mrtest.check(d.alive() and d.request("status").get("ok"), "%s lives" % d.name)
+        rc, _ = d.stop()
+        mrtest.check(rc == 0, "%s exits 0 on SIGTERM" % d.name)
 
 
 def main():
@@ -175,15 +231,14 @@ def main():
     mrtest.binaries()
     mode = sys.argv[1] if len(sys.argv) > 1 else "daemon"
     tmp = tempfile.TemporaryDirectory(prefix="mrd-conform-")
-    a = mrtest.addr_base("conform-" + mode + "".join(sys.argv[2:]))
-    d = mrtest.Daemon(tmp.name, "t", [a[0]], port=19791)
     if mode == "daemon":
+        a = mrtest.addr_base("conform-daemon")
+        d = mrtest.Daemon(tmp.name, "t", [a[0]], port=19791)
         test_daemon(d, a)
+        rc, _ = d.stop()
+        mrtest.check(rc == 0, "the daemon exits 0 on SIGTERM")
     else:
-        part, parts = (int(x) for x in sys.argv[2].split("/"))
-        test_variants(d, a, part, parts)
-    rc, _ = d.stop()
-    mrtest.check(rc == 0, "the daemon exits 0 on SIGTERM")
+        test_variants(tmp.name, int(sys.argv[2]) if len(sys.argv) > 2 else 4)
     tmp.cleanup()
 
 
