@@ -50,9 +50,20 @@ VARIANTS = {
     "gen-ignored": "6.2: ignores path generations (one receive state per path_id)",
     "opcode-lenient": "12.5/13.1: takes unknown opcodes for PROBE",
     "probe-gen-zero": "8.3: PROBE_ACK names generation 0 whatever was probed",
+    "accept-service-wrong": "9.2: ACCEPT does not copy the CONNECT's service_id",
+    "version-choose-reject": "12.2: REJECT VERSION for a range that includes its version",
+    "noconn-answered": "7.4: answers PROBE, CLOSE and RESET of unknown connections",
+    "version-lenient": "13.1: takes a PROBE of version 0 or 2 for version 1",
+    "flags-lenient": "13.1: ignores flags a PROBE may not carry",
+    "length-lenient": "13.1: ignores bytes past a PROBE's or CLOSE's length",
+    "range-lenient": "13.1: takes a CLOSE reason out of range for NORMAL",
+    "truncated-padded": "13.1: zero-fills a short PROBE instead of dropping it",
+    "retry-service-wrong": "9.7: RETRY does not carry the CONNECT's service_id",
+    "retry-required-resources": "9.7: REJECT RESOURCES, not PARAM, without caps RETRY",
     # The relay in front of the target as initiator (the tester accepts):
     "retry-cookie-dropped": "9.7: the initiator does not put the RETRY cookie in its CONNECT",
     "no-confirm": "9.3: the initiator never confirms an ACCEPT",
+    "connect-version-outside": "9.2: the initiator's CONNECT version lies outside its range",
 }
 
 
@@ -99,6 +110,10 @@ class Relay:
             self.client = (socket.inet_ntoa(bytes(b[68 + 4:68 + 8])),
                            struct.unpack_from(">H", b, 64)[0])
             src_conn = struct.unpack_from(">I", b, 12)[0]
+            if self.v == "version-choose-reject" and b[28] <= 1 < b[29]:
+                b[0] = b[28] = b[29] = 9
+            if self.v == "connect-version-outside":
+                b[28], b[29] = 2, 3
             if self.v == "version-range-ignored" and b[0] < b[28]:
                 b[28] = b[0]
             if self.v == "retry-cookie-dropped":
@@ -109,6 +124,9 @@ class Relay:
             b[68 + 4:68 + 8] = socket.inet_aton(self.back.getsockname()[0])
         elif op == OP["CONNECT"] and len(b) >= 28:
             self.client = src
+        if self.v == "truncated-padded" and len(b) < 44 and len(b) >= 2 \
+                and op == OP["PROBE"]:
+            b += bytes(44 - len(b))
         if len(b) >= 28 and op is not None and op != OP["CONNECT"]:
             dst = struct.unpack_from(">I", b, 8)[0]
             tok = struct.unpack_from(">Q", b, 16)[0]
@@ -132,6 +150,23 @@ class Relay:
                     and struct.unpack_from(">H", b, 2)[0] & F_REPLY):
                 b[1] = OP["RESET"]
                 struct.pack_into(">H", b, 2, 0)
+            if self.v == "noconn-answered" and dst not in self.tokens and \
+                    op in (OP["PROBE"], OP["CLOSE"], OP["RESET"]):
+                src_conn = struct.unpack_from(">I", b, 12)[0]
+                self.send(self.front, mra.nak_unknown(src_conn, dst, tok),
+                          self.client or src, None)
+            if self.v == "version-lenient" and len(b) == 44 and op == OP["PROBE"] \
+                    and b[0] in (0, 2):
+                b[0] = 1
+            if self.v == "flags-lenient" and len(b) == 44 and op == OP["PROBE"]:
+                struct.pack_into(">H", b, 2, struct.unpack_from(">H", b, 2)[0] & 0x0008)
+            if self.v == "length-lenient" and op == OP["PROBE"] and len(b) > 44:
+                del b[44:]
+            if self.v == "length-lenient" and op == OP["CLOSE"] and len(b) > 32:
+                del b[32:]
+            if self.v == "range-lenient" and op == OP["CLOSE"] and len(b) == 32 \
+                    and struct.unpack_from(">H", b, 28)[0] > 5:
+                struct.pack_into(">H", b, 28, 0)
             if self.v == "gen-ignored" and 1 <= op <= 4:
                 struct.pack_into(">H", b, 6, 0)
             if self.v == "opcode-lenient" and len(b) == 44 and op in (0x05, 0x7F):
@@ -174,6 +209,14 @@ class Relay:
             if self.v == "no-close-reply" and op == OP["CLOSE"] and len(b) == 32 \
                     and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
                 return
+            if self.v == "accept-service-wrong" and op == OP["ACCEPT"] and len(b) >= 88:
+                b[35] ^= 1
+            if self.v == "retry-service-wrong" and op == OP["RETRY"] and len(b) == 44:
+                b[39] ^= 1
+            if self.v == "retry-required-resources" and op == OP["REJECT"] and \
+                    len(b) == 36 and b[28] == 5 and \
+                    not self.caps.get(struct.unpack_from(">I", b, 8)[0], 0) & 0x8:
+                b[28] = 3
             if self.v == "no-service-refused" and op == OP["REJECT"] and len(b) == 36 \
                     and b[28] == 2:
                 b[28] = 4

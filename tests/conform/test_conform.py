@@ -42,7 +42,8 @@ EXPECTED_SKIPS = {"nak.access"}
 # variant of badpeer.py -> the cases that check the rule it breaks (and, in
 # CAUSED_SKIPS, the cases that cannot run once that rule is broken)
 CAUSED_SKIPS = {"no-close-reply": {"close.reason", "close.tombstone"},
-                "retry-cookie-dropped": {"acceptor.confirm"}}
+                "retry-cookie-dropped": {"acceptor.confirm"},
+                "connect-version-outside": {"acceptor.retry", "acceptor.confirm"}}
 INITIATOR_VARIANTS = {
     "none": set(),
     "no-version-reject": {"version.reject"},
@@ -69,12 +70,23 @@ INITIATOR_VARIANTS = {
     "gen-ignored": {"path.generation", "path.report"},
     "opcode-lenient": {"malformed.opcode"},
     "probe-gen-zero": {"probe.generation"},
+    "accept-service-wrong": {"handshake.accept"},
+    "version-choose-reject": {"version.choose"},
+    "noconn-answered": {"noconn.silent"},
+    "version-lenient": {"malformed.version"},
+    "flags-lenient": {"malformed.flags"},
+    "length-lenient": {"malformed.length"},
+    "range-lenient": {"malformed.range"},
+    "truncated-padded": {"malformed.truncated"},
+    "retry-service-wrong": {"handshake.retry"},
+    "retry-required-resources": {"handshake.retry-required"},
 }
 # The relay in front of the daemon as initiator; only the acceptor cases run.
 ACCEPTOR_VARIANTS = {
     "none": set(),
     "retry-cookie-dropped": {"acceptor.retry"},
     "no-confirm": {"acceptor.confirm"},
+    "connect-version-outside": {"acceptor.connect"},
 }
 
 
@@ -82,10 +94,10 @@ class ConformError(Exception):
     pass
 
 
-def run_conform(args, out=sys.stdout):
+def run_conform(args, out=sys.stdout, timeout=150):
     cmd = [CONFORM, "--json", "-"] + args
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=240)
+                       timeout=timeout)
     out.write(r.stderr)  # the text report
     if r.returncode not in (0, 1):
         raise ConformError("%s exited %d" % (" ".join(cmd), r.returncode))
@@ -151,7 +163,7 @@ def run_variant(d, a, side, variant, expect, out):
         try:
             res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status"
                                % (ctl, d.sock), "--case", "[!a]*",
-                               "%s:%d" % (a[2], relay.port)], out)
+                               "%s:%d" % (a[2], relay.port)], out, 90)
         finally:
             relay.close()
         # The relay changes nothing else, so the daemon's own findings fail
@@ -166,7 +178,7 @@ def run_variant(d, a, side, variant, expect, out):
             res = run_conform(["--bind", "%s:%d" % (a[1], tport), "--case", "acceptor.*",
                                "--trigger", "%s -s %s ping %s:%d" % (ctl, d.sock, a[2],
                                                                     relay.port),
-                               d.peer()], out)
+                               d.peer()], out, 90)
         finally:
             relay.close()
         want_skips = CAUSED_SKIPS.get(variant, set())
@@ -192,6 +204,7 @@ def test_variants(tmp, workers):
         envs.append((mrtest.Daemon(tmp, "w%d" % w, [a[0]], port=19791), a))
     results = [[] for _ in range(workers)]
     outs = [io.StringIO() for _ in range(workers)]
+    lock = threading.Lock()
 
     def work(w):
         d, a = envs[w]
@@ -200,9 +213,13 @@ def test_variants(tmp, workers):
                 continue
             outs[w].write("==== %s variant %s (daemon w%d)\n" % (side, variant, w))
             try:
-                results[w] += run_variant(d, a, side, variant, expect, outs[w])
+                r = run_variant(d, a, side, variant, expect, outs[w])
             except (ConformError, subprocess.TimeoutExpired, ValueError) as e:
-                results[w].append((False, "%s variant %s: %s" % (side, variant, e)))
+                r = [(False, "%s variant %s: %s" % (side, variant, e))]
+            results[w] += r
+            with lock:  # progress, in case the whole test times out
+                for ok, m in r:
+                    print("ok:" if ok else "FAIL:", m, flush=True)
 
     threads = [threading.Thread(target=work, args=(w,)) for w in range(workers)]
     for t in threads:
@@ -212,9 +229,6 @@ def test_variants(tmp, workers):
     for w in range(workers):
         sys.stdout.write(outs[w].getvalue())
     bad = [m for r in results for ok, m in r if not ok]
-    for r in results:
-        for ok, m in r:
-            print("ok:" if ok else "FAIL:", m)
     mrtest.check(not bad, "every variant fails exactly its rule's cases (%d checks, %d bad)"
                  % (sum(len(r) for r in results), len(bad)))
     mrtest.check(sum(len(r) for r in results) == 2 * len(jobs), "all %d variants ran"
