@@ -11,6 +11,7 @@ can fail.
 """
 import io
 import json
+import shutil
 import os
 import socket
 import subprocess
@@ -136,6 +137,32 @@ def fails(res):
     return {k for k, v in res.items() if v == "fail"}
 
 
+def test_docs_and_link():
+    """docs/conformance.md lists every case and every variant of the relay;
+    the tool links the codec and nothing else of the engine."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "conformance.md")) as f:
+        doc = f.read()
+    names = [l.split()[0] for l in subprocess.run([CONFORM, "--list"], stdout=subprocess.PIPE,
+                                                   text=True, check=True).stdout.splitlines()]
+    missing = [n for n in names if "| `%s` |" % n not in doc]
+    mrtest.check(not missing, "docs/conformance.md lists all %d cases (missing: %s)"
+                 % (len(names), ", ".join(missing)))
+    import badpeer
+    missing = [v for v in badpeer.VARIANTS if "| `%s`" % v not in doc]
+    mrtest.check(not missing, "docs/conformance.md lists all %d relay variants (missing: %s)"
+                 % (len(badpeer.VARIANTS), ", ".join(missing)))
+    both = set(INITIATOR_VARIANTS) | set(ACCEPTOR_VARIANTS)
+    mrtest.check(both == set(badpeer.VARIANTS), "every relay variant has an expectation")
+    if shutil.which("nm"):
+        syms = subprocess.run(["nm", CONFORM], stdout=subprocess.PIPE, text=True).stdout
+        engine = [l.split()[-1] for l in syms.splitlines()
+                  if " T mrp_" in l and not l.split()[-1].startswith(
+                      ("mrp_pkt_", "mrp_hdr_", "mrp_data_hdr_", "mrp_op_", "mrp_str", "mrp_err"))]
+        mrtest.check(not engine, "metaroce-conform links only the codec of proto/ (%s)"
+                     % ", ".join(engine))
+
+
 def test_daemon(d, a):
     ctl = os.environ["METAROCE_CTL"]
     res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status" % (ctl, d.sock),
@@ -246,6 +273,7 @@ def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "daemon"
     tmp = tempfile.TemporaryDirectory(prefix="mrd-conform-")
     if mode == "daemon":
+        test_docs_and_link()
         a = mrtest.addr_base("conform-daemon")
         d = mrtest.Daemon(tmp.name, "t", [a[0]], port=19791)
         test_daemon(d, a)
