@@ -1358,7 +1358,7 @@ static int malformed(cf_ctx *x, const char *counter, int kind)
 			b[nb].buf[29] = 9;
 		}
 		nb++;
-		b[nb].what = "PROBE with dst_conn_id... src_conn_id 0";
+		b[nb].what = "PROBE with src_conn_id 0";
 		b[nb].len = probe_bytes(c, b[nb].buf);
 		memset(b[nb].buf + 12, 0, 4);
 		nb++;
@@ -1542,12 +1542,6 @@ static void acceptor_run(cf_ctx *x)
 	cc.ti = cf_rand64();
 	cc.ta = cp.u.hs.hs_token;
 	mrp_pkt a;
-	memset(&a, 0, sizeof(a));
-	a.hdr.version = 1;
-	a.hdr.opcode = MRP_OP_ACCEPT;
-	a.hdr.dst_conn_id = cc.ca;
-	a.hdr.src_conn_id = cc.ci;
-	a.hdr.token = cc.ta;
 	cf_hs_opts o;
 	cf_hs_defaults(&o, cp.u.hs.service_id);
 	cf_build_connect(x->n, &a, 0, cc.ti, 0, &o);
@@ -1558,7 +1552,7 @@ static void acceptor_run(cf_ctx *x)
 	a.u.hs.mtu = cp.u.hs.mtu < o.mtu ? cp.u.hs.mtu : o.mtu;
 	a.u.hs.max_streams = cp.u.hs.max_streams < o.max_streams ? cp.u.hs.max_streams : o.max_streams;
 	a.u.hs.max_paths = cp.u.hs.max_paths < o.max_paths ? cp.u.hs.max_paths : o.max_paths;
-	a.u.hs.caps = cp.u.hs.caps & (MRP_CAP_IMM | MRP_CAP_RETRY) & ~MRP_CAP_RETRY;
+	a.u.hs.caps = cp.u.hs.caps & MRP_CAP_IMM; /* RETRY is for CONNECTs */
 	uint8_t buf[512];
 	ssize_t len = mrp_pkt_encode(buf, sizeof(buf), &a);
 	if (len < 0) {

@@ -359,16 +359,6 @@ unsigned cf_drain(cf_net *n, unsigned ms, cf_match_fn match, void *ud)
 	}
 }
 
-int cf_match_op(const cf_rx *rx, void *ud)
-{
-	const cf_want *w = ud;
-	if (rx->rv < 0 && !(w->any_version && rx->rv == MRP_ERR_VERSION))
-		return 0;
-	if (rx->len < MRP_HDR_LEN)
-		return 0;
-	return rx->pkt.hdr.opcode == w->opcode && (!w->dst || rx->pkt.hdr.dst_conn_id == w->dst);
-}
-
 /* ---- handshake ------------------------------------------------------------ */
 
 void cf_hs_defaults(cf_hs_opts *o, uint32_t service_id)

@@ -145,12 +145,4 @@ void cf_probe(cf_conn *c, mrp_pkt *p, uint16_t path_id, uint16_t gen);
 /* PROBE with ACK_REQ and wait for its PROBE_ACK: 1 answered, 0 not. */
 int cf_alive(cf_net *n, cf_conn *c, unsigned timeout_ms);
 
-/* Matchers. */
-typedef struct cf_want {
-	uint8_t opcode;
-	uint32_t dst;       /* 0: any */
-	int any_version;    /* accept datagrams the v1 codec rejects by VERSION */
-} cf_want;
-int cf_match_op(const cf_rx *rx, void *ud);
-
 #endif
