@@ -96,7 +96,10 @@ class ConformError(Exception):
 
 
 def run_conform(args, out=sys.stdout, timeout=150):
-    cmd = [CONFORM, "--json", "-"] + args
+    # A generous answer timeout: a loaded machine can stall the daemon for
+    # hundreds of milliseconds; only the waits for an answer that must come
+    # get longer (a case that checks for silence has its own short window).
+    cmd = [CONFORM, "--json", "-", "--wait", "1000"] + args
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=timeout)
     out.write(r.stderr)  # the text report

@@ -468,7 +468,7 @@ static int c_token_forged(cf_ctx *x)
 	m_conn m = {.ci = c->ci, .opcode = MRP_OP_PROBE_ACK};
 	static cf_rx rx;
 	int answered = 0;
-	while (cf_wait(x->n, match_conn, &m, x->n->timeout_ms, &rx))
+	while (cf_wait(x->n, match_conn, &m, 300, &rx))
 		if (rx.pkt.u.probe_ack.probe_seq == p.u.probe.probe_seq)
 			answered = 1;
 	if (answered)
