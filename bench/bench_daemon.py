@@ -51,6 +51,8 @@ def daemon_config(tmp, name, port, sports, extra=""):
   control_group: ""
   state_db: {tmp}/{name}.db
   log_level: warn
+services:
+  perf: true
 planes:
   - name: plane0
     address: 127.0.0.1

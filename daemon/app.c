@@ -1213,6 +1213,19 @@ static void req_hello(app_session *s, const mrc_msg_hdr *h, const mrc_hello_req 
 		session_close(s, NULL);
 		return;
 	}
+	/* One user may not hold them all (apps.max_sessions_per_user). */
+	uint32_t mine = 0;
+	for (app_session *o = a->sessions; o; o = o->next)
+		mine += o != s && o->state == S_OPEN && o->uid == s->uid;
+	if (mine >= d->cfg.app_max_sessions_per_user) {
+		mrd_warn("app session from pid %d uid %u: apps.max_sessions_per_user (%u) "
+			 "reached for that user: refused", (int)s->pid, (unsigned)s->uid,
+			 d->cfg.app_max_sessions_per_user);
+		a->cnt.sessions_quota++;
+		bad_req(s, h, MRD_APP_BAD_LIMIT, MRC_ERR_LIMIT);
+		session_close(s, NULL);
+		return;
+	}
 	/* The name is for logs: printable ASCII only. */
 	size_t n = 0;
 	for (; n < sizeof(q->name) && q->name[n]; n++)
@@ -2010,6 +2023,7 @@ json_t *mrd_apps_json(mrd *d)
 	json_object_set_new(o, "sessions_opened", json_integer((json_int_t)k->sessions_opened));
 	json_object_set_new(o, "sessions_closed", json_integer((json_int_t)k->sessions_closed));
 	json_object_set_new(o, "sessions_refused", json_integer((json_int_t)k->sessions_refused));
+	json_object_set_new(o, "sessions_quota", json_integer((json_int_t)k->sessions_quota));
 	json_object_set_new(o, "sessions_killed", json_integer((json_int_t)k->sessions_killed));
 	json_object_set_new(o, "requests", json_integer((json_int_t)k->requests));
 	json_object_set_new(o, "requests_bad", json_integer((json_int_t)k->requests_bad));

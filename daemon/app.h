@@ -107,6 +107,7 @@ enum {
 
 typedef struct mrd_apps_counters {
 	uint64_t sessions_opened, sessions_closed, sessions_refused, sessions_killed;
+	uint64_t sessions_quota; /* HELLOs past apps.max_sessions_per_user */
 	uint64_t requests, requests_bad, bad[MRD_APP_NBAD];
 	uint64_t wrs, wrs_bad, wr_bad[MRD_APP_WR_NBAD];
 	uint64_t cqes, wakeups;

@@ -13,6 +13,7 @@
  * (which may form cycles in a libyaml document) cannot make it loop.
  */
 #include "config.h"
+#include "prefix.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,6 +43,8 @@ enum vtype {
 	V_LOG_LEVEL, /* int, MRD_LOG_* */
 	V_CC_NAME,   /* a congestion control algorithm, char[size] */
 	V_SIZE,      /* uint64_t bytes: "64GiB", "4096B", or a bare number */
+	V_BOOL,      /* int 0/1: true/false, on/off, yes/no */
+	V_PREFIXES,  /* char[size]: "10.0.0.0/8, ::1" (prefix.h); "" = any */
 };
 
 #define F_LIVE 0x1     /* a reload applies it without a restart */
@@ -174,12 +177,20 @@ static const key telemetry_keys[] = {
 
 static const key apps_keys[] = {
 	C_KEY("max_sessions", V_UINT, app_max_sessions, 1, 65536, F_LIVE),
+	C_KEY("max_sessions_per_user", V_UINT, app_max_sessions_per_user, 1, 65536, F_LIVE),
 	C_KEY("max_contexts", V_UINT, app_max_contexts, 1, 4096, F_LIVE),
 	C_KEY("max_regions", V_UINT, app_max_regions, 1, 1u << 20, F_LIVE),
 	C_KEY("max_region_bytes", V_SIZE, app_max_region_bytes, S_KI * 4,
 	      S_PI, F_LIVE),
 	C_KEY("max_conns", V_UINT, app_max_conns, 1, 65536, F_LIVE),
 	C_KEY("max_listeners", V_UINT, app_max_listeners, 1, 4096, F_LIVE),
+	END,
+};
+
+static const key services_keys[] = {
+	C_KEY("perf", V_BOOL, services_perf, 0, 0, F_LIVE),
+	C_KEY("perf_peers", V_PREFIXES, perf_peers, 0, 0, F_LIVE),
+	C_KEY("echo_peers", V_PREFIXES, echo_peers, 0, 0, F_LIVE),
 	END,
 };
 
@@ -193,6 +204,7 @@ static const key top_keys[] = {
 	SECTION("transport", 0, transport_keys, F_LIVE),
 	SECTION("telemetry", 0, telemetry_keys, F_LIVE),
 	SECTION("apps", 0, apps_keys, F_LIVE),
+	SECTION("services", 0, services_keys, F_LIVE),
 	END,
 };
 
@@ -267,6 +279,7 @@ void mrd_config_defaults(mrd_config *c)
 	c->telemetry_interval_ns = T_S;
 	c->telemetry_retention_ns = 24 * T_H;
 	c->app_max_sessions = 256;
+	c->app_max_sessions_per_user = 64;
 	c->conn_memory = 64 * S_MI;
 	c->memory = 1 * S_GI;
 	c->app_max_contexts = 16;
@@ -1046,7 +1059,8 @@ static int parse_leaf(ctx *x, const key *k, const yaml_node_t *v, void *base,
 	size_t len = v->data.scalar.length;
 	if (memchr(s, '\0', len))
 		return fail(x, line, what, "the value contains a NUL byte");
-	if (len == 0 && k->type != V_GROUP && !(k->type == V_PATH && (k->flags & F_ZERO)))
+	if (len == 0 && k->type != V_GROUP && k->type != V_PREFIXES &&
+	    !(k->type == V_PATH && (k->flags & F_ZERO)))
 		return fail(x, line, what, "no value");
 	show(shown, sizeof(shown), s, len);
 
@@ -1072,6 +1086,26 @@ static int parse_leaf(ctx *x, const key *k, const yaml_node_t *v, void *base,
 		return parse_path(x, k, s, field, what, line, shown);
 	case V_LOG_LEVEL:
 		return parse_log_level(x, s, field, what, line, shown);
+	case V_BOOL: {
+		static const char *const yes[] = {"true", "on", "yes"}, *const no[] = {"false", "off", "no"};
+		for (int i = 0; i < 3; i++)
+			if (strcmp(s, yes[i]) == 0 || strcmp(s, no[i]) == 0) {
+				int b = strcmp(s, yes[i]) == 0;
+				memcpy(field, &b, sizeof(b));
+				return 0;
+			}
+		return fail(x, line, what, "'%s' is not true or false", shown);
+	}
+	case V_PREFIXES: {
+		mrd_prefix px[MRD_PREFIX_MAX];
+		char err[160];
+		if (strlen(s) >= k->size)
+			return fail(x, line, what, "longer than %zu bytes", k->size - 1);
+		if (mrd_prefix_parse(s, px, MRD_PREFIX_MAX, err, sizeof(err)) < 0)
+			return fail(x, line, what, "%s", err);
+		memcpy(field, s, strlen(s) + 1);
+		return 0;
+	}
 	case V_CC_NAME:
 		return parse_cc_name(x, k, s, field, what, line, shown);
 	default:
@@ -1715,6 +1749,12 @@ static void dump_value(FILE *f, const key *k, const void *field)
 		int l;
 		memcpy(&l, field, sizeof(l));
 		fputs(mrd_log_level_name(l), f);
+		break;
+	}
+	case V_BOOL: {
+		int b;
+		memcpy(&b, field, sizeof(b));
+		fputs(b ? "true" : "false", f);
 		break;
 	}
 	default: /* strings */

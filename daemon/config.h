@@ -119,6 +119,11 @@ typedef struct mrd_config {
 	uint64_t conn_memory;    /* engine memory per connection (membudget.h) */
 	uint64_t memory;         /* engine memory of all connections together */
 
+	/* services (the daemon's own, svcpolicy.h): */
+	int services_perf;       /* PERF answers CONNECTs (it hands out an rkey) */
+	char perf_peers[512];    /* prefixes PERF answers; "" = any (prefix.h) */
+	char echo_peers[512];    /* prefixes ECHO answers; "" = any */
+
 	/* telemetry: */
 	uint64_t telemetry_interval_ns;  /* sampling period */
 	uint64_t telemetry_retention_ns; /* how long samples are kept in state_db */
@@ -127,6 +132,7 @@ typedef struct mrd_config {
 	 * application session may hold; a session keeps the limits it got at
 	 * HELLO across reloads. */
 	uint32_t app_max_sessions;
+	uint32_t app_max_sessions_per_user;
 	uint32_t app_max_contexts;
 	uint32_t app_max_regions;
 	uint64_t app_max_region_bytes; /* all regions of a session together */

@@ -9,6 +9,7 @@
 #include "mrd.h"
 #include "ops.h"
 #include "planes.h"
+#include "svcpolicy.h"
 #include "telemetry.h"
 
 #define HS_TRIES 10                   /* CONNECT transmissions (SPEC 9.3) */
@@ -1013,8 +1014,15 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_VERSION, hs->service_id);
 		return;
 	}
-	/* 3. Service. */
+	/* 3. Service (and whether it answers this peer: svcpolicy.h). */
 	const mrd_conn_ops *ops = d->stopping ? NULL : mrd_service_lookup(d, hs->service_id);
+	int pol = ops ? mrd_svc_allowed(d, hs->service_id, src) : MRD_SVC_OK;
+	if (pol == MRD_SVC_REFUSED) {
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_REFUSED, hs->service_id);
+		return;
+	}
+	if (pol == MRD_SVC_OFF)
+		ops = NULL;
 	if (!ops) {
 		send_reject(d, s, src, srclen, dst, ti,
 			    d->stopping ? MRP_REJ_RESOURCES : MRP_REJ_NO_SERVICE,

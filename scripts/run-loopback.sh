@@ -61,6 +61,8 @@ config() {
 	  control_group: ""
 	  state_db: $tmp/$1.db
 	  log_level: info
+	services:
+	  perf: true              # the verified transfer below (off by default)
 	planes:
 	  - name: plane0
 	    address: 127.0.0.1

@@ -120,6 +120,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c.telemetry_interval_ns, 1000000000ull);
 	assert_int_equal(c.telemetry_retention_ns, 24 * 3600 * 1000000000ull);
 	assert_int_equal(c.app_max_sessions, 256);
+	assert_int_equal(c.app_max_sessions_per_user, 64);
 	assert_int_equal(c.app_max_contexts, 16);
 	assert_int_equal(c.app_max_regions, 1024);
 	assert_int_equal(c.app_max_region_bytes, 64ull << 30);
@@ -218,11 +219,16 @@ static const char full_yaml[] =
 	"  retention: 7d\n"
 	"apps:\n"
 	"  max_sessions: 8\n"
+	"  max_sessions_per_user: 5\n"
 	"  max_contexts: 2\n"
 	"  max_regions: 100\n"
 	"  max_region_bytes: 1.5GiB\n"
 	"  max_conns: 10\n"
-	"  max_listeners: 3\n";
+	"  max_listeners: 3\n"
+	"services:\n"
+	"  perf: true\n"
+	"  perf_peers: 10.0.0.0/8, fd00::/64\n"
+	"  echo_peers: 127.0.0.1\n";
 
 static void test_every_key(void **state)
 {
@@ -274,11 +280,15 @@ static void test_every_key(void **state)
 	assert_int_equal(c.rnr_retry_max, 0);
 	assert_int_equal(c.suspect_rtos, 2);
 	assert_true(c.conn_memory == 8ull << 20 && c.memory == 2ull << 30);
+	assert_int_equal(c.services_perf, 1);
+	assert_string_equal(c.perf_peers, "10.0.0.0/8, fd00::/64");
+	assert_string_equal(c.echo_peers, "127.0.0.1");
 	assert_int_equal(c.telemetry_interval_ns, 100000000);
 	assert_int_equal(c.telemetry_retention_ns, 7 * 86400 * 1000000000ull);
 	assert_string_equal(c.app_socket, "/tmp/mr/app.sock");
 	assert_string_equal(c.app_group, "apps");
 	assert_int_equal(c.app_max_sessions, 8);
+	assert_int_equal(c.app_max_sessions_per_user, 5);
 	assert_int_equal(c.app_max_contexts, 2);
 	assert_int_equal(c.app_max_regions, 100);
 	assert_int_equal(c.app_max_region_bytes, 3ull << 29);
@@ -419,13 +429,13 @@ static void test_unknown_keys(void **state)
 		  NAME ":1: plane: unknown key; did you mean 'planes'?" },
 		{ P0 "logging: debug\n",
 		  NAME ":4: logging: unknown key (valid here: service, planes, paths, "
-		  "congestion, timers, transport, telemetry, apps)" },
+		  "congestion, timers, transport, telemetry, apps, services)" },
 		{ P0 "    speed: 1Gbps\n",
 		  NAME ":4: planes[0].speed: unknown key (valid here: name, "
 		  "interface, address, mtu, link_speed, source_ports)" },
 		{ P0 "\"a\\x01\": 1\n",
 		  NAME ":4: a\\x01: unknown key (valid here: service, planes, paths, "
-		  "congestion, timers, transport, telemetry, apps)" },
+		  "congestion, timers, transport, telemetry, apps, services)" },
 	};
 
 	(void)state;
@@ -898,6 +908,12 @@ static void test_transport_telemetry_errors(void **state)
 		  NAME ":5: transport.rnr_retry_max: 256 is out of range (0-255)" },
 		{ P0 "transport:\n  suspect_rtos: 0\n",
 		  NAME ":5: transport.suspect_rtos: 0 is out of range (1-255)" },
+		{ P0 "services:\n  perf: maybe\n",
+		  NAME ":5: services.perf: 'maybe' is not true or false" },
+		{ P0 "services:\n  perf_peers: 10.0.0.0/33\n",
+		  NAME ":5: services.perf_peers: '10.0.0.0/33': prefix length out of range" },
+		{ P0 "services:\n  echo_peers: 10.0.0.0/8, nowhere\n",
+		  NAME ":5: services.echo_peers: 'nowhere' is not an IPv4 or IPv6 address" },
 		{ P0 "telemetry:\n  interval: 1ms\n",
 		  NAME ":5: telemetry.interval: 1ms is out of range (10ms-1h)" },
 		{ P0 "telemetry:\n  interval: 0\n",
@@ -959,7 +975,7 @@ static void test_apps(void **state)
 		{ P0 "apps:\n  max_conn: 5\n",
 		  NAME ":5: apps.max_conn: unknown key; did you mean 'max_conns'?" },
 		{ P0 "apps:\n  foo: 5\n",
-		  NAME ":5: apps.foo: unknown key (valid here: max_sessions, "
+		  NAME ":5: apps.foo: unknown key (valid here: max_sessions, max_sessions_per_user, "
 		  "max_contexts, max_regions, max_region_bytes, max_conns, "
 		  "max_listeners)" },
 		{ P0 "service:\n  app_group: -apps\n",
@@ -1330,11 +1346,16 @@ static void test_dump(void **state)
 		"  textfile: \"\"\n"
 		"apps:\n"
 		"  max_sessions: 8\n"
+		"  max_sessions_per_user: 5\n"
 		"  max_contexts: 2\n"
 		"  max_regions: 100\n"
 		"  max_region_bytes: 1536MiB\n"
 		"  max_conns: 10\n"
-		"  max_listeners: 3\n");
+		"  max_listeners: 3\n"
+		"services:\n"
+		"  perf: true\n"
+		"  perf_peers: \"10.0.0.0/8, fd00::/64\"\n"
+		"  echo_peers: 127.0.0.1\n");
 	free(buf);
 
 	roundtrip(full_yaml);
@@ -1445,7 +1466,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 9 + 5 + 6);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 9 + 5 + 7 + 3);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

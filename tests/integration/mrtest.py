@@ -72,9 +72,12 @@ class Daemon:
             "  - name: p%d\n    address: \"%s\"\n    source_ports: %s\n" % (i, a, sports)
             for i, a in enumerate(addrs))
         with open(self.conf, "w") as f:
+            # The tests run verified transfers with the PERF service, which
+            # is off unless the configuration turns it on.
             f.write("service:\n  port: %d\n  control_socket: %s\n  control_group: \"\"\n"
                     "  app_socket: %s\n  app_group: \"\"\n"
-                    "  state_db: %s\n  log_level: info\nplanes:\n%s%s"
+                    "  state_db: %s\n  log_level: info\nservices:\n  perf: true\n"
+                    "planes:\n%s%s"
                     % (port, self.sock, self.app_sock, os.path.join(tmp, name + ".db"),
                        planes, yaml_extra))
         env = dict(os.environ)

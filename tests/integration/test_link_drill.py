@@ -64,7 +64,8 @@ try:
         with open(conf, "w") as f:
             f.write("service:\n  control_socket: %s\n  control_group: \"\"\n"
                     "  app_socket: %s.app\n"
-                    "  state_db: %s\nplanes:\n" % (sock, sock, os.path.join(tmp.name, name + ".db")))
+                    "  state_db: %s\nservices:\n  perf: true\nplanes:\n"
+                    % (sock, sock, os.path.join(tmp.name, name + ".db")))
             for i in (0, 1):
                 f.write("  - name: p%d\n    interface: %s%d\n    address: \"10.99.%d.%d\"\n"
                         "    mtu: 1400\n" % (i, dev, i, i, host))

@@ -160,7 +160,8 @@ class Fabric:
         with open(conf, "w") as f:
             f.write("service:\n  port: 19791\n  control_socket: %s\n  control_group: \"\"\n"
                     "  app_socket: %s.app\n"
-                    "  state_db: %s\n  log_level: info\nplanes:\n%s%s"
+                    "  state_db: %s\n  log_level: info\nservices:\n  perf: true\n"
+                    "planes:\n%s%s"
                     % (self.socks[name], self.socks[name], self.path(name + ".db"), planes,
                        yaml_extra))
         log = open(self.path(name + ".log"), "a")

@@ -856,6 +856,10 @@ static const struct vector vectors[] = {
 		.hdr = { MRP_VERSION, MRP_OP_RESET, 0,
 			 0, 0, 0x0A0B0C0D, 0x1A1B1C1D, 0x1122334455667788ull, 0 },
 		.u.close = { .reason = MRP_CLOSE_PEER_RESTART } } },
+	{ "retry.bin", 0, {
+		.hdr = { MRP_VERSION, MRP_OP_RETRY, 0,
+			 0, 0, 0x0A0B0C0D, 0, 0xA1A2A3A4A5A6A7A8ull, 0 },
+		.u.retry = { .cookie = 0xC1C2C3C4C5C6C7C8ull, .service_id = 0x00C0FFEE } } },
 	{ "bad_version.bin", MRP_ERR_VERSION, { .hdr = { 0 } } },
 	{ "connect_v2.bin", MRP_ERR_VERSION, { .hdr = { 0 } } },
 	{ "reserved_opcode.bin", MRP_ERR_OPCODE, { .hdr = { 0 } } },

@@ -182,6 +182,14 @@ def rss_kib(pid):
     return 0
 
 
+def sanitized(pid):
+    """True if the process runs with AddressSanitizer (its allocator adds
+    redzones, rounds sizes up and keeps a quarantine: RSS bounds need room
+    for that)."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def nfds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
