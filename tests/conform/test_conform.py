@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import xml.etree.ElementTree as ET
 
 import mrtest
 
@@ -168,9 +169,16 @@ def test_docs_and_link():
 
 def test_daemon(d, a):
     ctl = os.environ["METAROCE_CTL"]
+    junit = os.path.join(os.path.dirname(d.sock), "conform.xml")
     res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status" % (ctl, d.sock),
-                       "--trigger", "%s -s %s ping %%a" % (ctl, d.sock), d.peer()])
+                       "--trigger", "%s -s %s ping %%a" % (ctl, d.sock), "--junit", junit,
+                       d.peer()])
     mrtest.check(len(res) >= 45, "%d cases ran" % len(res))
+    suite = ET.parse(junit).getroot()
+    jfail = {c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
+    mrtest.check(len(list(suite.iter("testcase"))) == len(res) and jfail == fails(res)
+                 and int(suite.get("failures")) == len(jfail),
+                 "the JUnit report agrees with the JSON one")
     for name, why in sorted(KNOWN_FINDINGS.items()):
         mrtest.check(res.get(name) == "fail",
                      "known finding still fails: %s (%s); if fixed, remove it from "
