@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""A deliberately non-conforming MetaRoCE responder for the conformance
+suite's self-test: a UDP relay in front of a conforming target (our
+daemon) that breaks exactly one rule of proto/SPEC.md, chosen by VARIANT.
+
+    badpeer.py VARIANT LISTEN_ADDR:PORT TARGET_ADDR:PORT
+
+The tester sends to LISTEN; the relay forwards to TARGET from a second
+socket on the same address and rewrites each CONNECT's service_port and
+plane address to that socket, so the target's answers and packets come
+back through the relay, which forwards them to the CONNECT's source. IP
+TOS (ECN) is carried across in both directions. Everything is forwarded
+byte for byte except what the variant changes. Packet layouts come from
+the security suite's harness (tests/security/mrattack.py).
+
+It prints "ready PORT" when it listens and runs until killed.
+"""
+import socket
+import struct
+import sys
+
+import mrattack as mra
+
+OP = mra.OP
+KNOWN_CAPS = 0xF
+REJ_VERSION = 1
+F_REPLY = 0x0010
+
+# variant -> (SPEC rule it breaks, how)
+VARIANTS = {
+    "none": "transparent: forwards everything unchanged",
+    "no-version-reject": "12.3: never answers a CONNECT of an unknown version",
+    "echo-unknown-caps": "12.4: echoes capability bits it does not know in ACCEPT",
+    "accept-forged-token": "13.2: accepts packets whose token is wrong",
+    "probe-ts": "8.3: PROBE_ACK does not echo the PROBE's timestamp",
+    "sack-bit-order": "6.2: SACK bitmap with the bits of each byte reversed",
+    "ce-blind": "2.4: ACKs never count CE marks",
+    "no-close-reply": "11.2: never replies to a CLOSE",
+    "reset-answered": "11.3: answers a valid RESET with a RESET",
+    "nak-wrong-psn": "7.1: NAKs name the wrong PSN",
+    "reserved-ignored": "12.5/13.1: clears reserved PROBE bytes instead of dropping",
+    "place-corrupt": "5.3: places WRITE_IMM segments after the first at a wrong offset",
+    "path-range-ignored": "8.2: answers PROBEs on a path_id >= max_paths",
+    "nak-echo-wrong": "7.4: NAK UNKNOWN_CONN echoes a wrong token",
+    "src-conn-ignored": "13.2: accepts packets whose src_conn_id is wrong",
+    "tombstone-silent": "11.5: a tombstone does not answer a repeated CLOSE",
+    "reply-closes": "11.2: a CLOSE with REPLY that answers nothing ends the connection",
+    "no-service-refused": "10.2: REJECT REFUSED where no listener exists (NO_SERVICE)",
+    "version-range-ignored": "9.4: accepts a CONNECT whose version is outside its range",
+    "gen-ignored": "6.2: ignores path generations (one receive state per path_id)",
+    "opcode-lenient": "12.5/13.1: takes unknown opcodes for PROBE",
+    "probe-gen-zero": "8.3: PROBE_ACK names generation 0 whatever was probed",
+    "accept-service-wrong": "9.2: ACCEPT does not copy the CONNECT's service_id",
+    "version-choose-reject": "12.2: REJECT VERSION for a range that includes its version",
+    "noconn-answered": "7.4: answers PROBE, CLOSE and RESET of unknown connections",
+    "version-lenient": "13.1: takes a PROBE of version 0 or 2 for version 1",
+    "flags-lenient": "13.1: ignores flags a PROBE may not carry",
+    "length-lenient": "13.1: ignores bytes past a PROBE's or CLOSE's length",
+    "range-lenient": "13.1: takes a CLOSE reason out of range for NORMAL",
+    "truncated-padded": "13.1: zero-fills a short PROBE instead of dropping it",
+    "retry-service-wrong": "9.7: RETRY does not carry the CONNECT's service_id",
+    "retry-required-resources": "9.7: REJECT RESOURCES, not PARAM, without caps RETRY",
+    # The relay in front of the target as initiator (the tester accepts):
+    "retry-cookie-dropped": "9.7: the initiator does not put the RETRY cookie in its CONNECT",
+    "no-confirm": "9.3: the initiator never confirms an ACCEPT",
+    "connect-version-outside": "9.2: the initiator's CONNECT version lies outside its range",
+}
+
+
+def rev8(b):
+    return int("{:08b}".format(b)[::-1], 2)
+
+
+class Relay:
+    def __init__(self, variant, listen, target):
+        self.v = variant
+        self.target = target
+        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for s in (self.front, self.back):
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+        self.front.bind(listen)
+        self.back.bind((listen[0], 0))
+        self.client = None       # the tester's service address (from CONNECT)
+        self.caps = {}           # initiator conn id -> CONNECT caps
+        self.tokens = {}         # acceptor conn id -> token the tester must use
+        self.peer = {}           # acceptor conn id -> initiator conn id
+        self.max_paths = {}      # acceptor conn id -> negotiated max_paths
+        self.replies = {}        # acceptor conn id -> CLOSE replies sent
+
+    @staticmethod
+    def recv(s):
+        data, anc, _, src = s.recvmsg(65536, socket.CMSG_SPACE(4))
+        tos = None
+        for lvl, typ, d in anc:
+            if lvl == socket.IPPROTO_IP and typ == socket.IP_TOS:
+                tos = d[0]
+        return data, src, tos
+
+    @staticmethod
+    def send(s, data, dst, tos):
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos or 0)
+        s.sendto(data, dst)
+
+    # tester -> target
+    def upstream(self, data, src, tos):
+        b = bytearray(data)
+        op = b[1] if len(b) >= 2 else None
+        if op == OP["CONNECT"] and len(b) >= 88:
+            self.client = (socket.inet_ntoa(bytes(b[68 + 4:68 + 8])),
+                           struct.unpack_from(">H", b, 64)[0])
+            src_conn = struct.unpack_from(">I", b, 12)[0]
+            if self.v == "version-choose-reject" and b[28] <= 1 < b[29]:
+                b[0] = b[28] = b[29] = 9
+            if self.v == "connect-version-outside":
+                b[28], b[29] = 2, 3
+            if self.v == "version-range-ignored" and b[0] < b[28]:
+                b[28] = b[0]
+            if self.v == "retry-cookie-dropped":
+                struct.pack_into(">Q", b, 16, 0)
+            self.caps[src_conn] = struct.unpack_from(">Q", b, 52)[0]
+            # Answers and connection packets come back to the relay.
+            struct.pack_into(">H", b, 64, self.back.getsockname()[1])
+            b[68 + 4:68 + 8] = socket.inet_aton(self.back.getsockname()[0])
+        elif op == OP["CONNECT"] and len(b) >= 28:
+            self.client = src
+        if self.v == "truncated-padded" and len(b) < 44 and len(b) >= 2 \
+                and op == OP["PROBE"]:
+            b += bytes(44 - len(b))
+        if len(b) >= 28 and op is not None and op != OP["CONNECT"]:
+            dst = struct.unpack_from(">I", b, 8)[0]
+            tok = struct.unpack_from(">Q", b, 16)[0]
+            if (self.v == "accept-forged-token" and dst in self.tokens and tok
+                    and tok != self.tokens[dst]):
+                struct.pack_into(">Q", b, 16, self.tokens[dst])
+            if (self.v == "reset-answered" and op == OP["RESET"] and len(b) == 32
+                    and self.tokens.get(dst) == tok and b[30:32] == bytes(2)):
+                r = bytearray(b)
+                r[8:12], r[12:16] = b[12:16], b[8:12]
+                self.send(self.front, bytes(r), self.client or src, None)
+            if self.v == "reserved-ignored" and op == OP["PROBE"] and len(b) == 44:
+                b[32:36] = bytes(4)
+            if (self.v == "path-range-ignored" and op == OP["PROBE"] and len(b) == 44
+                    and struct.unpack_from(">H", b, 4)[0] >= self.max_paths.get(dst, 65536)):
+                struct.pack_into(">HH", b, 4, 0, 0)
+            if (self.v == "src-conn-ignored" and dst in self.peer
+                    and struct.unpack_from(">I", b, 12)[0] != 0):
+                struct.pack_into(">I", b, 12, self.peer[dst])
+            if (self.v == "reply-closes" and op == OP["CLOSE"] and len(b) == 32
+                    and struct.unpack_from(">H", b, 2)[0] & F_REPLY):
+                b[1] = OP["RESET"]
+                struct.pack_into(">H", b, 2, 0)
+            if self.v == "noconn-answered" and dst not in self.tokens and \
+                    op in (OP["PROBE"], OP["CLOSE"], OP["RESET"]):
+                src_conn = struct.unpack_from(">I", b, 12)[0]
+                self.send(self.front, mra.nak_unknown(src_conn, dst, tok),
+                          self.client or src, None)
+            if self.v == "version-lenient" and len(b) == 44 and op == OP["PROBE"] \
+                    and b[0] in (0, 2):
+                b[0] = 1
+            if self.v == "flags-lenient" and len(b) == 44 and op == OP["PROBE"]:
+                struct.pack_into(">H", b, 2, struct.unpack_from(">H", b, 2)[0] & 0x0008)
+            if self.v == "length-lenient" and op == OP["PROBE"] and len(b) > 44:
+                del b[44:]
+            if self.v == "length-lenient" and op == OP["CLOSE"] and len(b) > 32:
+                del b[32:]
+            if self.v == "range-lenient" and op == OP["CLOSE"] and len(b) == 32 \
+                    and struct.unpack_from(">H", b, 28)[0] > 5:
+                struct.pack_into(">H", b, 28, 0)
+            if self.v == "gen-ignored" and 1 <= op <= 4:
+                struct.pack_into(">H", b, 6, 0)
+            if self.v == "opcode-lenient" and len(b) == 44 and op in (0x05, 0x7F):
+                b[1] = OP["PROBE"]
+            if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
+                return
+            if (self.v == "place-corrupt" and op == OP["WRITE_IMM"] and len(b) > 72
+                    and struct.unpack_from(">I", b, 36)[0] != 0):
+                b[72] ^= 0xFF
+        self.send(self.back, bytes(b), self.target, tos)
+
+    # target -> tester
+    def downstream(self, data, src, tos):
+        b = bytearray(data)
+        op = b[1] if len(b) >= 2 else None
+        if len(b) >= 28:
+            if op == OP["ACCEPT"] and len(b) >= 88:
+                dst = struct.unpack_from(">I", b, 8)[0]
+                ca = struct.unpack_from(">I", b, 12)[0]
+                self.tokens[ca] = struct.unpack_from(">Q", b, 36)[0]
+                self.peer[ca] = dst
+                self.max_paths[ca] = struct.unpack_from(">H", b, 62)[0]
+                # The initiator sends its packets back through the relay too.
+                struct.pack_into(">H", b, 64, self.front.getsockname()[1])
+                b[68 + 4:68 + 8] = socket.inet_aton(self.front.getsockname()[0])
+                if self.v == "echo-unknown-caps":
+                    extra = self.caps.get(dst, 0) & ~KNOWN_CAPS
+                    caps = struct.unpack_from(">Q", b, 52)[0] | extra
+                    struct.pack_into(">Q", b, 52, caps)
+            if self.v == "no-version-reject" and op == OP["REJECT"] and len(b) == 36 \
+                    and b[28] == REJ_VERSION:
+                return
+            if self.v == "probe-ts" and op == OP["PROBE_ACK"] and len(b) == 48:
+                b[47] ^= 1
+            if self.v == "sack-bit-order" and op == OP["ACK"] and len(b) == 92:
+                for i in range(36, 68):
+                    b[i] = rev8(b[i])
+            if self.v == "ce-blind" and op == OP["ACK"] and len(b) == 92:
+                struct.pack_into(">I", b, 68, 0)
+            if self.v == "no-close-reply" and op == OP["CLOSE"] and len(b) == 32 \
+                    and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
+                return
+            if self.v == "accept-service-wrong" and op == OP["ACCEPT"] and len(b) >= 88:
+                b[35] ^= 1
+            if self.v == "retry-service-wrong" and op == OP["RETRY"] and len(b) == 44:
+                b[39] ^= 1
+            if self.v == "retry-required-resources" and op == OP["REJECT"] and \
+                    len(b) == 36 and b[28] == 5 and \
+                    not self.caps.get(struct.unpack_from(">I", b, 8)[0], 0) & 0x8:
+                b[28] = 3
+            if self.v == "no-service-refused" and op == OP["REJECT"] and len(b) == 36 \
+                    and b[28] == 2:
+                b[28] = 4
+            if self.v == "probe-gen-zero" and op == OP["PROBE_ACK"] and len(b) == 48:
+                struct.pack_into(">H", b, 30, 0)
+            if self.v == "nak-echo-wrong" and op == OP["NAK"] and len(b) == 60 \
+                    and b[28] == 5:
+                b[59] ^= 1
+            if self.v == "tombstone-silent" and op == OP["CLOSE"] and len(b) == 32 \
+                    and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
+                src_conn = struct.unpack_from(">I", b, 12)[0]
+                self.replies[src_conn] = self.replies.get(src_conn, 0) + 1
+                if self.replies[src_conn] > 1:
+                    return
+            if self.v == "nak-wrong-psn" and op == OP["NAK"] and len(b) == 60 \
+                    and b[28] != 5:
+                struct.pack_into(">I", b, 44, (struct.unpack_from(">I", b, 44)[0] + 1)
+                                 & 0xFFFFFFFF)
+        if self.client:
+            self.send(self.front, bytes(b), self.client, tos)
+
+    def run(self):
+        import select
+        print("ready", self.front.getsockname()[1], flush=True)
+        while True:
+            r, _, _ = select.select([self.front, self.back], [], [])
+            for s in r:
+                data, src, tos = self.recv(s)
+                if s is self.front:
+                    self.upstream(data, src, tos)
+                else:
+                    self.downstream(data, src, tos)
+
+
+def addr(s):
+    h, p = s.rsplit(":", 1)
+    return (h, int(p))
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[1] not in VARIANTS:
+        sys.stderr.write("usage: badpeer.py {%s} LISTEN:PORT TARGET:PORT\n"
+                         % "|".join(VARIANTS))
+        sys.exit(2)
+    Relay(sys.argv[1], addr(sys.argv[2]), addr(sys.argv[3])).run()
+
+
+if __name__ == "__main__":
+    main()

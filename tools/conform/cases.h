@@ -1,0 +1,34 @@
+/* metaroce-conform: the case table. */
+#ifndef CF_CASES_H
+#define CF_CASES_H
+
+#include <stddef.h>
+
+#include "net.h"
+
+enum { CF_PASS, CF_FAIL, CF_SKIP };
+
+typedef struct cf_ctx {
+	cf_net *n;
+	const char *status_cmd;  /* prints the target's status JSON, or NULL */
+	const char *trigger_cmd; /* makes the target connect to %a, or NULL */
+	uint32_t svc;            /* service the connection cases open */
+	char msg[2048];          /* fail: sent / got / required; skip: why */
+	int trigger_done;
+	int trigger_pid;
+} cf_ctx;
+
+typedef struct cf_case {
+	const char *name;
+	const char *section; /* of proto/SPEC.md */
+	const char *what;    /* one line: the rule checked */
+	int (*run)(cf_ctx *x);
+} cf_case;
+
+extern const cf_case cf_cases[];
+extern const size_t cf_ncases;
+
+/* Reap what the acceptor cases started. */
+void cf_cases_cleanup(cf_ctx *x);
+
+#endif
