@@ -193,6 +193,7 @@ struct mrp_conn {
 	uint8_t close_pending;  /* 1 CLOSE, 2 CLOSE reply, 3 RESET */
 	uint8_t peer_closing;   /* the peer sent CLOSE: reply once our sends are done */
 	uint8_t close_tries;
+	uint8_t close_reason;   /* the reason our next CLOSE carries (a reply: the peer's) */
 	uint64_t close_at;
 
 	stream *streams;
@@ -1452,6 +1453,26 @@ static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 #define PLACE_SLOW -1 /* not placed: take the general path */
 
 /*
+ * SPEC 5.3: the region behind a WRITE or WRITE_IMM, checked for the whole
+ * message. Returns PLACE_OK with *pbase (NULL for a message of 0 bytes, which
+ * accesses no memory and is not checked) or the NAK reason.
+ */
+static int rx_resolve_write(mrp_conn *c, const mrp_data *d, uint8_t **pbase)
+{
+	*pbase = NULL;
+	if (d->msg_len == 0)
+		return PLACE_OK;
+	int nak = MRP_NAK_INVALID_RKEY;
+	*pbase = c->mr.resolve(c->mr.ud, d->rkey, d->remote_addr, d->msg_len,
+			       MRP_ACCESS_REMOTE_WRITE, &nak);
+	if (*pbase)
+		return PLACE_OK;
+	if (nak < MRP_NAK_INVALID_RKEY || nak > MRP_NAK_ACCESS)
+		nak = MRP_NAK_INVALID_RKEY;
+	return nak;
+}
+
+/*
  * The common case: a message of one packet that is the next of its stream
  * to complete, completed on arrival with no record to track it (the general
  * path would allocate an rxmsg, hash it, find it again to complete it and
@@ -1478,19 +1499,12 @@ static int rx_place_next(mrp_conn *c, stream *s, const mrp_pkt *pkt, int consume
 	uint8_t status = MRP_WC_SUCCESS;
 	int nak = PLACE_OK;
 	if (op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM) {
-		nak = MRP_NAK_INVALID_RKEY;
-		uint8_t *base = c->mr.resolve(c->mr.ud, d->rkey, d->remote_addr, d->msg_len,
-					      MRP_ACCESS_REMOTE_WRITE, &nak);
-		if (!base) {
-			/* as the general path: the message completes in error */
-			if (nak < MRP_NAK_INVALID_RKEY || nak > MRP_NAK_ACCESS)
-				nak = MRP_NAK_INVALID_RKEY;
-			status = (uint8_t)nak_to_status(nak);
-		} else {
-			nak = PLACE_OK;
-			if (d->payload_len)
-				memcpy(base, d->payload, d->payload_len);
-		}
+		uint8_t *base;
+		nak = rx_resolve_write(c, d, &base);
+		if (nak != PLACE_OK)
+			status = (uint8_t)nak_to_status(nak); /* completes in error */
+		else if (d->payload_len)
+			memcpy(base, d->payload, d->payload_len);
 	} else if (d->payload_len) {
 		memcpy(rv->buf, d->payload, d->payload_len);
 	}
@@ -1524,6 +1538,21 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 	uint32_t mtu = c->p.mtu;
 
 	*pfatal = 1;
+	/* SPEC 5.5 check 1: the packet's shape against the negotiated MTU
+	 * (no division for a message of one packet: offset must be 0) */
+	uint32_t npkts = 1, seg = 0;
+	if (d->msg_len > mtu) {
+		npkts = (d->msg_len + mtu - 1) / mtu;
+		seg = d->offset / mtu;
+		if (d->offset % mtu)
+			return MRP_NAK_MALFORMED; /* not cut at the negotiated MTU */
+	} else if (d->offset) {
+		return MRP_NAK_MALFORMED;
+	}
+	uint32_t want = d->msg_len - d->offset < mtu ? d->msg_len - d->offset : mtu;
+	if (d->payload_len != want)
+		return MRP_NAK_MALFORMED;
+	/* check 2 */
 	if (d->stream_id >= c->p.max_streams)
 		return MRP_NAK_UNKNOWN_STREAM;
 	stream *s = get_stream(c, d->stream_id);
@@ -1540,19 +1569,6 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		*pfatal = 0;
 		return MRP_NAK_RNR; /* too far ahead to track now */
 	}
-	/* (no division for a message of one packet: offset must be 0) */
-	uint32_t npkts = 1, seg = 0;
-	if (d->msg_len > mtu) {
-		npkts = (d->msg_len + mtu - 1) / mtu;
-		seg = d->offset / mtu;
-		if (d->offset % mtu)
-			return MRP_NAK_MALFORMED; /* not cut at the negotiated MTU */
-	} else if (d->offset) {
-		return MRP_NAK_MALFORMED;
-	}
-	uint32_t want = d->msg_len - d->offset < mtu ? d->msg_len - d->offset : mtu;
-	if (d->payload_len != want)
-		return MRP_NAK_MALFORMED;
 	int consumes = op != MRP_OP_WRITE;
 
 	rxmsg **pp = c->rxh_len ? rxh_find(c, d->stream_id, d->msn) : NULL;
@@ -1562,19 +1578,32 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		if (rv != PLACE_SLOW)
 			return rv;
 	}
+	uint8_t *wbase = NULL;
+	int wnak = PLACE_OK;
 	if (!r) {
+		/* A message's first packet: its region (check 6) before its
+		 * receive (7) and before any state is spent on tracking it (8).
+		 * A WRITE with a bad region ends the connection (5.6) with
+		 * nothing to complete: no record for it. */
+		if (op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM) {
+			wnak = rx_resolve_write(c, d, &wbase);
+			if (wnak != PLACE_OK && !consumes)
+				return wnak;
+		}
 		rxrecv *rv = NULL;
 		if (consumes) {
 			int32_t ri = sdiff(d->recv_idx, s->consumed);
 			if (ri < 0)
-				return MRP_NAK_MALFORMED;
+				return wnak != PLACE_OK ? wnak : MRP_NAK_MALFORMED;
 			if ((uint32_t)ri >= s->posted - s->consumed) {
+				if (wnak != PLACE_OK)
+					return wnak;
 				*pfatal = 0;
 				return MRP_NAK_RNR;
 			}
 			rv = &s->rq[d->recv_idx & (s->rq_cap - 1)];
-			if (rv->claimed)
-				return MRP_NAK_MALFORMED; /* two messages name one receive */
+			if (rv->claimed) /* two messages name one receive */
+				return wnak != PLACE_OK ? wnak : MRP_NAK_MALFORMED;
 		}
 		r = rxmsg_alloc(c, npkts);
 		if (!r) {
@@ -1611,17 +1640,16 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 	}
 	uint8_t *dst;
 	if (op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM) {
-		int nak = MRP_NAK_INVALID_RKEY;
-		uint8_t *base = c->mr.resolve(c->mr.ud, d->rkey, d->remote_addr, d->msg_len,
-					      MRP_ACCESS_REMOTE_WRITE, &nak);
-		if (!base) {
-			if (nak < MRP_NAK_INVALID_RKEY || nak > MRP_NAK_ACCESS)
-				nak = MRP_NAK_INVALID_RKEY;
-			r->status = (uint8_t)nak_to_status(nak);
+		/* every packet is checked against the whole range (5.3): a
+		 * later packet against the region as it is now */
+		if (wnak == PLACE_OK && !wbase) /* (not resolved in this call yet) */
+			wnak = rx_resolve_write(c, d, &wbase);
+		if (wnak != PLACE_OK) {
+			r->status = (uint8_t)nak_to_status(wnak);
 			stream_complete_rx(c, s, d->stream_id);
-			return nak;
+			return wnak;
 		}
-		dst = base + d->offset;
+		dst = wbase ? wbase + d->offset : NULL;
 	} else {
 		dst = s->rq[r->recv_idx & (s->rq_cap - 1)].buf + d->offset;
 	}
@@ -2092,6 +2120,7 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 				c->close_pending = 0;
 			}
 		} else if (sending(c)) {
+			c->close_reason = pkt->u.close.reason; /* the reply's (11.2) */
 			c->peer_closing = 1; /* reply when our own work is done */
 			close_check(c, now_ns);
 		} else if (c->state == CONN_CLOSING || c->close_pending == 0) {
@@ -2099,6 +2128,7 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 			if (c->state != CONN_CLOSED)
 				conn_flush(c, MRP_WC_FLUSHED);
 			c->state = CONN_CLOSED;
+			c->close_reason = pkt->u.close.reason; /* the reply's (11.2) */
 			c->close_pending = 2;
 		}
 		return 0;
@@ -2313,8 +2343,10 @@ COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size
 	memset(&k, 0, sizeof(k));
 	fill_hdr(c, &k.hdr, c->close_pending == 3 ? MRP_OP_RESET : MRP_OP_CLOSE, NULL);
 	k.u.close.reason = MRP_CLOSE_NORMAL;
-	if (c->close_pending == 2)
+	if (c->close_pending == 2) {
 		k.hdr.flags = MRP_F_REPLY;
+		k.u.close.reason = c->close_reason; /* the same reason (11.2 step 3) */
+	}
 	if (c->close_pending == 1) {
 		/* Resent until the reply comes, a few times at most. */
 		if (++c->close_tries > 8) {

@@ -60,6 +60,8 @@ VARIANTS = {
     "truncated-padded": "13.1: zero-fills a short PROBE instead of dropping it",
     "retry-service-wrong": "9.7: RETRY does not carry the CONNECT's service_id",
     "retry-required-resources": "9.7: REJECT RESOURCES, not PARAM, without caps RETRY",
+    "zero-write-checked": "5.3: checks the rkey of a zero-length WRITE (forwarded as one byte)",
+    "close-reason-normal": "11.2: the CLOSE reply carries NORMAL, not the CLOSE's reason",
     # The relay in front of the target as initiator (the tester accepts):
     "retry-cookie-dropped": "9.7: the initiator does not put the RETRY cookie in its CONNECT",
     "no-confirm": "9.3: the initiator never confirms an ACCEPT",
@@ -173,6 +175,13 @@ class Relay:
                 b[1] = OP["PROBE"]
             if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
                 return
+            if (self.v == "zero-write-checked" and op == OP["WRITE"] and len(b) == 72
+                    and struct.unpack_from(">I", b, 40)[0] == 0):
+                # the target sees one byte, so its rkey, bounds and access
+                # checks run: what a receiver that checks msg_len 0 does
+                struct.pack_into(">H", b, 30, 1)
+                struct.pack_into(">I", b, 40, 1)
+                b += b"\0"
             if (self.v == "place-corrupt" and op == OP["WRITE_IMM"] and len(b) > 72
                     and struct.unpack_from(">I", b, 36)[0] != 0):
                 b[72] ^= 0xFF
@@ -209,6 +218,9 @@ class Relay:
             if self.v == "no-close-reply" and op == OP["CLOSE"] and len(b) == 32 \
                     and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
                 return
+            if self.v == "close-reason-normal" and op == OP["CLOSE"] and len(b) == 32 \
+                    and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
+                struct.pack_into(">H", b, 28, 0)
             if self.v == "accept-service-wrong" and op == OP["ACCEPT"] and len(b) >= 88:
                 b[35] ^= 1
             if self.v == "retry-service-wrong" and op == OP["RETRY"] and len(b) == 44:
