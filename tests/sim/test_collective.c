@@ -86,6 +86,14 @@ static void run_and_check(const sim_config *cfg, const sim_transport_ops *ops, u
 			if (g->finish_ns > ready)
 				ready = g->finish_ns;
 		}
+		if (f->conn_prev >= 0) { /* the same pair, channel, one step earlier */
+			const sim_flow *p = sim_flow_get(s, (size_t)f->conn_prev);
+
+			assert_int_equal(p->src, f->src);
+			assert_int_equal(p->dst, f->dst);
+			assert_int_equal(p->channel, f->channel);
+			assert_int_equal(p->step + 1, f->step);
+		}
 		if (f->coll >= 0 && f->start_ns != ready)
 			fail_msg("%s: flow %zu (step %" PRIu32 ") started at %" PRIu64
 				 " ns, its inputs were complete at %" PRIu64 " ns",
