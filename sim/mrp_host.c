@@ -774,10 +774,10 @@ static int mh_flow_accept(void *hs, sim_flow *f, uint64_t now)
 {
 	mh *m = hs;
 	mconn *mc = conn_new(m, f, 0);
-	(void)now;
 	if (!mc)
 		return MRP_ERR_NOMEM;
 	f->rx_ctx = mc;
+	finish(m, now);
 	return 0;
 }
 

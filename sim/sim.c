@@ -2195,6 +2195,7 @@ static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t ds
 	f->stream = fc->stream;
 	f->finish_ns = SIM_NEVER;
 	f->coll = -1;
+	f->conn_prev = -1;
 	f->src_buf = malloc(fc->bytes);
 	f->dst_buf = malloc(fc->bytes);
 	s->nflows++;
@@ -2272,6 +2273,9 @@ static int build_coll(sim *s, size_t ci)
 		for (unsigned d = 0; d < nd; d++)
 			f->deps[d] = base + deps[d];
 		f->waiting = nd;
+		f->conn_prev = -1;
+		if (f->step > 0 && (cc->type == SIM_COLL_ALLREDUCE_RING || cc->type == SIM_COLL_ALLGATHER))
+			f->conn_prev = (int64_t)f->id - (int64_t)n * cc->channels;
 		s->nflows++;
 		if (shared) {
 			f->src_buf = ssrc;

@@ -243,6 +243,9 @@ struct sim_flow {
 	uint32_t ndeps;    /* 0-2 */
 	uint32_t deps[2];  /* flow ids this one waits for */
 	uint32_t waiting;  /* core: deps not yet complete */
+	int64_t conn_prev; /* the previous flow between the same two ranks on the
+			    * same channel (ring: the previous step), -1 if none:
+			    * a transport may carry its connection state over */
 	int unchecked;     /* core: shared buffers, memory not verified */
 };
 
