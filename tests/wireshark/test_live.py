@@ -6,7 +6,10 @@ lo during a ping and a short verified perf run. Then, in the capture:
 - every UDP datagram between the daemons is MetaRoCE (the port or the
   heuristic claims it), with no Malformed expert info, no metaroce.error
   and no Lua error;
-- the handshake, data, ACKs, PROBEs and PROBE_ACKs are all there;
+- the handshake, data, ACKs, PROBEs and PROBE_ACKs are all there; the
+  handshake with its address validation (SPEC 9.7): a RETRY answers a CONNECT
+  (its dst_conn_id and token are the CONNECT's src_conn_id and hs_token), and
+  a CONNECT then carries that RETRY's cookie as its token;
 - on every path (connection ids, path id, generation: a direction) the PSNs
   of the data packets increase, in serial order, packet after packet.
 Capturing needs root (exit 77 without it, or without tshark or dumpcap).
@@ -138,6 +141,31 @@ def main():
         print("  path %s->%s %d/%d: %d packets, PSN %d..%d, %d gaps"
               % (key[1], key[0], key[2], key[3], len(seq), seq[0][0], seq[-1][0], gaps))
     check(True, "the PSNs of each of %d paths increase" % len(paths))
+
+    # SPEC 9.7: the daemons validate every CONNECT, so their first contact
+    # has a RETRY, and a CONNECT that carries its cookie
+    def hs(opcode, *fields):
+        out = wslib.tshark(["-r", pcap, "-Y", "metaroce.opcode == %#x" % opcode, "-T", "fields",
+                            "-E", "occurrence=a", "-E", "aggregator=|"] +
+                           [a for fld in fields for a in ("-e", fld)])
+        rows = []
+        for line in out.splitlines():
+            cols = line.split("\t")
+            if all(c and "|" not in c for c in cols):  # one packet per datagram
+                rows.append(tuple(int(c, 0) for c in cols))
+        return rows
+    retries = hs(0x25, "metaroce.dst_conn_id", "metaroce.token", "metaroce.cookie")
+    connects = hs(0x20, "metaroce.src_conn_id", "metaroce.hs_token", "metaroce.token")
+    check(len(retries) > 0 and ops.get(0x25, 0) == len(retries),
+          "%d RETRY packets, each in a datagram of its own" % len(retries))
+    answered = [r for r in retries if any(c[:2] == r[:2] for c in connects)]
+    check(answered == retries, "every RETRY answers a captured CONNECT (its src_conn_id, hs_token)")
+    cookies = {r[2] for r in retries}
+    with_cookie = [c for c in connects if c[2] != 0]
+    check(any(c[2] in cookies for c in with_cookie),
+          "%d CONNECTs without a cookie, %d with one, of which %d carry a captured RETRY's"
+          % (len(connects) - len(with_cookie), len(with_cookie),
+             sum(1 for c in with_cookie if c[2] in cookies)))
     tmp.cleanup()
 
 

@@ -2,7 +2,7 @@
 MetaRoCE wire format, version 1: a Wireshark dissector.
 
 Decodes every packet of proto/SPEC.md v1 (WRITE, WRITE_IMM, SEND, SEND_IMM,
-ACK, NAK, PROBE, PROBE_ACK, CONNECT, ACCEPT, REJECT, CLOSE, RESET) into
+ACK, NAK, PROBE, PROBE_ACK, CONNECT, ACCEPT, REJECT, CLOSE, RESET, RETRY) into
 filterable fields named metaroce.*, on UDP port 19791 (the default service
 port; preference "UDP ports") and, on any other port, as a heuristic dissector
 on UDP that claims only datagrams the project's decoder would accept.
@@ -35,8 +35,10 @@ WIRE.C CHECKS (function | # | code | rule | expert info)
 | mrp_pkt_decode   | 2 | TRUNCATED | datalen < the opcode's fixed length                | metaroce.truncated |
 | check_hdr        | 1 | FLAGS     | a flag outside the opcode's allowed set            | metaroce.flags     |
 | check_hdr        | 2 | RANGE     | dst_conn_id = 0 unless CONNECT, != 0 in CONNECT     | metaroce.range     |
-| check_hdr        | 3 | RANGE     | src_conn_id = 0 unless REJECT, != 0 in REJECT       | metaroce.range     |
+| check_hdr        | 3 | RANGE     | src_conn_id = 0 unless REJECT or RETRY, != 0 in    | metaroce.range     |
+|                  |   |           | REJECT and RETRY                                   |                    |
 | check_hdr        | 4 | RANGE     | token: 0 / nonzero / any by opcode and reason      | metaroce.range     |
+|                  |   |           | (any in CONNECT: 0 or a RETRY cookie, SPEC 9.7)    |                    |
 | check_hdr        | 5 | RESERVED  | psn != 0 outside data packets                      | metaroce.reserved  |
 | check_hdr        | 6 | RESERVED  | path_id/path_gen != 0 in CONNECT and later opcodes | metaroce.reserved  |
 | check_data       | 1 | LENGTH    | datalen != 72 + payload_len                        | metaroce.length    |
@@ -57,7 +59,7 @@ WIRE.C CHECKS (function | # | code | rule | expert info)
 | check_hs         | 6 | RANGE     | address family not 4/6, or plane >= 16             | metaroce.range     |
 | check_hs         | 7 | RESERVED  | address entry bytes 2-3 != 0                       | metaroce.reserved  |
 | check_hs         | 8 | RESERVED  | IPv4 entry with address bytes 4-15 != 0            | metaroce.reserved  |
-| check_pkt        | 1 | LENGTH    | datalen != fixed length (ACK..RESET)               | metaroce.length    |
+| check_pkt        | 1 | LENGTH    | datalen != fixed length (ACK..RETRY)               | metaroce.length    |
 | check_pkt        | 2 | RANGE     | NAK reason not 1-7                                 | metaroce.range     |
 | check_pkt        | 3 | RESERVED  | NAK byte 29 != 0                                   | metaroce.reserved  |
 | check_pkt        | 4 | RANGE     | NAK token_echo != 0 exactly when UNKNOWN_CONN       | metaroce.range     |
@@ -67,6 +69,8 @@ WIRE.C CHECKS (function | # | code | rule | expert info)
 | check_pkt        | 8 | RESERVED  | REJECT byte 31 != 0                                | metaroce.reserved  |
 | check_pkt        | 9 | RANGE     | CLOSE/RESET reason > 5                             | metaroce.range     |
 | check_pkt        |10 | RESERVED  | CLOSE/RESET bytes 30-31 != 0                       | metaroce.reserved  |
+| check_pkt        |11 | RANGE     | RETRY cookie = 0                                   | metaroce.range     |
+| check_pkt        |12 | RESERVED  | RETRY bytes 40-43 != 0                             | metaroce.reserved  |
 END WIRE.C CHECKS
 
 Beyond the decoder (never an error, never metaroce.error):
@@ -100,6 +104,7 @@ local OP = {
 	READ_REQ = 0x05, READ_RESP = 0x06,
 	ACK = 0x10, NAK = 0x11, PROBE = 0x12, PROBE_ACK = 0x13,
 	CONNECT = 0x20, ACCEPT = 0x21, REJECT = 0x22, CLOSE = 0x23, RESET = 0x24,
+	RETRY = 0x25,
 }
 
 -- Names of every opcode wire.h defines; the reserved ones decode as OPCODE.
@@ -108,7 +113,7 @@ local OPCODE_NAMES = {
 	[0x05] = "READ_REQ (reserved)", [0x06] = "READ_RESP (reserved)",
 	[0x10] = "ACK", [0x11] = "NAK", [0x12] = "PROBE", [0x13] = "PROBE_ACK",
 	[0x20] = "CONNECT", [0x21] = "ACCEPT", [0x22] = "REJECT", [0x23] = "CLOSE",
-	[0x24] = "RESET",
+	[0x24] = "RESET", [0x25] = "RETRY",
 }
 
 -- Fixed length of each valid opcode (wire.c fixed_len()): the whole packet
@@ -117,14 +122,15 @@ local FIXED_LEN = {
 	[0x01] = 72, [0x02] = 72, [0x03] = 72, [0x04] = 72,
 	[0x10] = 92, [0x11] = 60, [0x12] = 44, [0x13] = 48,
 	[0x20] = 68, [0x21] = 68, [0x22] = 36, [0x23] = 32, [0x24] = 32,
+	[0x25] = 44,
 }
 
 local F_FIRST, F_LAST, F_RETX, F_ACK_REQ, F_REPLY = 0x0001, 0x0002, 0x0004, 0x0008, 0x0010
 local FLAG_NAMES = { {F_FIRST, "FIRST"}, {F_LAST, "LAST"}, {F_RETX, "RETX"},
 	{F_ACK_REQ, "ACK_REQ"}, {F_REPLY, "REPLY"} }
 
-local CAP_IMM, CAP_RATE_HINT, CAP_MULTIPLANE = 0x1, 0x2, 0x4
-local CAP_KNOWN = 0x7
+local CAP_IMM, CAP_RATE_HINT, CAP_MULTIPLANE, CAP_RETRY = 0x1, 0x2, 0x4, 0x8
+local CAP_KNOWN = 0xf
 
 local NAK_REASONS = {
 	[1] = "INVALID_RKEY", [2] = "OUT_OF_BOUNDS", [3] = "ACCESS", [4] = "RNR",
@@ -251,6 +257,8 @@ field("caps.rate_hint", ProtoField.bool("metaroce.caps.rate_hint", "RATE_HINT", 
 	"ACK rate hints are honoured"))
 field("caps.multiplane", ProtoField.bool("metaroce.caps.multiplane", "MULTIPLANE", 64, nil, CAP_MULTIPLANE,
 	"paths across several planes"))
+field("caps.retry", ProtoField.bool("metaroce.caps.retry", "RETRY", 64, nil, CAP_RETRY,
+	"CONNECT: the initiator follows RETRY (SPEC 9.7)"))
 field("caps.unassigned", ProtoField.uint64("metaroce.caps.unassigned", "Unassigned bits", base.HEX))
 field("max_streams", ProtoField.uint16("metaroce.max_streams", "Max streams", base.DEC))
 field("max_paths", ProtoField.uint16("metaroce.max_paths", "Max paths", base.DEC))
@@ -262,6 +270,10 @@ field("addr.plane", ProtoField.uint8("metaroce.addr.plane", "Plane", base.DEC))
 field("addr.raw", ProtoField.bytes("metaroce.addr.raw", "Address bytes"))
 field("addr.ipv4", ProtoField.ipv4("metaroce.addr.ipv4", "IPv4 address"))
 field("addr.ipv6", ProtoField.ipv6("metaroce.addr.ipv6", "IPv6 address"))
+
+-- RETRY
+field("cookie", ProtoField.uint64("metaroce.cookie", "Cookie", base.HEX, nil, nil,
+	"what the initiator puts in its next CONNECT's token (SPEC 9.7)"))
 
 -- REJECT, CLOSE, RESET
 field("reject_reason", ProtoField.uint8("metaroce.reject_reason", "REJECT reason", base.DEC, REJECT_REASONS))
@@ -371,14 +383,14 @@ local function check_hdr(r, op, token_rule)
 		return "RANGE", "dst_conn_id", op == OP.CONNECT and
 			"dst_conn_id must be 0 in CONNECT" or "dst_conn_id must not be 0"
 	end
-	if (r.u32(12) == 0) ~= (op == OP.REJECT) then
-		return "RANGE", "src_conn_id", op == OP.REJECT and
-			"src_conn_id must be 0 in REJECT" or "src_conn_id must not be 0"
+	local no_src = op == OP.REJECT or op == OP.RETRY
+	if (r.u32(12) == 0) ~= no_src then
+		return "RANGE", "src_conn_id", no_src and
+			"src_conn_id must be 0 in " .. OPCODE_NAMES[op] or "src_conn_id must not be 0"
 	end
 	local token_zero = r.zero64(16)
 	if token_rule == TOKEN_ZERO and not token_zero then
-		return "RANGE", "token", "token must be 0 in " .. (op == OP.CONNECT and
-			"CONNECT" or "NAK UNKNOWN_CONN")
+		return "RANGE", "token", "token must be 0 in NAK UNKNOWN_CONN"
 	end
 	if token_rule == TOKEN_NONZERO and token_zero then
 		return "RANGE", "token", "token must not be 0"
@@ -492,10 +504,12 @@ end
 -- check_pkt() for the packets that are not data packets.
 local function check_control(r, op, datalen)
 	local token_rule = TOKEN_NONZERO
-	if op == OP.CONNECT or (op == OP.NAK and r.u8(28) == NAK_UNKNOWN_CONN) then
+	if op == OP.NAK and r.u8(28) == NAK_UNKNOWN_CONN then
 		token_rule = TOKEN_ZERO
 	elseif op == OP.REJECT and r.u8(28) == REJ_VERSION then
 		token_rule = TOKEN_ANY
+	elseif op == OP.CONNECT then
+		token_rule = TOKEN_ANY -- 0, or the cookie of a RETRY (SPEC 9.7)
 	end
 	local code, key, msg = check_hdr(r, op, token_rule)
 	if code then return code, key, msg end
@@ -531,6 +545,9 @@ local function check_control(r, op, datalen)
 			return "RANGE", "close_reason", "reason " .. r.u16(28) .. " outside 0-5"
 		end
 		if not r.zero(30, 2) then return "RESERVED", "rsv30", "bytes 30-31 must be 0" end
+	elseif op == OP.RETRY then
+		if r.zero64(28) then return "RANGE", "cookie", "cookie must not be 0" end
+		if not r.zero(40, 4) then return "RESERVED", "rsv40", "bytes 40-43 must be 0" end
 	end
 	-- ACK, PROBE_ACK: every body value is legal
 	return nil
@@ -641,11 +658,13 @@ local REJECT = {
 	{"rsv31", 31, 1}, {"service_id", 32, 4},
 }
 local CLOSE = { {"close_reason", 28, 2}, {"rsv30", 30, 2} }
+local RETRY = { {"cookie", 28, 8}, {"service_id", 36, 4}, {"rsv40", 40, 4} }
 
 local BODY = {
 	[0x01] = DATA, [0x02] = DATA, [0x03] = DATA, [0x04] = DATA,
 	[0x10] = ACK, [0x11] = NAK, [0x12] = PROBE, [0x13] = PROBE_ACK,
 	[0x20] = HS, [0x21] = HS, [0x22] = REJECT, [0x23] = CLOSE, [0x24] = CLOSE,
+	[0x25] = RETRY,
 }
 
 local function field_of(key)
@@ -680,7 +699,8 @@ local function add_caps(tree, tvb, items)
 	local caps = tvb(52, 8):uint64()
 	local it = tree:add(f.caps, tvb(52, 8))
 	local names = {}
-	for _, c in ipairs({{CAP_IMM, "IMM"}, {CAP_RATE_HINT, "RATE_HINT"}, {CAP_MULTIPLANE, "MULTIPLANE"}}) do
+	for _, c in ipairs({{CAP_IMM, "IMM"}, {CAP_RATE_HINT, "RATE_HINT"}, {CAP_MULTIPLANE, "MULTIPLANE"},
+			{CAP_RETRY, "RETRY"}}) do
 		if caps:band(UInt64(c[1])) ~= UInt64(0) then names[#names + 1] = c[2] end
 	end
 	local unknown = caps:band(UInt64(CAP_KNOWN):bnot())
@@ -689,6 +709,7 @@ local function add_caps(tree, tvb, items)
 	it:add(f["caps.imm"], tvb(52, 8))
 	it:add(f["caps.rate_hint"], tvb(52, 8))
 	it:add(f["caps.multiplane"], tvb(52, 8))
+	it:add(f["caps.retry"], tvb(52, 8))
 	it:add(f["caps.unassigned"], tvb(52, 8), unknown)
 	items.caps = it
 end
@@ -812,6 +833,11 @@ local function summary(tvb, datalen)
 			s = s .. " " .. (REJECT_REASONS[u(28, 1)] or ("reason " .. u(28, 1)))
 		elseif op == OP.CLOSE or op == OP.RESET then
 			s = s .. " " .. (CLOSE_REASONS[u(28, 2)] or ("reason " .. u(28, 2)))
+		elseif op == OP.RETRY then
+			s = s .. " cookie=0x" .. tvb(28, 8):uint64():tohex()
+		end
+		if op == OP.CONNECT and (u(16, 4) ~= 0 or u(20, 4) ~= 0) then
+			s = s .. " with cookie"
 		end
 		s = s .. string.format(" %08x->%08x", u(12, 4), u(8, 4))
 		local flags = u(2, 2)
@@ -851,6 +877,10 @@ local function dissect_packet(tvb, pinfo, tree, gso_i)
 		top:add(f.conn, tvb(8, 4)):set_hidden()
 		top:add(f.conn, tvb(12, 4)):set_hidden()
 		rendered = hdr_end
+		if version == VERSION and op == OP.CONNECT and items.token and
+		   tvb(16, 8):uint64() ~= UInt64(0) then
+			items.token:append_text(" (the acceptor's RETRY cookie, SPEC 9.7)")
+		end
 	end
 
 	local layout = version == VERSION and op and BODY[op]
