@@ -2732,7 +2732,14 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		c->burst_path = pa->id;
 		c->burst_left = c->p.burst_pkts;
 	}
-	ssize_t n = write_seg(c, pa, m, seg, retx, 0, ti, buf, buflen, now);
+	/* The last packet before the send queues run dry asks for its ACK at
+	 * once (SPEC 6.3): the receiver would otherwise hold it for ack_delay,
+	 * and a short message -- a collective's step -- would wait for that. */
+	int flags = 0;
+	if (!m->qnext && c->rq_len == (uint32_t)retx &&
+	    (retx || seg + 1 == m->npkts))
+		flags = MRP_F_ACK_REQ;
+	ssize_t n = write_seg(c, pa, m, seg, retx, flags, ti, buf, buflen, now);
 	if (n <= 0)
 		return n;
 	c->plane_wait_at = NEVER;
