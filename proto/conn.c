@@ -136,42 +136,45 @@ typedef struct txent {
 	uint8_t state;
 } txent;
 
+/* Fields grouped by size (bytes, then 16- and 32-bit, then 64-bit and
+ * records) so that the struct has no padding: every path costs its size
+ * on both ends of a connection, and large all-to-alls hold millions. */
 typedef struct path {
 	uint16_t id, gen;
 	uint8_t plane, state, disabled, open;
 	uint16_t sport;
-	mrp_cc_path cc;
+	uint8_t undo_valid;    /* an RTO may still be undone */
+	uint8_t tlp_pending;
+	uint8_t have_counts;
+	uint8_t probe_pending; /* a PROBE is waiting for its answer */
+	uint8_t rx_open, rx_ack_now, rx_plane; /* receive side (below) */
+	uint8_t pack_pending;
+	uint16_t pack_gen;
 	/* send side */
 	uint32_t snd_nxt, snd_una;
-	txent *ring;
 	uint32_t ring_cap;
+	uint32_t rto_count;    /* consecutive RTOs / unanswered probes */
+	uint32_t rto_pending;  /* ENT_RTO entries not yet resolved */
+	uint32_t fails;        /* re-ports since the path last answered */
+	uint32_t ack_ce, ack_rcv; /* counters of the last ACK */
+	uint32_t probe_seq;
+	uint32_t rx_pending;   /* receive side */
+	uint32_t pack_seq;
+	mrp_cc_path cc;
+	txent *ring;
 	uint64_t rttvar_ns;
 	uint64_t max_rtt_ns;   /* largest recent RTT sample, decaying towards srtt */
 	uint64_t rto_at, tlp_at;
-	uint32_t rto_count;    /* consecutive RTOs / unanswered probes */
-	uint32_t rto_pending;  /* ENT_RTO entries not yet resolved */
 	uint64_t undo_cwnd, undo_ssthresh; /* window before the first unresolved RTO */
-	uint8_t undo_valid;    /* an RTO may still be undone */
-	uint32_t fails;        /* re-ports since the path last answered */
-	uint8_t tlp_pending;
-	uint8_t have_counts;
-	uint32_t ack_ce, ack_rcv; /* counters of the last ACK */
 	uint64_t last_ack_ns, last_tx_ns;
-	uint32_t probe_seq;
 	uint64_t probe_at;     /* next probe to send, NEVER for none */
 	uint64_t probe_sent_ns;
 	uint64_t probe_rtt_ns;    /* RTT of the last answered PROBE */
 	uint64_t probes_answered;
-	uint8_t probe_pending; /* a PROBE is waiting for its answer */
 	/* receive side: the peer's path with this id */
 	mrp_rxwin rx;
-	uint8_t rx_open, rx_ack_now, rx_plane;
-	uint32_t rx_pending;
 	uint64_t rx_ack_at;
 	uint64_t rx_ts_ns, rx_arrival_ns;
-	uint8_t pack_pending;
-	uint16_t pack_gen;
-	uint32_t pack_seq;
 	uint64_t pack_ts_ns, pack_arrival_ns;
 	/* statistics */
 	uint64_t tx_pkts, tx_bytes, retx_pkts, lost_pkts, acked_pkts, ce_pkts;

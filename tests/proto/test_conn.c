@@ -101,7 +101,7 @@ struct net {
 	uint64_t seed[2];
 	uint64_t now;
 	wpkt *q;     /* unsorted; the earliest is found by scan (tests are small) */
-	size_t qlen;
+	size_t qlen, qcap;
 	uint64_t seq;
 	policy_fn policy;
 	uint64_t prng;
@@ -145,12 +145,15 @@ static void pair_params(mrp_conn_params p[2], uint8_t nplanes, uint64_t probe_id
 	}
 }
 
-/* Sets the network up; the connections allocate through mem. Returns 0, or
- * the error of the first mrp_conn_new() that failed (its end stays NULL). */
-static int net_init_mem(net *n, mrp_conn_params *pa, mrp_conn_params *pb, const mrp_mem *mem)
+/* Sets the network up with room for qcap packets in flight and regions of
+ * mrlen bytes; the connections allocate through mem. Returns 0, or the
+ * error of the first mrp_conn_new() that failed (its end stays NULL). */
+static int net_init_mem(net *n, mrp_conn_params *pa, mrp_conn_params *pb, const mrp_mem *mem,
+			size_t qcap, uint64_t mrlen)
 {
 	memset(n, 0, sizeof(*n));
-	n->q = calloc(MAXQ, sizeof(wpkt));
+	n->qcap = qcap;
+	n->q = calloc(qcap, sizeof(wpkt));
 	assert_non_null(n->q);
 	n->prng = 0x9e3779b97f4a7c15ull;
 	n->seed[0] = 1;
@@ -159,7 +162,7 @@ static int net_init_mem(net *n, mrp_conn_params *pa, mrp_conn_params *pb, const 
 	n->ce_path = -1;
 	n->policy = default_policy;
 	for (int i = 0; i < 2; i++) {
-		n->mr[i].len = 8 << 20;
+		n->mr[i].len = mrlen;
 		n->mr[i].base = calloc(1, n->mr[i].len);
 		assert_non_null(n->mr[i].base);
 		n->mr[i].addr = 0x10000000ull * (i + 1);
@@ -184,7 +187,7 @@ static int net_init_mem(net *n, mrp_conn_params *pa, mrp_conn_params *pb, const 
 
 static void net_init(net *n, mrp_conn_params *pa, mrp_conn_params *pb)
 {
-	assert_int_equal(net_init_mem(n, pa, pb, &tmem), 0);
+	assert_int_equal(net_init_mem(n, pa, pb, &tmem, MAXQ, 8 << 20), 0);
 }
 
 static void net_free(net *n)
@@ -230,7 +233,7 @@ static void net_flush_tx(net *n)
 				n->dropped++;
 				continue;
 			}
-			assert_true(n->qlen < MAXQ);
+			assert_true(n->qlen < n->qcap);
 			wpkt *w = &n->q[n->qlen++];
 			w->at = n->now + delay;
 			w->seq = n->seq++;
@@ -1691,7 +1694,9 @@ static unsigned long alloc_fail_run(unsigned long fail_at, int *nsuccess)
 	d[0].initial_paths = 6;
 	d[1].initial_paths = 1;
 	net n;
-	int rv = net_init_mem(&n, &d[0], &d[1], &fmem);
+	/* (a small network: tests run with MALLOC_PERTURB_, which writes
+	 * over every freed byte, and this one is set up once per call) */
+	int rv = net_init_mem(&n, &d[0], &d[1], &fmem, 1024, 1 << 17);
 	if (rv != 0) {
 		assert_int_equal(rv, MRP_ERR_NOMEM);
 		assert_int_equal(f.refused, 1);
