@@ -53,8 +53,17 @@
 #define CONN_DRAINING 3 /* closing: finishing the work already posted */
 
 #define NEVER UINT64_MAX
+/* The NAK and event queues are rings allocated on first use, doubling
+ * from *_MIN up to *_LEN entries (most connections never NAK, and few
+ * have their events read): a connection end that never needs them holds
+ * none of their memory. */
 #define EVQ_LEN 64
+#define EVQ_MIN 8
 #define NAKQ_LEN 64
+#define NAKQ_MIN 4
+/* A path's scoreboard ring starts at this many entries when the path sends
+ * its first data packet (an end that only receives never has one). */
+#define RING_MIN 16
 
 typedef struct txmsg txmsg;
 typedef struct rxmsg rxmsg;
@@ -127,42 +136,45 @@ typedef struct txent {
 	uint8_t state;
 } txent;
 
+/* Fields grouped by size (bytes, then 16- and 32-bit, then 64-bit and
+ * records) so that the struct has no padding: every path costs its size
+ * on both ends of a connection, and large all-to-alls hold millions. */
 typedef struct path {
 	uint16_t id, gen;
 	uint8_t plane, state, disabled, open;
 	uint16_t sport;
-	mrp_cc_path cc;
+	uint8_t undo_valid;    /* an RTO may still be undone */
+	uint8_t tlp_pending;
+	uint8_t have_counts;
+	uint8_t probe_pending; /* a PROBE is waiting for its answer */
+	uint8_t rx_open, rx_ack_now, rx_plane; /* receive side (below) */
+	uint8_t pack_pending;
+	uint16_t pack_gen;
 	/* send side */
 	uint32_t snd_nxt, snd_una;
-	txent *ring;
 	uint32_t ring_cap;
+	uint32_t rto_count;    /* consecutive RTOs / unanswered probes */
+	uint32_t rto_pending;  /* ENT_RTO entries not yet resolved */
+	uint32_t fails;        /* re-ports since the path last answered */
+	uint32_t ack_ce, ack_rcv; /* counters of the last ACK */
+	uint32_t probe_seq;
+	uint32_t rx_pending;   /* receive side */
+	uint32_t pack_seq;
+	mrp_cc_path cc;
+	txent *ring;
 	uint64_t rttvar_ns;
 	uint64_t max_rtt_ns;   /* largest recent RTT sample, decaying towards srtt */
 	uint64_t rto_at, tlp_at;
-	uint32_t rto_count;    /* consecutive RTOs / unanswered probes */
-	uint32_t rto_pending;  /* ENT_RTO entries not yet resolved */
 	uint64_t undo_cwnd, undo_ssthresh; /* window before the first unresolved RTO */
-	uint8_t undo_valid;    /* an RTO may still be undone */
-	uint32_t fails;        /* re-ports since the path last answered */
-	uint8_t tlp_pending;
-	uint8_t have_counts;
-	uint32_t ack_ce, ack_rcv; /* counters of the last ACK */
 	uint64_t last_ack_ns, last_tx_ns;
-	uint32_t probe_seq;
 	uint64_t probe_at;     /* next probe to send, NEVER for none */
 	uint64_t probe_sent_ns;
 	uint64_t probe_rtt_ns;    /* RTT of the last answered PROBE */
 	uint64_t probes_answered;
-	uint8_t probe_pending; /* a PROBE is waiting for its answer */
 	/* receive side: the peer's path with this id */
 	mrp_rxwin rx;
-	uint8_t rx_open, rx_ack_now, rx_plane;
-	uint32_t rx_pending;
 	uint64_t rx_ack_at;
 	uint64_t rx_ts_ns, rx_arrival_ns;
-	uint8_t pack_pending;
-	uint16_t pack_gen;
-	uint32_t pack_seq;
 	uint64_t pack_ts_ns, pack_arrival_ns;
 	/* statistics */
 	uint64_t tx_pkts, tx_bytes, retx_pkts, lost_pkts, acked_pkts, ce_pkts;
@@ -173,6 +185,11 @@ typedef struct rqent {
 	txmsg *m;
 	uint32_t seg;
 } rqent;
+
+typedef struct nakent {
+	mrp_nak nak;
+	uint16_t via_path; /* the peer path the NAK is about */
+} nakent;
 
 /* A few freed records of one size kept for reuse: a stream of small
  * messages then costs no allocator call per message. */
@@ -199,8 +216,9 @@ struct mrp_conn {
 	stream *streams;
 	uint32_t nstreams;      /* allocated */
 
-	path **paths;           /* max_paths slots */
-	uint32_t path_hi;       /* slots [path_hi, max_paths) are all unused */
+	path **paths;           /* paths_cap slots, paths_cap <= max_paths */
+	uint32_t paths_cap;
+	uint32_t path_hi;       /* slots [path_hi, paths_cap) are all unused */
 	uint32_t npaths;        /* slots in use for sending */
 	uint8_t plane_dis[MRP_MAX_PLANES];
 	int burst_path;
@@ -220,14 +238,11 @@ struct mrp_conn {
 	mrp_cqe *cq;
 	uint32_t cq_cap, cq_head, cq_len; /* cq_cap: 0 or a power of two */
 
-	struct {
-		mrp_nak nak;
-		uint16_t via_path; /* the peer path the NAK is about */
-	} nakq[NAKQ_LEN];
-	uint32_t nakq_head, nakq_len;
+	nakent *nakq;            /* NAKs to send, a ring; NULL until the first */
+	uint32_t nakq_cap, nakq_head, nakq_len; /* nakq_cap: 0 or a power of two */
 
-	mrp_event evq[EVQ_LEN];
-	uint32_t evq_head, evq_len;
+	mrp_event *evq;          /* path-state events, a ring; NULL until the first */
+	uint32_t evq_cap, evq_head, evq_len; /* evq_cap: 0 or a power of two */
 
 	uint32_t rh_slot;
 	uint64_t last_hint_bps;
@@ -354,14 +369,42 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->wire_overhead = 66;
 }
 
+/* Doubles a ring of len entries from head (cap 0 or a power of two, at
+ * most max) into a new array of 2 * cap (or min) entries starting at 0.
+ * Returns 0, or MRP_ERR_NOMEM at max or when the allocator refuses (the
+ * ring is then unchanged). */
+static int qring_grow(mrp_conn *c, void **ring, uint32_t *cap, uint32_t *head,
+		      uint32_t len, size_t esize, uint32_t min, uint32_t max)
+{
+	if (*cap >= max)
+		return MRP_ERR_NOMEM;
+	uint32_t ncap = *cap ? *cap * 2 : min;
+	uint8_t *n = mrp_calloc(&c->mem, ncap, esize);
+	if (!n)
+		return MRP_ERR_NOMEM;
+	const uint8_t *o = *ring;
+	for (uint32_t i = 0; i < len; i++)
+		memcpy(n + i * esize, o + ((*head + i) & (*cap - 1)) * esize, esize);
+	mrp_free(&c->mem, *ring);
+	*ring = n;
+	*cap = ncap;
+	*head = 0;
+	return 0;
+}
+
 static void push_event(mrp_conn *c, const path *pa, int old, uint64_t now)
 {
-	if (c->evq_len == EVQ_LEN) {
-		c->evq_head = (c->evq_head + 1) % EVQ_LEN;
-		c->evq_len--;
+	if (c->evq_len == c->evq_cap &&
+	    qring_grow(c, (void **)&c->evq, &c->evq_cap, &c->evq_head, c->evq_len,
+		       sizeof(mrp_event), EVQ_MIN, EVQ_LEN) < 0) {
 		c->st.events_dropped++;
+		if (!c->evq_len)
+			return; /* no memory for the queue: this event is lost */
+		/* full: the oldest event makes room */
+		c->evq_head = (c->evq_head + 1) & (c->evq_cap - 1);
+		c->evq_len--;
 	}
-	mrp_event *ev = &c->evq[(c->evq_head + c->evq_len++) % EVQ_LEN];
+	mrp_event *ev = &c->evq[(c->evq_head + c->evq_len++) & (c->evq_cap - 1)];
 	ev->ts_ns = now;
 	ev->path_id = pa->id;
 	ev->gen = pa->gen;
@@ -795,9 +838,32 @@ static void recompute_qwnd(mrp_conn *c)
 	c->st.npaths_active = n;
 }
 
+/* Grows the path pointer array to hold slot id (id < max_paths): it starts
+ * at the connection's initial paths and doubles, up to max_paths, when a
+ * path with a higher id is used. */
+static int paths_grow(mrp_conn *c, uint32_t id)
+{
+	uint32_t ncap = c->paths_cap ? c->paths_cap : 1;
+	while (ncap <= id)
+		ncap *= 2;
+	if (ncap > c->p.max_paths)
+		ncap = c->p.max_paths;
+	path **n = mrp_calloc(&c->mem, ncap, sizeof(*n));
+	if (!n)
+		return MRP_ERR_NOMEM;
+	if (c->path_hi)
+		memcpy(n, c->paths, c->path_hi * sizeof(*n));
+	mrp_free(&c->mem, c->paths);
+	c->paths = n;
+	c->paths_cap = ncap;
+	return 0;
+}
+
 static path *path_slot_new(mrp_conn *c, uint16_t id)
 {
 	if (id >= c->p.max_paths)
+		return NULL;
+	if (id >= c->paths_cap && paths_grow(c, id) < 0)
 		return NULL;
 	if (!c->paths[id]) {
 		path *pa = mrp_calloc(&c->mem, 1, sizeof(*pa));
@@ -817,7 +883,7 @@ static path *path_slot_new(mrp_conn *c, uint16_t id)
  * without memory. */
 static inline path *path_slot(mrp_conn *c, uint16_t id)
 {
-	if (id < c->p.max_paths && c->paths[id])
+	if (id < c->paths_cap && c->paths[id])
 		return c->paths[id];
 	return path_slot_new(c, id);
 }
@@ -999,12 +1065,7 @@ static int path_open(mrp_conn *c, uint16_t id, uint8_t plane, uint64_t now,
 	if (!pa)
 		return MRP_ERR_NOMEM;
 	c->dl_valid = 0;
-	if (!pa->ring) {
-		pa->ring_cap = 16;
-		pa->ring = mrp_calloc(&c->mem, pa->ring_cap, sizeof(txent));
-		if (!pa->ring)
-			return MRP_ERR_NOMEM;
-	}
+	/* (its scoreboard ring comes with its first data packet: ring_grow()) */
 	pa->open = 1;
 	pa->plane = plane;
 	pa->sport = pick_sport(c);
@@ -1051,9 +1112,11 @@ static void path_report(mrp_conn *c, path *pa, uint16_t sport, uint64_t now)
 	recompute_qwnd(c);
 }
 
+/* Doubles path pa's scoreboard ring, or allocates it (RING_MIN entries)
+ * for the path's first data packet. */
 static int ring_grow(mrp_conn *c, path *pa)
 {
-	uint32_t ncap = pa->ring_cap * 2;
+	uint32_t ncap = pa->ring_cap ? pa->ring_cap * 2 : RING_MIN;
 	txent *n = mrp_calloc(&c->mem, ncap, sizeof(*n));
 	if (!n)
 		return MRP_ERR_NOMEM;
@@ -1134,16 +1197,15 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
 	 * plane of the host after the other. */
 	for (uint32_t p = 0; p < params->nplanes && params->nplanes > 1; p++)
 		c->plane_pace_at[p] = now_ns + mrp_rand_below(&c->rng, 64);
-	c->paths = mrp_calloc(mem, c->p.max_paths, sizeof(path *));
-	if (!c->paths) {
-		mrp_free(mem, c);
-		return MRP_ERR_NOMEM;
-	}
 	uint32_t n = c->p.initial_paths;
 	if (n < c->p.nplanes)
 		n = c->p.nplanes;
 	if (n > c->p.max_paths)
 		n = c->p.max_paths;
+	if (paths_grow(c, n ? n - 1 : 0) < 0) {
+		mrp_free(mem, c);
+		return MRP_ERR_NOMEM;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		rv = path_open(c, (uint16_t)i, (uint8_t)(i % c->p.nplanes), now_ns, 0);
 		if (rv < 0) {
@@ -1192,6 +1254,8 @@ void mrp_conn_del(mrp_conn *c)
 		mrp_free(&c->mem, pa);
 	}
 	mrp_free(&c->mem, c->paths);
+	mrp_free(&c->mem, c->nakq);
+	mrp_free(&c->mem, c->evq);
 	for (uint32_t i = 0; i < c->rq_len; i++)
 		txmsg_unref(c, c->rq[(c->rq_head + i) & (c->rq_cap - 1)].m);
 	mrp_free(&c->mem, c->rq);
@@ -1665,10 +1729,14 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 
 static void queue_nak(mrp_conn *c, const mrp_pkt *pkt, int reason)
 {
-	if (c->nakq_len == NAKQ_LEN)
-		return; /* the sender sees a hole and retransmits: we NAK again */
+	/* Full, or no memory for the queue: the NAK is not sent; the sender
+	 * sees a hole and retransmits, and we NAK again. */
+	if (c->nakq_len == c->nakq_cap &&
+	    qring_grow(c, (void **)&c->nakq, &c->nakq_cap, &c->nakq_head, c->nakq_len,
+		       sizeof(nakent), NAKQ_MIN, NAKQ_LEN) < 0)
+		return;
 	const mrp_data *d = &pkt->u.data;
-	uint32_t i = (c->nakq_head + c->nakq_len++) % NAKQ_LEN;
+	uint32_t i = (c->nakq_head + c->nakq_len++) & (c->nakq_cap - 1);
 	mrp_nak *n = &c->nakq[i].nak;
 	memset(n, 0, sizeof(*n));
 	n->reason = (uint8_t)reason;
@@ -1858,7 +1926,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		c->last_hint_bps = hint;
 		c->cc.ops->on_rate_hint(&c->cc, hint, now);
 	}
-	path *pa = a->acked_path_id < c->p.max_paths ? c->paths[a->acked_path_id] : NULL;
+	path *pa = a->acked_path_id < c->paths_cap ? c->paths[a->acked_path_id] : NULL;
 	if (!pa || !pa->open || a->acked_path_gen != pa->gen) {
 		c->st.drops_stale++;
 		return 0;
@@ -1983,7 +2051,7 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	txmsg *m = NULL;
 	uint32_t seg = 0;
 	int have_seg = 0;
-	path *pa = k->nak_path_id < c->p.max_paths ? c->paths[k->nak_path_id] : NULL;
+	path *pa = k->nak_path_id < c->paths_cap ? c->paths[k->nak_path_id] : NULL;
 	if (pa && pa->open && pa->gen == k->nak_path_gen &&
 	    sdiff(k->nak_psn, pa->snd_una) >= 0 && sdiff(k->nak_psn, pa->snd_nxt) < 0) {
 		txent *e = &pa->ring[k->nak_psn & (pa->ring_cap - 1)];
@@ -2058,7 +2126,7 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_probe_ack *k = &pkt->u.probe_ack;
-	path *pa = k->probed_path_id < c->p.max_paths ? c->paths[k->probed_path_id] : NULL;
+	path *pa = k->probed_path_id < c->paths_cap ? c->paths[k->probed_path_id] : NULL;
 	if (!pa || !pa->open || pa->gen != k->probed_path_gen || !pa->probe_pending ||
 	    k->probe_seq != pa->probe_seq) {
 		c->st.drops_stale++;
@@ -2233,7 +2301,7 @@ static path *ctl_route(mrp_conn *c, uint16_t id, uint8_t plane)
 				return pa;
 		}
 	}
-	path *same = id < c->p.max_paths ? c->paths[id] : NULL;
+	path *same = id < c->paths_cap ? c->paths[id] : NULL;
 	return usable_for_ctl(same) ? same : NULL;
 }
 
@@ -2320,10 +2388,10 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 COLD static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen)
 {
 	uint32_t i = c->nakq_head;
-	c->nakq_head = (c->nakq_head + 1) % NAKQ_LEN;
+	c->nakq_head = (c->nakq_head + 1) & (c->nakq_cap - 1);
 	c->nakq_len--;
 	uint16_t id = c->nakq[i].via_path;
-	path *pa = id < c->p.max_paths ? c->paths[id] : NULL;
+	path *pa = id < c->paths_cap ? c->paths[id] : NULL;
 	path *via = ctl_route(c, id, pa ? pa->rx_plane : 0);
 	if (!via)
 		return 0;
@@ -2579,7 +2647,7 @@ static uint32_t open_paths(mrp_conn *c, uint32_t want, uint64_t now)
 	if (plane < 0)
 		return 0;
 	for (uint32_t i = 0; i < c->p.max_paths && opened < want; i++)
-		if (!c->paths[i] || !c->paths[i]->open) {
+		if (i >= c->paths_cap || !c->paths[i] || !c->paths[i]->open) {
 			if (path_open(c, (uint16_t)i, (uint8_t)plane, now, 0) < 0)
 				break;
 			c->last_open_ns = now;
@@ -3009,7 +3077,7 @@ int mrp_conn_plane_event(mrp_conn *c, unsigned plane, int event, uint64_t now)
 
 static path *open_path(const mrp_conn *c, uint16_t id)
 {
-	path *pa = id < c->p.max_paths ? c->paths[id] : NULL;
+	path *pa = id < c->paths_cap ? c->paths[id] : NULL;
 	return pa && pa->open ? pa : NULL;
 }
 
@@ -3028,7 +3096,7 @@ int mrp_conn_path_probe(mrp_conn *c, uint16_t id, uint64_t now)
 {
 	if (id >= c->p.max_paths)
 		return MRP_ERR_RANGE;
-	path *pa = c->paths[id];
+	path *pa = id < c->paths_cap ? c->paths[id] : NULL;
 	if (!pa || !pa->open)
 		return MRP_ERR_NOENT;
 	if (!sending(c) || pa->disabled || pa->state != MRP_PATH_ACTIVE || pa->probe_pending ||
@@ -3081,7 +3149,7 @@ int mrp_conn_path_steer(mrp_conn *c, uint16_t id, uint16_t sport, int plane, uin
 
 int mrp_conn_path_info(const mrp_conn *c, unsigned i, mrp_path_info *o)
 {
-	const path *pa = i < c->p.max_paths ? c->paths[i] : NULL;
+	const path *pa = i < c->paths_cap ? c->paths[i] : NULL;
 	if (!pa || !pa->open)
 		return MRP_ERR_NOENT;
 	memset(o, 0, sizeof(*o));
@@ -3120,7 +3188,7 @@ int mrp_conn_poll_event(mrp_conn *c, mrp_event *ev)
 	if (!c->evq_len)
 		return 0;
 	*ev = c->evq[c->evq_head];
-	c->evq_head = (c->evq_head + 1) % EVQ_LEN;
+	c->evq_head = (c->evq_head + 1) & (c->evq_cap - 1);
 	c->evq_len--;
 	return 1;
 }
@@ -3142,10 +3210,20 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 	uint64_t total = 0, nmsgs = 0;
 	uint64_t minw = (uint64_t)c->p.cc.min_cwnd_pkts * c->p.mtu;
 	uint64_t maxw = (uint64_t)c->p.cc.max_cwnd_pkts * c->p.mtu;
+	if (c->path_hi > c->paths_cap || c->paths_cap > c->p.max_paths)
+		return fail(err, errlen, "path slots beyond the path array");
+	if (c->nakq_len > c->nakq_cap || c->nakq_cap > NAKQ_LEN || (c->nakq_cap & (c->nakq_cap - 1)) ||
+	    (c->nakq_cap && !c->nakq))
+		return fail(err, errlen, "NAK queue beyond its ring");
+	if (c->evq_len > c->evq_cap || c->evq_cap > EVQ_LEN || (c->evq_cap & (c->evq_cap - 1)) ||
+	    (c->evq_cap && !c->evq))
+		return fail(err, errlen, "event queue beyond its ring");
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		const path *pa = c->paths[i];
 		if (!pa || !pa->open)
 			continue;
+		if (pa->snd_nxt != pa->snd_una && !pa->ring)
+			return fail(err, errlen, "path has data in flight and no scoreboard");
 		if (pa->snd_nxt - pa->snd_una > pa->ring_cap || pa->ring_cap > MRP_SACK_BITS)
 			return fail(err, errlen, "path has more in flight than its scoreboard");
 		uint64_t infl = 0;

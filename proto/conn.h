@@ -294,7 +294,9 @@ typedef struct mrp_event {
 } mrp_event;
 
 /* Take the next path-state event. Returns 1, or 0 when none is queued. The
- * queue holds the most recent 64; older ones are dropped and counted. */
+ * queue holds the most recent 64; older ones are dropped and counted, and so
+ * is an event the allocator had no memory for (the queue is allocated on the
+ * first event and grows with use). */
 int mrp_conn_poll_event(mrp_conn *conn, mrp_event *ev);
 
 /* Check internal invariants (acked <= sent, windows within bounds, ...).
