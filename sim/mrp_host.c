@@ -12,9 +12,25 @@
  * source port is the path's entropy, so the switches' ECMP hashing spreads
  * paths over spines exactly as a fabric would.
  *
- * The host's NIC queue is the backpressure: the engine is asked for packets
- * only while the port's queue holds less than nic_queue bytes, like a daemon
- * that stops when its socket buffer is full.
+ * The host's NIC is a queue with backpressure, as a daemon's socket buffer
+ * is: a connection is asked for a packet only while every usable port's
+ * queue has room for a packet of the largest size below nic_queue (and the
+ * link's own capacity), so the host never drops its own packets. Connections
+ * with something to send wait in one FIFO and are served one packet each,
+ * round-robin; when the NIC is full the host asks the core to call on_nic()
+ * once a port has drained half way, and serves the FIFO again then.
+ *
+ * The host touches only connections with work: the FIFO of ready ones, and
+ * a min-heap of the others ordered by the engine's deadline (the host's one
+ * simulator deadline is the heap's top). Invariants are checked on the
+ * connections an event touched (a list), never by a scan of them all.
+ *
+ * An engine connection lives only while its flow has work: the sender's is
+ * made when the NIC first serves the flow, the receiver's when the flow's
+ * first packet arrives, and both are deleted when the sender has every byte
+ * acknowledged (a packet arriving for a deleted connection later, such as a
+ * duplicate still on the wire, is dropped and counted). What stays for the
+ * whole run is a small record per flow end (struct mconn).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,23 +43,29 @@
 
 typedef struct mh mh;
 
-typedef struct mconn {
+typedef struct mconn mconn;
+
+struct mconn {
 	mh *host;
 	mrp_conn *c;
 	sim_flow *f;
-	int sender;
-	uint32_t peer; /* peer host id */
+	mconn *next_ready; /* FIFO link while ready */
+	uint64_t deadline; /* the engine's, as of the last time we touched it */
+	uint32_t heap_pos; /* index + 1 in the host's timer heap, 0 = not in it */
+	uint32_t peer;     /* peer host id */
+	uint8_t sender;
+	uint8_t finished;
+	uint8_t ready;     /* in the FIFO of connections with work */
+	uint8_t dirty;     /* touched since its invariants were last checked */
+	uint8_t retired;   /* the flow completed: its engine connection is gone */
+	uint8_t retiring;  /* on the host's list of connections to retire */
 	/* sender */
-	uint64_t posted_bytes;
-	uint64_t done_bytes;
 	uint32_t next_wr, done_wr;
+	uint64_t posted_bytes;
 	/* receiver */
 	uint32_t rx_done;
 	uint32_t nmsgs;
-	int finished;
-	uint64_t deadline; /* the engine's, as of the last time we touched it */
-	int dirty;         /* touched since its invariants were last checked */
-} mconn;
+};
 
 typedef struct mh_opts {
 	uint64_t paths_per_plane, max_paths, msg_size, burst, ack_every, nic_queue;
@@ -51,15 +73,27 @@ typedef struct mh_opts {
 	const char *cc;
 } mh_opts;
 
+/* A growable array of connection pointers. */
+typedef struct cvec {
+	mconn **v;
+	size_t n, cap;
+} cvec;
+
 struct mh {
 	sim *s;
 	mh_opts o;        /* transport.metaroce options, read once */
 	sim_host *h;
-	mconn **conns;
-	size_t nconns, cap;
+	cvec conns;       /* every connection of the host */
+	cvec heap;        /* timer heap: the connections not ready, by deadline */
+	cvec dirty;       /* touched since the last check */
+	cvec retiring;    /* senders whose flow completed in this callback */
+	uint64_t late_pkts; /* packets for a retired connection, dropped */
+	uint64_t dump;    /* transport.metaroce.dump */
+	uint8_t drained[SIM_MAX_PLANES]; /* drained by a host-wide steer */
+	mconn *ready_head, *ready_tail; /* connections with work, served in turn */
+	uint64_t pkt_max; /* wire bytes of the largest packet the engine writes */
 	mrp_rh rh;
 	mrp_rh_slot *slots;
-	uint64_t wake_ns; /* NIC queue drained enough to send again */
 	uint8_t pkt[MRP_DATA_HDR_LEN + MRP_MTU_MAX];
 };
 
@@ -167,7 +201,20 @@ static void *mh_host_new(sim *s, sim_host *h)
 		free(m);
 		return NULL;
 	}
-	m->wake_ns = SIM_NEVER;
+	m->pkt_max = MRP_DATA_HDR_LEN + sim_mtu(s) + SIM_WIRE_OVERHEAD;
+	if (sim_opt_u64(s, "dump", 0, &m->dump) < 0) {
+		free(m->slots);
+		free(m);
+		return NULL;
+	}
+	if (o.nic_queue < m->pkt_max) {
+		sim_set_error(s, "transport.metaroce.nic_queue: %llu bytes is less than one packet "
+				 "(%llu bytes on the wire)",
+			      (unsigned long long)o.nic_queue, (unsigned long long)m->pkt_max);
+		free(m->slots);
+		free(m);
+		return NULL;
+	}
 	return m;
 }
 
@@ -203,31 +250,110 @@ static void dump_conn(const mh *m, const mconn *mc)
 static void mh_host_del(void *hs)
 {
 	mh *m = hs;
-	uint64_t dump = 0;
-	sim_opt_u64(m->s, "dump", 0, &dump);
-	for (size_t i = 0; i < m->nconns; i++) {
-		if (dump)
-			dump_conn(m, m->conns[i]);
-		mrp_conn_del(m->conns[i]->c);
-		free(m->conns[i]);
+	for (size_t i = 0; i < m->conns.n; i++) {
+		if (m->dump && m->conns.v[i]->c)
+			dump_conn(m, m->conns.v[i]);
+		mrp_conn_del(m->conns.v[i]->c);
+		free(m->conns.v[i]);
 	}
-	free(m->conns);
+	if (m->dump && m->late_pkts)
+		fprintf(stderr, "host %u: %llu packets for connections already deleted\n", m->h->id,
+			(unsigned long long)m->late_pkts);
+	free(m->conns.v);
+	free(m->heap.v);
+	free(m->dirty.v);
+	free(m->retiring.v);
 	free(m->slots);
 	free(m);
 }
 
-static int add_conn(mh *m, mconn *mc)
+static int cvec_push(cvec *cv, mconn *mc)
 {
-	if (m->nconns == m->cap) {
-		size_t ncap = m->cap ? m->cap * 2 : 8;
-		mconn **n = realloc(m->conns, ncap * sizeof(*n));
+	if (cv->n == cv->cap) {
+		size_t ncap = cv->cap ? cv->cap * 2 : 8;
+		mconn **n = realloc(cv->v, ncap * sizeof(*n));
 		if (!n)
 			return MRP_ERR_NOMEM;
-		m->conns = n;
-		m->cap = ncap;
+		cv->v = n;
+		cv->cap = ncap;
 	}
-	m->conns[m->nconns++] = mc;
+	cv->v[cv->n++] = mc;
 	return 0;
+}
+
+/* ------------------------------------------------------------ timer heap */
+
+static void heap_set(mh *m, size_t i, mconn *mc)
+{
+	m->heap.v[i] = mc;
+	mc->heap_pos = (uint32_t)i + 1;
+}
+
+static void heap_up(mh *m, size_t i)
+{
+	mconn *mc = m->heap.v[i];
+	while (i > 0) {
+		size_t up = (i - 1) / 2;
+		if (m->heap.v[up]->deadline <= mc->deadline)
+			break;
+		heap_set(m, i, m->heap.v[up]);
+		i = up;
+	}
+	heap_set(m, i, mc);
+}
+
+static void heap_down(mh *m, size_t i)
+{
+	mconn *mc = m->heap.v[i];
+	size_t n = m->heap.n;
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= n)
+			break;
+		if (c + 1 < n && m->heap.v[c + 1]->deadline < m->heap.v[c]->deadline)
+			c++;
+		if (mc->deadline <= m->heap.v[c]->deadline)
+			break;
+		heap_set(m, i, m->heap.v[c]);
+		i = c;
+	}
+	heap_set(m, i, mc);
+}
+
+static void heap_remove(mh *m, mconn *mc)
+{
+	if (!mc->heap_pos)
+		return;
+	size_t i = mc->heap_pos - 1;
+	mconn *last = m->heap.v[--m->heap.n];
+	mc->heap_pos = 0;
+	if (last == mc)
+		return;
+	heap_set(m, i, last);
+	heap_down(m, i);
+	heap_up(m, last->heap_pos - 1);
+}
+
+/* (Re)file mc in the heap under its engine deadline; never when ready. */
+static void heap_update(mh *m, mconn *mc)
+{
+	if (mc->ready)
+		return;
+	if (!mc->heap_pos) {
+		if (mc->deadline == SIM_NEVER)
+			return;
+		if (cvec_push(&m->heap, mc) != 0) {
+			sim_violation(m->s, "host %u: out of memory for the timer heap", m->h->id);
+			return;
+		}
+		heap_up(m, m->heap.n - 1);
+	} else if (mc->deadline == SIM_NEVER) {
+		heap_remove(m, mc);
+	} else {
+		size_t i = mc->heap_pos - 1;
+		heap_up(m, i);
+		heap_down(m, mc->heap_pos - 1);
+	}
 }
 
 /*
@@ -259,19 +385,42 @@ static uint32_t conn_id(const sim_flow *f, int sender)
 	return f->id * 2 + (sender ? 1 : 2);
 }
 
-static mconn *conn_new(mh *m, sim_flow *f, int sender, uint64_t now)
+/* The record of one end of a flow; its engine connection comes later
+ * (engine_new()). */
+static mconn *conn_new(mh *m, sim_flow *f, int sender)
 {
-	const mh_opts o = m->o;
 	mconn *mc = calloc(1, sizeof(*mc));
-	if (!mc)
+	if (!mc || cvec_push(&m->conns, mc) < 0) {
+		free(mc);
 		return NULL;
+	}
 	mc->host = m;
 	mc->f = f;
 	mc->sender = sender;
 	mc->peer = sender ? f->dst : f->src;
-	mc->nmsgs = (uint32_t)((f->bytes + o.msg_size - 1) / o.msg_size);
+	mc->nmsgs = (uint32_t)((f->bytes + m->o.msg_size - 1) / m->o.msg_size);
 	if (!mc->nmsgs)
 		mc->nmsgs = 1;
+	mc->deadline = SIM_NEVER;
+	return mc;
+}
+
+static void post_more(mconn *mc, uint64_t now);
+
+/* The engine connection of mc, made now: the sender's messages are posted,
+ * the receiver's receives (SEND, WRITE_IMM), and planes that are down or
+ * drained host-wide are reported. 0, or < 0 (the flow fails). */
+static int engine_new(mconn *mc, uint64_t now)
+{
+	mh *m = mc->host;
+	const mh_opts o = m->o;
+	sim_flow *f = mc->f;
+	int sender = mc->sender;
+
+	if (mc->c)
+		return 0;
+	if (mc->retired)
+		return MRP_ERR_STATE;
 
 	mrp_conn_params p;
 	mrp_conn_params_default(&p);
@@ -302,12 +451,34 @@ static mconn *conn_new(mh *m, sim_flow *f, int sender, uint64_t now)
 	p.rh = (!sender && o.rate_hints) ? &m->rh : NULL;
 	mrp_rng rng = { host_rand, m };
 	mrp_mr_ops mr = { rx_resolve, mc };
-	if (mrp_conn_new(&mc->c, &p, &heap, &rng, &mr, now) < 0 || add_conn(m, mc) < 0) {
-		mrp_conn_del(mc->c);
-		free(mc);
-		return NULL;
+	int rc = mrp_conn_new(&mc->c, &p, &heap, &rng, &mr, now);
+	if (rc < 0) {
+		mc->c = NULL;
+		return rc;
 	}
-	return mc;
+	for (unsigned pl = 0; pl < p.nplanes; pl++) {
+		if (!sim_port_up(m->s, m->h, pl))
+			mrp_conn_plane_event(mc->c, pl, MRP_PLANE_DOWN, now);
+		if (m->drained[pl])
+			mrp_conn_plane_event(mc->c, pl, MRP_PLANE_DRAIN, now);
+	}
+	if (sender) {
+		post_more(mc, now);
+	} else if (f->op != SIM_OP_WRITE) {
+		uint64_t ms = o.msg_size;
+		for (uint32_t i = 0; i < mc->nmsgs; i++) {
+			uint64_t off = (uint64_t)i * ms;
+			uint64_t len = f->bytes - off < ms ? f->bytes - off : ms;
+			uint8_t *buf = f->op == SIM_OP_SEND ? f->dst_buf + off : NULL;
+			if (f->op != SIM_OP_SEND)
+				len = 0;
+			rc = mrp_conn_post_recv(mc->c, (uint16_t)f->stream, i, buf, (uint32_t)len, now);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	mc->deadline = mrp_conn_deadline(mc->c);
+	return 0;
 }
 
 
@@ -349,11 +520,19 @@ static void post_more(mconn *mc, uint64_t now)
 	}
 }
 
+static void retire(mconn *mc);
+
+/* Completions: check their order, count the flow's progress, post more.
+ * When the sender has everything acknowledged the flow is done: the
+ * receiver's connection is deleted at once (its host is not running now),
+ * the sender's at the end of this callback (finish()). */
 static void reap(mconn *mc, uint64_t now)
 {
 	mh *m = mc->host;
 	mrp_cqe e[64];
 	int n;
+	if (!mc->c)
+		return;
 	while ((n = mrp_conn_poll_cq(mc->c, e, 64)) > 0) {
 		for (int i = 0; i < n; i++) {
 			if (mc->sender) {
@@ -366,7 +545,6 @@ static void reap(mconn *mc, uint64_t now)
 					mc->finished = 1;
 					sim_flow_done(m->s, mc->f, now, -1);
 				}
-				mc->done_bytes += e[i].byte_len;
 			} else {
 				if (e[i].wr_id != mc->rx_done)
 					sim_violation(m->s, "flow %u: receive completion %llu out of order",
@@ -381,93 +559,238 @@ static void reap(mconn *mc, uint64_t now)
 		mc->f->retx_pkts = st.retx_pkts;
 	else
 		mc->f->spurious_pkts = st.rx_dup_pkts; /* retransmissions it already had */
+	if (!mc->sender)
+		mc->f->rx_bytes = st.rx_bytes; /* the time series' per-flow rate */
 	if (mc->sender && !mc->finished) {
 		if (mc->done_wr == mc->next_wr && mc->posted_bytes >= mc->f->bytes) {
+			mconn *rx = mc->f->rx_ctx;
 			mc->finished = 1;
 			sim_flow_done(m->s, mc->f, now, 0);
+			if (rx) {
+				reap(rx, now); /* its last completions and counters */
+				retire(rx);
+			}
+			if (!mc->retiring && cvec_push(&m->retiring, mc) == 0)
+				mc->retiring = 1;
 		} else {
 			post_more(mc, now);
 		}
 	}
 }
 
-/* Hand the engine's packets to the NIC while its queue has room. */
-static void pump(mconn *mc, uint64_t now)
+/* mc changed: its invariants are checked after this event. */
+static void touched(mconn *mc)
 {
-	mh *m = mc->host;
-	uint64_t limit = m->o.nic_queue;
-	for (;;) {
-		mrp_tx_info ti;
-		ssize_t n = mrp_conn_write_pkt(mc->c, &ti, m->pkt, sizeof(m->pkt), now);
-		if (n <= 0)
-			break;
-		sim_pkt *p = sim_pkt_new(m->s, (size_t)n);
-		if (!p)
-			break;
-		memcpy(p->data, m->pkt, (size_t)n);
-		p->datalen = (uint32_t)n;
-		p->dst_addr = sim_host_addr(m->s, sim_host_get(m->s, mc->peer), ti.plane);
-		p->src_port = ti.sport;
-		p->dst_port = MRP_DEFAULT_PORT;
-		p->ecn = ti.ect ? SIM_ECN_ECT0 : SIM_ECN_NOT_ECT;
-		sim_send(m->s, m->h, ti.plane, p);
-		if (ti.is_data && sim_port_queue_bytes(m->s, m->h, ti.plane) >= limit) {
-			/* come back when the queue has drained by half */
-			uint64_t rate = sim_port_rate_bps(m->s, m->h, ti.plane);
-			uint64_t wait = rate ? (limit / 2) * 8 * 1000000000ull / rate : 1000;
-			if (now + wait < m->wake_ns)
-				m->wake_ns = now + wait;
-			break;
-		}
+	if (mc->dirty)
+		return;
+	if (cvec_push(&mc->host->dirty, mc) != 0) {
+		sim_violation(mc->host->s, "host %u: out of memory for the check list",
+			      mc->host->h->id);
+		return;
 	}
-	reap(mc, now);
-	mc->deadline = mrp_conn_deadline(mc->c);
 	mc->dirty = 1;
 }
 
-/* The host's deadline: the earliest of its connections' (cached by pump(),
- * the only place a connection's state changes) and the NIC wake-up. */
-static void update_deadline(mh *m)
+/* mc may have a packet to send: join the FIFO (leaving the timer heap). */
+static void make_ready(mconn *mc)
 {
-	uint64_t t = m->wake_ns;
-	for (size_t i = 0; i < m->nconns; i++)
-		if (m->conns[i]->deadline < t)
-			t = m->conns[i]->deadline;
-	sim_set_deadline(m->s, m->h, t);
+	mh *m = mc->host;
+	touched(mc);
+	if (mc->ready)
+		return;
+	heap_remove(m, mc);
+	mc->ready = 1;
+	mc->next_ready = NULL;
+	if (m->ready_tail)
+		m->ready_tail->next_ready = mc;
+	else
+		m->ready_head = mc;
+	m->ready_tail = mc;
 }
 
-static int mh_flow_accept(void *hs, sim_flow *f, uint64_t now)
+/* Deletes mc's engine connection (its flow is done); the record stays for
+ * late packets. A retired connection left in the FIFO is skipped there. */
+static void retire(mconn *mc)
 {
-	mh *m = hs;
-	mconn *mc = conn_new(m, f, 0, now);
+	mh *m = mc->host;
+	if (!mc->c)
+		return;
+	if (m->dump)
+		dump_conn(m, mc);
+	heap_remove(m, mc);
+	mrp_conn_del(mc->c);
+	mc->c = NULL;
+	mc->retired = 1;
+	mc->deadline = SIM_NEVER;
+}
+
+static mconn *pop_ready(mh *m)
+{
+	mconn *mc = m->ready_head;
 	if (!mc)
-		return MRP_ERR_NOMEM;
-	f->rx_ctx = mc;
-	if (f->op != SIM_OP_WRITE) {
-		uint64_t ms = m->o.msg_size;
-		for (uint32_t i = 0; i < mc->nmsgs; i++) {
-			uint64_t off = (uint64_t)i * ms;
-			uint64_t len = f->bytes - off < ms ? f->bytes - off : ms;
-			uint8_t *buf = f->op == SIM_OP_SEND ? f->dst_buf + off : NULL;
-			if (f->op != SIM_OP_SEND)
-				len = 0;
-			if (mrp_conn_post_recv(mc->c, (uint16_t)f->stream, i, buf, (uint32_t)len, now) < 0)
-				return MRP_ERR_NOMEM;
-		}
-	}
+		return NULL;
+	m->ready_head = mc->next_ready;
+	if (!m->ready_head)
+		m->ready_tail = NULL;
+	mc->next_ready = NULL;
+	mc->ready = 0;
+	return mc;
+}
+
+/* After an input (packet, timer, post, plane event): completions, then mc
+ * may have something to send. */
+static void after_input(mconn *mc, uint64_t now)
+{
+	reap(mc, now);
+	make_ready(mc);
+}
+
+/* The host's queue limit on plane: nic_queue, or the link's capacity. */
+static uint64_t nic_limit(mh *m, unsigned plane)
+{
+	uint64_t cap = sim_port_room(m->s, m->h, plane) + sim_port_queue_bytes(m->s, m->h, plane);
+	return m->o.nic_queue < cap ? m->o.nic_queue : cap;
+}
+
+/* The first usable port that cannot take one more packet of the largest
+ * size, or -1 if every one can (the engine picks the plane: the host cannot
+ * know which before asking). */
+static int nic_full_port(mh *m)
+{
+	for (unsigned p = 0; p < sim_planes(m->s); p++)
+		if (sim_port_up(m->s, m->h, p) &&
+		    sim_port_queue_bytes(m->s, m->h, p) + m->pkt_max > nic_limit(m, p))
+			return (int)p;
+	return -1;
+}
+
+/* 1 if the NIC has room for a packet; otherwise asks the core for on_nic()
+ * once the full port has drained half way (or just enough for one packet,
+ * if its limit is below two) and returns 0. nic_limit() >= pkt_max (checked
+ * in host_new() and by the scenario's queue minimum), so a full port always
+ * holds more than the level asked for. */
+static int nic_room(mh *m)
+{
+	int p = nic_full_port(m);
+	if (p < 0)
+		return 1;
+	uint64_t limit = nic_limit(m, (unsigned)p), resume = limit / 2;
+	if (resume > limit - m->pkt_max)
+		resume = limit - m->pkt_max;
+	sim_port_notify(m->s, m->h, (unsigned)p, resume);
 	return 0;
 }
 
+/* One packet of mc's, if it has one, onto the NIC. 1 if one was sent. */
+static int send_one(mh *m, mconn *mc, uint64_t now)
+{
+	mrp_tx_info ti;
+	ssize_t n = mrp_conn_write_pkt(mc->c, &ti, m->pkt, sizeof(m->pkt), now);
+	if (n <= 0)
+		return 0;
+	sim_pkt *p = sim_pkt_new(m->s, (size_t)n);
+	if (!p) {
+		sim_violation(m->s, "host %u: out of packet memory", m->h->id);
+		return 0;
+	}
+	memcpy(p->data, m->pkt, (size_t)n);
+	p->datalen = (uint32_t)n;
+	p->dst_addr = sim_host_addr(m->s, sim_host_get(m->s, mc->peer), ti.plane);
+	p->src_port = ti.sport;
+	p->dst_port = MRP_DEFAULT_PORT;
+	p->ecn = ti.ect ? SIM_ECN_ECT0 : SIM_ECN_NOT_ECT;
+	if (p->datalen + SIM_WIRE_OVERHEAD > m->pkt_max)
+		sim_violation(m->s, "host %u: the engine wrote a %u-byte packet (largest %llu)",
+			      m->h->id, p->datalen, (unsigned long long)(m->pkt_max - SIM_WIRE_OVERHEAD));
+	if (sim_send(m->s, m->h, ti.plane, p) == MRP_ERR_FULL)
+		sim_violation(m->s, "host %u: its own NIC dropped a packet (plane %u)", m->h->id,
+			      ti.plane);
+	return 1;
+}
+
+/*
+ * Serve the ready connections round-robin, one packet each, while the NIC
+ * has room. A connection that has nothing to send leaves the FIFO for the
+ * timer heap under its engine deadline.
+ */
+static void serve(mh *m, uint64_t now)
+{
+	while (m->ready_head && nic_room(m)) {
+		mconn *mc = pop_ready(m);
+		int sent;
+		if (mc->retired)
+			continue;
+		if (!mc->c) {
+			int rc = engine_new(mc, now); /* first service: the connection is made */
+			if (rc < 0) {
+				sim_flow_done(m->s, mc->f, now, rc);
+				mc->retired = 1;
+				continue;
+			}
+		}
+		touched(mc);
+		if (mc->deadline <= now)
+			mrp_conn_handle_timeout(mc->c, now); /* its timers first */
+		sent = send_one(m, mc, now);
+		mc->deadline = mrp_conn_deadline(mc->c);
+		if (!sent && mc->deadline <= now) {
+			/* timers came due while it waited in the FIFO */
+			mrp_conn_handle_timeout(mc->c, now);
+			sent = send_one(m, mc, now);
+			mc->deadline = mrp_conn_deadline(mc->c);
+			if (!sent && mc->deadline <= now) {
+				sim_violation(m->s,
+					      "host %u flow %u: engine deadline %llu is not after now %llu "
+					      "with nothing to send",
+					      m->h->id, mc->f->id, (unsigned long long)mc->deadline,
+					      (unsigned long long)now);
+				mc->deadline = now + 1;
+			}
+		}
+		if (sent) {
+			make_ready(mc); /* back of the line */
+		} else {
+			reap(mc, now);
+			heap_update(m, mc);
+		}
+	}
+}
+
+/* End of every callback: serve, retire the senders whose flow completed,
+ * then the host's deadline is the heap's top. */
+static void finish(mh *m, uint64_t now)
+{
+	serve(m, now);
+	for (size_t i = 0; i < m->retiring.n; i++) {
+		m->retiring.v[i]->retiring = 0;
+		retire(m->retiring.v[i]);
+	}
+	m->retiring.n = 0;
+	sim_set_deadline(m->s, m->h, m->heap.n ? m->heap.v[0]->deadline : SIM_NEVER);
+}
+
+/* The receiver's record; its connection is made by the first packet. */
+static int mh_flow_accept(void *hs, sim_flow *f, uint64_t now)
+{
+	mh *m = hs;
+	mconn *mc = conn_new(m, f, 0);
+	(void)now;
+	if (!mc)
+		return MRP_ERR_NOMEM;
+	f->rx_ctx = mc;
+	return 0;
+}
+
+/* The sender's record joins the FIFO; its connection is made when served. */
 static int mh_flow_start(void *hs, sim_flow *f, uint64_t now)
 {
 	mh *m = hs;
-	mconn *mc = conn_new(m, f, 1, now);
+	mconn *mc = conn_new(m, f, 1);
 	if (!mc)
 		return MRP_ERR_NOMEM;
 	f->tx_ctx = mc;
-	post_more(mc, now);
-	pump(mc, now);
-	update_deadline(m);
+	make_ready(mc);
+	finish(m, now);
 	return 0;
 }
 
@@ -483,54 +806,84 @@ static void mh_on_packet(void *hs, unsigned plane, sim_pkt *p, uint64_t now)
 		sim_flow *f = id ? sim_flow_get(m->s, (id - 1) / 2) : NULL;
 		if (f)
 			mc = (id % 2) ? f->tx_ctx : f->rx_ctx;
-		if (mc && mc->host == m)
-			mrp_conn_read_pkt(mc->c, &pkt, plane, ce, now);
-		else
+		if (mc && mc->host != m)
 			mc = NULL;
 	}
-	if (!mc)
+	if (mc && mc->retired) {
+		m->late_pkts++; /* e.g. a duplicate still on the wire when the flow completed */
+		sim_pkt_free(m->s, p);
+		finish(m, now);
+		return;
+	}
+	if (mc && !mc->c && engine_new(mc, now) < 0) {
+		sim_violation(m->s, "host %u flow %u: cannot make the connection", m->h->id,
+			      mc->f->id);
+		mc = NULL;
+	}
+	if (mc)
+		mrp_conn_read_pkt(mc->c, &pkt, plane, ce, now);
+	else
 		sim_violation(m->s, "host %u: undeliverable packet (decode %zd)", m->h->id, n);
 	sim_pkt_free(m->s, p);
 	if (mc)
-		pump(mc, now);
-	update_deadline(m);
+		after_input(mc, now);
+	finish(m, now);
 }
 
+/* The heap's top came due: run the timers of every due connection and put
+ * them in the FIFO. Connections already in the FIFO run theirs when served. */
 static void mh_on_timer(void *hs, uint64_t now)
 {
 	mh *m = hs;
-	int woke = m->wake_ns <= now; /* the NIC queue drained: everyone may send */
-	if (woke)
-		m->wake_ns = SIM_NEVER;
-	for (size_t i = 0; i < m->nconns; i++) {
-		mconn *mc = m->conns[i];
-		if (mc->deadline <= now) {
-			mrp_conn_handle_timeout(mc->c, now);
-			pump(mc, now);
-		} else if (woke) {
-			pump(mc, now);
-		}
+	while (m->heap.n && m->heap.v[0]->deadline <= now) {
+		mconn *mc = m->heap.v[0];
+		heap_remove(m, mc);
+		mrp_conn_handle_timeout(mc->c, now);
+		mc->deadline = mrp_conn_deadline(mc->c);
+		after_input(mc, now);
 	}
-	update_deadline(m);
+	finish(m, now);
+}
+
+/* A port drained: serve the FIFO again. */
+static void mh_on_nic(void *hs, unsigned plane, uint64_t now)
+{
+	(void)plane;
+	finish(hs, now);
 }
 
 static void mh_on_link(void *hs, unsigned plane, int up, uint64_t now)
 {
 	mh *m = hs;
 	mrp_rh_set_capacity(&m->rh, link_capacity(m));
-	for (size_t i = 0; i < m->nconns; i++) {
-		mrp_conn_plane_event(m->conns[i]->c, plane, up ? MRP_PLANE_UP : MRP_PLANE_DOWN, now);
-		pump(m->conns[i], now);
+	for (size_t i = 0; i < m->conns.n; i++) {
+		mconn *mc = m->conns.v[i];
+		if (!mc->c)
+			continue; /* not made yet (it will see the port as it is) or retired */
+		mrp_conn_plane_event(mc->c, plane, up ? MRP_PLANE_UP : MRP_PLANE_DOWN, now);
+		mc->deadline = mrp_conn_deadline(mc->c);
+		after_input(mc, now);
 	}
-	update_deadline(m);
+	finish(m, now);
 }
 
 static void mh_on_steer(void *hs, const sim_steer *st, uint64_t now)
 {
 	mh *m = hs;
-	for (size_t i = 0; i < m->nconns; i++) {
-		mconn *mc = m->conns[i];
+	if (st->flow < 0 && st->action != SIM_STEER_REROUTE)
+		for (unsigned pl = 0; pl < sim_planes(m->s); pl++)
+			if (st->plane < 0 || (unsigned)st->plane == pl)
+				m->drained[pl] = st->action == SIM_STEER_DRAIN; /* for later connections */
+	for (size_t i = 0; i < m->conns.n; i++) {
+		mconn *mc = m->conns.v[i];
 		if (st->flow >= 0 && (int64_t)mc->f->id != st->flow)
+			continue;
+		if (mc->retired)
+			continue;
+		/* a connection not made yet: host-wide commands reach it when it is
+		 * made (drained[]; a new connection's ports are new routes anyway);
+		 * one for this flow alone makes it now */
+		if (!mc->c && (st->flow < 0 || engine_new(mc, now) < 0))
 			continue;
 		for (unsigned pl = 0; pl < sim_planes(m->s); pl++) {
 			if (st->plane >= 0 && (unsigned)st->plane != pl)
@@ -547,25 +900,49 @@ static void mh_on_steer(void *hs, const sim_steer *st, uint64_t now)
 				    (st->plane < 0 || pi.plane == (unsigned)st->plane))
 					mrp_conn_path_steer(mc->c, (uint16_t)id, 0, -1, now);
 			}
-		pump(mc, now);
+		mc->deadline = mrp_conn_deadline(mc->c);
+		after_input(mc, now);
 	}
-	update_deadline(m);
+	finish(m, now);
 }
 
-/* Every connection an event touched (they all pass through pump()) has its
- * invariants checked after that event; the others have not changed. */
+/*
+ * The connections this event touched (the dirty list) have their engine
+ * invariants checked; the others have not changed. The host's own
+ * structures are checked too: a ready connection is never in the heap, the
+ * heap is ordered, and nothing ready waits while the NIC has room.
+ */
 static int mh_check(void *hs, char *err, size_t errlen)
 {
 	mh *m = hs;
-	for (size_t i = 0; i < m->nconns; i++) {
-		mconn *mc = m->conns[i];
-		if (!mc->dirty)
-			continue;
-		mc->dirty = 0;
-		if (mrp_conn_check(mc->c, err, errlen) != 0)
-			return -1;
+	int rc = 0;
+	if (m->ready_head && nic_full_port(m) < 0) {
+		snprintf(err, errlen, "flow %u waits to send while the NIC has room",
+			 m->ready_head->f->id);
+		rc = -1;
 	}
-	return 0;
+	for (size_t i = 0; i < m->dirty.n; i++) {
+		mconn *mc = m->dirty.v[i];
+		mc->dirty = 0;
+		if (!mc->c)
+			continue; /* retired since */
+		if (rc == 0 && mrp_conn_check(mc->c, err, errlen) != 0)
+			rc = -1;
+		if (rc == 0 && mc->ready && mc->heap_pos) {
+			snprintf(err, errlen, "flow %u: ready and in the timer heap", mc->f->id);
+			rc = -1;
+		}
+		if (rc == 0 && mc->heap_pos) {
+			size_t k = mc->heap_pos - 1;
+			if (k >= m->heap.n || m->heap.v[k] != mc ||
+			    (k > 0 && m->heap.v[(k - 1) / 2]->deadline > mc->deadline)) {
+				snprintf(err, errlen, "flow %u: timer heap out of order", mc->f->id);
+				rc = -1;
+			}
+		}
+	}
+	m->dirty.n = 0;
+	return rc;
 }
 
 const sim_transport_ops sim_mrp_ops = {
@@ -580,4 +957,5 @@ const sim_transport_ops sim_mrp_ops = {
 	.on_link = mh_on_link,
 	.on_steer = mh_on_steer,
 	.check = mh_check,
+	.on_nic = mh_on_nic,
 };

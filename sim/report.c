@@ -70,6 +70,110 @@ static const char *flow_status(const sim_flow_result *f)
 	return f->verified ? "ok" : "corrupt";
 }
 
+/* ------------------------------------------------------------ time series */
+
+static json_t *u64_array(const uint64_t *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_integer((json_int_t)v[i]));
+	return a;
+}
+
+/* Rates in bit/s of n byte counts over interval_ns each. */
+static json_t *rate_array(const uint64_t *v, size_t n, uint64_t interval_ns)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_real((double)v[i] * 8e9 / (double)interval_ns));
+	return a;
+}
+
+static int cmp_link_maxq(const void *a, const void *b)
+{
+	const sim_link *x = *(const sim_link *const *)a, *y = *(const sim_link *const *)b;
+
+	if (x->max_qbytes != y->max_qbytes)
+		return x->max_qbytes < y->max_qbytes ? 1 : -1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The links kept: those named in the scenario, then the top_links with the
+ * largest queue over the run (ties: lower link id first) that sent
+ * anything. */
+static json_t *timeseries_json(sim *s)
+{
+	const sim_ts *ts = sim_get_ts(s);
+
+	if (!ts)
+		return NULL;
+
+	const sim_ts_config *tc = &sim_get_config(s)->ts;
+	size_t n = sim_link_count(s), keep = 0;
+	sim_link **order = calloc(n ? n : 1, sizeof(*order));
+	unsigned char *taken = calloc(n ? n : 1, 1);
+	json_t *doc = json_object(), *links = json_array(), *flows = json_array();
+	char name[64];
+
+	if (!order || !taken) {
+		free(order);
+		free(taken);
+		json_decref(doc);
+		json_decref(links);
+		json_decref(flows);
+		return NULL;
+	}
+	for (size_t i = 0; i < tc->nlinks; i++) {
+		sim_link *l = sim_link_find(s, tc->links[i]);
+
+		if (l && !taken[l->id]) {
+			taken[l->id] = 1;
+			order[keep++] = l;
+		}
+	}
+	size_t named = keep, m = 0;
+	sim_link **rest = order + keep;
+
+	for (size_t i = 0; i < n; i++) {
+		sim_link *l = sim_link_get(s, i);
+
+		if (!taken[i] && l->tx_pkts + l->drops[SIM_DROP_OVERFLOW] > 0)
+			rest[m++] = l;
+	}
+	qsort(rest, m, sizeof(*rest), cmp_link_maxq);
+	keep = named + (m < tc->top_links ? m : tc->top_links);
+	for (size_t i = 0; i < keep; i++) {
+		sim_link *l = order[i];
+		json_t *o = json_object();
+
+		json_object_set_new(o, "name", json_string(sim_link_name(l, name, sizeof(name))));
+		json_object_set_new(o, "named", json_boolean(i < named));
+		json_object_set_new(o, "max_queue_bytes",
+				    u64_array(&ts->link_maxq[l->id * ts->cap], ts->nsamples));
+		json_object_set_new(o, "rate_bps",
+				    rate_array(&ts->link_tx[l->id * ts->cap], ts->nsamples,
+					       ts->interval_ns));
+		json_array_append_new(links, o);
+	}
+	for (size_t f = 0; f < ts->nflows; f++) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, "id", json_integer((json_int_t)f));
+		json_object_set_new(o, "rate_bps", rate_array(&ts->flow_bytes[f * ts->cap],
+							      ts->nsamples, ts->interval_ns));
+		json_array_append_new(flows, o);
+	}
+	json_object_set_new(doc, "interval_ns", json_integer((json_int_t)ts->interval_ns));
+	json_object_set_new(doc, "samples", json_integer((json_int_t)ts->nsamples));
+	json_object_set_new(doc, "links", links);
+	json_object_set_new(doc, "flows", flows);
+	free(order);
+	free(taken);
+	return doc;
+}
+
 int sim_result_collect(sim *s, int run_status, sim_result *r)
 {
 	const sim_stats *st;
@@ -189,6 +293,8 @@ int sim_result_collect(sim *s, int run_status, sim_result *r)
 	r->sim_time_ns = sim_now(s);
 	r->violations = st->violations;
 	r->verify_failures = st->verify_failures;
+	r->nic_drops = st->nic_drops;
+	r->timeseries = timeseries_json(s);
 	r->nmsgs = st->nmsgs;
 	memcpy(r->msgs, st->msgs, sizeof(r->msgs));
 	return 0;
@@ -196,6 +302,7 @@ int sim_result_collect(sim *s, int run_status, sim_result *r)
 
 void sim_result_free(sim_result *r)
 {
+	json_decref(r->timeseries);
 	free(r->flows);
 	free(r->links);
 	r->flows = NULL;
@@ -528,6 +635,7 @@ static json_t *run_json(const sim_result *R)
 	json_object_set_new(sum, "max_queue_link",
 			    R->max_queue_link[0] ? json_string(R->max_queue_link) : json_null());
 	json_object_set_new(sum, "drops", drops_json(R->drops));
+	json_object_set_new(sum, "nic_drops", json_integer((json_int_t)R->nic_drops));
 	json_object_set_new(sum, "ce_marks", json_integer((json_int_t)R->ce_marks));
 	json_object_set_new(sum, "retransmissions", json_integer((json_int_t)R->retx));
 	json_object_set_new(sum, "spurious_retransmissions", json_integer((json_int_t)R->spurious));
@@ -544,6 +652,8 @@ static json_t *run_json(const sim_result *R)
 		json_array_append_new(msgs, json_string(R->msgs[m]));
 
 	json_object_set_new(run, "summary", sum);
+	if (R->timeseries)
+		json_object_set(run, "timeseries", R->timeseries);
 	json_object_set_new(run, "flows", flows);
 	json_object_set_new(run, "links", links);
 	json_object_set_new(run, "violations", msgs);

@@ -52,6 +52,8 @@ typedef struct sim_result {
 	uint64_t finished, unfinished, failed;
 	uint64_t events, sim_time_ns;
 	uint64_t violations, verify_failures;
+	uint64_t nic_drops; /* packets a host's own NIC dropped (sim_stats.nic_drops) */
+	json_t *timeseries; /* the run's time series (README "Time series"), or NULL */
 	unsigned nmsgs;
 	char msgs[8][160];
 

@@ -422,6 +422,7 @@ static void on_data(roce_host *rh, roce_rq *rq, const rhdr *hd, const sim_pkt *p
 {
 	sim_flow *f = rq->f;
 
+	f->rx_bytes += hd->paylen; /* arrivals, for the time series */
 	if (p->ecn == SIM_ECN_CE && (!rq->cnp_sent || now >= rq->last_cnp_ns + rh->o.cnp_interval_ns)) {
 		send_ctrl(rh, rq, R_CNP, 0);
 		rq->cnp_sent = 1;

@@ -291,9 +291,38 @@ static int lk_loss(pctx *c, yaml_node_t *v, const char *path, void *obj)
 	return 0;
 }
 
+/* Mean length of a loss burst, in packets (Gilbert-Elliott when > 1). */
+static int lk_burst(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	lpart *lp = obj;
+	const char *s = scalar(c, v, path);
+
+	if (!s)
+		return MRP_ERR_INVAL;
+	if (sim_parse_double(s, &lp->v.loss_burst) != 0 || !(lp->v.loss_burst >= 1) ||
+	    lp->v.loss_burst > 1e9)
+		return perr(c, v, "%s: '%s' is not a mean burst length in packets (1 or more)", path,
+			    s);
+	lp->mask |= SIM_LP_BURST;
+	return 0;
+}
+
+static int lk_jitter(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	lpart *lp = obj;
+
+	lp->mask |= SIM_LP_JITTER;
+	if (get_time(c, v, path, &lp->v.jitter_ns) != 0)
+		return MRP_ERR_INVAL;
+	if (lp->v.jitter_ns > 1000000000000ull)
+		return perr(c, v, "%s: more than 1000s", path);
+	return 0;
+}
+
 static const keydef link_keys[] = {
 	{"rate", lk_rate}, {"delay", lk_delay}, {"queue", lk_queue},
-	{"ecn_threshold", lk_ecn}, {"loss", lk_loss},
+	{"ecn_threshold", lk_ecn}, {"loss", lk_loss}, {"loss_burst", lk_burst},
+	{"jitter", lk_jitter},
 };
 
 static int h_lpart(pctx *c, yaml_node_t *v, const char *path, void *obj)
@@ -517,11 +546,13 @@ CB_LINK(cb_delay, lk_delay)
 CB_LINK(cb_queue, lk_queue)
 CB_LINK(cb_ecn, lk_ecn)
 CB_LINK(cb_loss, lk_loss)
+CB_LINK(cb_burst, lk_burst)
+CB_LINK(cb_jitter, lk_jitter)
 
 static const keydef cable_keys[] = {
 	{"plane", cb_plane}, {"host", cb_host}, {"switch", cb_switch}, {"port", cb_port},
 	{"rate", cb_rate},   {"delay", cb_delay}, {"queue", cb_queue}, {"ecn_threshold", cb_ecn},
-	{"loss", cb_loss},
+	{"loss", cb_loss},   {"loss_burst", cb_burst}, {"jitter", cb_jitter},
 };
 
 static int h_links(pctx *c, yaml_node_t *v, const char *path, void *obj)
@@ -542,7 +573,9 @@ static int h_links(pctx *c, yaml_node_t *v, const char *path, void *obj)
 		if (WALK(c, item, sub, cable_keys, &t) != 0 || wh_done(c, item, sub, &t.w, 1) != 0)
 			return MRP_ERR_INVAL;
 		if (t.lp.mask == 0)
-			return perr(c, item, "%s: sets nothing (rate, delay, queue, ecn_threshold, loss)",
+			return perr(c, item,
+				    "%s: sets nothing (rate, delay, queue, ecn_threshold, loss, "
+				    "loss_burst, jitter)",
 				    sub);
 		t.c.at = t.w.ref;
 		t.c.mask = t.lp.mask;
@@ -694,7 +727,8 @@ static int h_flows(pctx *c, yaml_node_t *v, const char *path, void *obj)
 typedef struct event_tmp {
 	sim_event_config e;
 	where w;
-	int has_type, has_flow, has_action;
+	lpart lp; /* set_link */
+	int has_type, has_flow, has_action, has_dir;
 } event_tmp;
 
 static int ev_at(pctx *c, yaml_node_t *v, const char *path, void *obj)
@@ -705,7 +739,8 @@ static int ev_at(pctx *c, yaml_node_t *v, const char *path, void *obj)
 static int ev_type(pctx *c, yaml_node_t *v, const char *path, void *obj)
 {
 	static const char *const names[SIM_EVT_N] = {"link_down", "link_up",   "plane_down",
-						     "plane_up",  "blackhole", "steer"};
+						     "plane_up",  "blackhole", "steer",
+						     "set_link"};
 	event_tmp *t = obj;
 
 	t->has_type = 1;
@@ -759,9 +794,34 @@ static int ev_action(pctx *c, yaml_node_t *v, const char *path, void *obj)
 	return get_enum(c, v, path, names, SIM_STEER_N, &t->e.action);
 }
 
+static int ev_dir(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	static const char *const names[SIM_DIR_N] = {"both", "out", "in"};
+	event_tmp *t = obj;
+
+	t->has_dir = 1;
+	return get_enum(c, v, path, names, SIM_DIR_N, &t->e.dir);
+}
+
+#define EV_LINK(name, fn)                                                           \
+	static int name(pctx *c, yaml_node_t *v, const char *path, void *obj)      \
+	{                                                                           \
+		return fn(c, v, path, &((event_tmp *)obj)->lp);                     \
+	}
+EV_LINK(ev_rate, lk_rate)
+EV_LINK(ev_delay, lk_delay)
+EV_LINK(ev_queue, lk_queue)
+EV_LINK(ev_ecn, lk_ecn)
+EV_LINK(ev_loss, lk_loss)
+EV_LINK(ev_burst, lk_burst)
+EV_LINK(ev_jitter, lk_jitter)
+
 static const keydef event_keys[] = {
 	{"at", ev_at},     {"type", ev_type}, {"plane", ev_plane}, {"host", ev_host},
 	{"switch", ev_switch}, {"port", ev_port}, {"flow", ev_flow}, {"action", ev_action},
+	{"direction", ev_dir}, {"rate", ev_rate}, {"delay", ev_delay}, {"queue", ev_queue},
+	{"ecn_threshold", ev_ecn}, {"loss", ev_loss}, {"loss_burst", ev_burst},
+	{"jitter", ev_jitter},
 };
 
 static int h_events(pctx *c, yaml_node_t *v, const char *path, void *obj)
@@ -786,7 +846,18 @@ static int h_events(pctx *c, yaml_node_t *v, const char *path, void *obj)
 			return MRP_ERR_INVAL;
 		if (!t.has_type)
 			return perr(c, item, "%s: needs a type (link_down, link_up, plane_down, "
-					     "plane_up, blackhole, steer)", sub);
+					     "plane_up, blackhole, steer, set_link)", sub);
+		if (t.lp.mask && t.e.type != SIM_EVT_SET_LINK)
+			return perr(c, item, "%s: link parameters belong to set_link", sub);
+		if (t.has_dir && (t.e.type == SIM_EVT_STEER || t.e.type == SIM_EVT_PLANE_DOWN ||
+				  t.e.type == SIM_EVT_PLANE_UP))
+			return perr(c, item, "%s: direction belongs to link_down, link_up, blackhole "
+					     "and set_link", sub);
+		if (t.e.type == SIM_EVT_SET_LINK && !t.lp.mask)
+			return perr(c, item, "%s: set_link sets nothing (rate, delay, queue, "
+					     "ecn_threshold, loss, loss_burst, jitter)", sub);
+		t.e.mask = t.lp.mask;
+		t.e.v = t.lp.v;
 		switch (t.e.type) {
 		case SIM_EVT_STEER:
 			if (t.w.has_switch || t.w.has_port)
@@ -814,6 +885,71 @@ static int h_events(pctx *c, yaml_node_t *v, const char *path, void *obj)
 		if (sim_config_add_event(c->cfg, &t.e) != 0)
 			return perr(c, item, "out of memory");
 	}
+	return 0;
+}
+
+/* --------------------------------------------------------- timeseries */
+
+static int ts_interval(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	sim_ts_config *ts = obj;
+
+	if (get_time(c, v, path, &ts->interval_ns) != 0)
+		return MRP_ERR_INVAL;
+	if (ts->interval_ns == 0)
+		return perr(c, v, "%s: must be greater than 0", path);
+	return 0;
+}
+
+static int ts_max_samples(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_u32(c, v, path, 2, 1000000, &((sim_ts_config *)obj)->max_samples);
+}
+
+static int ts_flows(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_u32(c, v, path, 0, 100000, &((sim_ts_config *)obj)->max_flows);
+}
+
+/* links: a number (the N links with the largest queue) or a list of names. */
+static int ts_links(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	sim_ts_config *ts = obj;
+	char sub[96];
+
+	if (v->type != YAML_SEQUENCE_NODE)
+		return get_u32(c, v, path, 0, 100000, &ts->top_links);
+	ts->top_links = 0;
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+		snprintf(sub, sizeof(sub), "%s[%td]", path, it - v->data.sequence.items.start);
+
+		const char *name = scalar(c, node(c, *it), sub);
+
+		if (!name)
+			return MRP_ERR_INVAL;
+		if (sim_config_add_ts_link(c->cfg, name) != 0)
+			return perr(c, v, "out of memory");
+	}
+	return 0;
+}
+
+static const keydef ts_keys[] = {
+	{"interval", ts_interval}, {"max_samples", ts_max_samples},
+	{"flows", ts_flows},       {"links", ts_links},
+};
+
+static int h_timeseries(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	sim_ts_config *ts = &c->cfg->ts;
+
+	(void)obj;
+	ts->line = line_of(v);
+	if (WALK(c, v, path, ts_keys, ts) != 0)
+		return MRP_ERR_INVAL;
+	if (ts->interval_ns == 0)
+		return perr(c, v, "%s: needs an interval (e.g. 10us)", path);
+	if (ts->max_samples % 2)
+		return perr(c, v, "%s.max_samples: %u is not even", path, ts->max_samples);
 	return 0;
 }
 
@@ -945,6 +1081,7 @@ static const keydef top_keys[] = {
 	{"fabric", h_top_fabric},       {"link", h_link},   {"host_link", h_host_link},
 	{"fabric_link", h_fabric_link}, {"links", h_links}, {"flows", h_flows},
 	{"events", h_events},           {"transport", h_transport},
+	{"timeseries", h_timeseries},
 };
 
 static void apply_lpart(sim_link_params *lp, const lpart *p)
@@ -959,6 +1096,10 @@ static void apply_lpart(sim_link_params *lp, const lpart *p)
 		lp->ecn_bytes = p->v.ecn_bytes;
 	if (p->mask & SIM_LP_LOSS)
 		lp->loss = p->v.loss;
+	if (p->mask & SIM_LP_BURST)
+		lp->loss_burst = p->v.loss_burst;
+	if (p->mask & SIM_LP_JITTER)
+		lp->jitter_ns = p->v.jitter_ns;
 }
 
 /* A queue must hold one packet of the largest kind (mtu + headers). */

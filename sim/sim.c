@@ -35,6 +35,7 @@ enum {
 	EV_TIMER,      /* obj host: a deadline may have passed */
 	EV_FLOW_START, /* obj flow */
 	EV_SCENARIO,   /* arg index into cfg->events */
+	EV_SAMPLE,     /* a time-series sample is due */
 };
 
 #define POOL_SLAB 64
@@ -63,7 +64,8 @@ typedef struct cable_ref {
 } cable_ref;
 
 struct sim {
-	const sim_config *cfg;
+	const sim_config *cfg; /* &own: the simulator's copy of the caller's */
+	sim_config own;
 	const sim_transport_ops *ops;
 	uint64_t now;
 	uint64_t seed;
@@ -79,9 +81,12 @@ struct sim {
 	size_t nflows, flows_left;
 	sim_link **evlink; /* per scenario event: the cable it names, or NULL */
 
-	sim_pkt *free_pkts[2];
+	sim_pkt *free_pkts[SIM_PKT_POOLS];
 	void **slabs;
 	size_t nslabs, slabcap;
+
+	sim_ts ts;                /* time series; ts.cap == 0 when off */
+	uint64_t *ts_flow_last;   /* rx_bytes of each recorded flow at the last sample */
 
 	sim_stats st;
 	int fatal;
@@ -115,7 +120,8 @@ const char *sim_steer_name(unsigned action)
 const char *sim_event_name(unsigned type)
 {
 	static const char *const names[SIM_EVT_N] = {"link_down", "link_up",   "plane_down",
-						     "plane_up",  "blackhole", "steer"};
+						     "plane_up",  "blackhole", "steer",
+						     "set_link"};
 
 	return type < SIM_EVT_N ? names[type] : "unknown";
 }
@@ -219,9 +225,18 @@ static void schedule(sim *s, uint64_t t, uint32_t kind, uint32_t arg, void *obj)
 
 /* ------------------------------------------------------------- packets */
 
+/* Data bytes of the packets of each pool: small (control packets), one
+ * 4 KB-MTU data packet with its header, the largest. */
+static const uint32_t pool_cap[SIM_PKT_POOLS] = {SIM_PKT_SMALL, SIM_PKT_MID, SIM_PKT_MAX};
+
+static unsigned pool_of(size_t cap)
+{
+	return cap <= SIM_PKT_SMALL ? 0 : cap <= SIM_PKT_MID ? 1 : 2;
+}
+
 static int pool_grow(sim *s, unsigned which)
 {
-	size_t cap = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+	size_t cap = pool_cap[which];
 	size_t elt = (sizeof(sim_pkt) + cap + 15) & ~(size_t)15;
 
 	if (s->nslabs == s->slabcap) {
@@ -258,13 +273,13 @@ sim_pkt *sim_pkt_new(sim *s, size_t cap)
 	if (cap > SIM_PKT_MAX)
 		return NULL;
 
-	unsigned which = cap > SIM_PKT_SMALL;
+	unsigned which = pool_of(cap);
 
 	if (!s->free_pkts[which] && pool_grow(s, which) != 0)
 		return NULL;
 
 	sim_pkt *p = s->free_pkts[which];
-	size_t size = which ? SIM_PKT_MAX : SIM_PKT_SMALL;
+	size_t size = pool_cap[which];
 
 	UNPOISON((char *)p + sizeof(p->next), sizeof(*p) - sizeof(p->next) + size);
 	s->free_pkts[which] = p->next;
@@ -284,12 +299,12 @@ void sim_pkt_free(sim *s, sim_pkt *p)
 {
 	if (!p)
 		return;
-	assert(p->pool < 2 && p->data == (uint8_t *)(p + 1));
+	assert(p->pool < SIM_PKT_POOLS && p->data == (uint8_t *)(p + 1));
 	p->next = s->free_pkts[p->pool];
 	s->free_pkts[p->pool] = p;
 	s->st.pkts_live--;
 	POISON((char *)p + sizeof(p->next),
-	       sizeof(*p) - sizeof(p->next) + (p->pool ? SIM_PKT_MAX : SIM_PKT_SMALL));
+	       sizeof(*p) - sizeof(p->next) + pool_cap[p->pool]);
 }
 
 /* --------------------------------------------------------------- links */
@@ -341,9 +356,70 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 	l->qbytes += p->len;
 	if (l->qbytes > l->max_qbytes)
 		l->max_qbytes = l->qbytes;
+	if (l->qbytes > l->win_max_qbytes)
+		l->win_max_qbytes = l->qbytes;
 	if (!l->busy)
 		link_start_tx(s, l);
 	return 0;
+}
+
+static void host_after(sim *s, sim_host *h);
+
+/*
+ * Whether the packet now leaving l is lost on the wire. loss_burst <= 1:
+ * independently with probability loss. loss_burst > 1: a Gilbert-Elliott
+ * chain that takes one step per packet, from good to bad with probability
+ * p = loss * r / (1 - loss) and from bad to good with r = 1 / loss_burst,
+ * losing every packet sent in the bad state: on average a fraction
+ * p / (p + r) = loss of the packets, in bursts of geometric length with
+ * mean loss_burst. No draw at all when loss is 0 (runs without loss keep
+ * their random streams).
+ */
+static int wire_lost(sim_link *l)
+{
+	if (l->loss <= 0)
+		return 0;
+	if (l->loss_burst <= 1)
+		return sim_rng_double(&l->rng) < l->loss;
+	if (l->loss >= 1)
+		return 1;
+
+	double r = 1 / l->loss_burst, p = l->loss * r / (1 - l->loss);
+	double u = sim_rng_double(&l->rng);
+
+	if (l->ge_bad)
+		l->ge_bad = !(u < r);
+	else
+		l->ge_bad = u < p;
+	return l->ge_bad;
+}
+
+/* When the packet now leaving l reaches the far end: delay, plus a uniform
+ * draw in [0, jitter] when there is jitter, never before the previous
+ * packet of l (a link is FIFO: jitter, or a delay lowered by set_link,
+ * never reorders its packets). */
+static uint64_t wire_arrival(sim *s, sim_link *l)
+{
+	uint64_t t = s->now + l->delay_ns;
+
+	if (l->jitter_ns)
+		t += l->jitter_ns == SIM_NEVER ? 0 : sim_rng_below(&l->rng, l->jitter_ns + 1);
+	if (t < l->last_arrive_ns)
+		t = l->last_arrive_ns;
+	l->last_arrive_ns = t;
+	return t;
+}
+
+/* A host's NIC queue drained to the level its transport asked for. */
+static void nic_drained(sim *s, sim_link *l)
+{
+	sim_host *h = l->from.kind == SIM_NODE_HOST ? &s->hosts[l->from.index] : NULL;
+
+	l->notify_bytes = SIM_NEVER;
+	if (h && s->ops->on_nic) {
+		s->ops->on_nic(h->ts, l->plane, s->now);
+		host_after(s, h);
+	}
 }
 
 static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
@@ -366,10 +442,10 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 	l->qbytes -= p->len;
 	l->tx_bytes += p->len;
 	l->tx_pkts++;
-	if (l->loss > 0 && sim_rng_double(&l->rng) < l->loss)
+	if (wire_lost(l))
 		link_drop(s, l, p, SIM_DROP_LOSS);
 	else
-		schedule(s, s->now + l->delay_ns, EV_ARRIVE, l->epoch, p);
+		schedule(s, wire_arrival(s, l), EV_ARRIVE, l->epoch, p);
 
 	if (l->head) {
 		link_start_tx(s, l);
@@ -377,6 +453,8 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 		l->busy = 0;
 		l->ser_rem = 0;
 	}
+	if (l->notify_bytes != SIM_NEVER && l->qbytes <= l->notify_bytes)
+		nic_drained(s, l);
 }
 
 /* Sets the state of one direction; taking it down loses everything queued
@@ -397,6 +475,7 @@ static void link_set_state(sim *s, sim_link *l, unsigned state)
 		l->busy = 0;
 		l->ser_rem = 0;
 		l->epoch++;
+		l->notify_bytes = SIM_NEVER; /* on_link() tells the host instead */
 	}
 	l->state = (uint8_t)state;
 }
@@ -563,7 +642,11 @@ int sim_send(sim *s, sim_host *h, unsigned plane, sim_pkt *p)
 		sim_pkt_free(s, p);
 		return MRP_ERR_INVAL;
 	}
-	return link_offer(s, h->nic[plane], p);
+	int rc = link_offer(s, h->nic[plane], p);
+
+	if (rc == MRP_ERR_FULL)
+		s->st.nic_drops++;
+	return rc;
 }
 
 uint64_t sim_rand(sim *s, sim_host *h)
@@ -603,6 +686,28 @@ uint64_t sim_port_rate_bps(const sim *s, const sim_host *h, unsigned plane)
 uint64_t sim_port_queue_bytes(const sim *s, const sim_host *h, unsigned plane)
 {
 	return plane < s->nplanes ? h->nic[plane]->qbytes : 0;
+}
+
+uint64_t sim_port_room(const sim *s, const sim_host *h, unsigned plane)
+{
+	const sim_link *l = plane < s->nplanes ? h->nic[plane] : NULL;
+
+	return l && l->queue_bytes > l->qbytes ? l->queue_bytes - l->qbytes : 0;
+}
+
+int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes)
+{
+	if (plane >= s->nplanes)
+		return MRP_ERR_INVAL;
+
+	sim_link *l = h->nic[plane];
+
+	if (l->qbytes <= bytes || bytes == SIM_NEVER) {
+		l->notify_bytes = SIM_NEVER;
+		return 1;
+	}
+	l->notify_bytes = bytes;
+	return 0;
 }
 
 /* --------------------------------------------------------------- flows */
@@ -664,45 +769,77 @@ static sim_host *cable_host(sim_link *l)
 	return NULL;
 }
 
-/* Sets both directions of the cable of l. A host sees its port go down or
- * up at once (on_link); a black hole is silent; a leaf-spine cable going
- * down is withdrawn from ECMP. */
-static void cable_set(sim *s, sim_link *l, unsigned state)
+/* Sets one direction. A leaf-spine link going down is withdrawn from ECMP
+ * (fabric_down counts the plane's leaf-spine links that are down). */
+static void link_dir_set(sim *s, sim_link *l, unsigned state)
 {
 	int was_down = l->state == SIM_LINK_DOWN, down = state == SIM_LINK_DOWN;
 
 	link_set_state(s, l, state);
-	link_set_state(s, l->peer, state);
-	if (was_down == down)
-		return;
+	if (was_down != down && !cable_host(l))
+		s->planes[l->plane].fabric_down += down ? 1u : (unsigned)-1;
+}
 
+/* Sets l, or l and its peer (both), and tells a host on the cable at once
+ * (on_link) when its port went down or came up: the port is its NIC's
+ * output (sim_port_up()), so a fault of the host's receive direction alone
+ * is silent, and so is a black hole. */
+static void link_change(sim *s, sim_link *l, int both, unsigned state)
+{
 	sim_host *h = cable_host(l);
+	sim_link *port = h ? h->nic[l->plane] : NULL;
+	int was_down = port && port->state == SIM_LINK_DOWN;
 
-	if (h) {
-		if (s->ops->on_link) {
-			s->ops->on_link(h->ts, l->plane, !down, s->now);
-			host_after(s, h);
-		}
-	} else if (down) {
-		s->planes[l->plane].fabric_down++;
-	} else {
-		s->planes[l->plane].fabric_down--;
+	link_dir_set(s, l, state);
+	if (both)
+		link_dir_set(s, l->peer, state);
+	if (!port || was_down == (port->state == SIM_LINK_DOWN))
+		return;
+	if (s->ops->on_link) {
+		s->ops->on_link(h->ts, l->plane, was_down /* so now up */, s->now);
+		host_after(s, h);
 	}
+}
+
+/* Sets both directions of the cable of l. */
+static void cable_set(sim *s, sim_link *l, unsigned state)
+{
+	link_change(s, l, 1, state);
+}
+
+static void link_params(sim_link *l, const sim_link_params *lp, unsigned mask);
+
+/* The link(s) a cable event acts on: the named direction, or l and its
+ * peer. */
+static void event_links(sim_link *l, unsigned dir, sim_link **a, sim_link **b)
+{
+	*a = dir == SIM_DIR_IN ? l->peer : l;
+	*b = dir == SIM_DIR_BOTH ? l->peer : NULL;
 }
 
 static void scenario_event(sim *s, uint32_t idx)
 {
 	const sim_event_config *e = &s->cfg->events[idx];
 
+	sim_link *la, *lb;
+
 	switch (e->type) {
 	case SIM_EVT_LINK_DOWN:
-		cable_set(s, s->evlink[idx], SIM_LINK_DOWN);
-		break;
 	case SIM_EVT_LINK_UP:
-		cable_set(s, s->evlink[idx], SIM_LINK_UP);
+	case SIM_EVT_BLACKHOLE: {
+		unsigned st = e->type == SIM_EVT_LINK_DOWN	 ? SIM_LINK_DOWN
+			      : e->type == SIM_EVT_LINK_UP ? SIM_LINK_UP
+							   : SIM_LINK_BLACKHOLE;
+
+		event_links(s->evlink[idx], e->dir, &la, &lb);
+		link_change(s, la, lb != NULL, st);
 		break;
-	case SIM_EVT_BLACKHOLE:
-		cable_set(s, s->evlink[idx], SIM_LINK_BLACKHOLE);
+	}
+	case SIM_EVT_SET_LINK:
+		event_links(s->evlink[idx], e->dir, &la, &lb);
+		link_params(la, &e->v, e->mask);
+		if (lb)
+			link_params(lb, &e->v, e->mask);
 		break;
 	case SIM_EVT_PLANE_DOWN:
 	case SIM_EVT_PLANE_UP: {
@@ -732,6 +869,95 @@ static void scenario_event(sim *s, uint32_t idx)
 	}
 }
 
+/* ---------------------------------------------------------- time series */
+
+/* Room for max_samples samples of every link and of the recorded flows. */
+static int ts_init(sim *s)
+{
+	const sim_ts_config *tc = &s->cfg->ts;
+	size_t cap = tc->max_samples;
+
+	if (tc->interval_ns == 0)
+		return 0;
+	s->ts.interval_ns = tc->interval_ns;
+	s->ts.nflows = s->nflows < tc->max_flows ? s->nflows : tc->max_flows;
+	s->ts.nlinks = s->nlinks;
+	s->ts.link_maxq = calloc(s->nlinks * cap, sizeof(uint64_t));
+	s->ts.link_tx = calloc(s->nlinks * cap, sizeof(uint64_t));
+	s->ts.flow_bytes = calloc(s->ts.nflows * cap + 1, sizeof(uint64_t));
+	s->ts_flow_last = calloc(s->ts.nflows + 1, sizeof(uint64_t));
+	if (!s->ts.link_maxq || !s->ts.link_tx || !s->ts.flow_bytes || !s->ts_flow_last)
+		return MRP_ERR_NOMEM;
+	s->ts.cap = cap;
+	schedule(s, s->ts.interval_ns, EV_SAMPLE, 0, NULL);
+	return 0;
+}
+
+static void ts_free(sim *s)
+{
+	free(s->ts.link_maxq);
+	free(s->ts.link_tx);
+	free(s->ts.flow_bytes);
+	free(s->ts_flow_last);
+}
+
+/* Full: every two neighbouring samples become one of twice the interval
+ * (largest queue: the larger; bytes: the sum). */
+static void ts_halve(sim *s)
+{
+	sim_ts *ts = &s->ts;
+	size_t half = ts->nsamples / 2;
+
+	for (size_t l = 0; l < ts->nlinks; l++) {
+		uint64_t *q = &ts->link_maxq[l * ts->cap], *x = &ts->link_tx[l * ts->cap];
+
+		for (size_t i = 0; i < half; i++) {
+			q[i] = q[2 * i] > q[2 * i + 1] ? q[2 * i] : q[2 * i + 1];
+			x[i] = x[2 * i] + x[2 * i + 1];
+		}
+	}
+	for (size_t f = 0; f < ts->nflows; f++) {
+		uint64_t *b = &ts->flow_bytes[f * ts->cap];
+
+		for (size_t i = 0; i < half; i++)
+			b[i] = b[2 * i] + b[2 * i + 1];
+	}
+	ts->nsamples = half;
+	ts->interval_ns *= 2;
+}
+
+static void ts_sample(sim *s)
+{
+	sim_ts *ts = &s->ts;
+	size_t i = ts->nsamples;
+
+	for (size_t k = 0; k < ts->nlinks; k++) {
+		sim_link *l = &s->links[k];
+
+		ts->link_maxq[k * ts->cap + i] = l->win_max_qbytes;
+		ts->link_tx[k * ts->cap + i] = l->tx_bytes - l->ts_tx_bytes;
+		l->win_max_qbytes = l->qbytes;
+		l->ts_tx_bytes = l->tx_bytes;
+	}
+	for (size_t f = 0; f < ts->nflows; f++) {
+		uint64_t b = s->flows[f].rx_bytes;
+
+		ts->flow_bytes[f * ts->cap + i] = b - s->ts_flow_last[f];
+		s->ts_flow_last[f] = b;
+	}
+	ts->nsamples++;
+	if (ts->nsamples == ts->cap)
+		ts_halve(s);
+	/* the series follows the run: no sample keeps an idle world going */
+	if (sim_evq_peek_time(&s->q) != SIM_NEVER)
+		schedule(s, (ts->nsamples + 1) * ts->interval_ns, EV_SAMPLE, 0, NULL);
+}
+
+const sim_ts *sim_get_ts(const sim *s)
+{
+	return s->ts.cap ? &s->ts : NULL;
+}
+
 /* ------------------------------------------------------------ the loop */
 
 static void dispatch(sim *s, const sim_ev *ev)
@@ -751,6 +977,9 @@ static void dispatch(sim *s, const sim_ev *ev)
 		break;
 	case EV_SCENARIO:
 		scenario_event(s, ev->arg);
+		break;
+	case EV_SAMPLE:
+		ts_sample(s);
 		break;
 	default:
 		assert(0 && "unknown event kind");
@@ -844,6 +1073,16 @@ size_t sim_link_count(const sim *s)
 sim_link *sim_link_get(const sim *s, size_t i)
 {
 	return i < s->nlinks ? &s->links[i] : NULL;
+}
+
+sim_link *sim_link_find(const sim *s, const char *name)
+{
+	char buf[64];
+
+	for (size_t i = 0; i < s->nlinks; i++)
+		if (strcmp(sim_link_name(&s->links[i], buf, sizeof(buf)), name) == 0)
+			return &s->links[i];
+	return NULL;
 }
 
 const sim_transport_ops *sim_transport(const sim *s)
@@ -987,6 +1226,9 @@ void sim_config_init(sim_config *cfg)
 	cfg->hosts = 2;
 	cfg->planes = 1;
 	cfg->max_buffer_bytes = 8ull << 30;
+	cfg->ts.max_samples = 1000;
+	cfg->ts.top_links = 8;
+	cfg->ts.max_flows = 64;
 
 	sim_link_params lp = {
 		.rate_bps = 100000000000ull,
@@ -1015,6 +1257,9 @@ void sim_config_free(sim_config *cfg)
 	free(cfg->flows);
 	free(cfg->events);
 	free(cfg->name);
+	for (size_t i = 0; i < cfg->ts.nlinks; i++)
+		free(cfg->ts.links[i]);
+	free(cfg->ts.links);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -1074,6 +1319,77 @@ int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key, 
 	}
 	cfg->opts = v;
 	cfg->opts[cfg->nopts++] = o;
+	return 0;
+}
+
+/* A copy of n elements of elt bytes with the capacity grow() expects for n
+ * (so sim_config_add_*() keep working on the copy); NULL only when out of
+ * memory (n == 0 gives NULL too, and is no error). */
+static void *dup_array(const void *v, size_t n, size_t elt)
+{
+	size_t cap = 4;
+
+	if (n == 0)
+		return NULL;
+	while (cap < n)
+		cap *= 2;
+
+	void *d = malloc(cap * elt);
+
+	if (d)
+		memcpy(d, v, n * elt);
+	return d;
+}
+
+int sim_config_copy(sim_config *dst, const sim_config *src)
+{
+	*dst = *src;
+	dst->name = NULL;
+	dst->cables = NULL;
+	dst->flows = NULL;
+	dst->events = NULL;
+	dst->opts = NULL;
+	dst->ncables = dst->nflows = dst->nevents = dst->nopts = 0;
+	dst->ts.links = NULL;
+	dst->ts.nlinks = 0;
+	if (src->name && !(dst->name = strdup(src->name)))
+		goto nomem;
+	if (src->ncables && !(dst->cables = dup_array(src->cables, src->ncables, sizeof(*src->cables))))
+		goto nomem;
+	dst->ncables = src->ncables;
+	if (src->nflows && !(dst->flows = dup_array(src->flows, src->nflows, sizeof(*src->flows))))
+		goto nomem;
+	dst->nflows = src->nflows;
+	if (src->nevents && !(dst->events = dup_array(src->events, src->nevents, sizeof(*src->events))))
+		goto nomem;
+	dst->nevents = src->nevents;
+	for (size_t i = 0; i < src->nopts; i++) {
+		const sim_opt *o = &src->opts[i];
+
+		if (sim_config_add_opt(dst, o->transport, o->key, o->value, o->line) != 0)
+			goto nomem;
+	}
+	for (size_t i = 0; i < src->ts.nlinks; i++)
+		if (sim_config_add_ts_link(dst, src->ts.links[i]) != 0)
+			goto nomem;
+	return 0;
+
+nomem:
+	sim_config_free(dst);
+	return MRP_ERR_NOMEM;
+}
+
+int sim_config_add_ts_link(sim_config *cfg, const char *name)
+{
+	char *d = strdup(name);
+	char **v = d ? grow(cfg->ts.links, cfg->ts.nlinks, sizeof(*v)) : NULL;
+
+	if (!v) {
+		free(d);
+		return MRP_ERR_NOMEM;
+	}
+	cfg->ts.links = v;
+	cfg->ts.links[cfg->ts.nlinks++] = d;
 	return 0;
 }
 
@@ -1222,6 +1538,25 @@ static int port_resolve(const sim_config *cfg, unsigned p, const sim_port_ref *r
 	return MRP_ERR_INVAL;
 }
 
+/* The loss model's values (those mask sets): loss in 0-1, loss_burst 0 or
+ * at least 1, and below 1 loss for a bursty one. 0, or 1 with "key: why". */
+static int link_model_bad(const sim_link_params *lp, unsigned mask, char *why, size_t whylen)
+{
+	if ((mask & SIM_LP_LOSS) && !(lp->loss >= 0 && lp->loss <= 1)) {
+		snprintf(why, whylen, "loss: %g is not in 0-1", lp->loss);
+		return 1;
+	}
+	if ((mask & SIM_LP_BURST) && !(lp->loss_burst == 0 || lp->loss_burst >= 1)) {
+		snprintf(why, whylen, "loss_burst: %g is not 0 or at least 1 (packets)", lp->loss_burst);
+		return 1;
+	}
+	if ((mask & SIM_LP_BURST) && (mask & SIM_LP_LOSS) && lp->loss_burst > 1 && lp->loss >= 1) {
+		snprintf(why, whylen, "loss_burst: bursts need a loss below 1");
+		return 1;
+	}
+	return 0;
+}
+
 static int event_plane(const sim_config *cfg, const sim_event_config *e)
 {
 	return e->plane >= 0 ? e->plane : (cfg->planes == 1 ? 0 : -1);
@@ -1277,6 +1612,8 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 					    p, lp->queue_bytes, cfg->mtu + 256);
 			if (!(lp->loss >= 0 && lp->loss <= 1))
 				return fail(err, errlen, cfg, 0, "plane %u: a link loss is not in 0-1", p);
+			if (link_model_bad(lp, SIM_LP_LOSS | SIM_LP_BURST, why, sizeof(why)))
+				return fail(err, errlen, cfg, 0, "plane %u: a link %s", p, why);
 		}
 	}
 
@@ -1300,7 +1637,13 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 				    "links[%zu].queue: %" PRIu64 " bytes cannot hold one packet "
 				    "(mtu + 256 = %" PRIu32 ")",
 				    i, c->v.queue_bytes, cfg->mtu + 256);
+		if (link_model_bad(&c->v, c->mask, why, sizeof(why)))
+			return fail(err, errlen, cfg, c->line, "links[%zu].%s", i, why);
 	}
+	if (cfg->ts.interval_ns && (cfg->ts.max_samples < 2 || cfg->ts.max_samples % 2))
+		return fail(err, errlen, cfg, cfg->ts.line,
+			    "timeseries.max_samples: %" PRIu32 " must be even and at least 2",
+			    cfg->ts.max_samples);
 
 	uint64_t total = 0;
 
@@ -1372,6 +1715,7 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 		case SIM_EVT_LINK_DOWN:
 		case SIM_EVT_LINK_UP:
 		case SIM_EVT_BLACKHOLE:
+		case SIM_EVT_SET_LINK:
 			if (!e->has_where)
 				return fail(err, errlen, cfg, e->line,
 					    "events[%zu]: %s needs host, or switch and port", i,
@@ -1385,6 +1729,28 @@ int sim_config_check(const sim_config *cfg, char *err, size_t errlen)
 					    sim_event_name(e->type), cfg->planes);
 			if (e->has_where && port_resolve(cfg, (unsigned)p, &e->where, &cr, why, sizeof(why)))
 				return fail(err, errlen, cfg, e->line, "events[%zu]: %s", i, why);
+			if (e->dir >= SIM_DIR_N)
+				return fail(err, errlen, cfg, e->line, "events[%zu].direction: unknown", i);
+			if (e->dir != SIM_DIR_BOTH &&
+			    (e->type == SIM_EVT_PLANE_DOWN || e->type == SIM_EVT_PLANE_UP))
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu].direction: %s acts on whole cables", i,
+					    sim_event_name(e->type));
+			if (e->type != SIM_EVT_SET_LINK)
+				break;
+			if (e->mask == 0)
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu]: set_link sets nothing (rate, delay, queue, "
+					    "ecn_threshold, loss, loss_burst, jitter)", i);
+			if ((e->mask & SIM_LP_RATE) && e->v.rate_bps == 0)
+				return fail(err, errlen, cfg, e->line, "events[%zu].rate: must not be 0", i);
+			if ((e->mask & SIM_LP_QUEUE) && e->v.queue_bytes < (uint64_t)cfg->mtu + 256)
+				return fail(err, errlen, cfg, e->line,
+					    "events[%zu].queue: %" PRIu64 " bytes cannot hold one packet "
+					    "(mtu + 256 = %" PRIu32 ")",
+					    i, e->v.queue_bytes, cfg->mtu + 256);
+			if (link_model_bad(&e->v, e->mask, why, sizeof(why)))
+				return fail(err, errlen, cfg, e->line, "events[%zu].%s", i, why);
 			break;
 		case SIM_EVT_STEER:
 			if (e->host < 0 || e->host >= cfg->hosts)
@@ -1426,9 +1792,15 @@ static void link_params(sim_link *l, const sim_link_params *lp, unsigned mask)
 		l->ecn_bytes = lp->ecn_bytes;
 	if (mask & SIM_LP_LOSS)
 		l->loss = lp->loss;
+	if (mask & SIM_LP_BURST)
+		l->loss_burst = lp->loss_burst;
+	if (mask & SIM_LP_JITTER)
+		l->jitter_ns = lp->jitter_ns;
 }
 
-#define LP_ALL (SIM_LP_RATE | SIM_LP_DELAY | SIM_LP_QUEUE | SIM_LP_ECN | SIM_LP_LOSS)
+#define LP_ALL                                                                            \
+	(SIM_LP_RATE | SIM_LP_DELAY | SIM_LP_QUEUE | SIM_LP_ECN | SIM_LP_LOSS | SIM_LP_BURST | \
+	 SIM_LP_JITTER)
 
 /* Creates the two links of a cable a <-> b; returns a -> b. */
 static sim_link *new_cable(sim *s, unsigned p, sim_node a, void *aobj, sim_node b, void *bobj,
@@ -1448,6 +1820,7 @@ static sim_link *new_cable(sim *s, unsigned p, sim_node a, void *aobj, sim_node 
 		l->id = (uint32_t)(l - s->links);
 		l->plane = (uint8_t)p;
 		l->state = SIM_LINK_UP;
+		l->notify_bytes = SIM_NEVER;
 		link_params(l, lp, LP_ALL);
 		sim_rng_seed(&l->rng, s->seed, TAG_LINK + l->id);
 	}
@@ -1648,7 +2021,14 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 		snprintf(err, errlen, "out of memory");
 		return MRP_ERR_NOMEM;
 	}
-	s->cfg = cfg;
+	/* The simulator keeps its own copy: the caller may free or change cfg
+	 * as soon as sim_new() returns. */
+	if (sim_config_copy(&s->own, cfg) != 0) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return MRP_ERR_NOMEM;
+	}
+	cfg = s->cfg = &s->own;
 	s->ops = ops;
 	s->seed = cfg->seed;
 	s->nplanes = cfg->planes;
@@ -1719,8 +2099,17 @@ int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char 
 	}
 	for (size_t i = 0; i < s->nflows; i++)
 		schedule(s, s->flows[i].start_ns, EV_FLOW_START, 0, &s->flows[i]);
-	if (s->fatal)
+	if (ts_init(s) != 0 || s->fatal)
 		goto nomem;
+	for (size_t i = 0; i < cfg->ts.nlinks; i++) {
+		if (!sim_link_find(s, cfg->ts.links[i])) {
+			snprintf(err, errlen, "%s:%d: timeseries.links[%zu]: no link is named '%s' "
+				 "(e.g. 'p0:leaf0->spine1', 'p0:host3->switch')",
+				 cfg->name ? cfg->name : "scenario", cfg->ts.line, i, cfg->ts.links[i]);
+			sim_del(s);
+			return MRP_ERR_INVAL;
+		}
+	}
 
 	for (uint32_t i = 0; i < s->nhosts; i++) {
 		s->errbuf[0] = '\0';
@@ -1768,5 +2157,7 @@ void sim_del(sim *s)
 	free(s->hosts);
 	free(s->evlink);
 	sim_evq_free(&s->q);
+	ts_free(s);
+	sim_config_free(&s->own);
 	free(s);
 }

@@ -44,8 +44,13 @@
 /* Largest packet data buffer (a MetaRoCE data packet: 72-byte header plus a
  * 9000-byte payload fits). */
 #define SIM_PKT_MAX 9216
-/* Packets asking for at most this much data come from the small pool. */
+/* Packets come from three pools by the data room they ask for: at most
+ * SIM_PKT_SMALL (control packets), at most SIM_PKT_MID (a data packet of a
+ * 4 KB MTU and its header), at most SIM_PKT_MAX. A packet in flight costs
+ * its pool's size, so a 4 KB-MTU packet does not hold 9 KB. */
 #define SIM_PKT_SMALL 512
+#define SIM_PKT_MID 4352
+#define SIM_PKT_POOLS 3
 /* Wire bytes around the UDP payload: preamble 8 + Ethernet 14 + IPv4 20 +
  * UDP 8 + FCS 4 + inter-frame gap 12. sim_send() adds it when len is 0. */
 #define SIM_WIRE_OVERHEAD 66
@@ -140,12 +145,15 @@ struct sim_link {
 	sim_node from, to;
 	sim_link *peer; /* the other direction of the cable */
 
-	/* parameters: may be changed between events (tests do) */
+	/* parameters: may be changed between events (tests do, and the
+	 * scenario event set_link) */
 	uint64_t rate_bps;
 	uint64_t delay_ns;
 	uint64_t queue_bytes;
 	uint64_t ecn_bytes; /* SIM_NEVER: never mark */
 	double loss;
+	double loss_burst;  /* > 1: Gilbert-Elliott loss, mean burst (packets) */
+	uint64_t jitter_ns; /* extra delay per packet, uniform in [0, jitter] */
 
 	/* core state */
 	sim_pkt *head, *tail;
@@ -156,6 +164,16 @@ struct sim_link {
 	int busy;
 	sim_rng rng;      /* loss draws: one stream per link */
 	void *to_obj;     /* sim_host or sim_switch at the far end */
+
+	/* link model state */
+	uint8_t ge_bad;          /* Gilbert-Elliott chain in its bad state */
+	uint64_t last_arrive_ns; /* a later packet never arrives before this */
+	uint64_t win_max_qbytes; /* largest queue since the last time-series sample */
+	uint64_t ts_tx_bytes;    /* tx_bytes at the last time-series sample */
+
+	/* host NIC backpressure (sim_port_notify()): on_nic() when qbytes
+	 * falls to at most this; SIM_NEVER = nobody asked */
+	uint64_t notify_bytes;
 
 	/* statistics */
 	uint64_t max_qbytes;
@@ -190,6 +208,9 @@ struct sim_flow {
 	void *tx_ctx, *rx_ctx; /* the transport's (sender side, receiver side) */
 
 	/* results, written by the transport */
+	uint64_t rx_bytes;      /* payload bytes of the flow's data packets that
+				 * reached the receiver's transport so far
+				 * (duplicates included): the time series' rate */
 	uint64_t retx_pkts;     /* packets sent again */
 	uint64_t spurious_pkts; /* retransmissions the receiver already had */
 
@@ -240,6 +261,9 @@ typedef struct sim_transport_ops {
 	/* Optional. Invariants of this host's state: 0 if they hold, otherwise
 	 * non-zero with a sentence in err. Must not change anything. */
 	int (*check)(void *hs, char *err, size_t errlen);
+	/* Optional. The host's NIC queue on plane drained to the level asked
+	 * for with sim_port_notify() (once per request). */
+	void (*on_nic)(void *hs, unsigned plane, uint64_t now_ns);
 } sim_transport_ops;
 
 /* ------------------------------------------------------------------- hosts */
@@ -263,6 +287,12 @@ struct sim_host {
  * Always takes ownership of p. Returns 0 when queued, MRP_ERR_STATE if the
  * port is down, MRP_ERR_FULL if the NIC queue overflowed, MRP_ERR_INVAL for a
  * bad plane (the packet is dropped and counted in each case).
+ *
+ * A host's NIC is a queue with backpressure: a transport sends only what
+ * fits (sim_port_room()) and, when it is full, asks to be told when it has
+ * drained (sim_port_notify(), on_nic()). A packet the host's own NIC drops
+ * for overflow is a transport defect: it is counted in sim_stats.nic_drops
+ * (the roce and metaroce transports keep it at 0; tests assert it).
  */
 int sim_send(sim *s, sim_host *h, unsigned plane, sim_pkt *p);
 
@@ -292,6 +322,15 @@ sim_host *sim_addr_host(const sim *s, uint32_t addr, unsigned *plane);
 int sim_port_up(const sim *s, const sim_host *h, unsigned plane);
 uint64_t sim_port_rate_bps(const sim *s, const sim_host *h, unsigned plane);
 uint64_t sim_port_queue_bytes(const sim *s, const sim_host *h, unsigned plane);
+/* Bytes the port's output queue can still take (queue capacity - queued);
+ * 0 for a bad plane. */
+uint64_t sim_port_room(const sim *s, const sim_host *h, unsigned plane);
+/* Asks for one on_nic(plane) call the first time the port's queue holds at
+ * most bytes after a packet leaves it (replacing an earlier request on that
+ * port). Returns 0 when armed, 1 if the queue already holds at most bytes
+ * (nothing is armed: there is room now), MRP_ERR_INVAL for a bad plane. A
+ * port going down cancels the request (on_link() reports it instead). */
+int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes);
 
 /* Transport options of the scenario (section transport.<ops->name>): the
  * value of key as written, or NULL. The typed getters store def when the
@@ -319,6 +358,21 @@ size_t sim_flow_count(const sim *s);
 sim_flow *sim_flow_get(const sim *s, size_t id); /* NULL if out of range */
 size_t sim_link_count(const sim *s);
 sim_link *sim_link_get(const sim *s, size_t i);
+/* The link named name (sim_link_name()), or NULL. */
+sim_link *sim_link_find(const sim *s, const char *name);
+
+/* The time series recorded so far (NULL when the scenario has none):
+ * sample i covers [i, i + 1) * interval_ns; link k's largest queue in it is
+ * link_maxq[k * cap + i] and its bytes sent link_tx[k * cap + i] (k is the
+ * index of sim_link_get()); flow f's (f < nflows) bytes arrived is
+ * flow_bytes[f * cap + i]. */
+typedef struct sim_ts {
+	uint64_t interval_ns; /* doubles each time the samples fill cap */
+	size_t nsamples, cap;
+	size_t nlinks, nflows;
+	uint64_t *link_maxq, *link_tx, *flow_bytes;
+} sim_ts;
+const sim_ts *sim_get_ts(const sim *s);
 const sim_transport_ops *sim_transport(const sim *s);
 const sim_config *sim_get_config(const sim *s);
 
@@ -340,9 +394,13 @@ uint64_t sim_ecmp_hash(uint32_t src_addr, uint32_t dst_addr, uint16_t src_port,
 /*
  * Builds the world of cfg for the transport ops: switches, links, hosts
  * (host_new() on each), flows (patterns expanded, buffers filled) and the
- * scheduled flow starts and scenario events. cfg must stay valid and
- * unchanged until sim_del(). Returns 0, or a negative code with a message in
- * err ("scenario.yaml:12: events[0].port: 9 is out of range ...").
+ * scheduled flow starts and scenario events. The simulator keeps its own
+ * deep copy of cfg (sim_config_copy()): the caller still owns cfg and may
+ * change, move or free it as soon as sim_new() returns; sim_get_config()
+ * returns the copy, which lives until sim_del(). ops is not copied: it must
+ * outlive the simulator (the transports' ops are static constants).
+ * Returns 0, or a negative code with a message in err
+ * ("scenario.yaml:12: events[0].port: 9 is out of range ...").
  */
 int sim_new(const sim_config *cfg, const sim_transport_ops *ops, sim **ps, char *err,
 	    size_t errlen);
@@ -378,6 +436,8 @@ typedef struct sim_stats {
 	uint64_t flows_done;
 	uint64_t verify_failures; /* set by sim_verify() */
 	uint64_t pkts_live;       /* packets allocated and not freed */
+	uint64_t nic_drops;       /* packets a host's own NIC dropped because its
+				   * queue was full (sim_send() said MRP_ERR_FULL) */
 	unsigned nmsgs;           /* first violation messages kept */
 	char msgs[8][160];
 } sim_stats;
@@ -393,7 +453,11 @@ typedef struct sim_link_params {
 	uint64_t delay_ns;
 	uint64_t queue_bytes;
 	uint64_t ecn_bytes; /* SIM_NEVER: never mark */
-	double loss;
+	double loss;        /* average loss probability per packet */
+	double loss_burst;  /* mean length of a loss burst in packets: <= 1
+			     * independent losses, > 1 Gilbert-Elliott */
+	uint64_t jitter_ns; /* per-packet extra delay, uniform in [0, jitter];
+			     * never reorders a link's packets */
 } sim_link_params;
 
 /* Which fields of a sim_link_params an override sets. */
@@ -403,6 +467,8 @@ enum {
 	SIM_LP_QUEUE = 4,
 	SIM_LP_ECN = 8,
 	SIM_LP_LOSS = 16,
+	SIM_LP_BURST = 32,
+	SIM_LP_JITTER = 64,
 };
 
 typedef struct sim_plane_config {
@@ -455,8 +521,14 @@ enum {
 	SIM_EVT_PLANE_UP,
 	SIM_EVT_BLACKHOLE,
 	SIM_EVT_STEER,
+	SIM_EVT_SET_LINK, /* change a link's parameters (mask, v) */
 	SIM_EVT_N,
 };
+
+/* Which direction of a cable an event acts on: both, the one leaving the
+ * named node (host: its NIC's output; switch port: that port's output), or
+ * the one arriving at it. */
+enum { SIM_DIR_BOTH, SIM_DIR_OUT, SIM_DIR_IN, SIM_DIR_N };
 const char *sim_event_name(unsigned type); /* "link_down", ... */
 
 typedef struct sim_event_config {
@@ -468,15 +540,36 @@ typedef struct sim_event_config {
 	int64_t host;  /* steer; -1 = not given */
 	int64_t flow;  /* steer; -1 = every flow */
 	unsigned action; /* steer: SIM_STEER_* */
+	unsigned dir;    /* link_*, blackhole, set_link: SIM_DIR_* */
+	unsigned mask;   /* set_link: SIM_LP_* it changes ... */
+	sim_link_params v; /* ... to these values */
 	int line;
 } sim_event_config;
+
+/* Time series (scenario key timeseries; interval_ns 0 = off). Every
+ * interval the core samples every link (largest queue in the interval,
+ * bytes sent) and the first max_flows flows (sim_flow.rx_bytes); after
+ * max_samples samples the interval doubles and neighbouring samples merge,
+ * so memory and output stay bounded. The report keeps the top_links links
+ * with the largest queue over the run and the links named in links[]. */
+typedef struct sim_ts_config {
+	uint64_t interval_ns;
+	uint32_t max_samples;  /* default 1000 */
+	uint32_t top_links;    /* default 8 */
+	uint32_t max_flows;    /* default 64 */
+	char **links;          /* link names ("p0:leaf0->spine1") always kept */
+	size_t nlinks;
+	int line;
+} sim_ts_config;
 
 typedef struct sim_opt {
 	char *transport, *key, *value;
 	int line;
 } sim_opt;
 
-/* Everything a run needs; what a scenario file says. */
+/* Everything a run needs; what a scenario file says. The arrays and
+ * strings belong to the sim_config (sim_config_free() frees them;
+ * sim_config_copy() duplicates them). */
 struct sim_config {
 	char *name; /* file name for messages */
 	uint64_t seed;
@@ -494,6 +587,7 @@ struct sim_config {
 	sim_opt *opts;
 	size_t nopts;
 	uint64_t max_buffer_bytes; /* limit of 2 x total flow bytes */
+	sim_ts_config ts;          /* time series */
 	/* lines of top-level keys, for messages (0 = not given) */
 	int hosts_line, planes_line, fabric_line;
 };
@@ -502,12 +596,18 @@ struct sim_config {
  * switch, links 100Gbps / 1us / 1MB queue / ECN above 100KB / no loss. */
 void sim_config_init(sim_config *cfg);
 void sim_config_free(sim_config *cfg);
+/* A deep copy of src into dst (every array and string duplicated; dst is
+ * overwritten, not freed first). 0, or MRP_ERR_NOMEM with dst left empty.
+ * A new pointer member of sim_config must be duplicated here too. */
+int sim_config_copy(sim_config *dst, const sim_config *src);
 /* Appends (copies) an entry; 0 or MRP_ERR_NOMEM. */
 int sim_config_add_flow(sim_config *cfg, const sim_flow_config *fc);
 int sim_config_add_event(sim_config *cfg, const sim_event_config *ec);
 int sim_config_add_cable(sim_config *cfg, const sim_cable_config *cc);
 int sim_config_add_opt(sim_config *cfg, const char *transport, const char *key,
 		       const char *value, int line);
+/* Appends a link name to the time series' links (copied). */
+int sim_config_add_ts_link(sim_config *cfg, const char *name);
 /* Default sim_flow_config (op write, plane -1, ...). */
 void sim_flow_config_init(sim_flow_config *fc);
 

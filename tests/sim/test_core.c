@@ -183,6 +183,54 @@ static void test_flows_run_and_verify(void **state)
 	sim_config_free(&cfg);
 }
 
+/* sim_new() keeps its own copy of the configuration: the caller's may be
+ * freed (and its memory reused) at once, and the run is unchanged. */
+static void test_config_is_copied(void **state)
+{
+	sim_config cfg, *heap = malloc(sizeof(*heap));
+	sim *ref = oracle_sim(&cfg, NULL);
+
+	(void)state;
+	assert_non_null(heap);
+	cfg_from(heap, three_flows);
+	assert_int_equal(sim_config_add_opt(heap, "oracle", "mode", "normal", 7), 0);
+
+	sim *s = sim_from(heap, &oracle_ops);
+	const sim_config *own = sim_get_config(s);
+
+	assert_ptr_not_equal(own, heap);
+	sim_config_free(heap);
+	memset(heap, 0xa5, sizeof(*heap)); /* a dangling pointer now reads garbage */
+	free(heap);
+	assert_int_equal(own->nflows, 3);
+	assert_int_equal(own->hosts, 3);
+	assert_string_equal(sim_opt_get(s, "mode"), "normal");
+	assert_int_equal(sim_run(s, SIM_NEVER), SIM_RUN_DONE);
+	assert_int_equal(sim_run(ref, SIM_NEVER), SIM_RUN_DONE);
+	assert_int_equal(sim_verify(s), 0);
+	for (size_t i = 0; i < 3; i++)
+		assert_true(sim_flow_get(s, i)->finish_ns == sim_flow_get(ref, i)->finish_ns);
+
+	/* a copy is independent of its source, and sim_config_add_*() still
+	 * work on it (the arrays have room to grow) */
+	sim_config c2;
+	assert_int_equal(sim_config_copy(&c2, own), 0);
+	sim_flow_config fc;
+	sim_flow_config_init(&fc);
+	fc.src = 0;
+	fc.dst = 2;
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(sim_config_add_flow(&c2, &fc), 0);
+	assert_int_equal(c2.nflows, 23);
+	assert_int_equal(own->nflows, 3);
+	assert_string_equal(c2.opts[0].value, "normal");
+	assert_ptr_not_equal(c2.opts[0].value, own->opts[0].value);
+	sim_config_free(&c2);
+	sim_del(s);
+	sim_del(ref);
+	sim_config_free(&cfg);
+}
+
 static void test_verify_catches_corruption(void **state)
 {
 	sim_config cfg;
@@ -337,6 +385,15 @@ static void test_packet_pool(void **state)
 	assert_int_equal(sim_get_stats(s)->pkts_live, 0);
 	assert_ptr_equal(sim_pkt_new(s, 10), last); /* LIFO reuse, no malloc */
 
+	/* a 4 KB-MTU data packet takes a mid-size buffer, not the largest */
+	sim_pkt *mid = sim_pkt_new(s, 4096 + 72);
+
+	assert_int_equal(mid->cap, SIM_PKT_MID);
+	assert_int_equal(sim_pkt_new(s, SIM_PKT_MID + 1)->cap, SIM_PKT_MAX);
+	assert_int_equal(sim_pkt_new(s, SIM_PKT_SMALL)->cap, SIM_PKT_SMALL);
+	sim_pkt_free(s, mid);
+	assert_int_equal(sim_get_stats(s)->pkts_live, 3);
+
 	/* sim_send fills the source address and the wire length */
 	sim_pkt *q = sim_pkt_new(s, 10);
 
@@ -346,7 +403,7 @@ static void test_packet_pool(void **state)
 	assert_int_equal(link_named(s, "p0:host0->switch")->qbytes, 10 + SIM_WIRE_OVERHEAD);
 	assert_int_equal(sim_send(s, sim_host_get(s, 0), 5, sim_pkt_new(s, 10)), MRP_ERR_INVAL);
 	sim_run(s, SIM_NEVER);
-	assert_int_equal(sim_get_stats(s)->pkts_live, 1); /* the one from the LIFO check */
+	assert_int_equal(sim_get_stats(s)->pkts_live, 3); /* the LIFO check's and two sizes' */
 	sim_del(s);
 	sim_config_free(&cfg);
 }
@@ -355,6 +412,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_flows_run_and_verify),
+		cmocka_unit_test(test_config_is_copied),
 		cmocka_unit_test(test_verify_catches_corruption),
 		cmocka_unit_test(test_done_twice_is_a_violation),
 		cmocka_unit_test(test_check_hook_counts),

@@ -99,7 +99,7 @@ static void test_json_fields(void **state)
 		"max_queue_bytes", "max_queue_link", "drops", "ce_marks", "retransmissions",
 		"spurious_retransmissions", "finished_flows", "unfinished_flows", "failed_flows",
 		"invariant_violations", "verification_failures", "events", "sim_time_ns",
-		"events_per_second"};
+		"events_per_second", "nic_drops"};
 	static const char *const flow_keys[] = {
 		"id", "src", "dst", "bytes", "op", "stream", "plane", "start_ns", "finish_ns", "fct_ns",
 		"goodput_bps", "retransmissions", "spurious_retransmissions", "status", "verified"};

@@ -46,6 +46,7 @@ static void run_finish(run *rn, int status)
 	assert_int_equal(rn->r.verify_failures, 0);
 	assert_int_equal(rn->r.unfinished, 0);
 	assert_int_equal(rn->r.failed, 0);
+	assert_int_equal(rn->r.nic_drops, 0);
 }
 
 static void run_free(run *rn)
@@ -55,18 +56,19 @@ static void run_free(run *rn)
 	sim_config_free(&rn->cfg);
 }
 
-/* Run a scenario to the end; its aggregate goodput in bit/s. */
+/* Run a scenario to the end; its aggregate goodput in bit/s. With keep, the
+ * run is built in *keep (never copied from a local) and left for the caller
+ * to inspect and run_free(). */
 static double goodput(const char *name, const sim_transport_ops *ops, run *keep)
 {
-	run rn;
-	run_load(&rn, name, ops);
-	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-	double g = rn.r.agg_goodput_bps;
+	run local;
+	run *rn = keep ? keep : &local;
+	run_load(rn, name, ops);
+	run_finish(rn, sim_run(rn->s, SIM_NEVER));
+	double g = rn->r.agg_goodput_bps;
 	print_message("%-24s %-9s %8.2f Gbit/s\n", name, ops->name, g / GBPS);
-	if (keep)
-		*keep = rn;
-	else
-		run_free(&rn);
+	if (!keep)
+		run_free(rn);
 	return g;
 }
 
