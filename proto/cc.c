@@ -466,6 +466,16 @@ int mrp_cc_conn_init(mrp_cc_conn *cc, const char *name,
 	return 0;
 }
 
+void mrp_cc_path_undo(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd, uint64_t ssthresh)
+{
+	uint64_t old = p->cwnd;
+
+	p->cwnd = clamp_cwnd(cc, max_u64(p->cwnd, cwnd));
+	p->ssthresh = ssthresh;
+	p->ai_frac = 0;
+	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
+}
+
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight)
 {

@@ -18,7 +18,9 @@
  *     more aggressive at a shared bottleneck than a single-path one;
  *   - a path starts in slow start (cwnd += bytes acked, so QWND doubles per
  *     RTT however many paths there are) until its first cut; after an RTO
- *     (cwnd = min) it slow-starts back to half its old window;
+ *     (cwnd = min) it slow-starts back to half its old window; an RTO the
+ *     engine finds spurious (its packets arrived after all) is undone with
+ *     mrp_cc_path_undo();
  *   - windows stay within [min_cwnd, max_cwnd] (the max is capped by the
  *     256-packet SACK span);
  *   - the receiver's rate hint caps the connection's pacing rate and QWND.
@@ -133,6 +135,11 @@ int mrp_cc_conn_init(mrp_cc_conn *cc, const char *name,
  * hint_rtt_ns, or p->srtt_ns while that is 0; with neither (or no hint) only
  * the path's window limits. Never negative.
  */
+/* Undo a window cut that turned out to be spurious (a retransmission
+ * timeout that was only delay): p gets back at least cwnd and the ssthresh
+ * it had before, within the window bounds; pacing follows. */
+void mrp_cc_path_undo(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd, uint64_t ssthresh);
+
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight);
 

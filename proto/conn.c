@@ -34,6 +34,11 @@
 /* Scoreboard entry state. */
 #define ENT_INFLIGHT 1
 #define ENT_DONE 2 /* resolved: acked, lost, or NAK'd */
+/* Timed out: its data is queued again and it no longer counts in flight,
+ * but its fate is not known yet. The next ACK that covers it resolves it:
+ * received (the timeout was only delay: spurious, undone) or missing (lost,
+ * counted then). */
+#define ENT_RTO 3
 
 /* Where a path may not carry data, by whom. */
 #define DIS_OPERATOR 0x1
@@ -131,8 +136,12 @@ typedef struct path {
 	txent *ring;
 	uint32_t ring_cap;
 	uint64_t rttvar_ns;
+	uint64_t max_rtt_ns;   /* largest recent RTT sample, decaying towards srtt */
 	uint64_t rto_at, tlp_at;
 	uint32_t rto_count;    /* consecutive RTOs / unanswered probes */
+	uint32_t rto_pending;  /* ENT_RTO entries not yet resolved */
+	uint64_t undo_cwnd, undo_ssthresh; /* window before the first unresolved RTO */
+	uint8_t undo_valid;    /* an RTO may still be undone */
 	uint32_t fails;        /* re-ports since the path last answered */
 	uint8_t tlp_pending;
 	uint8_t have_counts;
@@ -220,6 +229,7 @@ struct mrp_conn {
 
 	uint32_t rh_slot;
 	uint64_t last_hint_bps;
+	uint64_t max_rtt_ns;    /* largest max_rtt_ns of the active paths */
 	uint8_t ctl_dirty;      /* some path may have a control packet to send */
 	uint8_t pace_blocked;   /* data waits for pace_at */
 	uint64_t plane_pace_at[MRP_MAX_PLANES]; /* per-plane token buckets */
@@ -748,7 +758,7 @@ static uint64_t path_rto(const mrp_conn *c, const path *pa)
 	if (pa->cc.srtt_ns == 0)
 		rto = c->p.rto_init_ns;
 	else
-		rto = pa->cc.srtt_ns + 4 * pa->rttvar_ns;
+		rto = max64(pa->cc.srtt_ns + 4 * pa->rttvar_ns, pa->max_rtt_ns + pa->max_rtt_ns / 2);
 	rto = max64(rto, c->p.rto_min_ns);
 	for (uint32_t i = 0; i < pa->rto_count + pa->fails && rto < c->p.rto_max_ns; i++)
 		rto *= 2;
@@ -766,16 +776,18 @@ static uint16_t pick_sport(mrp_conn *c)
  * never holds the slowest path below its share. */
 static void recompute_qwnd(mrp_conn *c)
 {
-	uint64_t q = 0, rtt = 0;
+	uint64_t q = 0, rtt = 0, maxrtt = 0;
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE) {
 			q += pa->cc.cwnd;
 			rtt = max64(rtt, pa->cc.srtt_ns);
+			maxrtt = max64(maxrtt, pa->max_rtt_ns);
 			n++;
 		}
 	}
+	c->max_rtt_ns = maxrtt;
 	c->cc.qwnd = q;
 	c->cc.hint_rtt_ns = rtt;
 	c->st.npaths_active = n;
@@ -808,16 +820,13 @@ static inline path *path_slot(mrp_conn *c, uint16_t id)
 	return path_slot_new(c, id);
 }
 
-/* Resolve one in-flight scoreboard entry as lost: queue its segment again. */
-static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto, uint64_t now)
+/* The data of segment seg of m, sent in an entry now resolved as lost or
+ * timed out, goes back to the retransmission queue (unless it was acked
+ * meanwhile or the message is over); a timeout counts against the
+ * message's retry budget. */
+static void seg_requeue(mrp_conn *c, txmsg *m, uint32_t seg, int by_rto, uint64_t now)
 {
-	txmsg *m = e->m;
-	pa->cc.inflight -= e->bytes;
-	c->total_inflight -= e->bytes;
-	e->state = ENT_DONE;
-	pa->lost_pkts++;
-	c->st.lost_pkts++;
-	uint8_t *sb = &m->segs[e->seg];
+	uint8_t *sb = &m->segs[seg];
 	if (SEG_STATE(*sb) == SEG_INFLIGHT && m->status == MRP_WC_SUCCESS && !m->done) {
 		uint8_t rtos = SEG_RTOS(*sb);
 		if (by_rto) {
@@ -835,25 +844,131 @@ static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto, uint64_t now)
 			m->done = 1;
 			c->pending_fail = 1;
 		} else if (!m->in_rnr) {
-			rq_push(c, m, e->seg);
+			rq_push(c, m, seg);
 		}
 	}
+}
+
+/* Resolve one in-flight scoreboard entry as lost: queue its segment again. */
+static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto, uint64_t now)
+{
+	txmsg *m = e->m;
+	pa->cc.inflight -= e->bytes;
+	c->total_inflight -= e->bytes;
+	e->state = ENT_DONE;
+	pa->lost_pkts++;
+	c->st.lost_pkts++;
+	seg_requeue(c, m, e->seg, by_rto, now);
 	e->m = NULL;
 	txmsg_unref(c, m);
 }
 
+/* The path's retransmission timer expired with e in flight: its data goes
+ * back to the queue at once, but whether it was lost is left to the next
+ * ACK that covers it (ENT_RTO). The entry keeps its reference to m. */
+static void ent_timeout(mrp_conn *c, path *pa, txent *e, uint64_t now)
+{
+	pa->cc.inflight -= e->bytes;
+	c->total_inflight -= e->bytes;
+	e->state = ENT_RTO;
+	pa->rto_pending++;
+	seg_requeue(c, e->m, e->seg, 1, now);
+}
+
+/* Resolve a timed-out entry: it arrived after all (delivered: the timeout
+ * was spurious, and the segment is acknowledged if its copy is not yet), or
+ * it is lost, counted now. Its data was queued again at the timeout. */
+static void ent_rto_resolve(mrp_conn *c, path *pa, txent *e, int delivered)
+{
+	txmsg *m = e->m;
+	e->state = ENT_DONE;
+	e->m = NULL;
+	pa->rto_pending--;
+	if (!delivered) {
+		pa->lost_pkts++;
+		c->st.lost_pkts++;
+		txmsg_unref(c, m);
+		return;
+	}
+	pa->acked_pkts++;
+	c->st.rto_late_pkts++;
+	uint8_t *sb = &m->segs[e->seg];
+	int finished = 0;
+	if (SEG_STATE(*sb) != SEG_ACKED && !m->done) {
+		*sb = (uint8_t)((*sb & ~3u) | SEG_ACKED);
+		if (++m->nacked == m->npkts) {
+			m->done = 1;
+			finished = 1;
+		}
+	}
+	m->refs--;
+	if (finished)
+		stream_complete_tx(c, &c->streams[m->stream]);
+	else
+		txmsg_put(c, m);
+}
+
 /* Forget everything in flight on a path (new generation, or closing):
- * in-flight segments are queued for retransmission elsewhere. */
+ * in-flight segments are queued for retransmission elsewhere, and entries
+ * that timed out earlier are lost now. */
 static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto, uint64_t now)
 {
+	(void)by_rto;
 	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
 		if (e->state == ENT_INFLIGHT)
 			ent_lost(c, pa, e, by_rto, now);
+		else if (e->state == ENT_RTO)
+			ent_rto_resolve(c, pa, e, 0);
 	}
 	pa->snd_una = pa->snd_nxt;
 	pa->rto_at = pa->tlp_at = NEVER;
 	pa->tlp_pending = 0;
+	pa->undo_valid = 0;
+}
+
+/* The path's timer expired: everything in flight times out (ENT_RTO), and
+ * the window is cut, remembering the old one in case the timeout turns out
+ * to have been only delay (SPEC 6.4). */
+static void path_rto_inflight(mrp_conn *c, path *pa, uint64_t now)
+{
+	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
+		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+		if (e->state == ENT_INFLIGHT)
+			ent_timeout(c, pa, e, now);
+	}
+	pa->tlp_at = NEVER;
+	pa->tlp_pending = 0;
+	if (!pa->undo_valid) {
+		pa->undo_cwnd = pa->cc.cwnd;
+		pa->undo_ssthresh = pa->cc.ssthresh;
+		pa->undo_valid = 1;
+	}
+	c->cc.ops->on_rto(&c->cc, &pa->cc, now);
+}
+
+/* Move snd_una past the entries already resolved (NAK'd, or resolved
+ * out of order): only unresolved PSNs hold the window (SPEC 3.3). */
+static void path_advance_una(path *pa)
+{
+	while (pa->snd_una != pa->snd_nxt &&
+	       pa->ring[pa->snd_una & (pa->ring_cap - 1)].state == ENT_DONE)
+		pa->snd_una++;
+}
+
+/* Timed-out entries that still block the path's window (a path answering
+ * probes again but with more than half its SACK span held by them): they
+ * are declared lost, oldest first, so that new data can go out. */
+static void path_trim_rto(mrp_conn *c, path *pa)
+{
+	while (pa->rto_pending && pa->snd_nxt - pa->snd_una > MRP_SACK_BITS / 2) {
+		txent *e = &pa->ring[pa->snd_una & (pa->ring_cap - 1)];
+		if (e->state == ENT_RTO)
+			ent_rto_resolve(c, pa, e, 0);
+		else if (e->state == ENT_INFLIGHT)
+			break;
+		pa->snd_una++;
+	}
 }
 
 /* Start a new generation: fresh PSN space and congestion state. */
@@ -1061,7 +1176,7 @@ void mrp_conn_del(mrp_conn *c)
 		if (pa->ring)
 			for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 				txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
-				if (e->state == ENT_INFLIGHT && e->m)
+				if ((e->state == ENT_INFLIGHT || e->state == ENT_RTO) && e->m)
 					txmsg_unref(c, e->m);
 			}
 		mrp_free(&c->mem, pa->ring);
@@ -1104,15 +1219,18 @@ static void conn_flush(mrp_conn *c, int status)
 			continue;
 		for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
-			if (e->state == ENT_INFLIGHT) {
+			if (e->state == ENT_INFLIGHT || e->state == ENT_RTO) {
+				if (e->state == ENT_INFLIGHT)
+					pa->cc.inflight -= e->bytes;
 				e->state = ENT_DONE;
-				pa->cc.inflight -= e->bytes;
 				txmsg *m = e->m;
 				e->m = NULL;
 				txmsg_unref(c, m);
 			}
 		}
 		pa->snd_una = pa->snd_nxt;
+		pa->rto_pending = 0;
+		pa->undo_valid = 0;
 		pa->rto_at = pa->tlp_at = pa->probe_at = pa->rx_ack_at = NEVER;
 		pa->tlp_pending = pa->probe_pending = pa->pack_pending = 0;
 		pa->rx_ack_now = 0;
@@ -1622,6 +1740,15 @@ static void rtt_sample(path *pa, uint64_t rtt)
 	}
 	if (pa->cc.min_rtt_ns == 0 || rtt < pa->cc.min_rtt_ns)
 		pa->cc.min_rtt_ns = rtt;
+	/* A path's samples mix its own forward delay with the delay of
+	 * whichever path each ACK came back on (SPEC 6.3 spreads them), so
+	 * their spread can be wide and heavy-tailed: the timers keep clear of
+	 * the largest recent one, which decays by 1/64 of its excess over
+	 * srtt per sample. */
+	if (rtt >= pa->max_rtt_ns)
+		pa->max_rtt_ns = rtt;
+	else if (pa->max_rtt_ns > pa->cc.srtt_ns)
+		pa->max_rtt_ns -= (pa->max_rtt_ns - max64(pa->cc.srtt_ns, rtt)) / 64;
 }
 
 /* Resolve an in-flight entry as delivered. */
@@ -1651,14 +1778,18 @@ static void ent_acked(mrp_conn *c, path *pa, txent *e)
 
 static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 {
-	if (pa->snd_una == pa->snd_nxt) {
+	if (!pa->cc.inflight) {
 		if (!pa->probe_pending)
 			pa->rto_at = NEVER;
 		pa->tlp_at = NEVER;
 		return;
 	}
 	pa->rto_at = now + path_rto(c, pa);
-	uint64_t pto = pa->cc.srtt_ns ? 2 * pa->cc.srtt_ns + c->p.ack_delay_ns
+	/* (any path's ACK may come back on the slowest return path: a tail
+	 * probe waits for the largest recent RTT of the connection) */
+	uint64_t pto = pa->cc.srtt_ns ? max64(2 * pa->cc.srtt_ns,
+					      max64(pa->max_rtt_ns, c->max_rtt_ns)) +
+					c->p.ack_delay_ns
 				      : c->p.rto_init_ns / 2;
 	pa->tlp_at = now + pto;
 }
@@ -1674,6 +1805,7 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 	pa->last_ack_ns = now;
 	if (!pa->disabled && (pa->state == MRP_PATH_SUSPECT || pa->state == MRP_PATH_PROBING ||
 			      pa->state == MRP_PATH_FAILED)) {
+		path_trim_rto(c, pa);
 		set_state(c, pa, MRP_PATH_ACTIVE, now);
 		recompute_qwnd(c);
 	}
@@ -1699,7 +1831,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		return MRP_ERR_RANGE;
 	}
 	uint64_t acked = 0;
-	uint32_t lost = 0;
+	uint32_t lost = 0, late = 0, rto_lost = 0;
 	if (sdiff(n, pa->snd_una) > 0) {
 		for (uint32_t psn = pa->snd_una; psn != n; psn++) {
 			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
@@ -1707,6 +1839,14 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			 * start loading it while this one is resolved */
 			if (psn + 1 != n)
 				PREFETCH(pa->ring[(psn + 1) & (pa->ring_cap - 1)].m);
+			if (e->state == ENT_RTO) {
+				uint32_t age = n - 1 - psn;
+				int got = age < MRP_SACK_BITS && mrp_ack_bit(a, age);
+				late += got;
+				rto_lost += !got;
+				ent_rto_resolve(c, pa, e, got);
+				continue;
+			}
 			if (e->state != ENT_INFLIGHT)
 				continue;
 			uint32_t age = n - 1 - psn;
@@ -1719,6 +1859,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			}
 		}
 		pa->snd_una = n;
+		path_advance_una(pa);
 		/* and the entries the path's next ACK will resolve (the
 		 * scoreboard, written an RTT ago, is cold too) */
 		if (n != pa->snd_nxt) {
@@ -1741,6 +1882,20 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		pa->have_counts = 1;
 		pa->ack_ce = a->ce_count;
 		pa->ack_rcv = a->rcv_count;
+	}
+	if (late || rto_lost) {
+		/* Timed-out packets resolved: if they arrived after all, the
+		 * timeout was only delay (as Eifel and F-RTO detect it): the
+		 * window cut is undone, and the path is alive. */
+		if (late >= rto_lost && pa->undo_valid) {
+			mrp_cc_path_undo(&c->cc, &pa->cc, pa->undo_cwnd, pa->undo_ssthresh);
+			pa->undo_valid = 0;
+			c->st.rto_spurious++;
+		}
+		if (!pa->rto_pending)
+			pa->undo_valid = 0;
+		if (late && !acked)
+			path_alive(c, pa, 1, now);
 	}
 	if (acked) {
 		if (a->ts_echo_ns && a->ts_echo_ns <= now) {
@@ -1793,7 +1948,15 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	if (pa && pa->open && pa->gen == k->nak_path_gen &&
 	    sdiff(k->nak_psn, pa->snd_una) >= 0 && sdiff(k->nak_psn, pa->snd_nxt) < 0) {
 		txent *e = &pa->ring[k->nak_psn & (pa->ring_cap - 1)];
-		if (e->state == ENT_INFLIGHT) {
+		if (e->state == ENT_RTO) {
+			/* NAK'd after its timeout: arrived, not lost; its data
+			 * was queued again at the timeout */
+			e->state = ENT_DONE;
+			pa->rto_pending--;
+			txmsg *x = e->m;
+			e->m = NULL;
+			txmsg_unref(c, x);
+		} else if (e->state == ENT_INFLIGHT) {
 			m = e->m;
 			seg = e->seg;
 			have_seg = 1;
@@ -1804,6 +1967,9 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			e->m = NULL;
 			m->refs--;
 		}
+		path_advance_una(pa);
+		if (!pa->cc.inflight)
+			path_arm_timers(c, pa, now);
 	}
 	if (!m)
 		m = find_txmsg(c, k->stream_id, k->msn);
@@ -2105,7 +2271,7 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 	pa->probe_pending = 1;
 	pa->probe_sent_ns = now;
 	pa->last_tx_ns = now;
-	if (pa->snd_una == pa->snd_nxt)
+	if (!pa->cc.inflight)
 		pa->rto_at = now + path_rto(c, pa);
 	return encode_ctl(&k, ti, pa, buf, buflen);
 }
@@ -2225,7 +2391,7 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	e->state = ENT_INFLIGHT;
 	m->refs++;
 	m->segs[seg] = (uint8_t)((m->segs[seg] & ~3u) | SEG_INFLIGHT);
-	if (pa->snd_nxt == pa->snd_una)
+	if (!pa->cc.inflight)
 		c->dl_valid = 0; /* the path was idle: its idle probe is off now */
 	pa->snd_nxt++;
 	pa->cc.inflight += bytes;
@@ -2291,10 +2457,23 @@ static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
 	path *best = NULL;
-	uint64_t best_room = 0;
+	uint64_t best_room = 0, best_load = 0;
 	int best_idle = 0;
 	uint32_t n = c->path_hi;
 	uint32_t i = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
+	/* Several planes: the plane with the least in flight (per bit/s of
+	 * its link) comes first, so traffic spreads evenly over the planes
+	 * and a plane that comes back gets its share at once, its paths
+	 * growing from a full window's use each round trip instead of one
+	 * packet whenever they happen to be idle. */
+	uint64_t load[MRP_MAX_PLANES] = { 0 };
+	int planes = c->p.nplanes > 1;
+	if (planes)
+		for (uint32_t k = 0; k < n; k++) {
+			const path *pa = c->paths[k];
+			if (pa && pa->open)
+				load[pa->plane] += pa->cc.inflight;
+		}
 	for (uint32_t k = 0; k < n; k++, i++) {
 		if (i >= n) /* (no division: this runs for every burst) */
 			i = 0;
@@ -2303,11 +2482,25 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 		if (room < bytes)
 			continue;
 		int idle = pa->cc.inflight == 0;
-		if ((idle > best_idle || (idle == best_idle && room > best_room)) &&
-		    !plane_paced(c, pa, now)) {
+		uint64_t pl = 0;
+		if (planes) {
+			/* in flight per 1 Gbit/s of the plane's link (equal
+			 * links when they are not known) */
+			uint64_t r = c->p.plane_rate_bps[pa->plane] / 1000000000u;
+			pl = r ? load[pa->plane] / r : load[pa->plane];
+		}
+		int better;
+		if (!best)
+			better = 1;
+		else if (pl != best_load)
+			better = pl < best_load;
+		else
+			better = idle > best_idle || (idle == best_idle && room > best_room);
+		if (better && !plane_paced(c, pa, now)) {
 			best = pa;
 			best_room = room;
 			best_idle = idle;
+			best_load = pl;
 		}
 	}
 	return best;
@@ -2493,7 +2686,7 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 static uint64_t idle_probe_at(const mrp_conn *c, const path *pa)
 {
 	if (!c->p.probe_idle_ns || pa->state != MRP_PATH_ACTIVE || pa->probe_pending ||
-	    pa->snd_una != pa->snd_nxt)
+	    pa->cc.inflight)
 		return NEVER;
 	return max64(pa->last_ack_ns, pa->last_tx_ns) + c->p.probe_idle_ns;
 }
@@ -2558,11 +2751,10 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 {
 	pa->rto_at = NEVER;
-	if (pa->snd_una != pa->snd_nxt) {
+	if (pa->cc.inflight) {
 		c->st.rto_count++;
 		pa->rto_count++;
-		path_drain_inflight(c, pa, 1, now);
-		c->cc.ops->on_rto(&c->cc, &pa->cc, now);
+		path_rto_inflight(c, pa, now);
 	} else if (pa->probe_pending) {
 		pa->rto_count++;
 		pa->probe_pending = 0;
@@ -2606,7 +2798,7 @@ void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 				path_timeout(c, pa, now);
 			if (pa->tlp_at <= now) {
 				pa->tlp_at = NEVER;
-				if (pa->snd_una != pa->snd_nxt) {
+				if (pa->cc.inflight) {
 					pa->tlp_pending = 1;
 					c->ctl_dirty = 1;
 				}

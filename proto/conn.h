@@ -271,6 +271,10 @@ int mrp_conn_path_info(const mrp_conn *conn, unsigned i, mrp_path_info *out);
 typedef struct mrp_conn_stats {
 	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
 	uint64_t retx_pkts, lost_pkts, rto_count, tlp_count;
+	uint64_t rto_spurious;     /* timeouts undone: their packets arrived after all */
+	uint64_t rto_late_pkts;    /* packets of timeouts that arrived after all (not
+				    * counted in lost_pkts: a timeout's packets count
+				    * as lost only once an ACK shows them missing) */
 	uint64_t rx_dup_pkts;      /* data segments that had already arrived */
 	uint64_t naks_sent, naks_rcvd, acks_sent, acks_rcvd;
 	uint64_t drops_token, drops_noconn, drops_range, drops_stale;

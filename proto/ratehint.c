@@ -68,6 +68,25 @@ static void slot_start(mrp_rh *rh, mrp_rh_slot *s, uint64_t key, uint64_t now_ns
 #define CE_GAIN_SHIFT 1 /* alpha gain 1/2 per epoch */
 #define CONTEND_PCT 98  /* share of capacity divided among 2+ senders */
 
+/* Packets an active sender should have sent at an equal share within one
+ * epoch: with fewer, a rate sample is mostly rounding (one packet more or
+ * less), and a demand built from it starves the sender. */
+#define EPOCH_PKTS 4
+
+/* The epoch: epoch_ns, or longer when so many senders share the capacity
+ * that an equal share sends fewer than EPOCH_PKTS of the largest packets
+ * seen in epoch_ns. */
+static uint64_t epoch_len(const mrp_rh *rh)
+{
+	uint64_t need;
+
+	if (rh->nactive < 2 || rh->capacity_bps == 0 || rh->max_pkt_bytes == 0)
+		return rh->epoch_ns;
+	need = mrp_mul_div((uint64_t)EPOCH_PKTS * rh->max_pkt_bytes * 8 * rh->nactive,
+			   NS_PER_S, rh->capacity_bps);
+	return need > rh->epoch_ns ? need : rh->epoch_ns;
+}
+
 /*
  * End the measurement epoch if epoch_ns has passed: each sender active for
  * the whole epoch gets a rate sample (bytes over the time actually elapsed,
@@ -79,7 +98,7 @@ static void epoch_tick(mrp_rh *rh, uint64_t now_ns)
 {
 	uint64_t el = elapsed_ns(now_ns, rh->epoch_start_ns);
 
-	if (el == 0 || el < rh->epoch_ns)
+	if (el == 0 || el < epoch_len(rh))
 		return;
 	for (uint32_t i = 0; i < rh->nslots; i++) {
 		mrp_rh_slot *s = &rh->slots[i];
@@ -279,6 +298,8 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
 	if (idx < 0)
 		return idx;
 	s = &rh->slots[idx];
+	if (bytes > rh->max_pkt_bytes)
+		rh->max_pkt_bytes = bytes;
 	s->epoch_bytes = sat_add(s->epoch_bytes, bytes);
 	rh->epoch_bytes = sat_add(rh->epoch_bytes, bytes);
 	if (ce)

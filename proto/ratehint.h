@@ -38,13 +38,17 @@ typedef struct mrp_rh {
 	uint32_t nslots;
 	uint32_t nactive;
 	uint64_t capacity_bps;  /* inbound capacity shared by all senders */
-	uint64_t epoch_ns;      /* measurement epoch (default 20 us) */
+	uint64_t epoch_ns;      /* measurement epoch (default 20 us); longer while
+				 * an equal share of the capacity sends fewer than
+				 * 4 of the largest packets seen in it (many
+				 * senders), so a rate sample is not mere rounding */
 	uint64_t idle_ns;       /* a sender idle this long is no longer active (default 200 us) */
 	uint32_t headroom_pct;  /* demand = measured rate * (100 + headroom) / 100 (default 25) */
 	uint64_t epoch_start_ns;
 	uint64_t epoch_bytes;   /* bytes that arrived in this epoch, all senders */
 	uint64_t epoch_ce_bytes; /* ... of which CE-marked */
 	uint32_t ce_alpha_q16;  /* EWMA of the CE-marked share (1.0 = 65536) */
+	uint32_t max_pkt_bytes; /* largest arrival seen (sizes the epoch) */
 	uint8_t dirty;          /* shares need recomputing */
 } mrp_rh;
 
@@ -67,7 +71,7 @@ void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
  * active sender (the sender then gets no hint: the caller sends 0). A sender
  * new to the table (or back after idle_ns) has unknown demand and an equal
  * share from its first arrival. Closes the measurement epoch (and expires
- * idle senders) when epoch_ns has passed.
+ * idle senders) when the epoch (epoch_ns, or longer, above) has passed.
  *
  * CE marks on arriving packets mean a queue in front of this receiver is
  * over its marking threshold: the capacity divided among the senders is

@@ -682,6 +682,121 @@ static void test_ce_cuts_one_path(void **state)
 	net_free(&n);
 }
 
+/* A delay spike on path 2 (A to B): its packets sent in [30 us, 60 us)
+ * are held until 250 us (beyond the path's first timeout, before its
+ * second), and the path stays first in, first out (nothing sent
+ * on it later overtakes them), as a queue on one route would. */
+static uint64_t spike_last_at;
+
+static int spike_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (from != 0 || ti->path_id != 2)
+		return ok;
+	uint64_t at = n->now + *delay;
+	if (n->now >= 30000 && n->now < 60000)
+		at = 250000;
+	if (at < spike_last_at)
+		at = spike_last_at;
+	spike_last_at = at;
+	*delay = at - n->now;
+	return ok;
+}
+
+/* A timeout that was only delay is undone (SPEC 6.4): the packets it
+ * declared lost arrive after all, so they are not counted lost (in the
+ * connection's and the path's counters, which the daemon's telemetry
+ * reads), the timeout counts as spurious, and the path gets back the
+ * window it had before. */
+static void test_spurious_rto_undone(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.policy = spike_policy;
+	spike_last_at = 0;
+	size_t len = 8 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 12);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	net_run_until(&n, NULL, NULL, 30000);
+	mrp_path_info before;
+	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &before), 0);
+	/* just before the spike ends: the path has timed out */
+	net_run_until(&n, NULL, NULL, 245000);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_true(st.rto_count > 0);
+	assert_int_equal(st.lost_pkts, 0); /* not yet known: nothing counted */
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	/* the held packets arrive at 250 us, perhaps after the message
+	 * completed through their retransmissions: their ACKs resolve them */
+	net_run_until(&n, NULL, NULL, n.now + 1000000);
+	mrp_conn_get_stats(n.c[0], &st);
+	print_message("rto %llu spurious %llu late packets %llu lost %llu; path 2 cwnd %llu "
+		      "before\n",
+		      (unsigned long long)st.rto_count, (unsigned long long)st.rto_spurious,
+		      (unsigned long long)st.rto_late_pkts, (unsigned long long)st.lost_pkts,
+		      (unsigned long long)before.cwnd);
+	assert_true(st.rto_spurious > 0);
+	assert_true(st.rto_late_pkts > 0);
+	assert_int_equal(st.lost_pkts, 0);
+	mrp_path_info p2;
+	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &p2), 0);
+	assert_int_equal(p2.lost_pkts, 0);
+	assert_true(p2.cwnd >= before.cwnd);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
+/* A real loss after a timeout still counts: the path's packets are dropped,
+ * the timeout fires, and the ACKs of what the path carries next show them
+ * missing. */
+static void test_rto_loss_counted(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	mrp_path_info p2;
+	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &p2), 0);
+	size_t len = 4 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 13);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	net_run_until(&n, NULL, NULL, 30000);
+	n.blackhole_sport = p2.sport; /* a black hole from 30 to 400 us */
+	net_run_until(&n, NULL, NULL, 400000);
+	n.blackhole_sport = -1;
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &p2), 0);
+	print_message("rto %llu spurious %llu lost %llu (path 2: %llu)\n",
+		      (unsigned long long)st.rto_count, (unsigned long long)st.rto_spurious,
+		      (unsigned long long)st.lost_pkts, (unsigned long long)p2.lost_pkts);
+	assert_true(st.lost_pkts > 0);
+	assert_true(p2.lost_pkts > 0);
+	assert_true(st.rto_count > 0);
+	assert_int_equal(st.rto_spurious, 0);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A silent black hole on one path: detected by its RTO, its data resent on
  * other paths, the path re-ported; the transfer completes intact. */
 static void test_blackhole_reported(void **state)
@@ -1577,6 +1692,8 @@ int main(void)
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_ce_cuts_one_path),
 		cmocka_unit_test(test_blackhole_reported),
+		cmocka_unit_test(test_spurious_rto_undone),
+		cmocka_unit_test(test_rto_loss_counted),
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_close_graceful),
 		cmocka_unit_test(test_close_abort),

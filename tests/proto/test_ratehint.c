@@ -374,6 +374,44 @@ static void test_jain_64_equal(void **state)
 	assert_true(sum >= SHARED(cap) - 64);
 }
 
+/* 64 senders, each sending whole 4234-byte packets at its equal share
+ * (staggered): within a 20 us epoch a sender delivers 0 or 1 packet, so a
+ * rate sampled over one such epoch is mostly rounding. The epoch grows
+ * until an equal share is several packets, and no sender's demand is
+ * starved by the rounding: every share stays near the equal share. */
+static void test_epoch_sized_for_many_senders(void **state)
+{
+	static mrp_rh_slot slots[128];
+	mrp_rh rh;
+	uint32_t cache[64];
+	const uint64_t cap = 100 * GBPS;
+	const uint32_t pkt = 4234;
+	/* period of one sender: 64 packets per period fill 95 % of cap */
+	const uint64_t period = (uint64_t)pkt * 8 * 64 * 1000000000ull / (cap / 100 * 95);
+	uint64_t next[64], lo = UINT64_MAX;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 128, cap, 0), 0);
+	cache_reset(cache, 64);
+	for (unsigned i = 0; i < 64; i++)
+		next[i] = period * i / 64;
+	for (uint64_t now = 0; now < 3000000; now += 100) {
+		for (unsigned i = 0; i < 64; i++)
+			if (next[i] <= now) {
+				assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), pkt, 0, now) >= 0);
+				next[i] += period;
+			}
+		if (now < 1000000)
+			continue;
+		for (unsigned i = 0; i < 64; i++) {
+			uint64_t sh = share_of(&rh, cache, i, now);
+			lo = sh < lo ? sh : lo;
+		}
+	}
+	assert_true(rh.epoch_ns == MRP_RH_DEFAULT_EPOCH_NS); /* the tunable is untouched */
+	assert_true(lo >= SHARED(cap) / 64 * 9 / 10);
+}
+
 /* CE-marked arrivals shrink what is divided (a queue before the receiver
  * is over its threshold); unmarked arrivals give it back. */
 static void test_ce_shrinks_allotment(void **state)
@@ -408,6 +446,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ce_shrinks_allotment),
+		cmocka_unit_test(test_epoch_sized_for_many_senders),
 		cmocka_unit_test(test_init_invalid),
 		cmocka_unit_test(test_single_sender_full_capacity),
 		cmocka_unit_test(test_incast_64_equal_from_first_arrival),
