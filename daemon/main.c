@@ -192,6 +192,13 @@ static void on_sighup(uv_signal_t *s, int signum)
  * interface that reports none): above any link's, so hints never bind. */
 #define MRD_RH_UNKNOWN_BPS 400000000000ull
 
+/* A sender silent this long is no longer counted among the active ones.
+ * The engine's default (200 us) suits a NIC; a daemon's datagrams come in
+ * bursts between the host's scheduling gaps (milliseconds, tens of them on
+ * a loaded host: with 200 us, senders of a 4:1 incast were expired between
+ * bursts and the one left was told the whole capacity). */
+#define MRD_RH_IDLE_NS 50000000ull
+
 static mrp_rh rh;
 static mrp_rh_slot rh_slots[MRD_RH_SLOTS];
 
@@ -215,6 +222,7 @@ void mrd_rh_update(mrd *d)
 		 * after it. */
 		if (mrp_rh_init(&rh, rh_slots, MRD_RH_SLOTS, cap ? cap : 1, uv_hrtime()) < 0)
 			return;
+		rh.idle_ns = MRD_RH_IDLE_NS;
 		d->rh = &rh;
 	} else if (cap == d->rh->capacity_bps) {
 		return;

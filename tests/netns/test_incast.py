@@ -11,10 +11,13 @@ every ACK carries a sender's share.
 
 All senders start a verified perf to the receiver at once. Each must
 verify every byte; Jain's fairness index of their goodputs must be at
-least 0.9; together they must fill at least 80 % of the bottleneck (a
-single sender reached 93-95 % of a plane in multiplane_scaling, on a
-loaded host too: 80 % leaves room for the start of SENDERS connections
-and their ends, which do not all fall at the same moment). Mid-run, each
+least 0.9; together they must get at least 80 % of what one sender
+alone got through the same bottleneck just before (the reference is
+measured in the same run, so that a host that is loaded, or a sanitizer
+build, lowers both: an absolute floor of 80 % of the rate failed once at
+75 % with an ASan build on a host at load average 30; the 20 % leave
+room for the start of SENDERS connections and their ends, which do not
+all fall at the same moment). Mid-run, each
 sender's connection must hold a rate hint from the receiver (the
 allocator is wired in: a hint of 0 means none) of at most half the
 bottleneck (an equal share is a quarter).
@@ -44,6 +47,9 @@ try:
     f.start(rx, plane_extra="    link_speed: %dMbps\n" % int(cap / 1e6))
     for h in senders:
         f.start(h)
+    # The reference, in the same run: one sender alone through the same
+    # bottleneck (what this host, as loaded as it is now, gets through it).
+    ref = f.perf(senders[0], rx, PERF_SECONDS)["goodput_gbps"]
     runs = {h: f.perf_start(h, rx, PERF_SECONDS) for h in senders}
     time.sleep(PERF_SECONDS * 0.6)
     hints = {}
@@ -70,8 +76,9 @@ try:
             "(%s Mbit/s of %.0f)"
             % (", ".join("%.0f" % (hints[h] / 1e6) for h in senders), cap / 1e6))
     f.check(j >= 0.9, "Jain's index of the %d senders' goodputs %.3f >= 0.9" % (SENDERS, j))
-    f.check(sum(g) * 1e9 >= 0.8 * cap, "the senders filled the bottleneck: %.3f Gbit/s of "
-            "payload, %.0f %% of %s" % (sum(g), 100 * sum(g) * 1e9 / cap, RATE))
+    f.check(sum(g) >= 0.8 * ref, "together the senders got %.3f Gbit/s through the "
+            "bottleneck, %.0f %% of what one sender alone got (%.3f Gbit/s, %.0f %% of %s)"
+            % (sum(g), 100 * sum(g) / ref, ref, 100 * ref * 1e9 / cap, RATE))
     for h in senders + [rx]:
         f.stop(h)
 finally:
