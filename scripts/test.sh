@@ -115,10 +115,17 @@ pass_release() {
 	run_suites release "$build" $(pick_suites "$build")
 }
 
+# The hog runs in a process group of its own (setsid), stopped as a group:
+# stress-ng's parent, killed alone, can leave its workers running.
 hog_pid=
 stop_hog() {
 	if [ -n "$hog_pid" ]; then
-		kill -TERM "$hog_pid" 2>/dev/null || true
+		kill -TERM -- "-$hog_pid" 2>/dev/null || true
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			kill -0 -- "-$hog_pid" 2>/dev/null || break
+			sleep 0.5
+		done
+		kill -KILL -- "-$hog_pid" 2>/dev/null || true
 		wait "$hog_pid" 2>/dev/null || true
 		hog_pid=
 	fi
@@ -139,7 +146,7 @@ pass_load() {
 	fi
 	# A CPU hog on every core of a 2-core machine: the daemons and the
 	# tests compete with it (and with whatever else the host runs).
-	stress-ng --cpu "${LOAD_CPUS:-2}" --timeout 0 --quiet &
+	setsid stress-ng --cpu "${LOAD_CPUS:-2}" --timeout 0 --quiet &
 	hog_pid=$!
 	echo "==== load: stress-ng --cpu ${LOAD_CPUS:-2} running (pid $hog_pid)"
 	# shellcheck disable=SC2086
