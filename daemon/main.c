@@ -184,6 +184,54 @@ static void on_sighup(uv_signal_t *s, int signum)
 	mrd_notify_send(&d->notify, "READY=1\nSTATUS=running");
 }
 
+/* ---- receiver rate hints ------------------------------------------------- */
+
+/* Senders the allocator tracks at once (active within its idle time, 200
+ * us); one beyond them gets no hint until a slot frees. */
+#define MRD_RH_SLOTS 256
+/* The capacity counted for an up plane of unknown link speed (loopback, an
+ * interface that reports none): above any link's, so hints never bind. */
+#define MRD_RH_UNKNOWN_BPS 400000000000ull
+
+/* A sender silent this long is no longer counted among the active ones.
+ * The engine's default (200 us) suits a NIC; a daemon's datagrams come in
+ * bursts between the host's scheduling gaps (milliseconds, tens of them on
+ * a loaded host: with 200 us, senders of a 4:1 incast were expired between
+ * bursts and the one left was told the whole capacity). */
+#define MRD_RH_IDLE_NS 50000000ull
+
+static mrp_rh rh;
+static mrp_rh_slot rh_slots[MRD_RH_SLOTS];
+
+static uint64_t rh_capacity(const mrd *d)
+{
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < d->cfg.nplanes; i++) {
+		if (!mrd_planes_up(d, i))
+			continue;
+		uint64_t bps = mrd_planes_speed(d, i);
+		sum += bps ? bps : MRD_RH_UNKNOWN_BPS;
+	}
+	return sum;
+}
+
+void mrd_rh_update(mrd *d)
+{
+	uint64_t cap = rh_capacity(d);
+	if (!d->rh) {
+		/* mrp_rh_init() wants a capacity; 0 (every plane down) is set
+		 * after it. */
+		if (mrp_rh_init(&rh, rh_slots, MRD_RH_SLOTS, cap ? cap : 1, uv_hrtime()) < 0)
+			return;
+		rh.idle_ns = MRD_RH_IDLE_NS;
+		d->rh = &rh;
+	} else if (cap == d->rh->capacity_bps) {
+		return;
+	}
+	mrp_rh_set_capacity(d->rh, cap);
+	mrd_info("rate hints: inbound capacity %llu Mbit/s", (unsigned long long)(cap / 1000000));
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static int start(mrd *d)
@@ -202,6 +250,7 @@ static int start(mrd *d)
 	mrd_notify_init(&d->notify, d->loop);
 	store_open(d);
 	mrd_planes_init(d); /* without netlink the planes are just not watched */
+	mrd_rh_update(d);   /* the planes' speeds are known from here */
 	/* Operations: drained planes and interrupted drills from the store,
 	 * then the telemetry sampler. */
 	mrd_ops_init(d);

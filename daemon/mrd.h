@@ -26,6 +26,7 @@
 #include "fdguard.h"
 #include "notify.h"
 #include "peer.h"
+#include "ratehint.h"
 #include "store.h"
 #include "timer.h"
 
@@ -79,7 +80,18 @@ struct mrd {
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t stop_timer;
 	uint64_t stop_deadline_ms; /* uv_now() when the graceful stop gives up */
+
+	/* Receiver rate hints (proto/ratehint.h): one allocator for every
+	 * inbound connection, its capacity the link speeds of the planes
+	 * that are up (mrd_rh_update()); every connection's engine gets it.
+	 * NULL before the planes are known. */
+	mrp_rh *rh;
 };
+
+/* Set the rate-hint allocator's capacity from the planes (at start, and
+ * on every plane up or down): the sum of the link speeds of the planes
+ * that are up, MRD_RH_UNKNOWN_BPS for one whose speed is unknown. */
+void mrd_rh_update(mrd *d);
 
 /* Count a dropped datagram under an engine error name. */
 static inline void mrd_count_drop(mrd *d, int err)

@@ -300,6 +300,7 @@ static uint8_t our_addrs(const mrd *d, mrp_addr *out, uint32_t mask)
 static void our_params(const mrd *d, mrp_conn_params *cp)
 {
 	mrd_config_conn_params(&d->cfg, cp);
+	cp->rh = d->rh; /* the daemon's one rate-hint allocator (main.c) */
 }
 
 static void send_pkt(mrd *d, mrd_sock *s, const mrd_sockaddr *to, socklen_t tolen,

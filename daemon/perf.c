@@ -62,6 +62,7 @@ struct mrd_perf_op {
 	uint32_t probe_sent[MRP_MAX_PATHS];
 	json_t *probe_rtts[MRP_MAX_PATHS];  /* us; NULL until the path's first */
 	unsigned count, done_count;
+	unsigned drain; /* echoes after the last counted one, waiting for PROBE answers */
 	uint64_t rtt_min, rtt_max, rtt_sum;
 	json_t *rtts;
 	json_t *result; /* built at the end */
@@ -423,9 +424,16 @@ static void op_post_data(mrd_perf_op *op, uint64_t now)
 	mrd_conn_touch(c);
 }
 
+/* ping: PROBEs of this ping answered on path i. */
+static size_t ping_answered(const mrd_perf_op *op, unsigned i)
+{
+	return op->probe_rtts[i] ? json_array_size(op->probe_rtts[i]) : 0;
+}
+
 /* ping: take the PROBE answers that came since the last round and, unless
  * this is the last round, probe every active path again. Each answer is one
  * RTT sample of one path (the engine's PROBE/PROBE_ACK, SPEC 8). */
+
 static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
 {
 	mrd_conn *c = op->ep.c;
@@ -435,7 +443,11 @@ static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
 		mrp_path_info pi;
 		if (mrp_conn_path_info(c->eng, i, &pi) < 0)
 			continue;
-		if (op->probe_sent[i] && pi.probes_answered != op->probe_seen[i]) {
+		/* One PROBE at most is out on a path: an answer while one of
+		 * ours is out is ours; one without is the engine's own (the
+		 * initiator's confirmation PROBE) and not this ping's. */
+		if (op->probe_sent[i] > ping_answered(op, i) &&
+		    pi.probes_answered != op->probe_seen[i]) {
 			if (!op->probe_rtts[i])
 				op->probe_rtts[i] = json_array();
 			json_array_append_new(op->probe_rtts[i],
@@ -446,6 +458,20 @@ static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
 			op->probe_sent[i]++;
 	}
 	mrd_conn_touch(c);
+}
+
+/* Uncounted echoes a ping sends at most after its last counted one while
+ * PROBE answers are still out. */
+#define PING_DRAIN 64
+
+/* ping: a PROBE of this ping still unanswered on some path. */
+static int ping_probes_out(const mrd_perf_op *op)
+{
+	for (unsigned i = 0; i < MRP_MAX_PATHS; i++) {
+		if (op->probe_sent[i] > ping_answered(op, i))
+			return 1;
+	}
+	return 0;
 }
 
 /* The per-path PROBE results of a ping. */
@@ -523,6 +549,8 @@ static void op_ready(mrd_perf_op *op, const ctlmsg *m)
 	op_post_data(op, op->start_ns);
 }
 
+static void ping_finish(mrd_perf_op *op, mrd_conn *c);
+
 static void op_completion(mrd_conn *c, const mrp_cqe *e)
 {
 	mrd_perf_op *op = c->ud;
@@ -590,6 +618,20 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 		break;
 	}
 	case T_ECHO_REP: {
+		if (op->echo && op->done_count == op->count && m.a == op->count + op->drain &&
+		    m.b <= now) {
+			/* Draining: the counted round trips are done, the last
+			 * PROBEs may still be on their way back (a peer or a
+			 * host slow to schedule answers them after the SEND):
+			 * echo again, uncounted, up to PING_DRAIN times. */
+			ping_probe_round(op, 0, now);
+			if (ping_probes_out(op) && ++op->drain < PING_DRAIN) {
+				ctl_send(&op->ep, T_ECHO_REQ, op->count + op->drain, uv_hrtime(), 0);
+				break;
+			}
+			ping_finish(op, c);
+			break;
+		}
 		if (!op->echo || m.a != op->done_count || m.b > now)
 			break;
 		uint64_t rtt = now - m.b;
@@ -605,23 +647,33 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 			break;
 		}
 		ping_probe_round(op, 0, now);
-		json_t *r = op->result;
-		json_object_set_new(r, "probes", ping_probe_json(op));
-		json_object_set_new(r, "count", json_integer(op->count));
-		json_object_set_new(r, "rtt_us", json_incref(op->rtts));
-		json_object_set_new(r, "min_us", json_real((double)op->rtt_min / 1e3));
-		json_object_set_new(r, "avg_us",
-				    json_real((double)op->rtt_sum / op->count / 1e3));
-		json_object_set_new(r, "max_us", json_real((double)op->rtt_max / 1e3));
-		json_object_set_new(r, "handshake_us",
-				    json_real((double)(c->established_ns - c->created_ns) / 1e3));
-		op_finish(op, NULL);
+		if (ping_probes_out(op)) {
+			ctl_send(&op->ep, T_ECHO_REQ, op->count, uv_hrtime(), 0);
+			break;
+		}
+		ping_finish(op, c);
 		break;
 	}
 	default:
 		op_finish(op, "unexpected control message from the peer");
 		break;
 	}
+}
+
+/* ping: the result, once the counted round trips are done and every PROBE
+ * answered (or PING_DRAIN more echoes did not bring the answer). */
+static void ping_finish(mrd_perf_op *op, mrd_conn *c)
+{
+	json_t *r = op->result;
+	json_object_set_new(r, "probes", ping_probe_json(op));
+	json_object_set_new(r, "count", json_integer(op->count));
+	json_object_set_new(r, "rtt_us", json_incref(op->rtts));
+	json_object_set_new(r, "min_us", json_real((double)op->rtt_min / 1e3));
+	json_object_set_new(r, "avg_us", json_real((double)op->rtt_sum / op->count / 1e3));
+	json_object_set_new(r, "max_us", json_real((double)op->rtt_max / 1e3));
+	json_object_set_new(r, "handshake_us",
+			    json_real((double)(c->established_ns - c->created_ns) / 1e3));
+	op_finish(op, NULL);
 }
 
 static void op_ended(mrd_conn *c, const char *why)

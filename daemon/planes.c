@@ -236,6 +236,7 @@ static void set_down(mrd_plane_state *s, const char *why)
 	s->changed_ns = uv_hrtime();
 	snprintf(s->reason, sizeof(s->reason), "%s", why);
 	/* The engine first: the log and the store follow. */
+	mrd_rh_update(d);
 	mrd_peers_plane_event(d, s->idx, MRP_PLANE_DOWN);
 	char detail[96];
 	snprintf(detail, sizeof(detail), "%s (%s)", why, s->ifname[0] ? s->ifname : "-");
@@ -251,6 +252,7 @@ static void set_up(mrd_plane_state *s)
 	s->changed_ns = uv_hrtime();
 	s->reason[0] = 0;
 	read_speed(s);
+	mrd_rh_update(d);
 	mrd_peers_plane_event(d, s->idx, MRP_PLANE_UP);
 	char detail[96];
 	snprintf(detail, sizeof(detail), "link up (%s), %llu Mbit/s (%s)",

@@ -41,6 +41,13 @@ def skip(reason):
 
 
 def fail(msg):
+    # The daemons' logs tell why (a failure seen once under load must be
+    # diagnosable from that one log).
+    for d in _live:
+        try:
+            d.dump()
+        except (OSError, ValueError):
+            pass
     print("FAIL:", msg)
     sys.exit(1)
 
@@ -134,6 +141,9 @@ class Daemon:
         return rc, time.time() - t0
 
     def dump(self):
+        if getattr(self, "_dumped", False):
+            return
+        self._dumped = True
         self.log.flush()
         with open(self.logpath) as f:
             sys.stdout.write("---- %s log ----\n%s\n" % (self.name, f.read()[-8000:]))

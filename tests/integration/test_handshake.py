@@ -11,9 +11,10 @@ mrtest.check(st["planes"] == 2, "two planes")
 r = a.ok("ping", {"peer": b.peer(), "count": 3}, timeout=30)
 mrtest.check(len(r["rtt_us"]) == 3 and r["min_us"] > 0, "ping: 3 round trips")
 # PROBE round trips per path: every active path of the connection was probed,
-# answers came back on every path (a PROBE still out when the last echo
-# returns is the only one allowed to be missing), each RTT positive and
-# below a second.
+# answers came back on every path (the daemon echoes on, uncounted, while a
+# PROBE is out: on a loaded host the answers of one plane's socket can come
+# a loop iteration after the echo; a PROBE still out after that is the only
+# one allowed to be missing), each RTT positive and below a second.
 pr = r["probes"]
 active = [x for x in r["paths"] if x["state"] == "active"]
 mrtest.check(len(pr) >= 1 and len(pr) >= len(active) and
@@ -50,7 +51,8 @@ for k in ("conn", "id", "gen", "plane", "state", "sport", "local", "remote", "cw
           "inflight", "srtt_us", "min_rtt_us", "tx_pkts", "retx_pkts", "lost_pkts",
           "ce_pkts", "rx_pkts"):
     mrtest.check(k in paths[0], "path field %s" % k)
-mrtest.check(res.get("ok") and res["result"]["verified"], "short perf verified")
+mrtest.check(res.get("ok") and res["result"]["verified"], "short perf verified%s" % (
+    "" if res.get("ok") else ": %s" % res.get("error")))
 mrtest.check(one and all(x["conn"] == paths[0]["conn"] for x in one), "show paths --conn filters")
 r = a.request("show paths", {"conn": "zz"})
 mrtest.check(not r["ok"] and r["error"]["code"] == "bad_request", "bad conn id refused")
