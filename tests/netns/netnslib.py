@@ -372,6 +372,13 @@ class Fabric:
             x = f.read().rsplit(")", 1)[1].split()
         return (int(x[11]) + int(x[12])) / os.sysconf("SC_CLK_TCK")
 
+    def wait_seconds(self, name):
+        """Seconds the daemon `name`'s event loop has spent runnable but waiting
+        for a CPU (/proc/PID/schedstat, second field): what a busy host costs
+        it, which its CPU use does not show."""
+        with open("/proc/%d/schedstat" % self.procs[name].pid) as f:
+            return int(f.read().split()[1]) / 1e9
+
     # ---- impairments (fabric.sh) ------------------------------------------
 
     def fabric(self, *args):
