@@ -9,9 +9,10 @@ tbf, not the daemons, is the bottleneck). The daemons' CPU use during the
 runs is printed and must stay below 90 % of a core: a CPU-bound daemon would
 measure itself, not the planes. So is the time their event loops spent
 runnable but waiting for a CPU: on a host so busy that it exceeds
-MAX_WAIT (20 %) of a run, the host, not the planes, sets the rate; the
-test then still checks everything else (data on every plane, verified, not
-CPU-bound) but cannot judge the scaling, and exits 77 saying so.
+MAX_WAIT (20 %) of a run, the host, not the planes, may set the rate; if
+the scaling then falls short, the test cannot tell whose it is and exits
+77 saying so (everything else -- data on every plane, verified, not
+CPU-bound -- is still checked, and a scaling that holds still passes).
 
 MR_SCALING_PLANES="1 2 4" (default) chooses the plane counts. Needs root,
 network namespaces and tc: exits 77 (skipped), saying why, otherwise.
@@ -66,18 +67,22 @@ for k in PLANES:
     finally:
         f.close()
 
-if starved:
-    print("SKIP: the daemons waited for a CPU more than %.0f %% of a run (%s): this host "
-          "is too busy to tell the planes' scaling from its own; goodputs above are "
-          "printed, the scaling is not judged" % (MAX_WAIT * 100, "; ".join(starved)))
-    raise SystemExit(77)
 if 1 in goodput:
     one = goodput[1]
-    mrtest.check(one * 1e9 >= 0.85 * rate_bps(RATE),
-                 "one plane saturated: %.3f Gbit/s of payload on a %s plane (%.0f %%)"
-                 % (one, RATE, 100 * one * 1e9 / rate_bps(RATE)))
+    checks = [(one * 1e9 >= 0.85 * rate_bps(RATE),
+               "one plane saturated: %.3f Gbit/s of payload on a %s plane (%.0f %%)"
+               % (one, RATE, 100 * one * 1e9 / rate_bps(RATE)))]
     for k in PLANES:
         if k > 1:
-            mrtest.check(goodput[k] >= 0.9 * k * one,
-                         "%d planes: %.3f Gbit/s >= 0.9 x %d x %.3f (ratio %.2f)"
-                         % (k, goodput[k], k, one, goodput[k] / one))
+            checks.append((goodput[k] >= 0.9 * k * one,
+                           "%d planes: %.3f Gbit/s >= 0.9 x %d x %.3f (ratio %.2f)"
+                           % (k, goodput[k], k, one, goodput[k] / one)))
+    if starved and not all(ok for ok, _ in checks):
+        for ok, what in checks:
+            print("%s: %s" % ("ok" if ok else "not met", what))
+        print("SKIP: the daemons waited for a CPU more than %.0f %% of a run (%s): this "
+              "host is too busy to tell the planes' scaling from its own"
+              % (MAX_WAIT * 100, "; ".join(starved)))
+        raise SystemExit(77)
+    for ok, what in checks:
+        mrtest.check(ok, what)
