@@ -2689,7 +2689,8 @@ COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
  * The receiver's rate hint, not a small initial window, sizes a new
  * connection: while no path has seen a congestion signal yet (every active
  * path still in slow start), the connection's window goes at once to what
- * the hinted rate carries in the largest smoothed RTT, opening the paths
+ * the hinted rate carries in the largest smoothed RTT -- or to the data it
+ * has, if that is less -- opening the paths
  * that window needs (each holds at most the SACK span) and giving each
  * active path an equal part of it, still in slow start. Pacing holds the
  * rate to the hint; an ECN mark or a loss burst ends slow start as usual.
@@ -2702,6 +2703,19 @@ static void hint_window(mrp_conn *c, uint64_t now)
 	if (!hint || !rtt)
 		return;
 	uint64_t target = mrp_mul_div(hint, rtt, 8000000000ull);
+	if (c->cc.qwnd >= target)
+		return;
+	/* No more window (and no more paths) than the data asks for: what is in
+	 * flight and still queued. A ping or a short message on a fast fabric
+	 * would otherwise open every path it may (each path a socket of the
+	 * daemon's). The queue is read only up to the target. */
+	uint64_t demand = c->total_inflight;
+	for (const txmsg *m = c->sq_head; m && demand < target; m = m->qnext)
+		if (!m->done && m->next_seg < m->npkts)
+			demand += (uint64_t)(m->npkts - m->next_seg) * (MRP_DATA_HDR_LEN + c->p.mtu);
+	demand += (uint64_t)c->rq_len * (MRP_DATA_HDR_LEN + c->p.mtu);
+	if (demand < target)
+		target = demand;
 	if (c->cc.qwnd >= target)
 		return;
 	uint64_t ceiling = (uint64_t)(c->p.cc.max_cwnd_pkts - 1) * c->p.mtu;
