@@ -411,6 +411,9 @@ json_t *mrd_json_paths(const mrd_conn *c)
 		P(tx_pkts); P(tx_bytes); P(retx_pkts); P(lost_pkts); P(acked_pkts); P(ce_pkts);
 		P(rx_pkts); P(rx_ce_pkts);
 #undef P
+		if (pi.rx_plane < c->npairs)
+			json_object_set_new(o, "rx_plane_name",
+					    json_string(d->cfg.planes[c->pairs[pi.rx_plane].lplane].name));
 		json_array_append_new(a, o);
 	}
 	return a;

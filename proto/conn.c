@@ -3170,6 +3170,7 @@ int mrp_conn_path_info(const mrp_conn *c, unsigned i, mrp_path_info *o)
 	o->id = pa->id;
 	o->gen = pa->gen;
 	o->plane = pa->plane;
+	o->rx_plane = pa->rx_plane;
 	o->state = pa->state;
 	o->sport = pa->sport;
 	o->cwnd = pa->cc.cwnd;

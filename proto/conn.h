@@ -261,6 +261,10 @@ typedef struct mrp_path_info {
 	uint64_t srtt_ns, min_rtt_ns;
 	uint64_t tx_pkts, tx_bytes, retx_pkts, lost_pkts, acked_pkts, ce_pkts;
 	uint64_t rx_pkts, rx_ce_pkts;
+	/* rx_*: the peer's path with this id, which need not be on the same
+	 * plane pair as ours (each end opens its own paths): the plane pair
+	 * its packets last arrived on */
+	uint8_t rx_plane;
 	uint64_t probe_rtt_ns;    /* RTT of the last answered PROBE, 0 = none yet */
 	uint64_t probes_answered; /* PROBEs of ours answered on this path */
 } mrp_path_info;

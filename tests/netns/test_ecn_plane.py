@@ -39,9 +39,11 @@ RUNS = 3
 MIN_PKTS = 200  # a path's fraction is judged on at least this many packets
 
 
-def fractions(paths, num, den):
-    """[(plane, path id, num / den, den)] of the paths with den >= MIN_PKTS."""
-    return [(p["plane_name"], p["id"], p[num] / p[den], p[den]) for p in paths
+def fractions(paths, num, den, plane="plane_name"):
+    """[(plane, path id, num / den, den)] of the paths with den >= MIN_PKTS.
+    A receiver's rx_* counters are of the peer's path with that id, on the
+    plane named by rx_plane_name (the two ends number their paths apart)."""
+    return [(p.get(plane), p["id"], p[num] / p[den], p[den]) for p in paths
             if p[den] >= MIN_PKTS]
 
 
@@ -107,17 +109,17 @@ try:
         f.check_verified(res)
         marks = f.nft_counter("b", "ecn", 1) - marks0
         f.check(marks > 0, "nftables marked %d packets on plane1" % marks)
-        for side, paths, num, den in (("A", pa, "ce_pkts", "acked_pkts"),
-                                      ("B", pb, "rx_ce_pkts", "rx_pkts")):
-            fr = fractions(paths, num, den)
+        for side, paths, num, den, pl in (("A", pa, "ce_pkts", "acked_pkts", "plane_name"),
+                                          ("B", pb, "rx_ce_pkts", "rx_pkts", "rx_plane_name")):
+            fr = fractions(paths, num, den, pl)
             print("%s: per-path %s / %s: %s" % (side, num, den, ", ".join(
                 "%s#%d %.3f of %d" % x for x in fr)))
             on1 = [x for x in fr if x[0] == "plane1"]
             on0 = [x for x in fr if x[0] == "plane0"]
             f.check(on1 and on0, "%s: paths with at least %d packets on both planes"
                     % (side, MIN_PKTS))
-            tot1 = sum(p[num] for p in paths if p["plane_name"] == "plane1")
-            den1 = sum(p[den] for p in paths if p["plane_name"] == "plane1")
+            tot1 = sum(p[num] for p in paths if p.get(pl) == "plane1")
+            den1 = sum(p[den] for p in paths if p.get(pl) == "plane1")
             f.check(want / 1.5 <= tot1 / den1 <= want * 1.5,
                     "%s: plane1's CE fraction %.3f is %d %% within a factor 1.5" % (
                         side, tot1 / den1, MARK_PCT))
