@@ -2578,15 +2578,19 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 	 * gets its share at once, its paths growing from a full window's use
 	 * each round trip instead of one packet whenever they happen to be
 	 * idle. */
-	uint64_t load[MRP_MAX_PLANES];
+	uint64_t load[MRP_MAX_PLANES], wnd[MRP_MAX_PLANES];
 	int planes = c->p.nplanes > 1;
 	if (planes) {
 		/* (zeroed only here: one plane, the common case, needs none) */
 		memset(load, 0, c->p.nplanes * sizeof(load[0]));
+		memset(wnd, 0, c->p.nplanes * sizeof(wnd[0]));
 		for (uint32_t k = 0; k < n; k++) {
 			const path *pa = c->paths[k];
-			if (pa && pa->open)
+			if (pa && pa->open) {
 				load[pa->plane] += pa->cc.inflight;
+				if (pa->state == MRP_PATH_ACTIVE)
+					wnd[pa->plane] += pa->cc.cwnd;
+			}
 		}
 	}
 	for (uint32_t k = 0; k < n; k++, i++) {
@@ -2600,9 +2604,13 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 		uint64_t pl = 0;
 		if (planes) {
 			/* in flight per 1 Gbit/s of the plane's link (equal
-			 * links when they are not known) */
+			 * links when they are not known), weighed by how much
+			 * of its paths' windows that fills: a plane whose
+			 * paths were cut (ECN, loss) fills sooner and gets a
+			 * smaller share even while no window binds */
 			uint64_t r = c->p.plane_rate_bps[pa->plane] / 1000000000u;
 			pl = r ? load[pa->plane] / r : load[pa->plane];
+			pl = mrp_mul_div(pl + 1, 1u << 16, wnd[pa->plane] + 1);
 		}
 		int better;
 		if (!best)

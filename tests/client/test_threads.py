@@ -16,8 +16,14 @@ from clienttest import YAML
 def main():
     exe = sys.argv[1]
     # YAML: an RNR budget that covers the server's accept loop (it polls
-    # for new connections every 20 ms, the first ping may come sooner).
-    pair = mrtest.Pair("client-threads", yaml_extra=YAML)
+    # for new connections every 20 ms, the first ping may come sooner). The
+    # server's "ready" SEND leaves as soon as it accepts, before the client's
+    # thread has seen ESTABLISHED and posted its receive: RC leaves that race
+    # to the application, and a sanitized client on a busy host has taken
+    # over the default 500 ms to post it (RNR_RETRY_EXC, CI). 255 waits of
+    # 10 ms give it 2.5 s.
+    pair = mrtest.Pair("client-threads", yaml_extra=YAML.replace(
+        "transport:\n", "transport:\n  rnr_retry_max: 255\n") + "timers:\n  rnr_delay: 10ms\n")
     srv = subprocess.Popen([exe, "server"], env=dict(os.environ, METAROCE_APP_SOCKET=pair.b.app_sock),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
