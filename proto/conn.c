@@ -2578,18 +2578,20 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 	 * gets its share at once, its paths growing from a full window's use
 	 * each round trip instead of one packet whenever they happen to be
 	 * idle. */
-	uint64_t load[MRP_MAX_PLANES], wnd[MRP_MAX_PLANES];
+	uint64_t load[MRP_MAX_PLANES];
+	uint32_t mark[MRP_MAX_PLANES];
 	int planes = c->p.nplanes > 1;
 	if (planes) {
 		/* (zeroed only here: one plane, the common case, needs none) */
 		memset(load, 0, c->p.nplanes * sizeof(load[0]));
-		memset(wnd, 0, c->p.nplanes * sizeof(wnd[0]));
+		memset(mark, 0, c->p.nplanes * sizeof(mark[0]));
 		for (uint32_t k = 0; k < n; k++) {
 			const path *pa = c->paths[k];
 			if (pa && pa->open) {
 				load[pa->plane] += pa->cc.inflight;
-				if (pa->state == MRP_PATH_ACTIVE)
-					wnd[pa->plane] += pa->cc.cwnd;
+				if (pa->state == MRP_PATH_ACTIVE &&
+				    pa->cc.alpha_q16 > mark[pa->plane])
+					mark[pa->plane] = pa->cc.alpha_q16;
 			}
 		}
 	}
@@ -2604,13 +2606,13 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 		uint64_t pl = 0;
 		if (planes) {
 			/* in flight per 1 Gbit/s of the plane's link (equal
-			 * links when they are not known), weighed by how much
-			 * of its paths' windows that fills: a plane whose
-			 * paths were cut (ECN, loss) fills sooner and gets a
-			 * smaller share even while no window binds */
+			 * links when they are not known), in 1/65536 bytes */
 			uint64_t r = c->p.plane_rate_bps[pa->plane] / 1000000000u;
-			pl = r ? load[pa->plane] / r : load[pa->plane];
-			pl = mrp_mul_div(pl + 1, 1u << 16, wnd[pa->plane] + 1);
+			pl = mrp_mul_div(load[pa->plane] + 1, 1u << 16, r ? r : 1);
+			/* and new packets steer to clean planes: a plane whose
+			 * paths see ECN marks (alpha, the marked fraction)
+			 * counts as loaded 1 + 32 alpha times its load */
+			pl = mrp_mul_div(pl, 65536u + 32u * (uint64_t)mark[pa->plane], 65536u);
 		}
 		int better;
 		if (!best)

@@ -26,7 +26,10 @@ but the daemons themselves can make one plane slower than the other.
    which leaves the 20 % bound for a real difference. A plane answered late
    or not at all (the defect this guards against: one plane's answers left
    behind the other's, 6x slower and half of them missing) shows at once.
-   Also asserted: every plane answers at least 90 % of its PROBEs.
+   Also asserted: every plane answers at least 90 % of its PROBEs. When the
+   medians differ by more than 20 % while the daemons waited, per wake-up,
+   longer for a CPU than 20 % of the faster median (/proc/PID/schedstat), the
+   host and not the planes decides them: the test then exits 77 saying so.
 """
 import statistics
 import threading
@@ -87,7 +90,20 @@ for i, n in sorted(steady.items()):
 
 # ---- 2. idle PROBE round trips ----------------------------------------------
 time.sleep(0.5)  # the perf connection's last packets drain
+
+
+def sched(d):
+    """(ns runnable but waiting for a CPU, times it ran) of daemon d's loop."""
+    with open("/proc/%d/schedstat" % d.proc.pid) as f:
+        x = f.read().split()
+    return int(x[1]), int(x[2])
+
+
+s0 = [sched(d) for d in (p.a, p.b)]
 r = p.a.ok("ping", {"peer": p.b.peer(), "count": ROUNDS}, timeout=120)
+s1 = [sched(d) for d in (p.a, p.b)]
+# the host's scheduling delay per wake-up of a daemon during the ping
+wake_us = max((b[0] - a[0]) / max(1, b[1] - a[1]) / 1e3 for a, b in zip(s0, s1))
 rtts, sent, answered = {}, {}, {}
 for x in r["probes"]:
     pl = x["plane"]
@@ -106,6 +122,15 @@ for pl in (0, 1):
                  "plane %d answers at least 90 %% of its PROBEs (%d/%d)" % (
                      pl, answered[pl], sent[pl]))
 hi, lo = max(med.values()), min(med.values())
+print("the daemons waited %.1f us for a CPU per wake-up during the ping" % wake_us)
+if hi - lo > 0.2 * hi and wake_us > 0.2 * lo:
+    # Each PROBE's RTT includes the wake-ups of both daemons; when one
+    # wake-up costs as much as the tolerance, the host decides the medians.
+    print("SKIP: median PROBE RTTs %.1f and %.1f us differ by more than 20 %%, but the "
+          "daemons waited %.1f us for a CPU per wake-up (more than 20 %% of %.1f us): "
+          "this host is too busy to judge the planes' RTTs" % (med[0], med[1], wake_us, lo))
+    p.close()
+    raise SystemExit(77)
 mrtest.check(hi - lo <= 0.2 * hi,
              "median PROBE RTTs within 20 %% (plane0 %.1f us, plane1 %.1f us)" % (
                  med[0], med[1]))
