@@ -367,6 +367,7 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->peer_timeout_ns = 2000000000ull;
 	p->retry_timeout_ns = 500000000ull;
 	p->wire_overhead = 66;
+	p->caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD;
 }
 
 /* Doubles a ring of len entries from head (cap 0 or a power of two, at
@@ -1786,9 +1787,15 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		pa->rx_plane = (uint8_t)plane;
 	c->st.rx_pkts++;
 	c->st.rx_bytes += d->payload_len;
-	if (c->p.rh)
+	if (c->p.rh) {
+		/* HELD tells the allocator whether this sender is held back
+		 * by its share or sends what it has (SPEC 6.5). */
+		unsigned how = ce ? MRP_RH_CE : 0;
+		if (c->p.caps & MRP_CAP_HELD)
+			how |= MRP_RH_SIGNALS | (h->flags & MRP_F_HELD ? MRP_RH_HELD : 0);
 		mrp_rh_arrival(c->p.rh, &c->rh_slot, (uint64_t)(uintptr_t)c,
-			       d->payload_len + MRP_DATA_HDR_LEN + c->p.wire_overhead, ce, now);
+			       d->payload_len + MRP_DATA_HDR_LEN + c->p.wire_overhead, how, now);
+	}
 
 	/* Every packet the path delivered counts, NAK'd or not (SPEC 5.5). */
 	if (!stale) {
@@ -1921,7 +1928,8 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_ack *a = &pkt->u.ack;
 	c->st.acks_rcvd++;
-	uint64_t hint = (uint64_t)a->rate_hint_mbps * 1000000;
+	/* Without RATE_HINT the field means nothing (SPEC 6.4). */
+	uint64_t hint = c->p.caps & MRP_CAP_RATE_HINT ? (uint64_t)a->rate_hint_mbps * 1000000 : 0;
 	if (hint != c->last_hint_bps) {
 		c->last_hint_bps = hint;
 		c->cc.ops->on_rate_hint(&c->cc, hint, now);
@@ -2336,7 +2344,7 @@ static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 	uint64_t delay = now - pa->rx_arrival_ns;
 	a->ack_delay_ns = delay > UINT32_MAX ? UINT32_MAX : (uint32_t)delay;
 	a->ts_echo_ns = pa->rx_ts_ns;
-	if (c->p.rh && c->rh_slot != UINT32_MAX) {
+	if (c->p.rh && c->rh_slot != UINT32_MAX && (c->p.caps & MRP_CAP_RATE_HINT)) {
 		uint64_t share = mrp_rh_share(c->p.rh, c->rh_slot, (uint64_t)(uintptr_t)c, now);
 		uint64_t mbps = share / 1000000;
 		if (share && !mbps)
@@ -2831,6 +2839,14 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	if (!m->qnext && c->rq_len == (uint32_t)retx &&
 	    (retx || seg + 1 == m->npkts))
 		flags = MRP_F_ACK_REQ;
+	else if ((c->p.caps & MRP_CAP_HELD) && c->cc.rate_hint_bps &&
+		 c->cc.pacing_bps >= c->cc.rate_hint_bps)
+		/* More is queued behind this packet and the receiver's hint is
+		 * what paces the connection: its allocator learns that what
+		 * arrives is its share, not all this sender would send (6.5).
+		 * Held back by a window or a link instead, the sender says
+		 * nothing, and the allocator reads its rate as its demand. */
+		flags = MRP_F_HELD;
 	ssize_t n = write_seg(c, pa, m, seg, retx, flags, ti, buf, buflen, now);
 	if (n <= 0)
 		return n;

@@ -148,6 +148,13 @@ typedef struct mrp_conn_params {
 	uint64_t peer_timeout_ns; /* with work outstanding and nothing heard from the
 				   * peer this long, the connection fails (default 2 s) */
 	mrp_rh *rh;              /* receiver's rate-hint allocator, or NULL */
+	uint64_t caps;           /* capabilities both ends negotiated (MRP_CAP_*);
+				  * the engine reads two: RATE_HINT (ACKs carry
+				  * the allocator's share, and the peer's hints
+				  * limit sending) and HELD (data packets say
+				  * when the peer's hint holds back more that is
+				  * ready, and the peer's tell the allocator).
+				  * Default both */
 	uint64_t plane_rate_bps[MRP_MAX_PLANES]; /* local link rate of each plane:
 						  * the plane is paced to it (0 = not paced) */
 	uint32_t wire_overhead;  /* bytes each packet costs on the wire beyond the

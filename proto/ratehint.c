@@ -88,6 +88,24 @@ static uint64_t epoch_len(const mrp_rh *rh)
 }
 
 /*
+ * Whether s, just measured, was held back in the epoch: it said so in at
+ * least half of what it sent (HELD), or, not saying, it used at least half
+ * of the water level (its own share follows its rate: no yardstick). A
+ * sender that signals and sent nothing in the epoch (stalled after a loss,
+ * or not run by its host) keeps its verdict; one that does not signal is
+ * judged by its rate.
+ */
+static void held_check(const mrp_rh *rh, mrp_rh_slot *s)
+{
+	if (s->signals) {
+		if (s->epoch_bytes > 0)
+			s->held = s->epoch_held_bytes >= s->epoch_bytes - s->epoch_held_bytes;
+		return;
+	}
+	s->held = rh->level_bps > 0 && s->rate_bps >= rh->level_bps / 2;
+}
+
+/*
  * End the measurement epoch if epoch_ns has passed: each sender active for
  * the whole epoch gets a rate sample (bytes over the time actually elapsed,
  * which may span several epochs if nobody called), folded into rate_bps with
@@ -118,8 +136,10 @@ static void epoch_tick(mrp_rh *rh, uint64_t now_ns)
 					 (s->rate_bps & sample & 1);
 			s->rate_bps = sample;
 			s->measured = 1;
+			held_check(rh, s);
 		}
 		s->epoch_bytes = 0;
+		s->epoch_held_bytes = 0;
 	}
 	/* alpha += (F - alpha) / 8, F the marked share of this epoch */
 	uint64_t f = rh->epoch_bytes ? mrp_mul_div(rh->epoch_ce_bytes, CE_ONE, rh->epoch_bytes) : 0;
@@ -131,12 +151,13 @@ static void epoch_tick(mrp_rh *rh, uint64_t now_ns)
 	rh->dirty = 1;
 }
 
-/* What s would use if allowed: unknown (infinite) until measured. */
+/* What s would use if allowed: unknown (infinite) until measured, and
+ * while it is held back. */
 static uint64_t demand(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t floor_bps)
 {
 	uint64_t d;
 
-	if (!s->measured)
+	if (!s->measured || s->held)
 		return UINT64_MAX;
 	d = mrp_mul_div(s->rate_bps, 100 + (uint64_t)rh->headroom_pct, 100);
 	return d > floor_bps ? d : floor_bps;
@@ -200,6 +221,7 @@ static void recompute(mrp_rh *rh)
 		level = remaining / nun;
 	else
 		extra = remaining / n; /* everyone fits: spread the leftover */
+	rh->level_bps = nun > 0 ? level : 0;
 	for (uint32_t i = 0; i < rh->nslots; i++) {
 		mrp_rh_slot *s = &rh->slots[i];
 
@@ -286,7 +308,7 @@ static int slot_lookup(mrp_rh *rh, const uint32_t *pslot, uint64_t key,
 }
 
 int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
-		   int ce, uint64_t now_ns)
+		   unsigned how, uint64_t now_ns)
 {
 	mrp_rh_slot *s;
 	int idx;
@@ -301,8 +323,13 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
 	if (bytes > rh->max_pkt_bytes)
 		rh->max_pkt_bytes = bytes;
 	s->epoch_bytes = sat_add(s->epoch_bytes, bytes);
+	if (how & MRP_RH_SIGNALS) {
+		s->signals = 1;
+		if (how & MRP_RH_HELD)
+			s->epoch_held_bytes = sat_add(s->epoch_held_bytes, bytes);
+	}
 	rh->epoch_bytes = sat_add(rh->epoch_bytes, bytes);
-	if (ce)
+	if (how & MRP_RH_CE)
 		rh->epoch_ce_bytes = sat_add(rh->epoch_ce_bytes, bytes);
 	if (now_ns > s->last_ns)
 		s->last_ns = now_ns;

@@ -10,6 +10,21 @@
  * gets an equal share at once, so an incast of N senders is told C/N in the
  * first ACK each receives. Every ACK to that sender carries its share.
  *
+ * What a sender uses is its demand only when it sends all it has. A sender
+ * held back -- by its share, by its window after a loss, by a host that
+ * does not run it often enough -- uses less than its share, and reading that
+ * as demand would cut its share to what it used, then to what it used of
+ * that: a ratchet down to the floor, out of which it cannot climb faster
+ * than the headroom. So a sender that is held back has unknown demand, as a
+ * new one does, and gets the water level. A sender that is held back by
+ * its share says so on its data packets (the flag HELD, SPEC 6.5); one held
+ * back by anything else (its window after a loss, its own link) does not:
+ * its rate is its demand, and the share it leaves goes to the others. The
+ * share then stays above what it uses, and when its window grows past that
+ * share the share binds and the sender says HELD again. For a sender that
+ * never says (the capability is not negotiated), a measured rate of at
+ * least half the water level is taken as held back.
+ *
  * The caller provides the slot array; nothing here allocates. Pure
  * computation: times in ns come in as arguments, rates in bit/s.
  */
@@ -30,7 +45,10 @@ typedef struct mrp_rh_slot {
 	uint64_t epoch_bytes;  /* bytes arrived in the current measurement epoch */
 	uint64_t rate_bps;     /* measured arrival rate (EWMA over epochs) */
 	uint64_t share_bps;    /* current allotment; never 0 once computed */
+	uint64_t epoch_held_bytes; /* ... of epoch_bytes, those marked HELD */
 	uint8_t measured;      /* rate_bps holds at least one full epoch */
+	uint8_t signals;       /* its arrivals say whether they are HELD */
+	uint8_t held;          /* held back in its last measured epoch: demand unknown */
 } mrp_rh_slot;
 
 typedef struct mrp_rh {
@@ -49,6 +67,8 @@ typedef struct mrp_rh {
 	uint64_t epoch_ce_bytes; /* ... of which CE-marked */
 	uint32_t ce_alpha_q16;  /* EWMA of the CE-marked share (1.0 = 65536) */
 	uint32_t max_pkt_bytes; /* largest arrival seen (sizes the epoch) */
+	uint64_t level_bps;     /* the water level of the last division; 0 when
+				 * every demand fitted */
 	uint8_t dirty;          /* shares need recomputing */
 } mrp_rh;
 
@@ -63,14 +83,22 @@ int mrp_rh_init(mrp_rh *rh, mrp_rh_slot *slots, uint32_t nslots,
  * "no hint"): it may keep one packet in flight. */
 void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
 
+/* How an arrival came, for mrp_rh_arrival() (a mask; 0 = none of these). */
+#define MRP_RH_CE 1u       /* the packet carried a CE mark */
+#define MRP_RH_SIGNALS 2u  /* the sender marks HELD (negotiated) ... */
+#define MRP_RH_HELD 4u  /* ... and marked this packet */
+
 /*
- * Account bytes that arrived from sender key; ce says whether the packet
- * carried a CE mark. *pslot caches the slot index between calls (pass
- * UINT32_MAX the first time; pslot may be NULL). Returns the slot index,
- * MRP_ERR_INVAL for key 0, or MRP_ERR_FULL when every slot is taken by an
- * active sender (the sender then gets no hint: the caller sends 0). A sender
- * new to the table (or back after idle_ns) has unknown demand and an equal
- * share from its first arrival. Closes the measurement epoch (and expires
+ * Account bytes that arrived from sender key; how is a mask of MRP_RH_*.
+ * *pslot caches the slot index between calls (pass UINT32_MAX the first
+ * time; pslot may be NULL). Returns the slot index, MRP_ERR_INVAL for key 0,
+ * or MRP_ERR_FULL when every slot is taken by an active sender (the sender
+ * then gets no hint: the caller sends 0). A sender new to the table (or back
+ * after idle_ns) has unknown demand and an equal share from its first
+ * arrival; so has, from the end of an epoch on, a sender held back in it:
+ * one whose arrivals in the epoch were at least half HELD (with
+ * MRP_RH_SIGNALS), or, for one that does not signal, whose measured rate is
+ * at least half the water level. Closes the measurement epoch (and expires
  * idle senders) when the epoch (epoch_ns, or longer, above) has passed.
  *
  * CE marks on arriving packets mean a queue in front of this receiver is
@@ -81,7 +109,7 @@ void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
  * two or more senders, 98 % of the capacity is divided, for the same reason.
  */
 int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
-		   int ce, uint64_t now_ns);
+		   unsigned how, uint64_t now_ns);
 
 /* The share allotted to the sender in slot, bit/s, after expiring idle
  * senders and recomputing if needed. 0 if slot is not valid for key (e.g.
@@ -89,8 +117,8 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
  *
  * Shares are a max-min fair division of capacity_bps: a sender whose demand
  * (measured rate plus headroom_pct, at least 1/16 of an equal share) is below
- * the water level gets its demand; the others, and every sender not measured
- * yet, get the level; if all demands fit, what is left is split equally on
+ * the water level gets its demand; the others, every sender not measured
+ * yet and every sender held back (above), get the level; if all demands fit, what is left is split equally on
  * top. The sum of shares never exceeds capacity_bps (except for the 1 bit/s
  * floor). Recomputed at most on each new sender, expiry, capacity change or
  * epoch end: O(nslots) per round, a few rounds in practice, at most 32. */

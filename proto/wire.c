@@ -172,7 +172,7 @@ static int check_version_op(const mrp_hdr *hdr)
 static uint16_t allowed_flags(uint8_t op)
 {
 	if (mrp_op_is_data(op))
-		return MRP_F_FIRST | MRP_F_LAST | MRP_F_RETX | MRP_F_ACK_REQ;
+		return MRP_F_FIRST | MRP_F_LAST | MRP_F_RETX | MRP_F_ACK_REQ | MRP_F_HELD;
 	if (op == MRP_OP_PROBE)
 		return MRP_F_ACK_REQ;
 	if (op == MRP_OP_CLOSE)

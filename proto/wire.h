@@ -59,6 +59,7 @@
 #define MRP_F_RETX 0x0004    /* data: this is a retransmission */
 #define MRP_F_ACK_REQ 0x0008 /* data, PROBE: acknowledge without delay */
 #define MRP_F_REPLY 0x0010   /* CLOSE: this is the answer to a CLOSE */
+#define MRP_F_HELD 0x0020    /* data: the receiver's rate hint holds back more ready data (SPEC 6.5) */
 
 /* Fixed sizes (bytes). */
 #define MRP_HDR_LEN 28        /* common header, every packet */
@@ -87,7 +88,9 @@
 #define MRP_CAP_RATE_HINT 0x0002ull /* ACK rate hints are honoured */
 #define MRP_CAP_MULTIPLANE 0x0004ull /* paths across several planes */
 #define MRP_CAP_RETRY 0x0008ull     /* CONNECT: the initiator answers RETRY (SPEC 9.7) */
-#define MRP_CAP_KNOWN (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY)
+#define MRP_CAP_HELD 0x0020ull      /* data packets carry HELD (SPEC 6.5) */
+#define MRP_CAP_KNOWN (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY | \
+		       MRP_CAP_HELD)
 
 /* NAK reasons. */
 #define MRP_NAK_INVALID_RKEY 1

@@ -1810,6 +1810,79 @@ static void test_steer_onto_down_plane(void **state)
 	net_free(&n);
 }
 
+/* ---- HELD (SPEC 6.5) ------------------------------------------------------ */
+
+static unsigned held_pkts, data_pkts;
+
+static int count_held(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+		      uint64_t *delay, int *ce)
+{
+	if (from == 0 && ti->is_data) {
+		/* flags: bytes 2-3 of the common header, network order */
+		uint16_t flags = (uint16_t)(pkt[2] << 8 | pkt[3]);
+
+		data_pkts++;
+		held_pkts += (flags & MRP_F_HELD) != 0;
+	}
+	return default_policy(n, from, ti, pkt, delay, ce);
+}
+
+/* One 4 MiB WRITE from A to B, whose allocator has capacity_bps; caps as
+ * negotiated. Returns the share of A's data packets marked HELD, percent. */
+static unsigned held_share(uint64_t capacity_bps, uint64_t caps)
+{
+	static mrp_rh_slot slots[4];
+	mrp_rh rh;
+	mrp_conn_params p[2];
+	net n;
+	size_t len = 4 << 20;
+	uint8_t *src = malloc(len);
+
+	assert_non_null(src);
+	fill_pattern(src, len, 3);
+	assert_int_equal(mrp_rh_init(&rh, slots, 4, capacity_bps, 0), 0);
+	pair_params(p, 1, 0);
+	p[0].caps = p[1].caps = caps;
+	p[1].rh = &rh;
+	net_init(&n, &p[0], &p[1]);
+	n.policy = count_held;
+	held_pkts = data_pkts = 0;
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 10000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	assert_int_equal(n.check_failures, 0);
+	assert_true(data_pkts >= len / MRP_MTU_DEFAULT);
+	net_free(&n);
+	free(src);
+	return held_pkts * 100 / data_pkts;
+}
+
+/* A sender whose queue is longer than the receiver's hint lets through says
+ * HELD on (nearly) every packet; one that the hint does not limit (a hint
+ * above what its window carries) says it on none but the first few, sent
+ * before an RTT sample; without the capability,
+ * never -- and the hint itself is neither sent nor honoured without
+ * RATE_HINT (SPEC 6.4): the transfer still completes. */
+static void test_held_marks_hint_bound_packets(void **state)
+{
+	const uint64_t both = MRP_CAP_RATE_HINT | MRP_CAP_HELD;
+
+	(void)state;
+	/* 1 Gbit/s for 4 MiB: ~34 ms, the hint binds from the first ACK */
+	assert_true(held_share(1000000000ull, both) >= 90);
+	/* 100 Tbit/s: the window limits it, once it has an RTT to turn the
+	 * window into a rate; before the first sample only the hint paces the
+	 * first packets (2 % of them here) */
+	assert_true(held_share(100000000000000ull, both) <= 5);
+	assert_int_equal(held_share(1000000000ull, MRP_CAP_RATE_HINT), 0);
+	assert_int_equal(held_share(1000000000ull, 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1846,6 +1919,7 @@ int main(void)
 		cmocka_unit_test(test_small_write_imm_bad_rkey),
 		cmocka_unit_test(test_small_send_too_long),
 		cmocka_unit_test(test_steer_onto_down_plane),
+		cmocka_unit_test(test_held_marks_hint_bound_packets),
 	};
 	if (getenv("TEST_FILTER"))
 		cmocka_set_test_filter(getenv("TEST_FILTER"));

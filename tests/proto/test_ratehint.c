@@ -442,6 +442,135 @@ static void test_ce_shrinks_allotment(void **state)
 	assert_true(clean > 100000000000ull * 97 / 100);
 }
 
+/*
+ * A closed loop: each sender i is paced by its own share, as a sender that
+ * honours the hint is, and delivers pct[i] % of it (a sender held back by a
+ * stall, a loss or a busy host delivers less than it is allowed), in 1,000-
+ * byte packets; how[i] is the MRP_RH_* mask its packets carry. Runs for
+ * [*now, end) in 1 us steps.
+ */
+static void run_paced(mrp_rh *rh, uint32_t *cache, unsigned n, const unsigned *pct,
+		      const unsigned *how, uint64_t *now, uint64_t end)
+{
+	static uint64_t credit[NSENDERS_MAX]; /* bit-nanoseconds owed, per sender */
+
+	memset(credit, 0, sizeof(credit));
+	for (; *now < end; *now += US) {
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t share = cache[i] == UINT32_MAX ? 0 :
+					 mrp_rh_share(rh, cache[i], key_of(i), *now);
+
+			if (cache[i] == UINT32_MAX || share == 0) {
+				/* first packet: unknown share yet */
+				assert_true(mrp_rh_arrival(rh, &cache[i], key_of(i), 1000,
+							   how[i], *now) >= 0);
+				continue;
+			}
+			credit[i] += share * pct[i] / 100 * US / 1000; /* bits this us, x1000 */
+			while (credit[i] >= 8000ull * 1000000) {
+				credit[i] -= 8000ull * 1000000;
+				assert_true(mrp_rh_arrival(rh, &cache[i], key_of(i), 1000,
+							   how[i], *now) >= 0);
+			}
+		}
+	}
+}
+
+/* The ratchet a demand estimate falls into: a sender that delivers 40 % of
+ * whatever it is allowed. Marking its packets HELD, it keeps an equal share
+ * for as long as it is held back. Without the flag (an old peer) it is read
+ * as wanting 40 % plus headroom, then 40 % of that: the fallback (half the
+ * water level) cannot tell, and it sinks to the floor -- which is why the
+ * flag exists. */
+static void test_held_sender_keeps_its_share(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[4];
+	const unsigned pct[4] = { 40, 100, 100, 100 };
+	const unsigned signals[4] = { MRP_RH_SIGNALS | MRP_RH_HELD, MRP_RH_SIGNALS | MRP_RH_HELD,
+				      MRP_RH_SIGNALS | MRP_RH_HELD, MRP_RH_SIGNALS | MRP_RH_HELD };
+	const unsigned silent[4] = { 0, 0, 0, 0 };
+	const uint64_t cap = 40 * GBPS;
+	uint64_t now = 0, s0;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, cap, 0), 0);
+	cache_reset(cache, 4);
+	run_paced(&rh, cache, 4, pct, signals, &now, 100 * MRP_RH_DEFAULT_EPOCH_NS);
+	s0 = share_of(&rh, cache, 0, now);
+	assert_int_equal(s0, SHARED(cap) / 4);
+	for (unsigned i = 1; i < 4; i++)
+		assert_int_equal(share_of(&rh, cache, i, now), SHARED(cap) / 4);
+
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, cap, 0), 0);
+	cache_reset(cache, 4);
+	now = 0;
+	run_paced(&rh, cache, 4, pct, silent, &now, 100 * MRP_RH_DEFAULT_EPOCH_NS);
+	s0 = share_of(&rh, cache, 0, now);
+	assert_true(s0 < SHARED(cap) / 4 / 8);
+	assert_true(sum_shares(&rh, cache, 4, now) <= cap);
+}
+
+/* A sender that signals, was held back, and then sends nothing for a few
+ * epochs (stalled waiting for a retransmission, or its host did not run
+ * it) keeps its share through the stall; one that says it is not held back
+ * (its window or its own link limits it) gives what it leaves to the others. */
+static void test_held_verdict_survives_a_stall(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[4];
+	const unsigned full[4] = { 100, 100, 100, 100 };
+	const unsigned stall[4] = { 0, 100, 100, 100 };
+	const unsigned light[4] = { 10, 100, 100, 100 };
+	const unsigned held = MRP_RH_SIGNALS | MRP_RH_HELD;
+	const unsigned how[4] = { held, held, held, held };
+	const unsigned free_how[4] = { MRP_RH_SIGNALS, held, held, held };
+	const uint64_t cap = 40 * GBPS;
+	uint64_t now = 0, s0;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, cap, 0), 0);
+	cache_reset(cache, 4);
+	run_paced(&rh, cache, 4, full, how, &now, 20 * MRP_RH_DEFAULT_EPOCH_NS);
+	/* a stall of 8 epochs, shorter than idle_ns */
+	assert_true(8 * MRP_RH_DEFAULT_EPOCH_NS < MRP_RH_DEFAULT_IDLE_NS);
+	run_paced(&rh, cache, 4, stall, how, &now, now + 8 * MRP_RH_DEFAULT_EPOCH_NS);
+	assert_int_equal(slots[cache[0]].held, 1);
+	assert_int_equal(share_of(&rh, cache, 0, now), SHARED(cap) / 4);
+
+	/* not held back: 10 % of its share is its demand */
+	run_paced(&rh, cache, 4, light, free_how, &now, now + 100 * MRP_RH_DEFAULT_EPOCH_NS);
+	assert_int_equal(slots[cache[0]].held, 0);
+	s0 = share_of(&rh, cache, 0, now);
+	assert_true(s0 < SHARED(cap) / 4 / 4);
+	for (unsigned i = 1; i < 4; i++)
+		assert_int_equal(share_of(&rh, cache, i, now), (SHARED(cap) - s0) / 3);
+}
+
+/* The fallback for a sender that does not signal: a rate of at least half
+ * the water level counts as held back (level), below it as demand. */
+static void test_fallback_half_level(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[4];
+	const uint64_t cap = 40 * GBPS; /* level 9.8 Gbit/s */
+	/* 6 Gbit/s: above half the level; 3 Gbit/s: below */
+	const uint32_t above[4] = { 750, 1875, 1875, 1875 };
+	const uint32_t below[4] = { 375, 1875, 1875, 1875 };
+	uint64_t now = 0;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, cap, 0), 0);
+	cache_reset(cache, 4);
+	run(&rh, cache, 4, above, &now, 20 * MRP_RH_DEFAULT_EPOCH_NS);
+	assert_int_equal(share_of(&rh, cache, 0, now), SHARED(cap) / 4);
+	run(&rh, cache, 4, below, &now, now + 20 * MRP_RH_DEFAULT_EPOCH_NS);
+	assert_true(share_of(&rh, cache, 0, now) <= 3 * GBPS * 125 / 100 + GBPS / 100);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -458,6 +587,9 @@ int main(void)
 		cmocka_unit_test(test_slot_cache),
 		cmocka_unit_test(test_release),
 		cmocka_unit_test(test_jain_64_equal),
+		cmocka_unit_test(test_held_sender_keeps_its_share),
+		cmocka_unit_test(test_held_verdict_survives_a_stall),
+		cmocka_unit_test(test_fallback_half_level),
 	};
 	return cmocka_run_group_tests_name("proto/ratehint", tests, NULL, NULL);
 }

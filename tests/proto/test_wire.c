@@ -1083,7 +1083,7 @@ static void test_flags(void **state)
 	for (i = 0; i < NUM_OPS; i++) {
 		uint8_t op = all_ops[i];
 		uint16_t allowed = mrp_op_is_data(op) ?
-			MRP_F_RETX | MRP_F_ACK_REQ : op == MRP_OP_PROBE ?
+			MRP_F_RETX | MRP_F_ACK_REQ | MRP_F_HELD : op == MRP_OP_PROBE ?
 			MRP_F_ACK_REQ : op == MRP_OP_CLOSE ? MRP_F_REPLY : 0;
 
 		for (bit = 0; bit < 16; bit++) {

@@ -125,12 +125,13 @@ local FIXED_LEN = {
 	[0x25] = 44,
 }
 
-local F_FIRST, F_LAST, F_RETX, F_ACK_REQ, F_REPLY = 0x0001, 0x0002, 0x0004, 0x0008, 0x0010
+local F_FIRST, F_LAST, F_RETX, F_ACK_REQ, F_REPLY, F_HELD = 0x0001, 0x0002, 0x0004, 0x0008, 0x0010, 0x0020
 local FLAG_NAMES = { {F_FIRST, "FIRST"}, {F_LAST, "LAST"}, {F_RETX, "RETX"},
-	{F_ACK_REQ, "ACK_REQ"}, {F_REPLY, "REPLY"} }
+	{F_ACK_REQ, "ACK_REQ"}, {F_REPLY, "REPLY"}, {F_HELD, "HELD"} }
+local F_UNASSIGNED = 0xffc0
 
-local CAP_IMM, CAP_RATE_HINT, CAP_MULTIPLANE, CAP_RETRY = 0x1, 0x2, 0x4, 0x8
-local CAP_KNOWN = 0xf
+local CAP_IMM, CAP_RATE_HINT, CAP_MULTIPLANE, CAP_RETRY, CAP_HELD = 0x1, 0x2, 0x4, 0x8, 0x20
+local CAP_KNOWN = 0x2f
 
 local NAK_REASONS = {
 	[1] = "INVALID_RKEY", [2] = "OUT_OF_BOUNDS", [3] = "ACCESS", [4] = "RNR",
@@ -182,8 +183,10 @@ field("flags.ack_req", ProtoField.bool("metaroce.flags.ack_req", "ACK_REQ", 16, 
 	"acknowledge without delay"))
 field("flags.reply", ProtoField.bool("metaroce.flags.reply", "REPLY", 16, nil, F_REPLY,
 	"this CLOSE answers a CLOSE"))
+field("flags.held", ProtoField.bool("metaroce.flags.held", "HELD", 16, nil, F_HELD,
+	"the receiver's rate hint holds back more data that is ready"))
 field("flags.unassigned", ProtoField.uint16("metaroce.flags.unassigned", "Unassigned", base.HEX,
-	nil, 0xffe0))
+	nil, F_UNASSIGNED))
 field("path", ProtoField.uint16("metaroce.path", "Path ID", base.DEC, nil, nil,
 	"the sender's path the packet travels on"))
 field("path_gen", ProtoField.uint16("metaroce.path_gen", "Path generation", base.DEC))
@@ -259,6 +262,8 @@ field("caps.multiplane", ProtoField.bool("metaroce.caps.multiplane", "MULTIPLANE
 	"paths across several planes"))
 field("caps.retry", ProtoField.bool("metaroce.caps.retry", "RETRY", 64, nil, CAP_RETRY,
 	"CONNECT: the initiator follows RETRY (SPEC 9.7)"))
+field("caps.held", ProtoField.bool("metaroce.caps.held", "HELD", 64, nil, CAP_HELD,
+	"data packets carry HELD (SPEC 6.5)"))
 field("caps.unassigned", ProtoField.uint64("metaroce.caps.unassigned", "Unassigned bits", base.HEX))
 field("max_streams", ProtoField.uint16("metaroce.max_streams", "Max streams", base.DEC))
 field("max_paths", ProtoField.uint16("metaroce.max_paths", "Max paths", base.DEC))
@@ -365,7 +370,7 @@ end
 local TOKEN_ZERO, TOKEN_NONZERO, TOKEN_ANY = 0, 1, 2
 
 local function allowed_flags(op)
-	if is_data(op) then return bit32.bor(F_FIRST, F_LAST, F_RETX, F_ACK_REQ) end
+	if is_data(op) then return bit32.bor(F_FIRST, F_LAST, F_RETX, F_ACK_REQ, F_HELD) end
 	if op == OP.PROBE then return F_ACK_REQ end
 	if op == OP.CLOSE then return F_REPLY end
 	return 0
@@ -680,7 +685,9 @@ local function flag_text(flags)
 	for _, fl in ipairs(FLAG_NAMES) do
 		if bit32.band(flags, fl[1]) ~= 0 then t[#t + 1] = fl[2] end
 	end
-	if bit32.band(flags, 0xffe0) ~= 0 then t[#t + 1] = string.format("0x%04x", bit32.band(flags, 0xffe0)) end
+	if bit32.band(flags, F_UNASSIGNED) ~= 0 then
+		t[#t + 1] = string.format("0x%04x", bit32.band(flags, F_UNASSIGNED))
+	end
 	return #t > 0 and table.concat(t, ", ") or "none"
 end
 
@@ -689,7 +696,7 @@ local function add_flags(tree, tvb, items)
 	local it = tree:add(f.flags, tvb(2, 2))
 	it:append_text(" (" .. flag_text(flags) .. ")")
 	for _, k in ipairs({"flags.first", "flags.last", "flags.retx", "flags.ack_req",
-			"flags.reply", "flags.unassigned"}) do
+			"flags.reply", "flags.held", "flags.unassigned"}) do
 		it:add(f[k], tvb(2, 2))
 	end
 	items.flags = it
@@ -700,7 +707,7 @@ local function add_caps(tree, tvb, items)
 	local it = tree:add(f.caps, tvb(52, 8))
 	local names = {}
 	for _, c in ipairs({{CAP_IMM, "IMM"}, {CAP_RATE_HINT, "RATE_HINT"}, {CAP_MULTIPLANE, "MULTIPLANE"},
-			{CAP_RETRY, "RETRY"}}) do
+			{CAP_RETRY, "RETRY"}, {CAP_HELD, "HELD"}}) do
 		if caps:band(UInt64(c[1])) ~= UInt64(0) then names[#names + 1] = c[2] end
 	end
 	local unknown = caps:band(UInt64(CAP_KNOWN):bnot())
@@ -710,6 +717,7 @@ local function add_caps(tree, tvb, items)
 	it:add(f["caps.rate_hint"], tvb(52, 8))
 	it:add(f["caps.multiplane"], tvb(52, 8))
 	it:add(f["caps.retry"], tvb(52, 8))
+	it:add(f["caps.held"], tvb(52, 8))
 	it:add(f["caps.unassigned"], tvb(52, 8), unknown)
 	items.caps = it
 end
