@@ -62,10 +62,18 @@ VARIANTS = {
     "retry-required-resources": "9.7: REJECT RESOURCES, not PARAM, without caps RETRY",
     "zero-write-checked": "5.3: checks the rkey of a zero-length WRITE (forwarded as one byte)",
     "close-reason-normal": "11.2: the CLOSE reply carries NORMAL, not the CLOSE's reason",
+    "resources-refused": "9.4: REJECT REFUSED where it is out of half-open connections",
+    "no-delayed-ack": "6.3: in-order data without ACK_REQ is never acknowledged",
+    "close-no-drain": "11.2: replies to a CLOSE at once, its own messages still in flight",
+    # The relay in front of a target that refuses the tester's service:
+    "refused-no-service": "10.2: REJECT NO_SERVICE where the listener refuses (REFUSED)",
     # The relay in front of the target as initiator (the tester accepts):
     "retry-cookie-dropped": "9.7: the initiator does not put the RETRY cookie in its CONNECT",
     "no-confirm": "9.3: the initiator never confirms an ACCEPT",
     "connect-version-outside": "9.2: the initiator's CONNECT version lies outside its range",
+    "reject-ignored": "10.3: the initiator ignores a valid REJECT and keeps connecting",
+    "reject-forged-accepted": "10.3: the initiator accepts a REJECT whose token is not Ti",
+    "retry-unlimited": "9.7: the initiator follows every RETRY of an attempt",
 }
 
 
@@ -89,6 +97,10 @@ class Relay:
         self.peer = {}           # acceptor conn id -> initiator conn id
         self.max_paths = {}      # acceptor conn id -> negotiated max_paths
         self.replies = {}        # acceptor conn id -> CLOSE replies sent
+        self.ti = {}             # acceptor conn id -> token the tester is written with
+        self.unreq = {}          # (acceptor conn id, path, gen) -> PSNs seen, last had no ACK_REQ
+        self.hs_token = {}       # initiator conn id -> its CONNECT's hs_token
+        self.cookie = {}         # initiator conn id -> last RETRY cookie sent to it
 
     @staticmethod
     def recv(s):
@@ -120,6 +132,9 @@ class Relay:
                 b[28] = b[0]
             if self.v == "retry-cookie-dropped":
                 struct.pack_into(">Q", b, 16, 0)
+            self.hs_token[src_conn] = struct.unpack_from(">Q", b, 36)[0]
+            if self.v == "retry-unlimited" and src_conn in self.cookie:
+                struct.pack_into(">Q", b, 16, self.cookie[src_conn])
             self.caps[src_conn] = struct.unpack_from(">Q", b, 52)[0]
             # Answers and connection packets come back to the relay.
             struct.pack_into(">H", b, 64, self.back.getsockname()[1])
@@ -175,6 +190,20 @@ class Relay:
                 b[1] = OP["PROBE"]
             if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
                 return
+            if self.v == "no-delayed-ack" and 1 <= op <= 4 and len(b) >= 72:
+                key = (dst,) + struct.unpack_from(">HH", b, 4)
+                seen, _ = self.unreq.get(key, (set(), False))
+                psn = struct.unpack_from(">I", b, 24)[0]
+                noreq = not struct.unpack_from(">H", b, 2)[0] & 0x0008 and psn not in seen
+                seen.add(psn)
+                self.unreq[key] = (seen, noreq)
+            if (self.v == "close-no-drain" and op == OP["CLOSE"] and len(b) == 32
+                    and not struct.unpack_from(">H", b, 2)[0] & F_REPLY
+                    and self.tokens.get(dst) == tok and dst in self.peer):
+                r = bytearray(b)
+                struct.pack_into(">H", r, 2, F_REPLY)
+                struct.pack_into(">IIQ", r, 8, self.peer[dst], dst, self.ti[dst])
+                self.send(self.front, bytes(r), self.client or src, None)
             if (self.v == "zero-write-checked" and op == OP["WRITE"] and len(b) == 72
                     and struct.unpack_from(">I", b, 40)[0] == 0):
                 # the target sees one byte, so its rkey, bounds and access
@@ -198,6 +227,7 @@ class Relay:
                 self.tokens[ca] = struct.unpack_from(">Q", b, 36)[0]
                 self.peer[ca] = dst
                 self.max_paths[ca] = struct.unpack_from(">H", b, 62)[0]
+                self.ti[ca] = struct.unpack_from(">Q", b, 16)[0]
                 # The initiator sends its packets back through the relay too.
                 struct.pack_into(">H", b, 64, self.front.getsockname()[1])
                 b[68 + 4:68 + 8] = socket.inet_aton(self.front.getsockname()[0])
@@ -243,6 +273,26 @@ class Relay:
                 self.replies[src_conn] = self.replies.get(src_conn, 0) + 1
                 if self.replies[src_conn] > 1:
                     return
+            if self.v == "resources-refused" and op == OP["REJECT"] and len(b) == 36 \
+                    and b[28] == 3:
+                b[28] = 4
+            if self.v == "refused-no-service" and op == OP["REJECT"] and len(b) == 36 \
+                    and b[28] == 4:
+                b[28] = 2
+            if self.v == "no-delayed-ack" and op == OP["ACK"] and len(b) == 92:
+                key = (struct.unpack_from(">I", b, 12)[0],) + struct.unpack_from(">HH", b, 28)
+                if self.unreq.get(key, (None, False))[1]:
+                    return
+            if self.v == "reject-ignored" and op == OP["REJECT"]:
+                return
+            if self.v == "reject-forged-accepted" and op == OP["REJECT"] and len(b) == 36:
+                dst = struct.unpack_from(">I", b, 8)[0]
+                if dst in self.hs_token:
+                    struct.pack_into(">Q", b, 16, self.hs_token[dst])
+                    b[29] = b[30] = 1
+            if self.v == "retry-unlimited" and op == OP["RETRY"] and len(b) == 44:
+                self.cookie[struct.unpack_from(">I", b, 8)[0]] = \
+                    struct.unpack_from(">Q", b, 28)[0]
             if self.v == "nak-wrong-psn" and op == OP["NAK"] and len(b) == 60 \
                     and b[28] != 5:
                 struct.pack_into(">I", b, 44, (struct.unpack_from(">I", b, 44)[0] + 1)

@@ -31,8 +31,14 @@ BADPEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "badpeer.py")
 # order.rkey-before-rnr, close.reason -- are fixed in proto/conn.c.)
 KNOWN_FINDINGS = {
 }
-# Cases our daemon cannot be asked to fail: no service exposes such a region.
-EXPECTED_SKIPS = {"nak.access"}
+# Cases our daemon cannot be asked to fail: no service exposes such a region
+# (nak.access); reject.refused runs against a second daemon that refuses the
+# tool (REFUSED_CASES), since this one must serve it.
+EXPECTED_SKIPS = {"nak.access", "reject.refused"}
+REFUSED_CASES = ["reject.refused", "reject.no-service"]
+# The daemon that refuses the tool: ECHO answers only a peer nobody is.
+REFUSING = "  echo_peers: \"192.0.2.1\"\n"
+ECHO = "4543484f"
 
 # variant of badpeer.py -> the cases that check the rule it breaks (and, in
 # CAUSED_SKIPS, the cases that cannot run once that rule is broken)
@@ -77,6 +83,14 @@ INITIATOR_VARIANTS = {
     "retry-required-resources": {"handshake.retry-required"},
     "zero-write-checked": {"write.zero-length"},
     "close-reason-normal": {"close.reason"},
+    "resources-refused": {"reject.resources"},
+    "no-delayed-ack": {"ack.delayed"},
+    "close-no-drain": {"close.drain"},
+}
+# The relay in front of the daemon that refuses the tool; only REFUSED_CASES run.
+REFUSED_VARIANTS = {
+    "none": set(),
+    "refused-no-service": {"reject.refused"},
 }
 # The relay in front of the daemon as initiator; only the acceptor cases run.
 ACCEPTOR_VARIANTS = {
@@ -84,6 +98,9 @@ ACCEPTOR_VARIANTS = {
     "retry-cookie-dropped": {"acceptor.retry"},
     "no-confirm": {"acceptor.confirm"},
     "connect-version-outside": {"acceptor.connect"},
+    "reject-ignored": {"acceptor.reject"},
+    "reject-forged-accepted": {"acceptor.reject-forged"},
+    "retry-unlimited": {"acceptor.retry-limit"},
 }
 
 
@@ -151,7 +168,7 @@ def test_docs_and_link():
     missing = [v for v in badpeer.VARIANTS if "| `%s`" % v not in doc]
     mrtest.check(not missing, "docs/conformance.md lists all %d relay variants (missing: %s)"
                  % (len(badpeer.VARIANTS), ", ".join(missing)))
-    both = set(INITIATOR_VARIANTS) | set(ACCEPTOR_VARIANTS)
+    both = set(INITIATOR_VARIANTS) | set(ACCEPTOR_VARIANTS) | set(REFUSED_VARIANTS)
     mrtest.check(both == set(badpeer.VARIANTS), "every relay variant has an expectation")
     if shutil.which("nm"):
         syms = subprocess.run(["nm", CONFORM], stdout=subprocess.PIPE, text=True).stdout
@@ -187,7 +204,22 @@ def test_daemon(d, a):
     mrtest.check(d.alive() and d.request("status").get("ok"), "the daemon lives")
 
 
-def run_variant(d, a, side, variant, expect, out):
+def test_refused(tmp):
+    """reject.refused against a daemon whose ECHO refuses the tool."""
+    a = mrtest.addr_base("conform-refused")
+    d = mrtest.Daemon(tmp, "r", [a[0]], port=19791, services_extra=REFUSING)
+    args = ["--bind", a[1], "--refused-service", ECHO]
+    for c in REFUSED_CASES:
+        args += ["--case", c]
+    res = run_conform(args + [d.peer()])
+    mrtest.check(res == {c: "pass" for c in REFUSED_CASES},
+                 "against a daemon that refuses the tool: %s pass (got %s)"
+                 % (", ".join(REFUSED_CASES), res))
+    rc, _ = d.stop()
+    mrtest.check(rc == 0, "the refusing daemon exits 0 on SIGTERM")
+
+
+def run_variant(d, a, side, variant, expect, out, dr=None):
     """One variant through a fresh relay; returns [(ok, message)]."""
     ctl = os.environ["METAROCE_CTL"]
     checks = []
@@ -204,6 +236,16 @@ def run_variant(d, a, side, variant, expect, out):
         caused = CAUSED_SKIPS.get(variant, set())
         expect = expect | (set(KNOWN_FINDINGS) - caused)
         want_skips = EXPECTED_SKIPS | caused
+    elif side == "refused":
+        relay = Relay(variant, a[2], "%s:%d" % (dr.addrs[0], dr.port))
+        args = ["--bind", a[1], "--refused-service", ECHO]
+        for c in REFUSED_CASES:
+            args += ["--case", c]
+        try:
+            res = run_conform(args + ["%s:%d" % (a[2], relay.port)], out, 60)
+        finally:
+            relay.close()
+        want_skips = set()
     else:
         tport = free_port(a[1])
         relay = Relay(variant, a[2], "%s:%d" % (a[1], tport))
@@ -230,11 +272,16 @@ def test_variants(tmp, workers):
     daemon serves one variant at a time, so its drop counters see only
     that variant's packets."""
     jobs = [("initiator", v, e) for v, e in INITIATOR_VARIANTS.items()] + \
-           [("acceptor", v, e) for v, e in ACCEPTOR_VARIANTS.items()]
+           [("acceptor", v, e) for v, e in ACCEPTOR_VARIANTS.items()] + \
+           [("refused", v, e) for v, e in REFUSED_VARIANTS.items()]
     envs = []
     for w in range(workers):
         a = mrtest.addr_base("conform-variants-%d" % w)
         envs.append((mrtest.Daemon(tmp, "w%d" % w, [a[0]], port=19791), a))
+    # one daemon that refuses the tool, on the first worker's address
+    # (another port): the refused variants run through a relay in front of it
+    dr = mrtest.Daemon(tmp, "wr", [envs[0][1][0]], port=free_port(envs[0][1][0]),
+                       services_extra=REFUSING)
     results = [[] for _ in range(workers)]
     outs = [io.StringIO() for _ in range(workers)]
     lock = threading.Lock()
@@ -246,7 +293,7 @@ def test_variants(tmp, workers):
                 continue
             outs[w].write("==== %s variant %s (daemon w%d)\n" % (side, variant, w))
             try:
-                r = run_variant(d, a, side, variant, expect, outs[w])
+                r = run_variant(d, a, side, variant, expect, outs[w], dr)
             except (ConformError, subprocess.TimeoutExpired, ValueError) as e:
                 r = [(False, "%s variant %s: %s" % (side, variant, e))]
             results[w] += r
@@ -266,7 +313,7 @@ def test_variants(tmp, workers):
                  % (sum(len(r) for r in results), len(bad)))
     mrtest.check(sum(len(r) for r in results) == 2 * len(jobs), "all %d variants ran"
                  % len(jobs))
-    for d, _ in envs:
+    for d, _ in envs + [(dr, None)]:
         mrtest.check(d.alive() and d.request("status").get("ok"), "%s lives" % d.name)
         rc, _ = d.stop()
         mrtest.check(rc == 0, "%s exits 0 on SIGTERM" % d.name)
@@ -285,6 +332,7 @@ def main():
         test_daemon(d, a)
         rc, _ = d.stop()
         mrtest.check(rc == 0, "the daemon exits 0 on SIGTERM")
+        test_refused(tmp.name)
     else:
         test_variants(tmp.name, int(sys.argv[2]) if len(sys.argv) > 2 else 4)
     tmp.cleanup()

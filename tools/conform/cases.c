@@ -454,6 +454,195 @@ static int c_reject_no_service(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* ---- REJECT reasons the target's state or policy decides (10.2) ----------------------- */
+
+static int c_reject_refused(cf_ctx *x)
+{
+	if (!x->has_refused_svc)
+		return skip(x, "no --refused-service names a service the target refuses us");
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->refused_svc);
+	static cf_rx a;
+	int op = cf_handshake(x->n, &o, &a, NULL);
+	if (op != MRP_OP_REJECT || a.pkt.u.reject.reason != MRP_REJ_REFUSED ||
+	    a.pkt.u.reject.service_id != x->refused_svc || a.pkt.hdr.src_conn_id != 0 ||
+	    a.len != MRP_REJECT_LEN)
+		return fail(x, "sent CONNECT to service %08x (refused to us by the target's "
+			    "policy); got %s reason %u service %08x src %08x; SPEC 9.4 rule 6 and "
+			    "10.2 require REJECT REFUSED with the service id copied and src_conn_id 0",
+			    x->refused_svc, op ? mrp_op_name((uint8_t)op) : "nothing",
+			    op == MRP_OP_REJECT ? a.pkt.u.reject.reason : 0,
+			    op == MRP_OP_REJECT ? a.pkt.u.reject.service_id : 0,
+			    a.pkt.hdr.src_conn_id);
+	return CF_PASS;
+}
+
+typedef struct hs_ci {
+	uint32_t ci;
+} hs_ci;
+
+static int match_hs_ci(const cf_rx *rx, void *ud)
+{
+	const hs_ci *m = ud;
+	uint8_t op = rx->pkt.hdr.opcode;
+	return rx->rv >= 0 && rx->pkt.hdr.dst_conn_id == m->ci &&
+	       (op == MRP_OP_ACCEPT || op == MRP_OP_REJECT || op == MRP_OP_RETRY);
+}
+
+#define RES_MAX 1100 /* above the RECOMMENDED half-open bounds (128 per peer, 1,024) */
+
+static int c_reject_resources(cf_ctx *x)
+{
+	/* Half-open connections that are never confirmed, each with a valid
+	 * cookie, until the target is out of them (its half-open table, or
+	 * the rate of new connections: SPEC 9.4 rule 5). They announce a
+	 * service port of their own, so that the target counts them for a
+	 * peer other than the one the other cases are. */
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in la = x->n->local;
+	socklen_t sl = sizeof(la);
+	la.sin_port = 0;
+	if (fd < 0 || bind(fd, (struct sockaddr *)&la, sizeof(la)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&la, &sl) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return skip(x, "no second local port");
+	}
+	static struct {
+		uint32_t ci, ca;
+		uint64_t ti, ta;
+	} open_[RES_MAX];
+	unsigned nopen = 0, silent = 0, sent = 0;
+	int r = CF_SKIP;
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->svc);
+	static cf_rx a;
+	for (unsigned i = 0; i < RES_MAX && r == CF_SKIP; i++) {
+		uint32_t ci = cf_rand32();
+		uint64_t ti = cf_rand64();
+		int answered = 0;
+		for (unsigned t = 0; t < 4 && !answered; t++) {
+			mrp_pkt p;
+			cf_build_connect(x->n, &p, ci, ti, x->n->cookie, &o);
+			p.u.hs.service_port = ntohs(la.sin_port);
+			cf_send(x->n, &p, -1);
+			sent++;
+			hs_ci m = {ci};
+			if (!cf_wait(x->n, match_hs_ci, &m, x->n->timeout_ms, &a))
+				break;
+			if (a.pkt.hdr.opcode == MRP_OP_RETRY) {
+				x->n->cookie = a.pkt.u.retry.cookie;
+				continue;
+			}
+			answered = 1;
+		}
+		if (!answered) {
+			silent++;
+			if (silent > 8)
+				break;
+			continue;
+		}
+		if (a.pkt.hdr.opcode == MRP_OP_ACCEPT) {
+			open_[nopen].ci = ci;
+			open_[nopen].ti = ti;
+			open_[nopen].ca = a.pkt.hdr.src_conn_id;
+			open_[nopen].ta = a.pkt.u.hs.hs_token;
+			nopen++;
+			continue;
+		}
+		/* REJECT */
+		const mrp_reject *j = &a.pkt.u.reject;
+		if (j->reason != MRP_REJ_RESOURCES || a.pkt.hdr.token != ti ||
+		    a.pkt.hdr.src_conn_id != 0 || j->service_id != x->svc || a.len != MRP_REJECT_LEN)
+			r = fail(x, "held %u half-open connections (never confirmed) and sent another "
+				 "CONNECT; got REJECT reason %u token %016llx src %08x service %08x length "
+				 "%zu; SPEC 9.4 rule 5 and 10.1 require REJECT RESOURCES with token Ti "
+				 "(%016llx), src_conn_id 0, the service id copied, 36 bytes", nopen,
+				 j->reason, (unsigned long long)a.pkt.hdr.token, a.pkt.hdr.src_conn_id,
+				 j->service_id, a.len, (unsigned long long)ti);
+		else
+			r = CF_PASS;
+	}
+	close(fd);
+	/* End the half-open connections (a RESET with the target's token). */
+	for (unsigned i = 0; i < nopen; i++) {
+		cf_conn h = {0};
+		h.ci = open_[i].ci;
+		h.ca = open_[i].ca;
+		h.ta = open_[i].ta;
+		mrp_pkt p;
+		cf_hdr(&h, &p, MRP_OP_RESET);
+		p.u.close.reason = MRP_CLOSE_APP_EXIT;
+		cf_send(x->n, &p, -1);
+		if (i % 32 == 31)
+			cf_drain(x->n, 5, NULL, NULL);
+	}
+	if (r == CF_SKIP)
+		snprintf(x->msg, sizeof(x->msg), "the target accepted %u half-open connections from "
+			 "one peer (%u CONNECTs unanswered) without a REJECT RESOURCES; its bounds are "
+			 "above the RECOMMENDED ones of SPEC 9.4 rule 5", nopen, silent);
+	else if (r == CF_PASS)
+		snprintf(x->msg, sizeof(x->msg), "REJECT RESOURCES after %u half-open connections",
+			 nopen);
+	/* Let the target recover before the next case: it must accept again. */
+	char keep[sizeof(x->msg)];
+	memcpy(keep, x->msg, sizeof(keep));
+	uint64_t end = cf_now_ns() + 5000000000ull;
+	int back = 0;
+	while (!back && cf_now_ns() < end) {
+		cf_conn *c;
+		int op = cf_handshake(x->n, &o, &a, &c);
+		if (op == MRP_OP_ACCEPT && c) {
+			c->established = 1; /* so that it is RESET */
+			back = 1;
+		} else {
+			cf_drain(x->n, 100, NULL, NULL);
+		}
+	}
+	memcpy(x->msg, keep, sizeof(keep));
+	cf_drain(x->n, 300, NULL, NULL);
+	if (!back && r != CF_FAIL)
+		return fail(x, "after %u half-open connections, ended by RESET, the target accepted "
+			    "no new connection for 5 s; SPEC 10.2: RESOURCES is transient (the "
+			    "initiator MAY retry later)", nopen);
+	return r;
+}
+
+/* ---- ACK timing (6.3) ------------------------------------------------------------------- */
+
+static int c_ack_delayed(cf_ctx *x)
+{
+	dsrc ds;
+	int r_ = ds_open(x, &ds);
+	if (r_ != CF_PASS)
+		return r_;
+	cf_conn *c = ds.c;
+	uint16_t path = c->max_paths > 2 ? 2 : 0;
+	/* PSN 0 with ACK_REQ (and the first of its generation): ACKed at once. */
+	ds_write(x, &ds, path, 0, 0, 0, -1);
+	mrp_ack a;
+	if (!wait_ack(x, c, path, 0, 1, &a))
+		return fail(x, "sent PSN 0 with ACK_REQ on path %u; got no ACK", path);
+	/* PSN 1 in order, without ACK_REQ: only the ACK timer (or the count of
+	 * packets) acknowledges it; the SPEC bounds the delay (10 us
+	 * RECOMMENDED, an implementation parameter). */
+	mrp_pkt p;
+	ds_build(&ds, &p, path, 1, 1, 0);
+	p.hdr.flags &= (uint16_t)~MRP_F_ACK_REQ;
+	uint64_t t0 = cf_now_ns();
+	cf_send(x->n, &p, -1);
+	m_conn m = {.ci = c->ci, .opcode = MRP_OP_ACK, .path = path, .gen = 0, .next_psn = 2};
+	static cf_rx rx;
+	if (!cf_wait(x->n, match_conn, &m, x->n->timeout_ms * 2, &rx))
+		return fail(x, "sent PSN 1 in order without ACK_REQ on path %u; got no ACK with "
+			    "next_psn 2 within %u ms; SPEC 6.3 requires an ACK no later than the "
+			    "ACK delay after the first unacknowledged data packet", path,
+			    x->n->timeout_ms * 2);
+	snprintf(x->msg, sizeof(x->msg), "ACK after %.3f ms (round trip included), ack_delay_ns %llu",
+		 (double)(cf_now_ns() - t0) / 1e6, (unsigned long long)rx.pkt.u.ack.ack_delay_ns);
+	return CF_PASS;
+}
+
 /* ---- authentication ------------------------------------------------------------ */
 
 static int c_token_forged(cf_ctx *x)
@@ -1421,6 +1610,8 @@ typedef struct accside {
 	char connect_msg[512], retry_msg[512], confirm_msg[512];
 } accside;
 static accside acc;
+static uint32_t seen_ci[32]; /* CONNECTs of the target's earlier attempts */
+static unsigned nseen_ci;
 
 static int match_connect(const cf_rx *rx, void *ud)
 {
@@ -1484,6 +1675,8 @@ static void acceptor_run(cf_ctx *x)
 		return;
 	}
 	acc.got_connect = 1;
+	if (nseen_ci < 32)
+		seen_ci[nseen_ci++] = cp.hdr.src_conn_id;
 	/* 9.7: answer RETRY if it follows RETRYs; the next CONNECT carries the
 	 * cookie and is otherwise the same. */
 	if (h->caps & MRP_CAP_RETRY) {
@@ -1623,6 +1816,212 @@ static int c_acc_confirm(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* CLOSE while the target still has a message in flight to us: it replies
+ * only once that message has completed (SPEC 11.2 step 3). The ECHO
+ * service answers an ECHO request on stream 0 with a SEND; the tool holds
+ * its ACKs, so that SEND stays in flight until the tool lets it complete. */
+#define T_ECHO_REQ 5
+#define T_ECHO_REP 6
+
+static int c_close_drain(cf_ctx *x)
+{
+	perf pf;
+	memset(&pf, 0, sizeof(pf));
+	OPEN(pf.c, x->svc, NULL);
+	cf_conn *c = pf.c;
+	c->no_ack = 1;
+	uint32_t rx0 = c->data_rx;
+	ctl_send(x, &pf, T_ECHO_REQ, 7, 0x1234);
+	uint64_t v[3];
+	if (!ctl_wait(x, &pf, T_ECHO_REP, v)) {
+		c->no_ack = 0;
+		return skip(x, "service %08x sent no ECHO reply (a SEND on stream 0) to an ECHO "
+			    "request: it is not the reference daemon's ECHO", x->svc);
+	}
+	/* The reply is not acknowledged: CLOSE now. */
+	mrp_pkt p, r;
+	cf_hdr(c, &p, MRP_OP_CLOSE);
+	p.u.close.reason = MRP_CLOSE_NORMAL;
+	cf_send(x->n, &p, -1);
+	int early = wait_close_reply(x, c, &r, 150);
+	uint32_t retx = c->data_rx - rx0;
+	if (early) {
+		c->no_ack = 0;
+		return fail(x, "received the target's SEND (ECHO reply) without acknowledging it, "
+			    "then sent CLOSE; got CLOSE REPLY while that SEND was still unacknowledged "
+			    "(%u copies of it received); SPEC 11.2 step 3 requires the reply only "
+			    "when every message the target posted has completed", retx);
+	}
+	/* Let the SEND complete: acknowledge its next copy (the background
+	 * peer ACKs it with all it received), and CLOSE again (a duplicate
+	 * CLOSE while the target finishes is ignored; it replies when done). */
+	c->no_ack = 0;
+	int got = 0;
+	for (int i = 0; i < 4 && !got; i++) {
+		got = wait_close_reply(x, c, &r, x->n->timeout_ms);
+		if (!got)
+			cf_send(x->n, &p, -1);
+	}
+	if (c->resets_rx)
+		return fail(x, "held the ACKs of the target's SEND for 150 ms after a CLOSE, then "
+			    "acknowledged it; the target RESET the connection; SPEC 11.2 requires it "
+			    "to finish the SEND and reply to the CLOSE");
+	if (!got)
+		return fail(x, "after the target's SEND completed (acknowledged), got no CLOSE "
+			    "REPLY to our CLOSE; SPEC 11.2 step 3 requires one");
+	snprintf(x->msg, sizeof(x->msg), "no reply while the SEND was in flight (%u copies); "
+		 "reply after its ACK", retx);
+	return CF_PASS;
+}
+
+/* ---- the target as initiator: REJECT and RETRY limits --------------------------------------- */
+
+static int match_new_connect(const cf_rx *rx, void *ud)
+{
+	(void)ud;
+	if (rx->rv < 0 || rx->pkt.hdr.opcode != MRP_OP_CONNECT)
+		return 0;
+	for (unsigned i = 0; i < nseen_ci; i++)
+		if (seen_ci[i] == rx->pkt.hdr.src_conn_id)
+			return 0;
+	return 1;
+}
+
+typedef struct same_connect {
+	uint32_t ci;
+	uint64_t token;
+	int any_token;
+} same_connect;
+
+static int match_same_connect(const cf_rx *rx, void *ud)
+{
+	const same_connect *m = ud;
+	return rx->rv >= 0 && rx->pkt.hdr.opcode == MRP_OP_CONNECT &&
+	       rx->pkt.hdr.src_conn_id == m->ci && (m->any_token || rx->pkt.hdr.token == m->token);
+}
+
+/* Make the target connect to us once more; its first CONNECT in *rx. */
+static int acc_session(cf_ctx *x, cf_rx *rx)
+{
+	cf_cases_cleanup(x);
+	trigger(x);
+	if (!cf_wait(x->n, match_new_connect, NULL, 5000, rx))
+		return 0;
+	if (nseen_ci < 32)
+		seen_ci[nseen_ci++] = rx->pkt.hdr.src_conn_id;
+	return 1;
+}
+
+static void acc_send(cf_ctx *x, const struct sockaddr_in *to, mrp_pkt *p)
+{
+	uint8_t buf[128];
+	ssize_t len = mrp_pkt_encode(buf, sizeof(buf), p);
+	if (len > 0)
+		cf_send_raw(x->n, -1, to, buf, (size_t)len, -1);
+}
+
+static void acc_reject(cf_ctx *x, const cf_rx *cr, uint64_t token, uint8_t reason)
+{
+	mrp_pkt j;
+	memset(&j, 0, sizeof(j));
+	j.hdr.version = 1;
+	j.hdr.opcode = MRP_OP_REJECT;
+	j.hdr.dst_conn_id = cr->pkt.hdr.src_conn_id;
+	j.hdr.token = token;
+	j.u.reject.reason = reason;
+	j.u.reject.min_version = j.u.reject.max_version = 1;
+	j.u.reject.service_id = cr->pkt.u.hs.service_id;
+	acc_send(x, &cr->from, &j);
+}
+
+static int c_acc_reject(cf_ctx *x)
+{
+	if (!x->trigger_cmd)
+		return skip(x, "no --trigger command makes the target connect to us");
+	static cf_rx cr, rx;
+	if (!acc_session(x, &cr))
+		return skip(x, "ran the trigger command; got no CONNECT within 5 s");
+	acc_reject(x, &cr, cr.pkt.u.hs.hs_token, MRP_REJ_REFUSED);
+	/* Copies sent before it arrived may still come; then nothing. */
+	same_connect m = {cr.pkt.hdr.src_conn_id, 0, 1};
+	cf_drain(x->n, 200, NULL, NULL);
+	unsigned late = cf_drain(x->n, 1000, match_same_connect, &m);
+	(void)rx;
+	if (late)
+		return fail(x, "answered the target's CONNECT (src %08x) with REJECT REFUSED (token "
+			    "Ti, service id copied); got %u more copies of that CONNECT 0.2-1.2 s later; "
+			    "SPEC 10.3 requires the REJECT accepted: the attempt fails, no more "
+			    "CONNECTs", cr.pkt.hdr.src_conn_id, late);
+	return CF_PASS;
+}
+
+static int c_acc_reject_forged(cf_ctx *x)
+{
+	if (!x->trigger_cmd)
+		return skip(x, "no --trigger command makes the target connect to us");
+	static cf_rx cr, rx;
+	if (!acc_session(x, &cr))
+		return skip(x, "ran the trigger command; got no CONNECT within 5 s");
+	/* A REJECT with a wrong token, and one with token 0 and reason VERSION
+	 * whose range contains the CONNECT's version: both dropped (10.3). */
+	acc_reject(x, &cr, cr.pkt.u.hs.hs_token ^ 0x100, MRP_REJ_REFUSED);
+	acc_reject(x, &cr, 0, MRP_REJ_VERSION);
+	cf_drain(x->n, 30, NULL, NULL);
+	same_connect m = {cr.pkt.hdr.src_conn_id, 0, 1};
+	int more = cf_wait(x->n, match_same_connect, &m, 1500, &rx);
+	/* End the attempt. */
+	acc_reject(x, &cr, cr.pkt.u.hs.hs_token, MRP_REJ_REFUSED);
+	if (!more)
+		return fail(x, "answered the target's CONNECT (src %08x) with a REJECT whose token "
+			    "is not Ti and a REJECT VERSION with token 0 whose range holds the "
+			    "CONNECT's version; the target stopped sending the CONNECT; SPEC 10.3 "
+			    "requires both dropped (TOKEN) and the attempt to go on",
+			    cr.pkt.hdr.src_conn_id);
+	return CF_PASS;
+}
+
+static int c_acc_retry_limit(cf_ctx *x)
+{
+	if (!x->trigger_cmd)
+		return skip(x, "no --trigger command makes the target connect to us");
+	static cf_rx cr, rx;
+	if (!acc_session(x, &cr))
+		return skip(x, "ran the trigger command; got no CONNECT within 5 s");
+	if (!(cr.pkt.u.hs.caps & MRP_CAP_RETRY)) {
+		acc_reject(x, &cr, cr.pkt.u.hs.hs_token, MRP_REJ_REFUSED);
+		return skip(x, "the target's CONNECT has no RETRY capability");
+	}
+	/* RETRY every CONNECT that carries our last cookie, up to 8 times. */
+	unsigned followed = 0;
+	uint64_t cookie = 0;
+	for (unsigned i = 0; i < 8; i++) {
+		mrp_pkt r;
+		memset(&r, 0, sizeof(r));
+		r.hdr.version = 1;
+		r.hdr.opcode = MRP_OP_RETRY;
+		r.hdr.dst_conn_id = cr.pkt.hdr.src_conn_id;
+		r.hdr.token = cr.pkt.u.hs.hs_token;
+		r.u.retry.cookie = cookie = cf_rand64();
+		r.u.retry.service_id = cr.pkt.u.hs.service_id;
+		acc_send(x, &cr.from, &r);
+		same_connect m = {cr.pkt.hdr.src_conn_id, cookie, 0};
+		if (!cf_wait(x->n, match_same_connect, &m, 700, &rx))
+			break;
+		followed++;
+	}
+	acc_reject(x, &cr, cr.pkt.u.hs.hs_token, MRP_REJ_REFUSED);
+	if (followed == 0)
+		return fail(x, "sent RETRY to the target's CONNECT; it never resent the CONNECT with "
+			    "the cookie; SPEC 9.7 requires it to follow RETRYs (see acceptor.retry)");
+	if (followed >= 8)
+		return fail(x, "sent 8 RETRYs, each with a new cookie, to one connection attempt; "
+			    "the target followed all 8; SPEC 9.7 bounds the RETRYs an attempt "
+			    "follows (RECOMMENDED 3), then drops them (STATE)");
+	snprintf(x->msg, sizeof(x->msg), "followed %u RETRYs, then dropped them%s", followed,
+		 followed > 3 ? " (more than the RECOMMENDED 3)" : "");
+	return CF_PASS;
+}
+
 void cf_cases_cleanup(cf_ctx *x)
 {
 	if (x->trigger_pid <= 0)
@@ -1648,6 +2047,8 @@ const cf_case cf_cases[] = {
 	{"version.range", "9.4", "CONNECT whose header version is outside its own range: REJECT PARAM", c_version_range},
 	{"caps.unknown", "12.4", "unknown capability bits are ignored and never echoed", c_caps_unknown},
 	{"reject.no-service", "10.2", "CONNECT to a service nobody listens on: REJECT NO_SERVICE", c_reject_no_service},
+	{"reject.refused", "10.2", "CONNECT to a service the target refuses us by policy: REJECT REFUSED", c_reject_refused},
+	{"reject.resources", "9.4", "half-open connections until the target is out of them: REJECT RESOURCES, then it accepts again", c_reject_resources},
 	{"token.forged", "13.2", "PROBE, CLOSE, RESET with a forged token: dropped, counted TOKEN, no state change", c_token_forged},
 	{"token.src-conn", "13.2", "RESET with a wrong src_conn_id: dropped, no state change", c_token_src_conn},
 	{"noconn.nak", "7.4", "data for an unknown connection: NAK UNKNOWN_CONN (if sent) with the token echoed", c_noconn_nak},
@@ -1658,6 +2059,7 @@ const cf_case cf_cases[] = {
 	{"sack.gap", "6.2", "PSNs 0,1,2,5: ACK next_psn 6, bitmap 0x39", c_sack_gap},
 	{"sack.duplicate", "6.3", "a duplicate PSN is acknowledged at once, bitmap unchanged", c_sack_duplicate},
 	{"sack.retransmit", "6.2", "a retransmission under a fresh PSN: the hole stays, the new PSN is set", c_sack_retransmit},
+	{"ack.delayed", "6.3", "in-order data without ACK_REQ is acknowledged by the ACK timer", c_ack_delayed},
 	{"path.generation", "6.2", "data of a new path generation starts fresh receive state", c_path_generation},
 	{"path.report", "2.3", "a re-ported path (new source port) is processed; ACKs go to the service port", c_path_report},
 	{"ecn.echo", "2.4", "CE-marked data counted in the ACK's ce_count", c_ecn_echo},
@@ -1678,6 +2080,7 @@ const cf_case cf_cases[] = {
 	{"close.reason", "11.2", "the CLOSE reply carries the reason of the CLOSE", c_close_reason},
 	{"close.tombstone", "11.5", "CLOSE again after the end: the tombstone replies again", c_close_tombstone},
 	{"close.unsolicited-reply", "11.2", "CLOSE with REPLY answering nothing: dropped, connection lives", c_close_unsolicited_reply},
+	{"close.drain", "11.2", "CLOSE while the target's SEND is unacknowledged: no reply until it completes", c_close_drain},
 	{"reset.abort", "11.3", "RESET: not answered, connection ended, late data dropped silently", c_reset_abort},
 	{"malformed.truncated", "13.1", "short datagrams: dropped, counted TRUNCATED, target alive", c_mal_truncated},
 	{"malformed.version", "13.1", "non-CONNECT of another version: dropped, counted VERSION", c_mal_version},
@@ -1689,5 +2092,8 @@ const cf_case cf_cases[] = {
 	{"acceptor.connect", "9.2", "the target's CONNECT is valid", c_acc_connect},
 	{"acceptor.retry", "9.7", "the target resends its CONNECT with our RETRY cookie, otherwise unchanged", c_acc_retry},
 	{"acceptor.confirm", "9.3", "after our ACCEPT the target confirms with PROBE or data carrying our token", c_acc_confirm},
+	{"acceptor.reject", "10.3", "a REJECT (token Ti) ends the target's attempt: no more CONNECTs", c_acc_reject},
+	{"acceptor.reject-forged", "10.3", "a REJECT with a wrong token, or token 0 and a range holding its version, is dropped", c_acc_reject_forged},
+	{"acceptor.retry-limit", "9.7", "the target follows a bounded number of RETRYs per attempt", c_acc_retry_limit},
 };
 const size_t cf_ncases = sizeof(cf_cases) / sizeof(cf_cases[0]);

@@ -13,6 +13,8 @@ typedef struct cf_ctx {
 	const char *status_cmd;  /* prints the target's status JSON, or NULL */
 	const char *trigger_cmd; /* makes the target connect to %a, or NULL */
 	uint32_t svc;            /* service the connection cases open */
+	uint32_t refused_svc;    /* a service the target refuses us, 0: none given */
+	int has_refused_svc;
 	char msg[2048];          /* fail: sent / got / required; skip: why */
 	int trigger_done;
 	int trigger_pid;

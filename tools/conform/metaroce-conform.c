@@ -36,6 +36,8 @@ static void usage(FILE *f)
 		"                         (replaced by our ADDR:PORT) for the acceptor cases\n"
 		"  -S, --service ID       service id (hex) the connection cases open\n"
 		"                         (default 4543484f, the reference daemon's ECHO)\n"
+		"  -R, --refused-service ID  service id (hex) the target refuses to us by\n"
+		"                         policy, for reject.refused\n"
 		"  -w, --wait MS          answer timeout (default 500)\n"
 		"  -v, --verbose          print every datagram received\n"
 		"  -h, --help\n",
@@ -163,6 +165,7 @@ int main(int argc, char **argv)
 		{"trigger", required_argument, NULL, 't'},
 		{"wait", required_argument, NULL, 'w'},
 		{"service", required_argument, NULL, 'S'},
+		{"refused-service", required_argument, NULL, 'R'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -170,11 +173,13 @@ int main(int argc, char **argv)
 	const char *patterns[64];
 	unsigned npat = 0, wait_ms = 500;
 	uint32_t svc = 0x4543484fu; /* "ECHO" */
+	uint32_t refused = 0;
+	int has_refused = 0;
 	int list = 0, verbose = 0;
 	const char *json = NULL, *junit = NULL, *bind_addr = NULL, *status = NULL,
 		   *trig = NULL;
 	int o;
-	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:R:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			if (npat == 64) {
@@ -200,15 +205,21 @@ int main(int argc, char **argv)
 			wait_ms = (unsigned)v;
 			break;
 		}
-		case 'S': {
+		case 'S':
+		case 'R': {
 			char *end;
 			unsigned long v = strtoul(optarg, &end, 16);
 			if (*optarg == 0 || *end || v > 0xffffffffu) {
-				fprintf(stderr, "metaroce-conform: --service %s: expected a 32-bit hex "
-					"id\n", optarg);
+				fprintf(stderr, "metaroce-conform: --%s %s: expected a 32-bit hex "
+					"id\n", o == 'S' ? "service" : "refused-service", optarg);
 				return 2;
 			}
-			svc = (uint32_t)v;
+			if (o == 'S') {
+				svc = (uint32_t)v;
+			} else {
+				refused = (uint32_t)v;
+				has_refused = 1;
+			}
 			break;
 		}
 		case 'v': verbose = 1; break;
@@ -247,7 +258,8 @@ int main(int argc, char **argv)
 	}
 	net.timeout_ms = wait_ms;
 	net.verbose = verbose;
-	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .svc = svc};
+	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .svc = svc,
+		    .refused_svc = refused, .has_refused_svc = has_refused};
 	/* With a JSON or JUnit report on stdout the text goes to stderr. */
 	FILE *txt = (json && !strcmp(json, "-")) || (junit && !strcmp(junit, "-")) ? stderr : stdout;
 	result *res = calloc(nsel, sizeof(*res));

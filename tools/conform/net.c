@@ -265,7 +265,9 @@ static void background(cf_net *n, const cf_rx *rx)
 			m->len = d->msg_len;
 			memcpy(m->data, d->payload, d->payload_len);
 		}
-		send_ack(n, c, p);
+		c->data_rx++;
+		if (!c->no_ack)
+			send_ack(n, c, p);
 	} else if (p->hdr.opcode == MRP_OP_PROBE) {
 		mrp_pkt a;
 		cf_hdr(c, &a, MRP_OP_PROBE_ACK);

@@ -55,6 +55,9 @@ typedef struct cf_conn {
 	unsigned nmsgs;
 	uint32_t closes_rx, close_replies_rx, resets_rx;
 	uint16_t last_close_reason;
+	int no_ack;       /* the background peer records the target's data but
+			   * does not acknowledge it (a case holds its ACKs) */
+	uint32_t data_rx; /* data packets of the target received */
 } cf_conn;
 
 typedef struct cf_rx {
