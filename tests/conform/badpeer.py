@@ -65,6 +65,7 @@ VARIANTS = {
     "resources-refused": "9.4: REJECT REFUSED where it is out of half-open connections",
     "no-delayed-ack": "6.3: in-order data without ACK_REQ is never acknowledged",
     "close-no-drain": "11.2: replies to a CLOSE at once, its own messages still in flight",
+    "access-as-rkey": "5.3: NAKs a WRITE without access rights INVALID_RKEY, not ACCESS",
     # The relay in front of a target that refuses the tester's service:
     "refused-no-service": "10.2: REJECT NO_SERVICE where the listener refuses (REFUSED)",
     # The relay in front of the target as initiator (the tester accepts):
@@ -101,6 +102,7 @@ class Relay:
         self.unreq = {}          # (acceptor conn id, path, gen) -> PSNs seen, last had no ACK_REQ
         self.hs_token = {}       # initiator conn id -> its CONNECT's hs_token
         self.cookie = {}         # initiator conn id -> last RETRY cookie sent to it
+        self.hs_src = {}         # initiator conn id -> source of its CONNECT
 
     @staticmethod
     def recv(s):
@@ -124,6 +126,7 @@ class Relay:
             self.client = (socket.inet_ntoa(bytes(b[68 + 4:68 + 8])),
                            struct.unpack_from(">H", b, 64)[0])
             src_conn = struct.unpack_from(">I", b, 12)[0]
+            self.hs_src[src_conn] = src
             if self.v == "version-choose-reject" and b[28] <= 1 < b[29]:
                 b[0] = b[28] = b[29] = 9
             if self.v == "connect-version-outside":
@@ -199,6 +202,7 @@ class Relay:
                 self.unreq[key] = (seen, noreq)
             if (self.v == "close-no-drain" and op == OP["CLOSE"] and len(b) == 32
                     and not struct.unpack_from(">H", b, 2)[0] & F_REPLY
+                    and struct.unpack_from(">H", b, 28)[0] <= 5 and b[30:32] == bytes(2)
                     and self.tokens.get(dst) == tok and dst in self.peer):
                 r = bytearray(b)
                 struct.pack_into(">H", r, 2, F_REPLY)
@@ -273,6 +277,9 @@ class Relay:
                 self.replies[src_conn] = self.replies.get(src_conn, 0) + 1
                 if self.replies[src_conn] > 1:
                     return
+            if self.v == "access-as-rkey" and op == OP["NAK"] and len(b) == 60 \
+                    and b[28] == 3:
+                b[28] = 1
             if self.v == "resources-refused" and op == OP["REJECT"] and len(b) == 36 \
                     and b[28] == 3:
                 b[28] = 4
@@ -297,8 +304,13 @@ class Relay:
                     and b[28] != 5:
                 struct.pack_into(">I", b, 44, (struct.unpack_from(">I", b, 44)[0] + 1)
                                  & 0xFFFFFFFF)
-        if self.client:
-            self.send(self.front, bytes(b), self.client, tos)
+        # ACCEPT, REJECT and RETRY go to the CONNECT's source (SPEC 10.1),
+        # everything else to the service port the CONNECT announced.
+        to = self.client
+        if op in (OP["ACCEPT"], OP["REJECT"], OP["RETRY"]) and len(b) >= 28:
+            to = self.hs_src.get(struct.unpack_from(">I", b, 8)[0], to)
+        if to:
+            self.send(self.front, bytes(b), to, tos)
 
     def run(self):
         import select

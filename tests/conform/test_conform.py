@@ -5,6 +5,8 @@ can fail.
     test_conform.py daemon        every case against metarocd: all pass,
                                   except the known findings (each must still
                                   fail: when one is fixed, this test says so)
+    test_conform.py ipv6          every case against metarocd on ::1 (77
+                                  when the host has no IPv6 loopback)
     test_conform.py variants [W]  every variant, each through the relay in
                                   front of a daemon, W daemons side by side:
                                   exactly the cases of the broken rule fail
@@ -31,10 +33,11 @@ BADPEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "badpeer.py")
 # order.rkey-before-rnr, close.reason -- are fixed in proto/conn.c.)
 KNOWN_FINDINGS = {
 }
-# Cases our daemon cannot be asked to fail: no service exposes such a region
-# (nak.access); reject.refused runs against a second daemon that refuses the
-# tool (REFUSED_CASES), since this one must serve it.
-EXPECTED_SKIPS = {"nak.access", "reject.refused"}
+# reject.refused runs against a second daemon that refuses the tool
+# (REFUSED_CASES), since this one must serve it. (nak.access runs against the
+# region of roregion.c, an application of the daemon.)
+EXPECTED_SKIPS = {"reject.refused"}
+RO_SERVICE = "524f4d52"  # "ROMR": roregion.c's service
 REFUSED_CASES = ["reject.refused", "reject.no-service"]
 # The daemon that refuses the tool: ECHO answers only a peer nobody is.
 REFUSING = "  echo_peers: \"192.0.2.1\"\n"
@@ -43,7 +46,7 @@ ECHO = "4543484f"
 # variant of badpeer.py -> the cases that check the rule it breaks (and, in
 # CAUSED_SKIPS, the cases that cannot run once that rule is broken)
 CAUSED_SKIPS = {"no-close-reply": {"close.reason", "close.tombstone"},
-                "retry-cookie-dropped": {"acceptor.confirm"},
+                "retry-cookie-dropped": {"acceptor.confirm", "acceptor.retry-limit"},
                 "connect-version-outside": {"acceptor.retry", "acceptor.confirm"}}
 INITIATOR_VARIANTS = {
     "none": set(),
@@ -53,7 +56,7 @@ INITIATOR_VARIANTS = {
     "probe-ts": {"probe.answer"},
     "sack-bit-order": {"sack.gap", "sack.duplicate", "sack.retransmit"},
     "ce-blind": {"ecn.echo"},
-    "no-close-reply": {"close.graceful"},
+    "no-close-reply": {"close.graceful", "close.drain"},
     "reset-answered": {"reset.abort"},
     "nak-wrong-psn": {"nak.invalid-rkey", "nak.out-of-bounds", "nak.rnr",
                       "nak.unknown-stream", "nak.malformed", "nak.malformed-path",
@@ -84,8 +87,9 @@ INITIATOR_VARIANTS = {
     "zero-write-checked": {"write.zero-length"},
     "close-reason-normal": {"close.reason"},
     "resources-refused": {"reject.resources"},
-    "no-delayed-ack": {"ack.delayed"},
+    "no-delayed-ack": {"sack.timer"},
     "close-no-drain": {"close.drain"},
+    "access-as-rkey": {"nak.access"},
 }
 # The relay in front of the daemon that refuses the tool; only REFUSED_CASES run.
 REFUSED_VARIANTS = {
@@ -131,6 +135,30 @@ def free_port(host):
     p = s.getsockname()[1]
     s.close()
     return p
+
+
+class RoRegion:
+    """roregion.c attached to daemon d: a region without remote write."""
+
+    def __init__(self, d):
+        env = dict(os.environ)
+        env["METAROCE_APP_SOCKET"] = d.app_sock
+        self.p = subprocess.Popen([os.environ["CONFORM_ROREGION"], RO_SERVICE],
+                                  stdout=subprocess.PIPE, text=True, env=env)
+        line = self.p.stdout.readline().split()
+        if len(line) != 2 or line[0] != "ready":
+            self.close()
+            raise ConformError("roregion did not start (%s)" % line)
+        self.arg = line[1]
+
+    def close(self):
+        """Stops it; returns its exit status (None: it was running, as it
+        should be: it exits on its own only when its region was written)."""
+        rc = self.p.poll()
+        if rc is None:
+            self.p.kill()
+        self.p.wait()
+        return rc
 
 
 class Relay:
@@ -182,9 +210,14 @@ def test_docs_and_link():
 def test_daemon(d, a):
     ctl = os.environ["METAROCE_CTL"]
     junit = os.path.join(os.path.dirname(d.sock), "conform.xml")
-    res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status" % (ctl, d.sock),
-                       "--trigger", "%s -s %s ping %%a" % (ctl, d.sock), "--junit", junit,
-                       d.peer()])
+    ro = RoRegion(d)
+    try:
+        res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status"
+                           % (ctl, d.sock), "--trigger", "%s -s %s ping %%a" % (ctl, d.sock),
+                           "--ro-region", ro.arg, "--junit", junit, d.peer()])
+    finally:
+        rc = ro.close()
+    mrtest.check(rc is None, "roregion ran throughout, its region unwritten (exit %s)" % rc)
     mrtest.check(len(res) >= 45, "%d cases ran" % len(res))
     suite = ET.parse(junit).getroot()
     jfail = {c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
@@ -219,7 +252,57 @@ def test_refused(tmp):
     mrtest.check(rc == 0, "the refusing daemon exits 0 on SIGTERM")
 
 
-def run_variant(d, a, side, variant, expect, out, dr=None):
+def v6_port():
+    """A free UDP port on ::1 outside the daemon's source ports (40000-59999),
+    or None when the host has no IPv6 loopback."""
+    import random
+    rnd = random.Random(os.getpid())
+    for _ in range(50):
+        p = rnd.randrange(20000, 39999)
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        try:
+            s.bind(("::1", p))
+            return p
+        except OSError as e:
+            if e.errno != 98:  # EADDRINUSE: try another; anything else: no IPv6
+                return None
+        finally:
+            s.close()
+    return None
+
+
+def test_ipv6(tmp):
+    """Every case against a daemon on ::1, the tool on ::1: the tool takes an
+    IPv6 TARGET and speaks IPv6 (plane addresses of family 6, IPv6 traffic
+    class for ECN)."""
+    try:
+        socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()
+    except OSError as e:
+        mrtest.skip("no IPv6 sockets on this host (%s)" % e)
+    port = v6_port()
+    if port is None:
+        mrtest.skip("no IPv6 loopback address ::1 to bind on this host")
+    ctl = os.environ["METAROCE_CTL"]
+    d = mrtest.Daemon(tmp, "v6", ["::1"], port=port)
+    mrtest.check(d.peer() == "[::1]:%d" % port, "the daemon serves [::1]:%d" % port)
+    ro = RoRegion(d)
+    try:
+        res = run_conform(["--bind", "[::1]", "--status-cmd", "%s -s %s -j status"
+                           % (ctl, d.sock), "--trigger", "%s -s %s ping %%a" % (ctl, d.sock),
+                           "--ro-region", ro.arg, d.peer()])
+    finally:
+        ro.close()
+    mrtest.check(len(res) >= 50, "%d cases ran over IPv6" % len(res))
+    mrtest.check(not fails(res), "no case fails over IPv6 (%s)" % ", ".join(sorted(fails(res))))
+    skips = {k for k, v in res.items() if v == "skip"}
+    mrtest.check(skips == EXPECTED_SKIPS, "over IPv6 skipped exactly %s (got %s)"
+                 % (sorted(EXPECTED_SKIPS), sorted(skips)))
+    mrtest.check(d.alive() and d.request("status").get("ok"), "the IPv6 daemon lives")
+    rc, _ = d.stop()
+    mrtest.check(rc == 0, "the IPv6 daemon exits 0 on SIGTERM")
+
+
+def run_variant(d, a, side, variant, expect, out, dr=None, ro=None):
     """One variant through a fresh relay; returns [(ok, message)]."""
     ctl = os.environ["METAROCE_CTL"]
     checks = []
@@ -227,7 +310,7 @@ def run_variant(d, a, side, variant, expect, out, dr=None):
         relay = Relay(variant, a[2], "%s:%d" % (a[0], d.port))
         try:
             res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status"
-                               % (ctl, d.sock), "--case", "[!a]*",
+                               % (ctl, d.sock), "--case", "[!a]*", "--ro-region", ro.arg,
                                "%s:%d" % (a[2], relay.port)], out, 90)
         finally:
             relay.close()
@@ -278,10 +361,11 @@ def test_variants(tmp, workers):
     for w in range(workers):
         a = mrtest.addr_base("conform-variants-%d" % w)
         envs.append((mrtest.Daemon(tmp, "w%d" % w, [a[0]], port=19791), a))
-    # one daemon that refuses the tool, on the first worker's address
-    # (another port): the refused variants run through a relay in front of it
-    dr = mrtest.Daemon(tmp, "wr", [envs[0][1][0]], port=free_port(envs[0][1][0]),
-                       services_extra=REFUSING)
+    ros = [RoRegion(d) for d, _ in envs]
+    # one daemon that refuses the tool: the refused variants run through a
+    # relay in front of it
+    dr = mrtest.Daemon(tmp, "wr", [mrtest.addr_base("conform-variants-refused")[0]],
+                       port=19791, services_extra=REFUSING)
     results = [[] for _ in range(workers)]
     outs = [io.StringIO() for _ in range(workers)]
     lock = threading.Lock()
@@ -293,7 +377,7 @@ def test_variants(tmp, workers):
                 continue
             outs[w].write("==== %s variant %s (daemon w%d)\n" % (side, variant, w))
             try:
-                r = run_variant(d, a, side, variant, expect, outs[w], dr)
+                r = run_variant(d, a, side, variant, expect, outs[w], dr, ros[w])
             except (ConformError, subprocess.TimeoutExpired, ValueError) as e:
                 r = [(False, "%s variant %s: %s" % (side, variant, e))]
             results[w] += r
@@ -313,6 +397,10 @@ def test_variants(tmp, workers):
                  % (sum(len(r) for r in results), len(bad)))
     mrtest.check(sum(len(r) for r in results) == 2 * len(jobs), "all %d variants ran"
                  % len(jobs))
+    for i, ro in enumerate(ros):
+        rc = ro.close()
+        mrtest.check(rc is None, "roregion of w%d ran throughout, its region unwritten "
+                     "(exit %s)" % (i, rc))
     for d, _ in envs + [(dr, None)]:
         mrtest.check(d.alive() and d.request("status").get("ok"), "%s lives" % d.name)
         rc, _ = d.stop()
@@ -333,6 +421,8 @@ def main():
         rc, _ = d.stop()
         mrtest.check(rc == 0, "the daemon exits 0 on SIGTERM")
         test_refused(tmp.name)
+    elif mode == "ipv6":
+        test_ipv6(tmp.name)
     else:
         test_variants(tmp.name, int(sys.argv[2]) if len(sys.argv) > 2 else 4)
     tmp.cleanup()

@@ -3,6 +3,7 @@
 #define CF_CASES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "net.h"
 
@@ -15,6 +16,10 @@ typedef struct cf_ctx {
 	uint32_t svc;            /* service the connection cases open */
 	uint32_t refused_svc;    /* a service the target refuses us, 0: none given */
 	int has_refused_svc;
+	/* a region of the target without remote write (--ro-region) */
+	int has_ro;
+	uint32_t ro_svc, ro_rkey;
+	uint64_t ro_addr, ro_len;
 	char msg[2048];          /* fail: sent / got / required; skip: why */
 	int trigger_done;
 	int trigger_pid;

@@ -38,6 +38,9 @@ static void usage(FILE *f)
 		"                         (default 4543484f, the reference daemon's ECHO)\n"
 		"  -R, --refused-service ID  service id (hex) the target refuses to us by\n"
 		"                         policy, for reject.refused\n"
+		"  -A, --ro-region SVC:RKEY:ADDR:LEN  (hex) a region of the target without\n"
+		"                         remote write, reached through service SVC, for\n"
+		"                         nak.access\n"
 		"  -w, --wait MS          answer timeout (default 500)\n"
 		"  -v, --verbose          print every datagram received\n"
 		"  -h, --help\n",
@@ -166,6 +169,7 @@ int main(int argc, char **argv)
 		{"wait", required_argument, NULL, 'w'},
 		{"service", required_argument, NULL, 'S'},
 		{"refused-service", required_argument, NULL, 'R'},
+		{"ro-region", required_argument, NULL, 'A'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -175,11 +179,13 @@ int main(int argc, char **argv)
 	uint32_t svc = 0x4543484fu; /* "ECHO" */
 	uint32_t refused = 0;
 	int has_refused = 0;
+	unsigned long long ro[4] = {0, 0, 0, 0};
+	int has_ro = 0;
 	int list = 0, verbose = 0;
 	const char *json = NULL, *junit = NULL, *bind_addr = NULL, *status = NULL,
 		   *trig = NULL;
 	int o;
-	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:R:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:R:A:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			if (npat == 64) {
@@ -222,6 +228,22 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 'A': {
+			const char *q = optarg;
+			for (int i = 0; i < 4; i++) {
+				char *end;
+				ro[i] = strtoull(q, &end, 16);
+				if (end == q || *end != (i < 3 ? ':' : 0) ||
+				    (i < 2 && ro[i] > 0xffffffffull)) {
+					fprintf(stderr, "metaroce-conform: --ro-region %s: expected "
+						"SVC:RKEY:ADDR:LEN in hex\n", optarg);
+					return 2;
+				}
+				q = end + 1;
+			}
+			has_ro = 1;
+			break;
+		}
 		case 'v': verbose = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -259,7 +281,9 @@ int main(int argc, char **argv)
 	net.timeout_ms = wait_ms;
 	net.verbose = verbose;
 	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .svc = svc,
-		    .refused_svc = refused, .has_refused_svc = has_refused};
+		    .refused_svc = refused, .has_refused_svc = has_refused,
+		    .has_ro = has_ro, .ro_svc = (uint32_t)ro[0], .ro_rkey = (uint32_t)ro[1],
+		    .ro_addr = ro[2], .ro_len = ro[3]};
 	/* With a JSON or JUnit report on stdout the text goes to stderr. */
 	FILE *txt = (json && !strcmp(json, "-")) || (junit && !strcmp(junit, "-")) ? stderr : stdout;
 	result *res = calloc(nsel, sizeof(*res));

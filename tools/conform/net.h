@@ -22,6 +22,19 @@
 #define CF_MSG_MAX 256
 #define CF_MAX_PATHS 16
 
+/* An IPv4 or IPv6 socket address. */
+typedef union cf_sa {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+} cf_sa;
+
+socklen_t cf_sa_len(const cf_sa *a);
+uint16_t cf_sa_port(const cf_sa *a);
+void cf_sa_set_port(cf_sa *a, uint16_t port);
+/* "ADDR:PORT", "[ADDR]:PORT" for IPv6. */
+const char *cf_sa_str(const cf_sa *a, char *buf, size_t len);
+
 typedef struct cf_msg {
 	uint16_t stream_id;
 	uint8_t opcode;
@@ -65,13 +78,13 @@ typedef struct cf_rx {
 	ssize_t rv;          /* mrp_pkt_decode() result */
 	uint8_t raw[10000];
 	size_t len;
-	struct sockaddr_in from;
+	cf_sa from;
 	int tos;
 } cf_rx;
 
 typedef struct cf_net {
 	int fd;
-	struct sockaddr_in local, target;
+	cf_sa local, target;
 	uint64_t inst;
 	uint32_t cookie_conn_nonce;
 	uint64_t cookie; /* last RETRY cookie the target gave us (9.7) */
@@ -92,8 +105,11 @@ void cf_net_close(cf_net *n);
 
 /* Send raw bytes to the target (or to dst when not NULL) with IP TOS tos
  * (-1: leave the socket default), from fd (-1: the service socket). */
-int cf_send_raw(cf_net *n, int fd, const struct sockaddr_in *dst, const void *buf,
+int cf_send_raw(cf_net *n, int fd, const cf_sa *dst, const void *buf,
 		size_t len, int tos);
+/* A second UDP socket on the tool's address, any port (its address in
+ * *la); -1 on failure. */
+int cf_socket_local(cf_net *n, cf_sa *la);
 /* Encode pkt and send it to the target. Returns 0 or a negative code. */
 int cf_send(cf_net *n, const mrp_pkt *pkt, int tos);
 
