@@ -66,6 +66,10 @@ VARIANTS = {
     "no-delayed-ack": "6.3: in-order data without ACK_REQ is never acknowledged",
     "close-no-drain": "11.2: replies to a CLOSE at once, its own messages still in flight",
     "access-as-rkey": "5.3: NAKs a WRITE without access rights INVALID_RKEY, not ACCESS",
+    "not-ect": "2.4: sends data packets Not-ECT",
+    "nak-unlimited": "14.3: answers every data packet of an unknown connection (no rate limit)",
+    "no-pair-accepted": "9.5: takes every plane address of a MULTIPLANE CONNECT for plane 0",
+    "planes-crossed": "9.5: pairs the second plane address of a CONNECT instead of the first",
     # The relay in front of a target that refuses the tester's service:
     "refused-no-service": "10.2: REJECT NO_SERVICE where the listener refuses (REFUSED)",
     # The relay in front of the target as initiator (the tester accepts):
@@ -136,6 +140,13 @@ class Relay:
             if self.v == "retry-cookie-dropped":
                 struct.pack_into(">Q", b, 16, 0)
             self.hs_token[src_conn] = struct.unpack_from(">Q", b, 36)[0]
+            multi = struct.unpack_from(">Q", b, 52)[0] & mra.CAP_MULTIPLANE
+            naddrs = min(b[66], (len(b) - 68) // 20)
+            if self.v == "no-pair-accepted" and multi:
+                for k in range(naddrs):
+                    b[68 + 20 * k + 1] = 0
+            if self.v == "planes-crossed" and multi and naddrs >= 2:
+                b[69], b[89] = b[89], b[69]
             if self.v == "retry-unlimited" and src_conn in self.cookie:
                 struct.pack_into(">Q", b, 16, self.cookie[src_conn])
             self.caps[src_conn] = struct.unpack_from(">Q", b, 52)[0]
@@ -277,6 +288,12 @@ class Relay:
                 self.replies[src_conn] = self.replies.get(src_conn, 0) + 1
                 if self.replies[src_conn] > 1:
                     return
+            if self.v == "not-ect" and op is not None and 1 <= op <= 4:
+                tos = (tos or 0) & ~3
+            if self.v == "nak-unlimited" and op == OP["NAK"] and len(b) == 60 \
+                    and b[28] == 5 and self.client:
+                for _ in range(20):
+                    self.send(self.front, bytes(b), self.client, tos)
             if self.v == "access-as-rkey" and op == OP["NAK"] and len(b) == 60 \
                     and b[28] == 3:
                 b[28] = 1

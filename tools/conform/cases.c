@@ -1881,6 +1881,182 @@ static int c_close_drain(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* ---- planes (9.5) ----------------------------------------------------------------------- */
+
+/* The planes the target announces (its ACCEPT's addresses), from a
+ * handshake without MULTIPLANE that is then RESET. */
+static int target_planes(cf_ctx *x, uint32_t *mask)
+{
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->svc);
+	static cf_rx a;
+	cf_conn *c;
+	int op = cf_handshake(x->n, &o, &a, &c);
+	if (op != MRP_OP_ACCEPT || !c)
+		return 0;
+	c->established = 1; /* so that it is RESET */
+	*mask = 0;
+	for (unsigned i = 0; i < a.pkt.u.hs.num_addrs; i++)
+		*mask |= 1u << (a.pkt.u.hs.addrs[i].plane % MRP_MAX_ADDRS);
+	return 1;
+}
+
+static unsigned lowest(uint32_t mask, int set)
+{
+	unsigned i = 0;
+	while (i < MRP_MAX_ADDRS && (int)(mask >> i & 1) != set)
+		i++;
+	return i;
+}
+
+static int c_plane_no_pair(cf_ctx *x)
+{
+	uint32_t mask;
+	if (!target_planes(x, &mask))
+		return skip(x, "cannot open a connection to service %08x", x->svc);
+	unsigned q = lowest(mask, 0);
+	if (q >= MRP_MAX_ADDRS)
+		return skip(x, "the target announces all 16 planes");
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->svc);
+	o.caps |= MRP_CAP_MULTIPLANE;
+	o.naddrs = 1;
+	cf_sa_addr(&x->n->local, (uint8_t)q, &o.addrs[0]);
+	static cf_rx a;
+	cf_conn *c;
+	int op = cf_handshake(x->n, &o, &a, &c);
+	if (op == MRP_OP_ACCEPT && c)
+		c->established = 1;
+	if (op == MRP_OP_ACCEPT && !(a.pkt.u.hs.caps & MRP_CAP_MULTIPLANE))
+		return skip(x, "the target does not negotiate MULTIPLANE");
+	if (op != MRP_OP_REJECT || a.pkt.u.reject.reason != MRP_REJ_PARAM)
+		return fail(x, "sent CONNECT with caps MULTIPLANE whose only address is on plane %u "
+			    "(the target announces planes mask %04x); got %s reason %u; SPEC 9.5 and "
+			    "9.4 rule 4 require REJECT PARAM: no usable address pair", q, mask,
+			    op ? mrp_op_name((uint8_t)op) : "nothing",
+			    op == MRP_OP_REJECT ? a.pkt.u.reject.reason : 0);
+	return CF_PASS;
+}
+
+static int c_plane_paths(cf_ctx *x)
+{
+	if (!x->has_plane2)
+		return skip(x, "no --plane-addr gives the tool a second address");
+	uint32_t mask;
+	if (!target_planes(x, &mask))
+		return skip(x, "cannot open a connection to service %08x", x->svc);
+	unsigned p0 = lowest(mask, 1), q = lowest(mask, 0);
+	if (p0 >= MRP_MAX_ADDRS || q >= MRP_MAX_ADDRS)
+		return skip(x, "the target announces no plane, or all 16");
+	/* Our second address, on our service port, announced on plane q,
+	 * which the target does not have: nothing may reach it. */
+	cf_sa b = x->plane2;
+	cf_sa_set_port(&b, cf_sa_port(&x->n->local));
+	char bs[80];
+	cf_sa_str(&b, bs, sizeof(bs));
+	int fd = socket(b.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, &b.sa, cf_sa_len(&b)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return skip(x, "cannot bind %s", bs);
+	}
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->svc);
+	o.caps |= MRP_CAP_MULTIPLANE;
+	o.naddrs = 2;
+	cf_sa_addr(&x->n->local, (uint8_t)p0, &o.addrs[0]);
+	cf_sa_addr(&b, (uint8_t)q, &o.addrs[1]);
+	static cf_rx a;
+	cf_conn *c;
+	int op = cf_handshake(x->n, &o, &a, &c);
+	int r = CF_PASS;
+	if (op != MRP_OP_ACCEPT || !c) {
+		r = fail(x, "sent CONNECT with caps MULTIPLANE, our address on plane %u (a plane of "
+			 "the target's) and %s on plane %u; got %s reason %u; SPEC 9.5: a usable "
+			 "pair exists (plane %u)", p0, bs, q, op ? mrp_op_name((uint8_t)op) : "nothing",
+			 op == MRP_OP_REJECT ? a.pkt.u.reject.reason : 0, p0);
+		goto out;
+	}
+	if (!(a.pkt.u.hs.caps & MRP_CAP_MULTIPLANE)) {
+		c->established = 1;
+		r = skip(x, "the target does not negotiate MULTIPLANE");
+		goto out;
+	}
+	if (!cf_confirm(x->n, c)) {
+		c->established = 1;
+		r = fail(x, "multiplane connection: no PROBE_ACK to our confirming PROBE on path 0; "
+			 "SPEC 9.5 pairs our plane-%u address with the target's plane %u", p0, p0);
+		goto out;
+	}
+	/* Make the target send: an ECHO round trip (if the service is ECHO)
+	 * and a PROBE with ACK_REQ on every path. */
+	perf pf;
+	memset(&pf, 0, sizeof(pf));
+	pf.c = c;
+	ctl_send(x, &pf, T_ECHO_REQ, 9, 0);
+	for (uint16_t i = 0; i < c->max_paths; i++) {
+		mrp_pkt p;
+		cf_probe(c, &p, i, 0);
+		cf_send(x->n, &p, -1);
+	}
+	cf_drain(x->n, 300, NULL, NULL);
+	unsigned stray = 0;
+	uint8_t buf[2048];
+	while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
+		stray++;
+	if (stray)
+		r = fail(x, "announced our address on plane %u and %s on plane %u (the target has no "
+			 "plane %u); got %u datagrams at %s; SPEC 9.5: addresses of different planes "
+			 "are never paired", p0, bs, q, q, stray, bs);
+out:
+	close(fd);
+	return r;
+}
+
+static int c_ecn_ect0(cf_ctx *x)
+{
+	perf pf;
+	memset(&pf, 0, sizeof(pf));
+	OPEN(pf.c, x->svc, NULL);
+	ctl_send(x, &pf, T_ECHO_REQ, 3, 0);
+	uint64_t v[3];
+	if (!ctl_wait(x, &pf, T_ECHO_REP, v))
+		return skip(x, "service %08x sent no ECHO reply: no data of the target to look at",
+			    x->svc);
+	if (pf.c->data_not_ect)
+		return fail(x, "the target's ECHO reply: %u of %u data packets arrived neither "
+			    "ECT(0) nor CE (IP TOS / traffic class); SPEC 2.4 requires data packets "
+			    "sent with ECT(0)", pf.c->data_not_ect, pf.c->data_rx);
+	return CF_PASS;
+}
+
+#define FLOOD 2000
+
+static int c_noconn_rate_limit(cf_ctx *x)
+{
+	cf_conn fake = {0};
+	fake.ci = cf_rand32();
+	fake.ca = cf_rand32();
+	fake.ta = cf_rand64();
+	unsigned naks = 0;
+	for (unsigned i = 0; i < FLOOD; i++) {
+		mrp_pkt p;
+		cf_data(&fake, &p, MRP_OP_WRITE, 0, 1, i, 0, 0, NULL, 0);
+		cf_send(x->n, &p, -1);
+		if (i % 64 == 63)
+			naks += cf_drain(x->n, 1, match_nak_unknown, &fake.ci);
+	}
+	naks += cf_drain(x->n, 500, match_nak_unknown, &fake.ci);
+	/* Let the target's answer budget for our address fill again. */
+	cf_drain(x->n, 1100, NULL, NULL);
+	if (naks >= FLOOD)
+		return fail(x, "sent %u data packets for an unknown connection in a burst; got %u NAK "
+			    "UNKNOWN_CONN; SPEC 7.4 and 14.3 require these answers rate-limited "
+			    "(RECOMMENDED: 100 per second per source)", FLOOD, naks);
+	snprintf(x->msg, sizeof(x->msg), "%u NAKs for %u packets", naks, FLOOD);
+	return CF_PASS;
+}
+
 /* ---- the target as initiator: REJECT and RETRY limits --------------------------------------- */
 
 static int match_new_connect(const cf_rx *rx, void *ud)
@@ -2068,7 +2244,10 @@ const cf_case cf_cases[] = {
 	{"sack.timer", "6.3", "in-order data without ACK_REQ is acknowledged by the ACK timer", c_ack_delayed},
 	{"path.generation", "6.2", "data of a new path generation starts fresh receive state", c_path_generation},
 	{"path.report", "2.3", "a re-ported path (new source port) is processed; ACKs go to the service port", c_path_report},
+	{"plane.no-pair", "9.5", "CONNECT with MULTIPLANE whose addresses lie on no plane of the target: REJECT PARAM", c_plane_no_pair},
+	{"plane.paths", "9.5", "MULTIPLANE: nothing reaches our address on a plane the target does not have", c_plane_paths},
 	{"ecn.echo", "2.4", "CE-marked data counted in the ACK's ce_count", c_ecn_echo},
+	{"ecn.ect0", "2.4", "the target's data packets are sent ECT(0)", c_ecn_ect0},
 	{"nak.invalid-rkey", "5.3", "WRITE with an unknown rkey: NAK INVALID_RKEY naming the packet", c_nak_invalid_rkey},
 	{"nak.out-of-bounds", "5.3", "WRITE past the end of a region: NAK OUT_OF_BOUNDS (PERF service)", c_nak_out_of_bounds},
 	{"write.zero-length", "5.3", "a zero-length WRITE accesses no memory: no rkey check, acknowledged", c_write_zero_length},
@@ -2095,6 +2274,7 @@ const cf_case cf_cases[] = {
 	{"malformed.length", "13.1", "wrong datagram length: dropped, counted LENGTH", c_mal_length},
 	{"malformed.range", "13.1", "a field out of range: dropped, counted RANGE", c_mal_range},
 	{"malformed.reserved", "13.1", "reserved bits set: dropped, counted RESERVED", c_mal_reserved},
+	{"noconn.rate-limit", "14.3", "a burst of data for an unknown connection: NAK UNKNOWN_CONN answers are rate-limited", c_noconn_rate_limit},
 	{"acceptor.connect", "9.2", "the target's CONNECT is valid", c_acc_connect},
 	{"acceptor.retry", "9.7", "the target resends its CONNECT with our RETRY cookie, otherwise unchanged", c_acc_retry},
 	{"acceptor.confirm", "9.3", "after our ACCEPT the target confirms with PROBE or data carrying our token", c_acc_confirm},

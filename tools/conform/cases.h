@@ -20,6 +20,9 @@ typedef struct cf_ctx {
 	int has_ro;
 	uint32_t ro_svc, ro_rkey;
 	uint64_t ro_addr, ro_len;
+	/* a second local address of the tool (--plane-addr), 0: none */
+	int has_plane2;
+	cf_sa plane2;
 	char msg[2048];          /* fail: sent / got / required; skip: why */
 	int trigger_done;
 	int trigger_pid;

@@ -41,6 +41,8 @@ static void usage(FILE *f)
 		"  -A, --ro-region SVC:RKEY:ADDR:LEN  (hex) a region of the target without\n"
 		"                         remote write, reached through service SVC, for\n"
 		"                         nak.access\n"
+		"  -P, --plane-addr ADDR  a second local address of the tool, of the\n"
+		"                         target's family, for plane.paths\n"
 		"  -w, --wait MS          answer timeout (default 500)\n"
 		"  -v, --verbose          print every datagram received\n"
 		"  -h, --help\n",
@@ -170,6 +172,7 @@ int main(int argc, char **argv)
 		{"service", required_argument, NULL, 'S'},
 		{"refused-service", required_argument, NULL, 'R'},
 		{"ro-region", required_argument, NULL, 'A'},
+		{"plane-addr", required_argument, NULL, 'P'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -181,11 +184,12 @@ int main(int argc, char **argv)
 	int has_refused = 0;
 	unsigned long long ro[4] = {0, 0, 0, 0};
 	int has_ro = 0;
+	const char *plane2 = NULL;
 	int list = 0, verbose = 0;
 	const char *json = NULL, *junit = NULL, *bind_addr = NULL, *status = NULL,
 		   *trig = NULL;
 	int o;
-	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:R:A:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:R:A:P:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			if (npat == 64) {
@@ -244,6 +248,7 @@ int main(int argc, char **argv)
 			has_ro = 1;
 			break;
 		}
+		case 'P': plane2 = optarg; break;
 		case 'v': verbose = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -284,6 +289,15 @@ int main(int argc, char **argv)
 		    .refused_svc = refused, .has_refused_svc = has_refused,
 		    .has_ro = has_ro, .ro_svc = (uint32_t)ro[0], .ro_rkey = (uint32_t)ro[1],
 		    .ro_addr = ro[2], .ro_len = ro[3]};
+	if (plane2) {
+		if (cf_parse_addr(plane2, 0, &x.plane2) < 0 ||
+		    x.plane2.sa.sa_family != net.target.sa.sa_family) {
+			fprintf(stderr, "metaroce-conform: --plane-addr %s: expected an address of "
+				"the target's family\n", plane2);
+			return 2;
+		}
+		x.has_plane2 = 1;
+	}
 	/* With a JSON or JUnit report on stdout the text goes to stderr. */
 	FILE *txt = (json && !strcmp(json, "-")) || (junit && !strcmp(junit, "-")) ? stderr : stdout;
 	result *res = calloc(nsel, sizeof(*res));

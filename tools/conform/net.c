@@ -67,7 +67,7 @@ const char *cf_sa_str(const cf_sa *a, char *buf, size_t len)
 }
 
 /* IPV4[:PORT], [IPV6][:PORT] or a bare IPV6 (more than one colon). */
-static int parse_addr(const char *s, uint16_t defport, cf_sa *sa)
+int cf_parse_addr(const char *s, uint16_t defport, cf_sa *sa)
 {
 	char host[INET6_ADDRSTRLEN + 1];
 	const char *port = NULL;
@@ -125,13 +125,13 @@ int cf_net_open(cf_net *n, const char *target, const char *bind_addr, char *err,
 	n->fd = -1;
 	n->timeout_ms = 500;
 	n->inst = cf_rand64();
-	if (parse_addr(target, MRP_DEFAULT_PORT, &n->target) < 0 || cf_sa_port(&n->target) == 0) {
+	if (cf_parse_addr(target, MRP_DEFAULT_PORT, &n->target) < 0 || cf_sa_port(&n->target) == 0) {
 		snprintf(err, errlen, "target %s: expected IPV4[:PORT] or [IPV6][:PORT]", target);
 		return -1;
 	}
 	int fam = n->target.sa.sa_family;
 	if (bind_addr) {
-		if (parse_addr(bind_addr, 0, &n->local) < 0) {
+		if (cf_parse_addr(bind_addr, 0, &n->local) < 0) {
 			snprintf(err, errlen, "--bind %s: expected IPV4[:PORT] or [IPV6][:PORT]",
 				 bind_addr);
 			return -1;
@@ -348,6 +348,8 @@ static void background(cf_net *n, const cf_rx *rx)
 			memcpy(m->data, d->payload, d->payload_len);
 		}
 		c->data_rx++;
+		if (rx->tos < 0 || ((rx->tos & 3) != 2 && (rx->tos & 3) != 3))
+			c->data_not_ect++;
 		if (!c->no_ack)
 			send_ack(n, c, p);
 	} else if (p->hdr.opcode == MRP_OP_PROBE) {
@@ -478,14 +480,25 @@ void cf_build_connect(cf_net *n, mrp_pkt *p, uint32_t ci, uint64_t ti, uint64_t 
 	h->max_streams = o->max_streams;
 	h->max_paths = o->max_paths;
 	h->service_port = cf_sa_port(&n->local);
-	h->num_addrs = 1;
-	h->addrs[0].plane = 0;
-	if (n->local.sa.sa_family == AF_INET6) {
-		h->addrs[0].family = 6;
-		memcpy(h->addrs[0].addr, &n->local.in6.sin6_addr, 16);
+	if (o->naddrs) {
+		h->num_addrs = o->naddrs;
+		memcpy(h->addrs, o->addrs, sizeof(h->addrs[0]) * o->naddrs);
 	} else {
-		h->addrs[0].family = 4;
-		memcpy(h->addrs[0].addr, &n->local.in.sin_addr, 4);
+		h->num_addrs = 1;
+		cf_sa_addr(&n->local, 0, &h->addrs[0]);
+	}
+}
+
+void cf_sa_addr(const cf_sa *a, uint8_t plane, mrp_addr *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->plane = plane;
+	if (a->sa.sa_family == AF_INET6) {
+		out->family = 6;
+		memcpy(out->addr, &a->in6.sin6_addr, 16);
+	} else {
+		out->family = 4;
+		memcpy(out->addr, &a->in.sin_addr, 4);
 	}
 }
 

@@ -29,6 +29,8 @@ typedef union cf_sa {
 	struct sockaddr_in6 in6;
 } cf_sa;
 
+/* IPV4[:PORT], [IPV6][:PORT] or a bare IPV6 address; 0 or -1. */
+int cf_parse_addr(const char *s, uint16_t defport, cf_sa *sa);
 socklen_t cf_sa_len(const cf_sa *a);
 uint16_t cf_sa_port(const cf_sa *a);
 void cf_sa_set_port(cf_sa *a, uint16_t port);
@@ -71,6 +73,7 @@ typedef struct cf_conn {
 	int no_ack;       /* the background peer records the target's data but
 			   * does not acknowledge it (a case holds its ACKs) */
 	uint32_t data_rx; /* data packets of the target received */
+	uint32_t data_not_ect; /* ... of them neither ECT(0) nor CE (SPEC 2.4) */
 } cf_conn;
 
 typedef struct cf_rx {
@@ -135,7 +138,12 @@ typedef struct cf_hs_opts {
 	uint32_t service_id;
 	int no_cookie;    /* do not put the saved cookie in the token */
 	int follow_retry; /* answer RETRYs (default 1 via cf_hs_defaults) */
+	uint8_t naddrs;   /* plane addresses to announce; 0: the tool's, plane 0 */
+	mrp_addr addrs[MRP_MAX_ADDRS];
 } cf_hs_opts;
+
+/* The plane address entry of a, on plane. */
+void cf_sa_addr(const cf_sa *a, uint8_t plane, mrp_addr *out);
 
 void cf_hs_defaults(cf_hs_opts *o, uint32_t service_id);
 void cf_build_connect(cf_net *n, mrp_pkt *p, uint32_t ci, uint64_t ti, uint64_t token,
