@@ -116,7 +116,7 @@ class ConformError(Exception):
     pass
 
 
-def run_conform(args, out=sys.stdout, timeout=150):
+def run_conform(args, out=sys.stdout, timeout=150, details=None):
     # A generous answer timeout: a loaded machine can stall the daemon for
     # hundreds of milliseconds; only the waits for an answer that must come
     # get longer (a case that checks for silence has its own short window).
@@ -128,6 +128,8 @@ def run_conform(args, out=sys.stdout, timeout=150):
         raise ConformError("%s exited %d" % (" ".join(cmd), r.returncode))
     j = json.loads(r.stdout)
     res = {c["name"]: c["result"] for c in j["cases"]}
+    if details is not None:
+        details.update({c["name"]: c["detail"] for c in j["cases"]})
     if (r.returncode == 1) != any(v == "fail" for v in res.values()):
         raise ConformError("exit status %d disagrees with the results" % r.returncode)
     return res
@@ -215,14 +217,18 @@ def test_daemon(d, a):
     ctl = os.environ["METAROCE_CTL"]
     junit = os.path.join(os.path.dirname(d.sock), "conform.xml")
     ro = RoRegion(d)
+    det = {}
     try:
         res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status"
                            % (ctl, d.sock), "--trigger", "%s -s %s ping %%a" % (ctl, d.sock),
                            "--ro-region", ro.arg, "--plane-addr", a[3], "--junit", junit,
-                           d.peer()])
+                           d.peer()], details=det)
     finally:
         rc = ro.close()
     mrtest.check(rc is None, "roregion ran throughout, its region unwritten (exit %s)" % rc)
+    # SPEC 10.3: the daemon's ping fails on the tool's REJECT (exit 1).
+    mrtest.check("exited with status 1" in det.get("acceptor.reject", ""),
+                 "the REJECTed ping failed: %s" % det.get("acceptor.reject"))
     mrtest.check(len(res) >= 45, "%d cases ran" % len(res))
     suite = ET.parse(junit).getroot()
     jfail = {c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}

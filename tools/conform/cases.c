@@ -2135,6 +2135,20 @@ static int c_acc_reject(cf_ctx *x)
 			    "Ti, service id copied); got %u more copies of that CONNECT 0.2-1.2 s later; "
 			    "SPEC 10.3 requires the REJECT accepted: the attempt fails, no more "
 			    "CONNECTs", cr.pkt.hdr.src_conn_id, late);
+	/* How the target's command took it (for the report: a trigger may
+	 * return before the attempt ends, so this is no verdict). */
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 40 && w == 0 && x->trigger_pid > 0; i++) {
+		w = waitpid(x->trigger_pid, &st, WNOHANG);
+		if (w == 0)
+			cf_drain(x->n, 50, NULL, NULL);
+	}
+	if (w == x->trigger_pid) {
+		x->trigger_pid = 0;
+		snprintf(x->msg, sizeof(x->msg), "the trigger command exited with status %d",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	}
 	return CF_PASS;
 }
 
