@@ -68,6 +68,7 @@ VARIANTS = {
     "access-as-rkey": "5.3: NAKs a WRITE without access rights INVALID_RKEY, not ACCESS",
     "not-ect": "2.4: sends data packets Not-ECT",
     "nak-unlimited": "14.3: answers every data packet of an unknown connection (no rate limit)",
+    "nak-reserved": "12.5: sets the reserved byte of NAK UNKNOWN_CONN (except for PSN 33)",
     "no-pair-accepted": "9.5: takes every plane address of a MULTIPLANE CONNECT for plane 0",
     "planes-crossed": "9.5: pairs the second plane address of a CONNECT instead of the first",
     # The relay in front of a target that refuses the tester's service:
@@ -294,6 +295,9 @@ class Relay:
                     and b[28] == 5 and self.client:
                 for _ in range(20):
                     self.send(self.front, bytes(b), self.client, tos)
+            if self.v == "nak-reserved" and op == OP["NAK"] and len(b) == 60 \
+                    and b[28] == 5 and struct.unpack_from(">I", b, 44)[0] != 33:
+                b[29] = 1
             if self.v == "access-as-rkey" and op == OP["NAK"] and len(b) == 60 \
                     and b[28] == 3:
                 b[28] = 1

@@ -92,6 +92,7 @@ INITIATOR_VARIANTS = {
     "access-as-rkey": {"nak.access"},
     "not-ect": {"ecn.ect0"},
     "nak-unlimited": {"noconn.rate-limit"},
+    "nak-reserved": {"wire.well-formed"},
     "no-pair-accepted": {"plane.no-pair"},
     "planes-crossed": {"plane.paths"},
 }

@@ -2057,6 +2057,22 @@ static int c_noconn_rate_limit(cf_ctx *x)
 	return CF_PASS;
 }
 
+static int c_wire_well_formed(cf_ctx *x)
+{
+	if (x->n->rx_total == 0)
+		return skip(x, "nothing received from the target");
+	if (x->n->rx_undecodable)
+		return fail(x, "of %llu datagrams the target sent during the run, %llu did not pass "
+			    "the codec (the first: %s); SPEC 12.5 requires senders to zero every "
+			    "reserved field, unassigned flag and unused field, and every packet to "
+			    "have its opcode's length and ranges",
+			    (unsigned long long)x->n->rx_total,
+			    (unsigned long long)x->n->rx_undecodable, x->n->first_bad);
+	snprintf(x->msg, sizeof(x->msg), "%llu datagrams, all well-formed",
+		 (unsigned long long)x->n->rx_total);
+	return CF_PASS;
+}
+
 /* ---- the target as initiator: REJECT and RETRY limits --------------------------------------- */
 
 static int match_new_connect(const cf_rx *rx, void *ud)
@@ -2295,6 +2311,7 @@ const cf_case cf_cases[] = {
 	{"malformed.range", "13.1", "a field out of range: dropped, counted RANGE", c_mal_range},
 	{"malformed.reserved", "13.1", "reserved bits set: dropped, counted RESERVED", c_mal_reserved},
 	{"noconn.rate-limit", "14.3", "a burst of data for an unknown connection: NAK UNKNOWN_CONN answers are rate-limited", c_noconn_rate_limit},
+	{"wire.well-formed", "12.5", "every datagram the target sent during the run (the cases before this one) passes the codec", c_wire_well_formed},
 	{"acceptor.connect", "9.2", "the target's CONNECT is valid", c_acc_connect},
 	{"acceptor.retry", "9.7", "the target resends its CONNECT with our RETRY cookie, otherwise unchanged", c_acc_retry},
 	{"acceptor.confirm", "9.3", "after our ACCEPT the target confirms with PROBE or data carrying our token", c_acc_confirm},

@@ -1,5 +1,7 @@
 #include "net.h"
 
+#include "error.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -409,6 +411,13 @@ static int recv_one(cf_net *n, cf_rx *rx, int timeout_ms)
 		n->rx_undecodable++;
 		memset(&rx->pkt, 0, sizeof(rx->pkt));
 		mrp_hdr_decode(&rx->pkt.hdr, rx->raw, rx->len);
+		if (!n->first_bad[0]) {
+			char from[80];
+			snprintf(n->first_bad, sizeof(n->first_bad),
+				 "%zu bytes from %s, opcode 0x%02x: %s", rx->len,
+				 cf_sa_str(&rx->from, from, sizeof(from)),
+				 rx->len > 1 ? rx->raw[1] : 0, mrp_strerror((int)rx->rv));
+		}
 	} else {
 		background(n, rx);
 	}

@@ -96,6 +96,7 @@ typedef struct cf_net {
 	unsigned timeout_ms;
 	/* counts of what the background peer did, for the report */
 	uint64_t rx_total, rx_undecodable;
+	char first_bad[200]; /* the first datagram the codec refused, described */
 } cf_net;
 
 uint64_t cf_now_ns(void);
