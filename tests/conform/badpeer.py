@@ -69,6 +69,7 @@ VARIANTS = {
     "not-ect": "2.4: sends data packets Not-ECT",
     "nak-unlimited": "14.3: answers every data packet of an unknown connection (no rate limit)",
     "nak-reserved": "12.5: sets the reserved byte of NAK UNKNOWN_CONN (except for PSN 33)",
+    "wrap-placed": "5.1/14.2: places a WRITE whose range wraps past 2^64 (at the region's start)",
     "no-pair-accepted": "9.5: takes every plane address of a MULTIPLANE CONNECT for plane 0",
     "planes-crossed": "9.5: pairs the second plane address of a CONNECT instead of the first",
     # The relay in front of a target that refuses the tester's service:
@@ -108,6 +109,7 @@ class Relay:
         self.hs_token = {}       # initiator conn id -> its CONNECT's hs_token
         self.cookie = {}         # initiator conn id -> last RETRY cookie sent to it
         self.hs_src = {}         # initiator conn id -> source of its CONNECT
+        self.perf_base = None    # region base of the last PERF READY seen
 
     @staticmethod
     def recv(s):
@@ -203,8 +205,23 @@ class Relay:
                 struct.pack_into(">H", b, 6, 0)
             if self.v == "opcode-lenient" and len(b) == 44 and op in (0x05, 0x7F):
                 b[1] = OP["PROBE"]
+            if self.v == "nak-unlimited" and 1 <= op <= 4 and len(b) >= 72 \
+                    and dst not in self.tokens:
+                # the NAK UNKNOWN_CONN of SPEC 7.4, for every such packet
+                src_conn = struct.unpack_from(">I", b, 12)[0]
+                stream, _, msn, off = struct.unpack_from(">HHII", b, 28)
+                pid, pgen = struct.unpack_from(">HH", b, 4)
+                psn = struct.unpack_from(">I", b, 24)[0]
+                nak = struct.pack(">BBHHHIIQI", 1, OP["NAK"], 0, 0, 0, src_conn, dst, 0, 0) + \
+                    struct.pack(">BBHIIHHIIQ", 5, 0, stream, msn, off, pid, pgen, psn, 0, tok)
+                self.send(self.front, nak, self.client or src, None)
             if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
                 return
+            if (self.v == "wrap-placed" and op == OP["WRITE"] and len(b) >= 72
+                    and self.perf_base is not None
+                    and struct.unpack_from(">Q", b, 56)[0]
+                    + struct.unpack_from(">I", b, 40)[0] > 0xFFFFFFFFFFFFFFFF):
+                struct.pack_into(">Q", b, 56, self.perf_base)
             if self.v == "no-delayed-ack" and 1 <= op <= 4 and len(b) >= 72:
                 key = (dst,) + struct.unpack_from(">HH", b, 4)
                 seen, _ = self.unreq.get(key, (set(), False))
@@ -291,10 +308,9 @@ class Relay:
                     return
             if self.v == "not-ect" and op is not None and 1 <= op <= 4:
                 tos = (tos or 0) & ~3
-            if self.v == "nak-unlimited" and op == OP["NAK"] and len(b) == 60 \
-                    and b[28] == 5 and self.client:
-                for _ in range(20):
-                    self.send(self.front, bytes(b), self.client, tos)
+            if (self.v == "wrap-placed" and op == OP["SEND"] and len(b) >= 72 + 48
+                    and struct.unpack_from(">Q", b, 72)[0] == 0x4D52504600000002):
+                self.perf_base = struct.unpack_from(">Q", b, 72 + 16)[0]
             if self.v == "nak-reserved" and op == OP["NAK"] and len(b) == 60 \
                     and b[28] == 5 and struct.unpack_from(">I", b, 44)[0] != 33:
                 b[29] = 1

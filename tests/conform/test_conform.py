@@ -93,6 +93,7 @@ INITIATOR_VARIANTS = {
     "not-ect": {"ecn.ect0"},
     "nak-unlimited": {"noconn.rate-limit"},
     "nak-reserved": {"wire.well-formed"},
+    "wrap-placed": {"malformed.wrap"},
     "no-pair-accepted": {"plane.no-pair"},
     "planes-crossed": {"plane.paths"},
 }
