@@ -70,6 +70,7 @@ VARIANTS = {
     "nak-unlimited": "14.3: answers every data packet of an unknown connection (no rate limit)",
     "nak-reserved": "12.5: sets the reserved byte of NAK UNKNOWN_CONN (except for PSN 33)",
     "wrap-placed": "5.1/14.2: places a WRITE whose range wraps past 2^64 (at the region's start)",
+    "data-lenient": "5.1: takes a WRITE's offset modulo 2^32 and ignores its recv_idx",
     "no-pair-accepted": "9.5: takes every plane address of a MULTIPLANE CONNECT for plane 0",
     "planes-crossed": "9.5: pairs the second plane address of a CONNECT instead of the first",
     # The relay in front of a target that refuses the tester's service:
@@ -222,6 +223,13 @@ class Relay:
                     and struct.unpack_from(">Q", b, 56)[0]
                     + struct.unpack_from(">I", b, 40)[0] > 0xFFFFFFFFFFFFFFFF):
                 struct.pack_into(">Q", b, 56, self.perf_base)
+            if self.v == "data-lenient" and op == OP["WRITE"] and len(b) >= 72:
+                off, mlen = struct.unpack_from(">II", b, 36)
+                plen = struct.unpack_from(">H", b, 30)[0]
+                if off + plen > mlen and (off + plen) & 0xFFFFFFFF <= mlen:
+                    struct.pack_into(">I", b, 36, 0)
+                    struct.pack_into(">H", b, 2, struct.unpack_from(">H", b, 2)[0] | 0x0003)
+                struct.pack_into(">I", b, 44, 0)
             if self.v == "no-delayed-ack" and 1 <= op <= 4 and len(b) >= 72:
                 key = (dst,) + struct.unpack_from(">HH", b, 4)
                 seen, _ = self.unreq.get(key, (set(), False))

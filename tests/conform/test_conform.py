@@ -94,6 +94,7 @@ INITIATOR_VARIANTS = {
     "nak-unlimited": {"noconn.rate-limit"},
     "nak-reserved": {"wire.well-formed"},
     "wrap-placed": {"malformed.wrap"},
+    "data-lenient": {"malformed.data"},
     "no-pair-accepted": {"plane.no-pair"},
     "planes-crossed": {"plane.paths"},
 }

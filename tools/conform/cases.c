@@ -1391,6 +1391,55 @@ static int c_mal_wrap(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* Data packets the codec refuses (SPEC 5.1, 14.2): offset + payload_len
+ * past msg_len only with 32-bit wrap-around (LENGTH), and a WRITE with a
+ * recv_idx (RESERVED). Accepted, either would be NAKed INVALID_RKEY (its
+ * rkey is unknown) or acknowledged: any answer shows it was not dropped. */
+static int c_mal_data(cf_ctx *x)
+{
+	cf_conn *c;
+	OPEN(c, x->svc, NULL);
+	long long l0 = drop_count(x, "LENGTH"), r0 = drop_count(x, "RESERVED");
+	static uint8_t pl[64];
+	uint8_t buf[2][256];
+	ssize_t len[2];
+	for (int k = 0; k < 2; k++) {
+		mrp_pkt p;
+		cf_data(c, &p, MRP_OP_WRITE, 1, 1, (uint32_t)k, 0, sizeof(pl), pl, sizeof(pl));
+		p.u.data.rkey = 0x0badc0de;
+		p.u.data.remote_addr = 0x1000;
+		len[k] = mrp_pkt_encode(buf[k], sizeof(buf[k]), &p);
+		if (len[k] < 0)
+			return fail(x, "could not encode the WRITE");
+	}
+	/* offset 0xfffffff0: offset + 64 wraps to 48 <= msg_len 64 in 32 bits;
+	 * flags then say neither FIRST nor LAST, as for a middle packet */
+	buf[0][36] = buf[0][37] = buf[0][38] = 0xff;
+	buf[0][39] = 0xf0;
+	buf[0][3] = (uint8_t)(buf[0][3] & ~(MRP_F_FIRST | MRP_F_LAST));
+	buf[1][47] = 5; /* recv_idx 5 in a WRITE */
+	for (int k = 0; k < 2; k++)
+		cf_send_raw(x->n, -1, NULL, buf[k], (size_t)len[k], -1);
+	static cf_rx rx;
+	m_conn ack = {.ci = c->ci, .opcode = MRP_OP_ACK, .path = 1, .gen = 0};
+	m_conn nak = {.ci = c->ci, .opcode = MRP_OP_NAK};
+	uint64_t end = cf_now_ns() + 300000000ull;
+	while (cf_now_ns() < end && cf_wait(x->n, match_any_answer, NULL, 300, &rx))
+		if (match_conn(&rx, &ack) || match_conn(&rx, &nak))
+			return fail(x, "sent a WRITE with offset 0xfffffff0 and payload 64 of msg_len 64 "
+				    "(the sum wraps in 32 bits) and a WRITE with recv_idx 5; got %s; "
+				    "SPEC 5.1 and 14.2 require both dropped by the codec (LENGTH, "
+				    "RESERVED) before any use", mrp_op_name(rx.pkt.hdr.opcode));
+	if (!cf_alive(x->n, c, x->n->timeout_ms * 2))
+		return fail(x, "after two malformed WRITEs the connection no longer answers PROBEs");
+	long long l1 = drop_count(x, "LENGTH"), r1 = drop_count(x, "RESERVED");
+	if (l0 >= 0 && l1 >= 0 && (l1 - l0 < 1 || r1 - r0 < 1))
+		return fail(x, "a WRITE whose offset wraps and a WRITE with a recv_idx: the target's "
+			    "LENGTH counter grew %lld, RESERVED %lld; SPEC 13.1/13.3 require each "
+			    "counted", l1 - l0, r1 - r0);
+	return CF_PASS;
+}
+
 /* ---- CLOSE and RESET ------------------------------------------------------------------- */
 
 static int wait_close_reply(cf_ctx *x, cf_conn *c, mrp_pkt *out, unsigned ms)
@@ -2360,6 +2409,7 @@ const cf_case cf_cases[] = {
 	{"malformed.range", "13.1", "a field out of range: dropped, counted RANGE", c_mal_range},
 	{"malformed.reserved", "13.1", "reserved bits set: dropped, counted RESERVED", c_mal_reserved},
 	{"malformed.wrap", "5.1", "WRITE whose remote_addr + msg_len passes 2^64 (valid rkey): dropped, counted RANGE, no ACK or NAK", c_mal_wrap},
+	{"malformed.data", "5.1", "WRITE whose offset + payload_len wraps 32 bits, WRITE with a recv_idx: dropped, counted LENGTH and RESERVED", c_mal_data},
 	{"noconn.rate-limit", "14.3", "a burst of data for an unknown connection: NAK UNKNOWN_CONN answers are rate-limited", c_noconn_rate_limit},
 	{"wire.well-formed", "12.5", "every datagram the target sent during the run (the cases before this one) passes the codec", c_wire_well_formed},
 	{"acceptor.connect", "9.2", "the target's CONNECT is valid", c_acc_connect},
