@@ -82,6 +82,7 @@ VARIANTS = {
     "reject-ignored": "10.3: the initiator ignores a valid REJECT and keeps connecting",
     "reject-forged-accepted": "10.3: the initiator accepts a REJECT whose token is not Ti",
     "retry-unlimited": "9.7: the initiator follows every RETRY of an attempt",
+    "accept-unchecked": "9.3: the initiator takes an ACCEPT whose service_id is not its CONNECT's",
 }
 
 
@@ -110,6 +111,7 @@ class Relay:
         self.hs_token = {}       # initiator conn id -> its CONNECT's hs_token
         self.cookie = {}         # initiator conn id -> last RETRY cookie sent to it
         self.hs_src = {}         # initiator conn id -> source of its CONNECT
+        self.hs_svc = {}         # initiator conn id -> its CONNECT's service_id
         self.perf_base = None    # region base of the last PERF READY seen
 
     @staticmethod
@@ -135,6 +137,7 @@ class Relay:
                            struct.unpack_from(">H", b, 64)[0])
             src_conn = struct.unpack_from(">I", b, 12)[0]
             self.hs_src[src_conn] = src
+            self.hs_svc[src_conn] = struct.unpack_from(">I", b, 32)[0]
             if self.v == "version-choose-reject" and b[28] <= 1 < b[29]:
                 b[0] = b[28] = b[29] = 9
             if self.v == "connect-version-outside":
@@ -292,6 +295,9 @@ class Relay:
             if self.v == "close-reason-normal" and op == OP["CLOSE"] and len(b) == 32 \
                     and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
                 struct.pack_into(">H", b, 28, 0)
+            if self.v == "accept-unchecked" and op == OP["ACCEPT"] and len(b) >= 88 \
+                    and struct.unpack_from(">I", b, 8)[0] in self.hs_svc:
+                struct.pack_into(">I", b, 32, self.hs_svc[struct.unpack_from(">I", b, 8)[0]])
             if self.v == "accept-service-wrong" and op == OP["ACCEPT"] and len(b) >= 88:
                 b[35] ^= 1
             if self.v == "retry-service-wrong" and op == OP["RETRY"] and len(b) == 44:

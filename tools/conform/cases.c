@@ -2338,6 +2338,66 @@ static int c_acc_retry_limit(cf_ctx *x)
 	return CF_PASS;
 }
 
+typedef struct m_reset {
+	uint32_t ci;
+} m_reset;
+
+static int match_reset_or_confirm(const cf_rx *rx, void *ud)
+{
+	const m_reset *m = ud;
+	return rx->rv >= 0 && rx->pkt.hdr.dst_conn_id == m->ci &&
+	       (rx->pkt.hdr.opcode == MRP_OP_RESET || rx->pkt.hdr.opcode == MRP_OP_PROBE ||
+		mrp_op_is_data(rx->pkt.hdr.opcode));
+}
+
+/* SPEC 9.3: an ACCEPT that fails the initiator's checks (here: a
+ * service_id other than the CONNECT's) is answered by RESET PROTOCOL and
+ * the attempt fails; the connection is never confirmed. */
+static int c_acc_bad_accept(cf_ctx *x)
+{
+	if (!x->trigger_cmd)
+		return skip(x, "no --trigger command makes the target connect to us");
+	static cf_rx cr, rx;
+	if (!acc_session(x, &cr))
+		return skip(x, "ran the trigger command; got no CONNECT within 5 s");
+	const mrp_hs *h = &cr.pkt.u.hs;
+	uint32_t ci = cf_rand32();
+	uint64_t ti = cf_rand64();
+	cf_hs_opts o;
+	cf_hs_defaults(&o, h->service_id ^ 1);
+	mrp_pkt a;
+	cf_build_connect(x->n, &a, 0, ti, 0, &o);
+	a.hdr.version = 1;
+	a.hdr.opcode = MRP_OP_ACCEPT;
+	a.hdr.dst_conn_id = cr.pkt.hdr.src_conn_id;
+	a.hdr.src_conn_id = ci;
+	a.hdr.token = h->hs_token;
+	a.u.hs.min_version = a.u.hs.max_version = 1;
+	a.u.hs.mtu = h->mtu < o.mtu ? h->mtu : o.mtu;
+	a.u.hs.max_streams = h->max_streams < o.max_streams ? h->max_streams : o.max_streams;
+	a.u.hs.max_paths = h->max_paths < o.max_paths ? h->max_paths : o.max_paths;
+	a.u.hs.caps = h->caps & MRP_CAP_IMM;
+	acc_send(x, &cr.from, &a);
+	m_reset m = {ci};
+	int got = cf_wait(x->n, match_reset_or_confirm, &m, 2000, &rx);
+	/* end the attempt either way */
+	acc_reject(x, &cr, h->hs_token, MRP_REJ_REFUSED);
+	if (!got)
+		return fail(x, "answered the target's CONNECT (service %08x) with an ACCEPT naming "
+			    "service %08x; got nothing within 2 s; SPEC 9.3 requires RESET PROTOCOL "
+			    "(the ACCEPT fails the initiator's checks)", h->service_id,
+			    h->service_id ^ 1);
+	if (rx.pkt.hdr.opcode != MRP_OP_RESET || rx.pkt.u.close.reason != MRP_CLOSE_PROTOCOL ||
+	    rx.pkt.hdr.token != ti || rx.pkt.hdr.src_conn_id != cr.pkt.hdr.src_conn_id)
+		return fail(x, "answered the target's CONNECT (service %08x) with an ACCEPT naming "
+			    "service %08x; got %s reason %u token %016llx; SPEC 9.3 requires RESET "
+			    "PROTOCOL with our token (%016llx), and no confirmation", h->service_id,
+			    h->service_id ^ 1, mrp_op_name(rx.pkt.hdr.opcode),
+			    rx.pkt.hdr.opcode == MRP_OP_RESET ? rx.pkt.u.close.reason : 0,
+			    (unsigned long long)rx.pkt.hdr.token, (unsigned long long)ti);
+	return CF_PASS;
+}
+
 void cf_cases_cleanup(cf_ctx *x)
 {
 	if (x->trigger_pid <= 0)
@@ -2418,5 +2478,6 @@ const cf_case cf_cases[] = {
 	{"acceptor.reject", "10.3", "a REJECT (token Ti) ends the target's attempt: no more CONNECTs", c_acc_reject},
 	{"acceptor.reject-forged", "10.3", "a REJECT with a wrong token, or token 0 and a range holding its version, is dropped", c_acc_reject_forged},
 	{"acceptor.retry-limit", "9.7", "the target follows a bounded number of RETRYs per attempt", c_acc_retry_limit},
+	{"acceptor.bad-accept", "9.3", "an ACCEPT whose service_id is not the CONNECT's: the target sends RESET PROTOCOL, never confirms", c_acc_bad_accept},
 };
 const size_t cf_ncases = sizeof(cf_cases) / sizeof(cf_cases[0]);
