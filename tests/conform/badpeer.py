@@ -62,10 +62,27 @@ VARIANTS = {
     "retry-required-resources": "9.7: REJECT RESOURCES, not PARAM, without caps RETRY",
     "zero-write-checked": "5.3: checks the rkey of a zero-length WRITE (forwarded as one byte)",
     "close-reason-normal": "11.2: the CLOSE reply carries NORMAL, not the CLOSE's reason",
+    "resources-refused": "9.4: REJECT REFUSED where it is out of half-open connections",
+    "no-delayed-ack": "6.3: in-order data without ACK_REQ is never acknowledged",
+    "close-no-drain": "11.2: replies to a CLOSE at once, its own messages still in flight",
+    "access-as-rkey": "5.3: NAKs a WRITE without access rights INVALID_RKEY, not ACCESS",
+    "not-ect": "2.4: sends data packets Not-ECT",
+    "nak-unlimited": "14.3: answers every data packet of an unknown connection (no rate limit)",
+    "nak-reserved": "12.5: sets the reserved byte of NAK UNKNOWN_CONN (except for PSN 33)",
+    "wrap-placed": "5.1/14.2: places a WRITE whose range wraps past 2^64 (at the region's start)",
+    "data-lenient": "5.1: takes a WRITE's offset modulo 2^32 and ignores its recv_idx",
+    "no-pair-accepted": "9.5: takes every plane address of a MULTIPLANE CONNECT for plane 0",
+    "planes-crossed": "9.5: pairs the second plane address of a CONNECT instead of the first",
+    # The relay in front of a target that refuses the tester's service:
+    "refused-no-service": "10.2: REJECT NO_SERVICE where the listener refuses (REFUSED)",
     # The relay in front of the target as initiator (the tester accepts):
     "retry-cookie-dropped": "9.7: the initiator does not put the RETRY cookie in its CONNECT",
     "no-confirm": "9.3: the initiator never confirms an ACCEPT",
     "connect-version-outside": "9.2: the initiator's CONNECT version lies outside its range",
+    "reject-ignored": "10.3: the initiator ignores a valid REJECT and keeps connecting",
+    "reject-forged-accepted": "10.3: the initiator accepts a REJECT whose token is not Ti",
+    "retry-unlimited": "9.7: the initiator follows every RETRY of an attempt",
+    "accept-unchecked": "9.3: the initiator takes an ACCEPT whose service_id is not its CONNECT's",
 }
 
 
@@ -89,6 +106,13 @@ class Relay:
         self.peer = {}           # acceptor conn id -> initiator conn id
         self.max_paths = {}      # acceptor conn id -> negotiated max_paths
         self.replies = {}        # acceptor conn id -> CLOSE replies sent
+        self.ti = {}             # acceptor conn id -> token the tester is written with
+        self.unreq = {}          # (acceptor conn id, path, gen) -> PSNs seen, last had no ACK_REQ
+        self.hs_token = {}       # initiator conn id -> its CONNECT's hs_token
+        self.cookie = {}         # initiator conn id -> last RETRY cookie sent to it
+        self.hs_src = {}         # initiator conn id -> source of its CONNECT
+        self.hs_svc = {}         # initiator conn id -> its CONNECT's service_id
+        self.perf_base = None    # region base of the last PERF READY seen
 
     @staticmethod
     def recv(s):
@@ -112,6 +136,8 @@ class Relay:
             self.client = (socket.inet_ntoa(bytes(b[68 + 4:68 + 8])),
                            struct.unpack_from(">H", b, 64)[0])
             src_conn = struct.unpack_from(">I", b, 12)[0]
+            self.hs_src[src_conn] = src
+            self.hs_svc[src_conn] = struct.unpack_from(">I", b, 32)[0]
             if self.v == "version-choose-reject" and b[28] <= 1 < b[29]:
                 b[0] = b[28] = b[29] = 9
             if self.v == "connect-version-outside":
@@ -120,6 +146,16 @@ class Relay:
                 b[28] = b[0]
             if self.v == "retry-cookie-dropped":
                 struct.pack_into(">Q", b, 16, 0)
+            self.hs_token[src_conn] = struct.unpack_from(">Q", b, 36)[0]
+            multi = struct.unpack_from(">Q", b, 52)[0] & mra.CAP_MULTIPLANE
+            naddrs = min(b[66], (len(b) - 68) // 20)
+            if self.v == "no-pair-accepted" and multi:
+                for k in range(naddrs):
+                    b[68 + 20 * k + 1] = 0
+            if self.v == "planes-crossed" and multi and naddrs >= 2:
+                b[69], b[89] = b[89], b[69]
+            if self.v == "retry-unlimited" and src_conn in self.cookie:
+                struct.pack_into(">Q", b, 16, self.cookie[src_conn])
             self.caps[src_conn] = struct.unpack_from(">Q", b, 52)[0]
             # Answers and connection packets come back to the relay.
             struct.pack_into(">H", b, 64, self.back.getsockname()[1])
@@ -173,8 +209,45 @@ class Relay:
                 struct.pack_into(">H", b, 6, 0)
             if self.v == "opcode-lenient" and len(b) == 44 and op in (0x05, 0x7F):
                 b[1] = OP["PROBE"]
+            if self.v == "nak-unlimited" and 1 <= op <= 4 and len(b) >= 72 \
+                    and dst not in self.tokens:
+                # the NAK UNKNOWN_CONN of SPEC 7.4, for every such packet
+                src_conn = struct.unpack_from(">I", b, 12)[0]
+                stream, _, msn, off = struct.unpack_from(">HHII", b, 28)
+                pid, pgen = struct.unpack_from(">HH", b, 4)
+                psn = struct.unpack_from(">I", b, 24)[0]
+                nak = struct.pack(">BBHHHIIQI", 1, OP["NAK"], 0, 0, 0, src_conn, dst, 0, 0) + \
+                    struct.pack(">BBHIIHHIIQ", 5, 0, stream, msn, off, pid, pgen, psn, 0, tok)
+                self.send(self.front, nak, self.client or src, None)
             if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
                 return
+            if (self.v == "wrap-placed" and op == OP["WRITE"] and len(b) >= 72
+                    and self.perf_base is not None
+                    and struct.unpack_from(">Q", b, 56)[0]
+                    + struct.unpack_from(">I", b, 40)[0] > 0xFFFFFFFFFFFFFFFF):
+                struct.pack_into(">Q", b, 56, self.perf_base)
+            if self.v == "data-lenient" and op == OP["WRITE"] and len(b) >= 72:
+                off, mlen = struct.unpack_from(">II", b, 36)
+                plen = struct.unpack_from(">H", b, 30)[0]
+                if off + plen > mlen and (off + plen) & 0xFFFFFFFF <= mlen:
+                    struct.pack_into(">I", b, 36, 0)
+                    struct.pack_into(">H", b, 2, struct.unpack_from(">H", b, 2)[0] | 0x0003)
+                struct.pack_into(">I", b, 44, 0)
+            if self.v == "no-delayed-ack" and 1 <= op <= 4 and len(b) >= 72:
+                key = (dst,) + struct.unpack_from(">HH", b, 4)
+                seen, _ = self.unreq.get(key, (set(), False))
+                psn = struct.unpack_from(">I", b, 24)[0]
+                noreq = not struct.unpack_from(">H", b, 2)[0] & 0x0008 and psn not in seen
+                seen.add(psn)
+                self.unreq[key] = (seen, noreq)
+            if (self.v == "close-no-drain" and op == OP["CLOSE"] and len(b) == 32
+                    and not struct.unpack_from(">H", b, 2)[0] & F_REPLY
+                    and struct.unpack_from(">H", b, 28)[0] <= 5 and b[30:32] == bytes(2)
+                    and self.tokens.get(dst) == tok and dst in self.peer):
+                r = bytearray(b)
+                struct.pack_into(">H", r, 2, F_REPLY)
+                struct.pack_into(">IIQ", r, 8, self.peer[dst], dst, self.ti[dst])
+                self.send(self.front, bytes(r), self.client or src, None)
             if (self.v == "zero-write-checked" and op == OP["WRITE"] and len(b) == 72
                     and struct.unpack_from(">I", b, 40)[0] == 0):
                 # the target sees one byte, so its rkey, bounds and access
@@ -198,6 +271,7 @@ class Relay:
                 self.tokens[ca] = struct.unpack_from(">Q", b, 36)[0]
                 self.peer[ca] = dst
                 self.max_paths[ca] = struct.unpack_from(">H", b, 62)[0]
+                self.ti[ca] = struct.unpack_from(">Q", b, 16)[0]
                 # The initiator sends its packets back through the relay too.
                 struct.pack_into(">H", b, 64, self.front.getsockname()[1])
                 b[68 + 4:68 + 8] = socket.inet_aton(self.front.getsockname()[0])
@@ -221,6 +295,9 @@ class Relay:
             if self.v == "close-reason-normal" and op == OP["CLOSE"] and len(b) == 32 \
                     and struct.unpack_from(">H", b, 2)[0] & F_REPLY:
                 struct.pack_into(">H", b, 28, 0)
+            if self.v == "accept-unchecked" and op == OP["ACCEPT"] and len(b) >= 88 \
+                    and struct.unpack_from(">I", b, 8)[0] in self.hs_svc:
+                struct.pack_into(">I", b, 32, self.hs_svc[struct.unpack_from(">I", b, 8)[0]])
             if self.v == "accept-service-wrong" and op == OP["ACCEPT"] and len(b) >= 88:
                 b[35] ^= 1
             if self.v == "retry-service-wrong" and op == OP["RETRY"] and len(b) == 44:
@@ -243,12 +320,48 @@ class Relay:
                 self.replies[src_conn] = self.replies.get(src_conn, 0) + 1
                 if self.replies[src_conn] > 1:
                     return
+            if self.v == "not-ect" and op is not None and 1 <= op <= 4:
+                tos = (tos or 0) & ~3
+            if (self.v == "wrap-placed" and op == OP["SEND"] and len(b) >= 72 + 48
+                    and struct.unpack_from(">Q", b, 72)[0] == 0x4D52504600000002):
+                self.perf_base = struct.unpack_from(">Q", b, 72 + 16)[0]
+            if self.v == "nak-reserved" and op == OP["NAK"] and len(b) == 60 \
+                    and b[28] == 5 and struct.unpack_from(">I", b, 44)[0] != 33:
+                b[29] = 1
+            if self.v == "access-as-rkey" and op == OP["NAK"] and len(b) == 60 \
+                    and b[28] == 3:
+                b[28] = 1
+            if self.v == "resources-refused" and op == OP["REJECT"] and len(b) == 36 \
+                    and b[28] == 3:
+                b[28] = 4
+            if self.v == "refused-no-service" and op == OP["REJECT"] and len(b) == 36 \
+                    and b[28] == 4:
+                b[28] = 2
+            if self.v == "no-delayed-ack" and op == OP["ACK"] and len(b) == 92:
+                key = (struct.unpack_from(">I", b, 12)[0],) + struct.unpack_from(">HH", b, 28)
+                if self.unreq.get(key, (None, False))[1]:
+                    return
+            if self.v == "reject-ignored" and op == OP["REJECT"]:
+                return
+            if self.v == "reject-forged-accepted" and op == OP["REJECT"] and len(b) == 36:
+                dst = struct.unpack_from(">I", b, 8)[0]
+                if dst in self.hs_token:
+                    struct.pack_into(">Q", b, 16, self.hs_token[dst])
+                    b[29] = b[30] = 1
+            if self.v == "retry-unlimited" and op == OP["RETRY"] and len(b) == 44:
+                self.cookie[struct.unpack_from(">I", b, 8)[0]] = \
+                    struct.unpack_from(">Q", b, 28)[0]
             if self.v == "nak-wrong-psn" and op == OP["NAK"] and len(b) == 60 \
                     and b[28] != 5:
                 struct.pack_into(">I", b, 44, (struct.unpack_from(">I", b, 44)[0] + 1)
                                  & 0xFFFFFFFF)
-        if self.client:
-            self.send(self.front, bytes(b), self.client, tos)
+        # ACCEPT, REJECT and RETRY go to the CONNECT's source (SPEC 10.1),
+        # everything else to the service port the CONNECT announced.
+        to = self.client
+        if op in (OP["ACCEPT"], OP["REJECT"], OP["RETRY"]) and len(b) >= 28:
+            to = self.hs_src.get(struct.unpack_from(">I", b, 8)[0], to)
+        if to:
+            self.send(self.front, bytes(b), to, tos)
 
     def run(self):
         import select

@@ -5,6 +5,8 @@ can fail.
     test_conform.py daemon        every case against metarocd: all pass,
                                   except the known findings (each must still
                                   fail: when one is fixed, this test says so)
+    test_conform.py ipv6          every case against metarocd on ::1 (77
+                                  when the host has no IPv6 loopback)
     test_conform.py variants [W]  every variant, each through the relay in
                                   front of a daemon, W daemons side by side:
                                   exactly the cases of the broken rule fail
@@ -31,13 +33,20 @@ BADPEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "badpeer.py")
 # order.rkey-before-rnr, close.reason -- are fixed in proto/conn.c.)
 KNOWN_FINDINGS = {
 }
-# Cases our daemon cannot be asked to fail: no service exposes such a region.
-EXPECTED_SKIPS = {"nak.access"}
+# reject.refused runs against a second daemon that refuses the tool
+# (REFUSED_CASES), since this one must serve it. (nak.access runs against the
+# region of roregion.c, an application of the daemon.)
+EXPECTED_SKIPS = {"reject.refused"}
+RO_SERVICE = "524f4d52"  # "ROMR": roregion.c's service
+REFUSED_CASES = ["reject.refused", "reject.no-service"]
+# The daemon that refuses the tool: ECHO answers only a peer nobody is.
+REFUSING = "  echo_peers: \"192.0.2.1\"\n"
+ECHO = "4543484f"
 
 # variant of badpeer.py -> the cases that check the rule it breaks (and, in
 # CAUSED_SKIPS, the cases that cannot run once that rule is broken)
 CAUSED_SKIPS = {"no-close-reply": {"close.reason", "close.tombstone"},
-                "retry-cookie-dropped": {"acceptor.confirm"},
+                "retry-cookie-dropped": {"acceptor.confirm", "acceptor.retry-limit"},
                 "connect-version-outside": {"acceptor.retry", "acceptor.confirm"}}
 INITIATOR_VARIANTS = {
     "none": set(),
@@ -47,9 +56,9 @@ INITIATOR_VARIANTS = {
     "probe-ts": {"probe.answer"},
     "sack-bit-order": {"sack.gap", "sack.duplicate", "sack.retransmit"},
     "ce-blind": {"ecn.echo"},
-    "no-close-reply": {"close.graceful"},
+    "no-close-reply": {"close.graceful", "close.drain"},
     "reset-answered": {"reset.abort"},
-    "nak-wrong-psn": {"nak.invalid-rkey", "nak.out-of-bounds", "nak.rnr",
+    "nak-wrong-psn": {"nak.access", "nak.invalid-rkey", "nak.out-of-bounds", "nak.rnr",
                       "nak.unknown-stream", "nak.malformed", "nak.malformed-path",
                       "order.malformed-first", "order.stream-before-rkey",
                       "order.rkey-before-rnr"},
@@ -77,6 +86,22 @@ INITIATOR_VARIANTS = {
     "retry-required-resources": {"handshake.retry-required"},
     "zero-write-checked": {"write.zero-length"},
     "close-reason-normal": {"close.reason"},
+    "resources-refused": {"reject.resources"},
+    "no-delayed-ack": {"sack.timer"},
+    "close-no-drain": {"close.drain"},
+    "access-as-rkey": {"nak.access"},
+    "not-ect": {"ecn.ect0"},
+    "nak-unlimited": {"noconn.rate-limit"},
+    "nak-reserved": {"wire.well-formed"},
+    "wrap-placed": {"malformed.wrap"},
+    "data-lenient": {"malformed.data"},
+    "no-pair-accepted": {"plane.no-pair"},
+    "planes-crossed": {"plane.paths"},
+}
+# The relay in front of the daemon that refuses the tool; only REFUSED_CASES run.
+REFUSED_VARIANTS = {
+    "none": set(),
+    "refused-no-service": {"reject.refused"},
 }
 # The relay in front of the daemon as initiator; only the acceptor cases run.
 ACCEPTOR_VARIANTS = {
@@ -84,6 +109,10 @@ ACCEPTOR_VARIANTS = {
     "retry-cookie-dropped": {"acceptor.retry"},
     "no-confirm": {"acceptor.confirm"},
     "connect-version-outside": {"acceptor.connect"},
+    "reject-ignored": {"acceptor.reject"},
+    "reject-forged-accepted": {"acceptor.reject-forged"},
+    "retry-unlimited": {"acceptor.retry-limit"},
+    "accept-unchecked": {"acceptor.bad-accept"},
 }
 
 
@@ -91,7 +120,7 @@ class ConformError(Exception):
     pass
 
 
-def run_conform(args, out=sys.stdout, timeout=150):
+def run_conform(args, out=sys.stdout, timeout=150, details=None):
     # A generous answer timeout: a loaded machine can stall the daemon for
     # hundreds of milliseconds; only the waits for an answer that must come
     # get longer (a case that checks for silence has its own short window).
@@ -103,6 +132,8 @@ def run_conform(args, out=sys.stdout, timeout=150):
         raise ConformError("%s exited %d" % (" ".join(cmd), r.returncode))
     j = json.loads(r.stdout)
     res = {c["name"]: c["result"] for c in j["cases"]}
+    if details is not None:
+        details.update({c["name"]: c["detail"] for c in j["cases"]})
     if (r.returncode == 1) != any(v == "fail" for v in res.values()):
         raise ConformError("exit status %d disagrees with the results" % r.returncode)
     return res
@@ -114,6 +145,30 @@ def free_port(host):
     p = s.getsockname()[1]
     s.close()
     return p
+
+
+class RoRegion:
+    """roregion.c attached to daemon d: a region without remote write."""
+
+    def __init__(self, d):
+        env = dict(os.environ)
+        env["METAROCE_APP_SOCKET"] = d.app_sock
+        self.p = subprocess.Popen([os.environ["CONFORM_ROREGION"], RO_SERVICE],
+                                  stdout=subprocess.PIPE, text=True, env=env)
+        line = self.p.stdout.readline().split()
+        if len(line) != 2 or line[0] != "ready":
+            self.close()
+            raise ConformError("roregion did not start (%s)" % line)
+        self.arg = line[1]
+
+    def close(self):
+        """Stops it; returns its exit status (None: it was running, as it
+        should be: it exits on its own only when its region was written)."""
+        rc = self.p.poll()
+        if rc is None:
+            self.p.kill()
+        self.p.wait()
+        return rc
 
 
 class Relay:
@@ -151,7 +206,7 @@ def test_docs_and_link():
     missing = [v for v in badpeer.VARIANTS if "| `%s`" % v not in doc]
     mrtest.check(not missing, "docs/conformance.md lists all %d relay variants (missing: %s)"
                  % (len(badpeer.VARIANTS), ", ".join(missing)))
-    both = set(INITIATOR_VARIANTS) | set(ACCEPTOR_VARIANTS)
+    both = set(INITIATOR_VARIANTS) | set(ACCEPTOR_VARIANTS) | set(REFUSED_VARIANTS)
     mrtest.check(both == set(badpeer.VARIANTS), "every relay variant has an expectation")
     if shutil.which("nm"):
         syms = subprocess.run(["nm", CONFORM], stdout=subprocess.PIPE, text=True).stdout
@@ -165,10 +220,20 @@ def test_docs_and_link():
 def test_daemon(d, a):
     ctl = os.environ["METAROCE_CTL"]
     junit = os.path.join(os.path.dirname(d.sock), "conform.xml")
-    res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status" % (ctl, d.sock),
-                       "--trigger", "%s -s %s ping %%a" % (ctl, d.sock), "--junit", junit,
-                       d.peer()])
-    mrtest.check(len(res) >= 45, "%d cases ran" % len(res))
+    ro = RoRegion(d)
+    det = {}
+    try:
+        res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status"
+                           % (ctl, d.sock), "--trigger", "%s -s %s ping %%a" % (ctl, d.sock),
+                           "--ro-region", ro.arg, "--plane-addr", a[3], "--junit", junit,
+                           d.peer()], details=det)
+    finally:
+        rc = ro.close()
+    mrtest.check(rc is None, "roregion ran throughout, its region unwritten (exit %s)" % rc)
+    # SPEC 10.3: the daemon's ping fails on the tool's REJECT (exit 1).
+    mrtest.check("exited with status 1" in det.get("acceptor.reject", ""),
+                 "the REJECTed ping failed: %s" % det.get("acceptor.reject"))
+    mrtest.check(len(res) >= 64, "%d cases ran" % len(res))
     suite = ET.parse(junit).getroot()
     jfail = {c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
     mrtest.check(len(list(suite.iter("testcase"))) == len(res) and jfail == fails(res)
@@ -187,7 +252,74 @@ def test_daemon(d, a):
     mrtest.check(d.alive() and d.request("status").get("ok"), "the daemon lives")
 
 
-def run_variant(d, a, side, variant, expect, out):
+def test_refused(tmp):
+    """reject.refused against a daemon whose ECHO refuses the tool."""
+    a = mrtest.addr_base("conform-refused")
+    d = mrtest.Daemon(tmp, "r", [a[0]], port=19791, services_extra=REFUSING)
+    args = ["--bind", a[1], "--refused-service", ECHO]
+    for c in REFUSED_CASES:
+        args += ["--case", c]
+    res = run_conform(args + [d.peer()])
+    mrtest.check(res == {c: "pass" for c in REFUSED_CASES},
+                 "against a daemon that refuses the tool: %s pass (got %s)"
+                 % (", ".join(REFUSED_CASES), res))
+    rc, _ = d.stop()
+    mrtest.check(rc == 0, "the refusing daemon exits 0 on SIGTERM")
+
+
+def v6_port():
+    """A free UDP port on ::1 outside the daemon's source ports (40000-59999),
+    or None when the host has no IPv6 loopback."""
+    import random
+    rnd = random.Random(os.getpid())
+    for _ in range(50):
+        p = rnd.randrange(20000, 39999)
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        try:
+            s.bind(("::1", p))
+            return p
+        except OSError as e:
+            if e.errno != 98:  # EADDRINUSE: try another; anything else: no IPv6
+                return None
+        finally:
+            s.close()
+    return None
+
+
+def test_ipv6(tmp):
+    """Every case against a daemon on ::1, the tool on ::1: the tool takes an
+    IPv6 TARGET and speaks IPv6 (plane addresses of family 6, IPv6 traffic
+    class for ECN)."""
+    try:
+        socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()
+    except OSError as e:
+        mrtest.skip("no IPv6 sockets on this host (%s)" % e)
+    port = v6_port()
+    if port is None:
+        mrtest.skip("no IPv6 loopback address ::1 to bind on this host")
+    ctl = os.environ["METAROCE_CTL"]
+    d = mrtest.Daemon(tmp, "v6", ["::1"], port=port)
+    mrtest.check(d.peer() == "[::1]:%d" % port, "the daemon serves [::1]:%d" % port)
+    ro = RoRegion(d)
+    try:
+        res = run_conform(["--bind", "[::1]", "--status-cmd", "%s -s %s -j status"
+                           % (ctl, d.sock), "--trigger", "%s -s %s ping %%a" % (ctl, d.sock),
+                           "--ro-region", ro.arg, d.peer()])
+    finally:
+        ro.close()
+    mrtest.check(len(res) >= 50, "%d cases ran over IPv6" % len(res))
+    mrtest.check(not fails(res), "no case fails over IPv6 (%s)" % ", ".join(sorted(fails(res))))
+    # The host has one IPv6 loopback address: no second one for plane.paths.
+    skips = {k for k, v in res.items() if v == "skip"}
+    want = EXPECTED_SKIPS | {"plane.paths"}
+    mrtest.check(skips == want, "over IPv6 skipped exactly %s (got %s)"
+                 % (sorted(want), sorted(skips)))
+    mrtest.check(d.alive() and d.request("status").get("ok"), "the IPv6 daemon lives")
+    rc, _ = d.stop()
+    mrtest.check(rc == 0, "the IPv6 daemon exits 0 on SIGTERM")
+
+
+def run_variant(d, a, side, variant, expect, out, dr=None, ro=None):
     """One variant through a fresh relay; returns [(ok, message)]."""
     ctl = os.environ["METAROCE_CTL"]
     checks = []
@@ -195,7 +327,8 @@ def run_variant(d, a, side, variant, expect, out):
         relay = Relay(variant, a[2], "%s:%d" % (a[0], d.port))
         try:
             res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status"
-                               % (ctl, d.sock), "--case", "[!a]*",
+                               % (ctl, d.sock), "--case", "[!a]*", "--ro-region", ro.arg,
+                               "--plane-addr", a[3],
                                "%s:%d" % (a[2], relay.port)], out, 90)
         finally:
             relay.close()
@@ -204,6 +337,16 @@ def run_variant(d, a, side, variant, expect, out):
         caused = CAUSED_SKIPS.get(variant, set())
         expect = expect | (set(KNOWN_FINDINGS) - caused)
         want_skips = EXPECTED_SKIPS | caused
+    elif side == "refused":
+        relay = Relay(variant, a[2], "%s:%d" % (dr.addrs[0], dr.port))
+        args = ["--bind", a[1], "--refused-service", ECHO]
+        for c in REFUSED_CASES:
+            args += ["--case", c]
+        try:
+            res = run_conform(args + ["%s:%d" % (a[2], relay.port)], out, 60)
+        finally:
+            relay.close()
+        want_skips = set()
     else:
         tport = free_port(a[1])
         relay = Relay(variant, a[2], "%s:%d" % (a[1], tport))
@@ -230,11 +373,17 @@ def test_variants(tmp, workers):
     daemon serves one variant at a time, so its drop counters see only
     that variant's packets."""
     jobs = [("initiator", v, e) for v, e in INITIATOR_VARIANTS.items()] + \
-           [("acceptor", v, e) for v, e in ACCEPTOR_VARIANTS.items()]
+           [("acceptor", v, e) for v, e in ACCEPTOR_VARIANTS.items()] + \
+           [("refused", v, e) for v, e in REFUSED_VARIANTS.items()]
     envs = []
     for w in range(workers):
         a = mrtest.addr_base("conform-variants-%d" % w)
         envs.append((mrtest.Daemon(tmp, "w%d" % w, [a[0]], port=19791), a))
+    ros = [RoRegion(d) for d, _ in envs]
+    # one daemon that refuses the tool: the refused variants run through a
+    # relay in front of it
+    dr = mrtest.Daemon(tmp, "wr", [mrtest.addr_base("conform-variants-refused")[0]],
+                       port=19791, services_extra=REFUSING)
     results = [[] for _ in range(workers)]
     outs = [io.StringIO() for _ in range(workers)]
     lock = threading.Lock()
@@ -246,7 +395,7 @@ def test_variants(tmp, workers):
                 continue
             outs[w].write("==== %s variant %s (daemon w%d)\n" % (side, variant, w))
             try:
-                r = run_variant(d, a, side, variant, expect, outs[w])
+                r = run_variant(d, a, side, variant, expect, outs[w], dr, ros[w])
             except (ConformError, subprocess.TimeoutExpired, ValueError) as e:
                 r = [(False, "%s variant %s: %s" % (side, variant, e))]
             results[w] += r
@@ -266,7 +415,11 @@ def test_variants(tmp, workers):
                  % (sum(len(r) for r in results), len(bad)))
     mrtest.check(sum(len(r) for r in results) == 2 * len(jobs), "all %d variants ran"
                  % len(jobs))
-    for d, _ in envs:
+    for i, ro in enumerate(ros):
+        rc = ro.close()
+        mrtest.check(rc is None, "roregion of w%d ran throughout, its region unwritten "
+                     "(exit %s)" % (i, rc))
+    for d, _ in envs + [(dr, None)]:
         mrtest.check(d.alive() and d.request("status").get("ok"), "%s lives" % d.name)
         rc, _ = d.stop()
         mrtest.check(rc == 0, "%s exits 0 on SIGTERM" % d.name)
@@ -285,6 +438,9 @@ def main():
         test_daemon(d, a)
         rc, _ = d.stop()
         mrtest.check(rc == 0, "the daemon exits 0 on SIGTERM")
+        test_refused(tmp.name)
+    elif mode == "ipv6":
+        test_ipv6(tmp.name)
     else:
         test_variants(tmp.name, int(sys.argv[2]) if len(sys.argv) > 2 else 4)
     tmp.cleanup()

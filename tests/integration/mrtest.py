@@ -67,7 +67,7 @@ def binaries():
 
 class Daemon:
     def __init__(self, tmp, name, addrs, port=19791, extra_env=None, yaml_extra="",
-                 sports="40000-59999"):
+                 sports="40000-59999", services_extra=""):
         self.name = name
         self.sock = os.path.join(tmp, name + ".sock")
         self.app_sock = os.path.join(tmp, name + ".app.sock")
@@ -83,10 +83,10 @@ class Daemon:
             # is off unless the configuration turns it on.
             f.write("service:\n  port: %d\n  control_socket: %s\n  control_group: \"\"\n"
                     "  app_socket: %s\n  app_group: \"\"\n"
-                    "  state_db: %s\n  log_level: info\nservices:\n  perf: true\n"
+                    "  state_db: %s\n  log_level: info\nservices:\n  perf: true\n%s"
                     "planes:\n%s%s"
                     % (port, self.sock, self.app_sock, os.path.join(tmp, name + ".db"),
-                       planes, yaml_extra))
+                       services_extra, planes, yaml_extra))
         env = dict(os.environ)
         env.update(extra_env or {})
         self.log = open(self.logpath, "w")

@@ -454,6 +454,193 @@ static int c_reject_no_service(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* ---- REJECT reasons the target's state or policy decides (10.2) ----------------------- */
+
+static int c_reject_refused(cf_ctx *x)
+{
+	if (!x->has_refused_svc)
+		return skip(x, "no --refused-service names a service the target refuses us");
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->refused_svc);
+	static cf_rx a;
+	int op = cf_handshake(x->n, &o, &a, NULL);
+	if (op != MRP_OP_REJECT || a.pkt.u.reject.reason != MRP_REJ_REFUSED ||
+	    a.pkt.u.reject.service_id != x->refused_svc || a.pkt.hdr.src_conn_id != 0 ||
+	    a.len != MRP_REJECT_LEN)
+		return fail(x, "sent CONNECT to service %08x (refused to us by the target's "
+			    "policy); got %s reason %u service %08x src %08x; SPEC 9.4 rule 6 and "
+			    "10.2 require REJECT REFUSED with the service id copied and src_conn_id 0",
+			    x->refused_svc, op ? mrp_op_name((uint8_t)op) : "nothing",
+			    op == MRP_OP_REJECT ? a.pkt.u.reject.reason : 0,
+			    op == MRP_OP_REJECT ? a.pkt.u.reject.service_id : 0,
+			    a.pkt.hdr.src_conn_id);
+	return CF_PASS;
+}
+
+typedef struct hs_ci {
+	uint32_t ci;
+} hs_ci;
+
+static int match_hs_ci(const cf_rx *rx, void *ud)
+{
+	const hs_ci *m = ud;
+	uint8_t op = rx->pkt.hdr.opcode;
+	return rx->rv >= 0 && rx->pkt.hdr.dst_conn_id == m->ci &&
+	       (op == MRP_OP_ACCEPT || op == MRP_OP_REJECT || op == MRP_OP_RETRY);
+}
+
+#define RES_MAX 1100 /* above the RECOMMENDED half-open bounds (128 per peer, 1,024) */
+
+static int c_reject_resources(cf_ctx *x)
+{
+	/* Half-open connections that are never confirmed, each with a valid
+	 * cookie, until the target is out of them (its half-open table, or
+	 * the rate of new connections: SPEC 9.4 rule 5). They announce a
+	 * service port of their own, so that the target counts them for a
+	 * peer other than the one the other cases are. */
+	cf_sa la;
+	int fd = cf_socket_local(x->n, &la);
+	if (fd < 0)
+		return skip(x, "no second local port");
+	static struct {
+		uint32_t ci, ca;
+		uint64_t ti, ta;
+	} open_[RES_MAX];
+	unsigned nopen = 0, silent = 0, sent = 0;
+	int r = CF_SKIP;
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->svc);
+	static cf_rx a;
+	for (unsigned i = 0; i < RES_MAX && r == CF_SKIP; i++) {
+		uint32_t ci = cf_rand32();
+		uint64_t ti = cf_rand64();
+		int answered = 0;
+		for (unsigned t = 0; t < 4 && !answered; t++) {
+			mrp_pkt p;
+			cf_build_connect(x->n, &p, ci, ti, x->n->cookie, &o);
+			p.u.hs.service_port = cf_sa_port(&la);
+			cf_send(x->n, &p, -1);
+			sent++;
+			hs_ci m = {ci};
+			if (!cf_wait(x->n, match_hs_ci, &m, x->n->timeout_ms, &a))
+				break;
+			if (a.pkt.hdr.opcode == MRP_OP_RETRY) {
+				x->n->cookie = a.pkt.u.retry.cookie;
+				continue;
+			}
+			answered = 1;
+		}
+		if (!answered) {
+			silent++;
+			if (silent > 8)
+				break;
+			continue;
+		}
+		if (a.pkt.hdr.opcode == MRP_OP_ACCEPT) {
+			open_[nopen].ci = ci;
+			open_[nopen].ti = ti;
+			open_[nopen].ca = a.pkt.hdr.src_conn_id;
+			open_[nopen].ta = a.pkt.u.hs.hs_token;
+			nopen++;
+			continue;
+		}
+		/* REJECT */
+		const mrp_reject *j = &a.pkt.u.reject;
+		if (j->reason != MRP_REJ_RESOURCES || a.pkt.hdr.token != ti ||
+		    a.pkt.hdr.src_conn_id != 0 || j->service_id != x->svc || a.len != MRP_REJECT_LEN)
+			r = fail(x, "held %u half-open connections (never confirmed) and sent another "
+				 "CONNECT; got REJECT reason %u token %016llx src %08x service %08x length "
+				 "%zu; SPEC 9.4 rule 5 and 10.1 require REJECT RESOURCES with token Ti "
+				 "(%016llx), src_conn_id 0, the service id copied, 36 bytes", nopen,
+				 j->reason, (unsigned long long)a.pkt.hdr.token, a.pkt.hdr.src_conn_id,
+				 j->service_id, a.len, (unsigned long long)ti);
+		else
+			r = CF_PASS;
+	}
+	close(fd);
+	/* End the half-open connections (a RESET with the target's token). */
+	for (unsigned i = 0; i < nopen; i++) {
+		cf_conn h = {0};
+		h.ci = open_[i].ci;
+		h.ca = open_[i].ca;
+		h.ta = open_[i].ta;
+		mrp_pkt p;
+		cf_hdr(&h, &p, MRP_OP_RESET);
+		p.u.close.reason = MRP_CLOSE_APP_EXIT;
+		cf_send(x->n, &p, -1);
+		if (i % 32 == 31)
+			cf_drain(x->n, 5, NULL, NULL);
+	}
+	if (r == CF_SKIP && silent > 8)
+		snprintf(x->msg, sizeof(x->msg), "the target accepted %u half-open connections, then "
+			 "answered none of %u CONNECTs (SPEC 14.3 lets it rate-limit answers)", nopen,
+			 silent);
+	else if (r == CF_SKIP)
+		snprintf(x->msg, sizeof(x->msg), "the target accepted %u half-open connections from "
+			 "one peer without a REJECT RESOURCES; its bounds are above the RECOMMENDED "
+			 "ones of SPEC 9.4 rule 5", nopen);
+	else if (r == CF_PASS)
+		snprintf(x->msg, sizeof(x->msg), "REJECT RESOURCES after %u half-open connections",
+			 nopen);
+	/* Let the target recover before the next case: it must accept again. */
+	char keep[sizeof(x->msg)];
+	memcpy(keep, x->msg, sizeof(keep));
+	uint64_t end = cf_now_ns() + 5000000000ull;
+	int back = 0;
+	while (!back && cf_now_ns() < end) {
+		cf_conn *c;
+		int op = cf_handshake(x->n, &o, &a, &c);
+		if (op == MRP_OP_ACCEPT && c) {
+			c->established = 1; /* so that it is RESET */
+			back = 1;
+		} else {
+			cf_drain(x->n, 100, NULL, NULL);
+		}
+	}
+	memcpy(x->msg, keep, sizeof(keep));
+	cf_drain(x->n, 300, NULL, NULL);
+	if (!back && r != CF_FAIL)
+		return fail(x, "after %u half-open connections, ended by RESET, the target accepted "
+			    "no new connection for 5 s; SPEC 10.2: RESOURCES is transient (the "
+			    "initiator MAY retry later)", nopen);
+	return r;
+}
+
+/* ---- ACK timing (6.3) ------------------------------------------------------------------- */
+
+static int c_ack_delayed(cf_ctx *x)
+{
+	dsrc ds;
+	int r_ = ds_open(x, &ds);
+	if (r_ != CF_PASS)
+		return r_;
+	cf_conn *c = ds.c;
+	uint16_t path = c->max_paths > 2 ? 2 : 0;
+	/* PSN 0 with ACK_REQ (and the first of its generation): ACKed at once. */
+	ds_write(x, &ds, path, 0, 0, 0, -1);
+	mrp_ack a;
+	if (!wait_ack(x, c, path, 0, 1, &a))
+		return fail(x, "sent PSN 0 with ACK_REQ on path %u; got no ACK", path);
+	/* PSN 1 in order, without ACK_REQ: only the ACK timer (or the count of
+	 * packets) acknowledges it; the SPEC bounds the delay (10 us
+	 * RECOMMENDED, an implementation parameter). */
+	mrp_pkt p;
+	ds_build(&ds, &p, path, 1, 1, 0);
+	p.hdr.flags &= (uint16_t)~MRP_F_ACK_REQ;
+	uint64_t t0 = cf_now_ns();
+	cf_send(x->n, &p, -1);
+	m_conn m = {.ci = c->ci, .opcode = MRP_OP_ACK, .path = path, .gen = 0, .next_psn = 2};
+	static cf_rx rx;
+	if (!cf_wait(x->n, match_conn, &m, x->n->timeout_ms * 2, &rx))
+		return fail(x, "sent PSN 1 in order without ACK_REQ on path %u; got no ACK with "
+			    "next_psn 2 within %u ms; SPEC 6.3 requires an ACK no later than the "
+			    "ACK delay after the first unacknowledged data packet", path,
+			    x->n->timeout_ms * 2);
+	snprintf(x->msg, sizeof(x->msg), "ACK after %.3f ms (round trip included), ack_delay_ns %llu",
+		 (double)(cf_now_ns() - t0) / 1e6, (unsigned long long)rx.pkt.u.ack.ack_delay_ns);
+	return CF_PASS;
+}
+
 /* ---- authentication ------------------------------------------------------------ */
 
 static int c_token_forged(cf_ctx *x)
@@ -756,14 +943,10 @@ static int c_path_report(cf_ctx *x)
 	if (r_ != CF_PASS)
 		return r_;
 	cf_conn *c = ds.c;
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in la = x->n->local;
-	la.sin_port = 0;
-	if (fd < 0 || bind(fd, (struct sockaddr *)&la, sizeof(la)) < 0) {
-		if (fd >= 0)
-			close(fd);
+	cf_sa la;
+	int fd = cf_socket_local(x->n, &la);
+	if (fd < 0)
 		return skip(x, "no second local port");
-	}
 	ds_write(x, &ds, 1, 0, 0, 0, -1);
 	mrp_ack a;
 	int ok1 = wait_ack(x, c, 1, 0, 1, &a);
@@ -1144,7 +1327,117 @@ static int c_order_rkey_before_rnr(cf_ctx *x)
 
 static int c_nak_access(cf_ctx *x)
 {
-	return skip(x, "no service of the target exposes a region without remote write");
+	if (!x->has_ro)
+		return skip(x, "no --ro-region names a region of the target without remote write");
+	if (x->ro_len < 64)
+		return skip(x, "the --ro-region is shorter than 64 bytes");
+	cf_conn *c;
+	OPEN(c, x->ro_svc, NULL);
+	static uint8_t pl[64];
+	memset(pl, 0xa5, sizeof(pl));
+	mrp_pkt p;
+	cf_data(c, &p, MRP_OP_WRITE, 0, 1, 0, 0, sizeof(pl), pl, sizeof(pl));
+	p.u.data.rkey = x->ro_rkey;
+	p.u.data.remote_addr = x->ro_addr;
+	char s[160];
+	snprintf(s, sizeof(s), "WRITE 64 bytes into the region of rkey %08x (no remote write) "
+		 "at %llx", x->ro_rkey, (unsigned long long)x->ro_addr);
+	return expect_nak(x, c, &p, MRP_NAK_ACCESS, s);
+}
+
+/* A WRITE whose remote_addr + msg_len passes 2^64, with a valid rkey: the
+ * codec drops it (RANGE) before any placement check could be fooled by the
+ * wrap-around (SPEC 5.1, 14.2). */
+static int c_mal_wrap(cf_ctx *x)
+{
+	perf pf;
+	int r = perf_open(x, &pf);
+	if (r != CF_PASS)
+		return r;
+	cf_conn *c = pf.c;
+	long long k0 = drop_count(x, "RANGE");
+	static uint8_t pl[64];
+	mrp_pkt p;
+	uint16_t path = c->max_paths > 3 ? 3 : 0;
+	cf_data(c, &p, MRP_OP_WRITE, path, 1, 0, 0, sizeof(pl), pl, sizeof(pl));
+	p.u.data.rkey = (uint32_t)pf.rkey;
+	p.u.data.remote_addr = pf.base;
+	uint8_t buf[256];
+	ssize_t len = mrp_pkt_encode(buf, sizeof(buf), &p);
+	if (len < 0)
+		return fail(x, "could not encode the WRITE");
+	uint64_t wrap = ~0ull - 15; /* + 64 bytes passes 2^64 */
+	for (int i = 0; i < 8; i++)
+		buf[56 + i] = (uint8_t)(wrap >> (56 - 8 * i));
+	cf_send_raw(x->n, -1, NULL, buf, (size_t)len, -1);
+	static cf_rx rx;
+	m_conn ack = {.ci = c->ci, .opcode = MRP_OP_ACK, .path = path, .gen = 0};
+	m_conn nak = {.ci = c->ci, .opcode = MRP_OP_NAK};
+	uint64_t end = cf_now_ns() + 300000000ull;
+	while (cf_now_ns() < end && cf_wait(x->n, match_any_answer, NULL, 300, &rx))
+		if (match_conn(&rx, &ack) || match_conn(&rx, &nak))
+			return fail(x, "sent WRITE (ACK_REQ) of 64 bytes at remote_addr %016llx (past "
+				    "2^64 at its end) with the region's rkey; got %s; SPEC 5.1 and 14.2 "
+				    "require it dropped by the codec (RANGE), never placed, NAKed or "
+				    "acknowledged", (unsigned long long)wrap,
+				    mrp_op_name(rx.pkt.hdr.opcode));
+	if (!cf_alive(x->n, c, x->n->timeout_ms * 2))
+		return fail(x, "after a WRITE whose range wraps past 2^64 the connection no longer "
+			    "answers PROBEs");
+	long long k1 = drop_count(x, "RANGE");
+	if (k0 >= 0 && k1 >= 0 && k1 - k0 < 1)
+		return fail(x, "a WRITE whose range wraps past 2^64: the target's RANGE counter grew "
+			    "%lld; SPEC 13.1/13.3 require it counted", k1 - k0);
+	return CF_PASS;
+}
+
+/* Data packets the codec refuses (SPEC 5.1, 14.2): offset + payload_len
+ * past msg_len only with 32-bit wrap-around (LENGTH), and a WRITE with a
+ * recv_idx (RESERVED). Accepted, either would be NAKed INVALID_RKEY (its
+ * rkey is unknown) or acknowledged: any answer shows it was not dropped. */
+static int c_mal_data(cf_ctx *x)
+{
+	cf_conn *c;
+	OPEN(c, x->svc, NULL);
+	long long l0 = drop_count(x, "LENGTH"), r0 = drop_count(x, "RESERVED");
+	static uint8_t pl[64];
+	uint8_t buf[2][256];
+	ssize_t len[2];
+	for (int k = 0; k < 2; k++) {
+		mrp_pkt p;
+		cf_data(c, &p, MRP_OP_WRITE, 1, 1, (uint32_t)k, 0, sizeof(pl), pl, sizeof(pl));
+		p.u.data.rkey = 0x0badc0de;
+		p.u.data.remote_addr = 0x1000;
+		len[k] = mrp_pkt_encode(buf[k], sizeof(buf[k]), &p);
+		if (len[k] < 0)
+			return fail(x, "could not encode the WRITE");
+	}
+	/* offset 0xfffffff0: offset + 64 wraps to 48 <= msg_len 64 in 32 bits;
+	 * flags then say neither FIRST nor LAST, as for a middle packet */
+	buf[0][36] = buf[0][37] = buf[0][38] = 0xff;
+	buf[0][39] = 0xf0;
+	buf[0][3] = (uint8_t)(buf[0][3] & ~(MRP_F_FIRST | MRP_F_LAST));
+	buf[1][47] = 5; /* recv_idx 5 in a WRITE */
+	for (int k = 0; k < 2; k++)
+		cf_send_raw(x->n, -1, NULL, buf[k], (size_t)len[k], -1);
+	static cf_rx rx;
+	m_conn ack = {.ci = c->ci, .opcode = MRP_OP_ACK, .path = 1, .gen = 0};
+	m_conn nak = {.ci = c->ci, .opcode = MRP_OP_NAK};
+	uint64_t end = cf_now_ns() + 300000000ull;
+	while (cf_now_ns() < end && cf_wait(x->n, match_any_answer, NULL, 300, &rx))
+		if (match_conn(&rx, &ack) || match_conn(&rx, &nak))
+			return fail(x, "sent a WRITE with offset 0xfffffff0 and payload 64 of msg_len 64 "
+				    "(the sum wraps in 32 bits) and a WRITE with recv_idx 5; got %s; "
+				    "SPEC 5.1 and 14.2 require both dropped by the codec (LENGTH, "
+				    "RESERVED) before any use", mrp_op_name(rx.pkt.hdr.opcode));
+	if (!cf_alive(x->n, c, x->n->timeout_ms * 2))
+		return fail(x, "after two malformed WRITEs the connection no longer answers PROBEs");
+	long long l1 = drop_count(x, "LENGTH"), r1 = drop_count(x, "RESERVED");
+	if (l0 >= 0 && l1 >= 0 && (l1 - l0 < 1 || r1 - r0 < 1))
+		return fail(x, "a WRITE whose offset wraps and a WRITE with a recv_idx: the target's "
+			    "LENGTH counter grew %lld, RESERVED %lld; SPEC 13.1/13.3 require each "
+			    "counted", l1 - l0, r1 - r0);
+	return CF_PASS;
 }
 
 /* ---- CLOSE and RESET ------------------------------------------------------------------- */
@@ -1421,6 +1714,8 @@ typedef struct accside {
 	char connect_msg[512], retry_msg[512], confirm_msg[512];
 } accside;
 static accside acc;
+static uint32_t seen_ci[32]; /* CONNECTs of the target's earlier attempts */
+static unsigned nseen_ci;
 
 static int match_connect(const cf_rx *rx, void *ud)
 {
@@ -1430,10 +1725,8 @@ static int match_connect(const cf_rx *rx, void *ud)
 
 static void trigger(cf_ctx *x)
 {
-	char cmd[1024], addr[64];
-	char ip[32];
-	inet_ntop(AF_INET, &x->n->local.sin_addr, ip, sizeof(ip));
-	snprintf(addr, sizeof(addr), "%s:%u", ip, ntohs(x->n->local.sin_port));
+	char cmd[1024], addr[80];
+	cf_sa_str(&x->n->local, addr, sizeof(addr));
 	size_t o = 0;
 	for (const char *s = x->trigger_cmd; *s && o + 64 < sizeof(cmd); s++) {
 		if (s[0] == '%' && s[1] == 'a') {
@@ -1469,7 +1762,7 @@ static void acceptor_run(cf_ctx *x)
 			 "ran the trigger command; got no CONNECT within 5 s");
 		return;
 	}
-	struct sockaddr_in from = rx.from;
+	cf_sa from = rx.from;
 	mrp_pkt cp = rx.pkt;
 	const mrp_hs *h = &cp.u.hs;
 	if (rx.rv < 0 || cp.hdr.dst_conn_id != 0 || cp.hdr.src_conn_id == 0 ||
@@ -1484,6 +1777,8 @@ static void acceptor_run(cf_ctx *x)
 		return;
 	}
 	acc.got_connect = 1;
+	if (nseen_ci < 32)
+		seen_ci[nseen_ci++] = cp.hdr.src_conn_id;
 	/* 9.7: answer RETRY if it follows RETRYs; the next CONNECT carries the
 	 * cookie and is otherwise the same. */
 	if (h->caps & MRP_CAP_RETRY) {
@@ -1580,8 +1875,8 @@ static void acceptor_run(cf_ctx *x)
 	cf_hdr(&cc, &rs, MRP_OP_RESET);
 	rs.u.close.reason = MRP_CLOSE_APP_EXIT;
 	len = mrp_pkt_encode(buf, sizeof(buf), &rs);
-	struct sockaddr_in to = from;
-	to.sin_port = htons(cp.u.hs.service_port);
+	cf_sa to = from;
+	cf_sa_set_port(&to, cp.u.hs.service_port);
 	cf_send_raw(x->n, -1, &to, buf, (size_t)len, -1);
 }
 
@@ -1623,6 +1918,486 @@ static int c_acc_confirm(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* CLOSE while the target still has a message in flight to us: it replies
+ * only once that message has completed (SPEC 11.2 step 3). The ECHO
+ * service answers an ECHO request on stream 0 with a SEND; the tool holds
+ * its ACKs, so that SEND stays in flight until the tool lets it complete. */
+#define T_ECHO_REQ 5
+#define T_ECHO_REP 6
+
+static int c_close_drain(cf_ctx *x)
+{
+	perf pf;
+	memset(&pf, 0, sizeof(pf));
+	OPEN(pf.c, x->svc, NULL);
+	cf_conn *c = pf.c;
+	c->no_ack = 1;
+	uint32_t rx0 = c->data_rx;
+	ctl_send(x, &pf, T_ECHO_REQ, 7, 0x1234);
+	uint64_t v[3];
+	if (!ctl_wait(x, &pf, T_ECHO_REP, v)) {
+		c->no_ack = 0;
+		return skip(x, "service %08x sent no ECHO reply (a SEND on stream 0) to an ECHO "
+			    "request: it is not the reference daemon's ECHO", x->svc);
+	}
+	/* The reply is not acknowledged: CLOSE now. */
+	mrp_pkt p, r;
+	cf_hdr(c, &p, MRP_OP_CLOSE);
+	p.u.close.reason = MRP_CLOSE_NORMAL;
+	cf_send(x->n, &p, -1);
+	int early = wait_close_reply(x, c, &r, 150);
+	uint32_t retx = c->data_rx - rx0;
+	if (early) {
+		c->no_ack = 0;
+		return fail(x, "received the target's SEND (ECHO reply) without acknowledging it, "
+			    "then sent CLOSE; got CLOSE REPLY while that SEND was still unacknowledged "
+			    "(%u copies of it received); SPEC 11.2 step 3 requires the reply only "
+			    "when every message the target posted has completed", retx);
+	}
+	/* Let the SEND complete: acknowledge its next copy (the background
+	 * peer ACKs it with all it received), and CLOSE again (a duplicate
+	 * CLOSE while the target finishes is ignored; it replies when done). */
+	c->no_ack = 0;
+	int got = 0;
+	for (int i = 0; i < 4 && !got; i++) {
+		got = wait_close_reply(x, c, &r, x->n->timeout_ms);
+		if (!got)
+			cf_send(x->n, &p, -1);
+	}
+	if (c->resets_rx)
+		return fail(x, "held the ACKs of the target's SEND for 150 ms after a CLOSE, then "
+			    "acknowledged it; the target RESET the connection; SPEC 11.2 requires it "
+			    "to finish the SEND and reply to the CLOSE");
+	if (!got)
+		return fail(x, "after the target's SEND completed (acknowledged), got no CLOSE "
+			    "REPLY to our CLOSE; SPEC 11.2 step 3 requires one");
+	snprintf(x->msg, sizeof(x->msg), "no reply while the SEND was in flight (%u copies); "
+		 "reply after its ACK", retx);
+	return CF_PASS;
+}
+
+/* ---- planes (9.5) ----------------------------------------------------------------------- */
+
+/* The planes the target announces (its ACCEPT's addresses), from a
+ * handshake without MULTIPLANE that is then RESET. */
+static int target_planes(cf_ctx *x, uint32_t *mask)
+{
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->svc);
+	static cf_rx a;
+	cf_conn *c;
+	int op = cf_handshake(x->n, &o, &a, &c);
+	if (op != MRP_OP_ACCEPT || !c)
+		return 0;
+	c->established = 1; /* so that it is RESET */
+	*mask = 0;
+	for (unsigned i = 0; i < a.pkt.u.hs.num_addrs; i++)
+		*mask |= 1u << (a.pkt.u.hs.addrs[i].plane % MRP_MAX_ADDRS);
+	return 1;
+}
+
+static unsigned lowest(uint32_t mask, int set)
+{
+	unsigned i = 0;
+	while (i < MRP_MAX_ADDRS && (int)(mask >> i & 1) != set)
+		i++;
+	return i;
+}
+
+static int c_plane_no_pair(cf_ctx *x)
+{
+	uint32_t mask;
+	if (!target_planes(x, &mask))
+		return skip(x, "cannot open a connection to service %08x", x->svc);
+	unsigned q = lowest(mask, 0);
+	if (q >= MRP_MAX_ADDRS)
+		return skip(x, "the target announces all 16 planes");
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->svc);
+	o.caps |= MRP_CAP_MULTIPLANE;
+	o.naddrs = 1;
+	cf_sa_addr(&x->n->local, (uint8_t)q, &o.addrs[0]);
+	static cf_rx a;
+	cf_conn *c;
+	int op = cf_handshake(x->n, &o, &a, &c);
+	if (op == MRP_OP_ACCEPT && c)
+		c->established = 1;
+	if (op == MRP_OP_ACCEPT && !(a.pkt.u.hs.caps & MRP_CAP_MULTIPLANE))
+		return skip(x, "the target does not negotiate MULTIPLANE");
+	if (op != MRP_OP_REJECT || a.pkt.u.reject.reason != MRP_REJ_PARAM)
+		return fail(x, "sent CONNECT with caps MULTIPLANE whose only address is on plane %u "
+			    "(the target announces planes mask %04x); got %s reason %u; SPEC 9.5 and "
+			    "9.4 rule 4 require REJECT PARAM: no usable address pair", q, mask,
+			    op ? mrp_op_name((uint8_t)op) : "nothing",
+			    op == MRP_OP_REJECT ? a.pkt.u.reject.reason : 0);
+	return CF_PASS;
+}
+
+static int c_plane_paths(cf_ctx *x)
+{
+	if (!x->has_plane2)
+		return skip(x, "no --plane-addr gives the tool a second address");
+	uint32_t mask;
+	if (!target_planes(x, &mask))
+		return skip(x, "cannot open a connection to service %08x", x->svc);
+	unsigned p0 = lowest(mask, 1), q = lowest(mask, 0);
+	if (p0 >= MRP_MAX_ADDRS || q >= MRP_MAX_ADDRS)
+		return skip(x, "the target announces no plane, or all 16");
+	/* Our second address, on our service port, announced on plane q,
+	 * which the target does not have: nothing may reach it. */
+	cf_sa b = x->plane2;
+	cf_sa_set_port(&b, cf_sa_port(&x->n->local));
+	char bs[80];
+	cf_sa_str(&b, bs, sizeof(bs));
+	int fd = socket(b.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, &b.sa, cf_sa_len(&b)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return skip(x, "cannot bind %s", bs);
+	}
+	cf_hs_opts o;
+	cf_hs_defaults(&o, x->svc);
+	o.caps |= MRP_CAP_MULTIPLANE;
+	o.naddrs = 2;
+	cf_sa_addr(&x->n->local, (uint8_t)p0, &o.addrs[0]);
+	cf_sa_addr(&b, (uint8_t)q, &o.addrs[1]);
+	static cf_rx a;
+	cf_conn *c;
+	int op = cf_handshake(x->n, &o, &a, &c);
+	int r = CF_PASS;
+	if (op != MRP_OP_ACCEPT || !c) {
+		r = fail(x, "sent CONNECT with caps MULTIPLANE, our address on plane %u (a plane of "
+			 "the target's) and %s on plane %u; got %s reason %u; SPEC 9.5: a usable "
+			 "pair exists (plane %u)", p0, bs, q, op ? mrp_op_name((uint8_t)op) : "nothing",
+			 op == MRP_OP_REJECT ? a.pkt.u.reject.reason : 0, p0);
+		goto out;
+	}
+	if (!(a.pkt.u.hs.caps & MRP_CAP_MULTIPLANE)) {
+		c->established = 1;
+		r = skip(x, "the target does not negotiate MULTIPLANE");
+		goto out;
+	}
+	if (!cf_confirm(x->n, c)) {
+		c->established = 1;
+		r = fail(x, "multiplane connection: no PROBE_ACK to our confirming PROBE on path 0; "
+			 "SPEC 9.5 pairs our plane-%u address with the target's plane %u", p0, p0);
+		goto out;
+	}
+	/* Make the target send: an ECHO round trip (if the service is ECHO)
+	 * and a PROBE with ACK_REQ on every path. */
+	perf pf;
+	memset(&pf, 0, sizeof(pf));
+	pf.c = c;
+	ctl_send(x, &pf, T_ECHO_REQ, 9, 0);
+	for (uint16_t i = 0; i < c->max_paths; i++) {
+		mrp_pkt p;
+		cf_probe(c, &p, i, 0);
+		cf_send(x->n, &p, -1);
+	}
+	cf_drain(x->n, 300, NULL, NULL);
+	unsigned stray = 0;
+	uint8_t buf[2048];
+	while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
+		stray++;
+	if (stray)
+		r = fail(x, "announced our address on plane %u and %s on plane %u (the target has no "
+			 "plane %u); got %u datagrams at %s; SPEC 9.5: addresses of different planes "
+			 "are never paired", p0, bs, q, q, stray, bs);
+out:
+	close(fd);
+	return r;
+}
+
+static int c_ecn_ect0(cf_ctx *x)
+{
+	perf pf;
+	memset(&pf, 0, sizeof(pf));
+	OPEN(pf.c, x->svc, NULL);
+	ctl_send(x, &pf, T_ECHO_REQ, 3, 0);
+	uint64_t v[3];
+	if (!ctl_wait(x, &pf, T_ECHO_REP, v))
+		return skip(x, "service %08x sent no ECHO reply: no data of the target to look at",
+			    x->svc);
+	if (pf.c->data_not_ect)
+		return fail(x, "the target's ECHO reply: %u of %u data packets arrived neither "
+			    "ECT(0) nor CE (IP TOS / traffic class); SPEC 2.4 requires data packets "
+			    "sent with ECT(0)", pf.c->data_not_ect, pf.c->data_rx);
+	return CF_PASS;
+}
+
+#define FLOOD 2000
+
+static int c_noconn_rate_limit(cf_ctx *x)
+{
+	cf_conn fake = {0};
+	fake.ci = cf_rand32();
+	fake.ca = cf_rand32();
+	fake.ta = cf_rand64();
+	unsigned naks = 0;
+	for (unsigned i = 0; i < FLOOD; i++) {
+		mrp_pkt p;
+		cf_data(&fake, &p, MRP_OP_WRITE, 0, 1, i, 0, 0, NULL, 0);
+		cf_send(x->n, &p, -1);
+		/* About 4 per ms: a burst well above the RECOMMENDED limit that
+		 * neither socket buffers nor a slow target drop. */
+		if (i % 8 == 7)
+			naks += cf_drain(x->n, 2, match_nak_unknown, &fake.ci);
+	}
+	naks += cf_drain(x->n, 500, match_nak_unknown, &fake.ci);
+	/* Let the target's answer budget for our address fill again. */
+	cf_drain(x->n, 1100, NULL, NULL);
+	/* 90 %: answers lost on the way back still show no limit. */
+	if ((uint64_t)naks * 10 >= (uint64_t)FLOOD * 9)
+		return fail(x, "sent %u data packets for an unknown connection in a burst; got %u NAK "
+			    "UNKNOWN_CONN; SPEC 7.4 and 14.3 require these answers rate-limited "
+			    "(RECOMMENDED: 100 per second per source)", FLOOD, naks);
+	snprintf(x->msg, sizeof(x->msg), "%u NAKs for %u packets", naks, FLOOD);
+	return CF_PASS;
+}
+
+static int c_wire_well_formed(cf_ctx *x)
+{
+	if (x->n->rx_total == 0)
+		return skip(x, "nothing received from the target");
+	if (x->n->rx_undecodable)
+		return fail(x, "of %llu datagrams the target sent during the run, %llu did not pass "
+			    "the codec (the first: %s); SPEC 12.5 requires senders to zero every "
+			    "reserved field, unassigned flag and unused field, and every packet to "
+			    "have its opcode's length and ranges",
+			    (unsigned long long)x->n->rx_total,
+			    (unsigned long long)x->n->rx_undecodable, x->n->first_bad);
+	snprintf(x->msg, sizeof(x->msg), "%llu datagrams, all well-formed",
+		 (unsigned long long)x->n->rx_total);
+	return CF_PASS;
+}
+
+/* ---- the target as initiator: REJECT and RETRY limits --------------------------------------- */
+
+static int match_new_connect(const cf_rx *rx, void *ud)
+{
+	(void)ud;
+	if (rx->rv < 0 || rx->pkt.hdr.opcode != MRP_OP_CONNECT)
+		return 0;
+	for (unsigned i = 0; i < nseen_ci; i++)
+		if (seen_ci[i] == rx->pkt.hdr.src_conn_id)
+			return 0;
+	return 1;
+}
+
+typedef struct same_connect {
+	uint32_t ci;
+	uint64_t token;
+	int any_token;
+} same_connect;
+
+static int match_same_connect(const cf_rx *rx, void *ud)
+{
+	const same_connect *m = ud;
+	return rx->rv >= 0 && rx->pkt.hdr.opcode == MRP_OP_CONNECT &&
+	       rx->pkt.hdr.src_conn_id == m->ci && (m->any_token || rx->pkt.hdr.token == m->token);
+}
+
+/* Make the target connect to us once more; its first CONNECT in *rx. */
+static int acc_session(cf_ctx *x, cf_rx *rx)
+{
+	cf_cases_cleanup(x);
+	trigger(x);
+	if (!cf_wait(x->n, match_new_connect, NULL, 5000, rx))
+		return 0;
+	if (nseen_ci < 32)
+		seen_ci[nseen_ci++] = rx->pkt.hdr.src_conn_id;
+	return 1;
+}
+
+static void acc_send(cf_ctx *x, const cf_sa *to, mrp_pkt *p)
+{
+	uint8_t buf[128];
+	ssize_t len = mrp_pkt_encode(buf, sizeof(buf), p);
+	if (len > 0)
+		cf_send_raw(x->n, -1, to, buf, (size_t)len, -1);
+}
+
+static void acc_reject(cf_ctx *x, const cf_rx *cr, uint64_t token, uint8_t reason)
+{
+	mrp_pkt j;
+	memset(&j, 0, sizeof(j));
+	j.hdr.version = 1;
+	j.hdr.opcode = MRP_OP_REJECT;
+	j.hdr.dst_conn_id = cr->pkt.hdr.src_conn_id;
+	j.hdr.token = token;
+	j.u.reject.reason = reason;
+	j.u.reject.min_version = j.u.reject.max_version = 1;
+	j.u.reject.service_id = cr->pkt.u.hs.service_id;
+	acc_send(x, &cr->from, &j);
+}
+
+static int c_acc_reject(cf_ctx *x)
+{
+	if (!x->trigger_cmd)
+		return skip(x, "no --trigger command makes the target connect to us");
+	static cf_rx cr, rx;
+	if (!acc_session(x, &cr))
+		return skip(x, "ran the trigger command; got no CONNECT within 5 s");
+	acc_reject(x, &cr, cr.pkt.u.hs.hs_token, MRP_REJ_REFUSED);
+	/* Copies sent before it arrived may still come (the first 100 ms),
+	 * and one more from a target that was stalled and ran its
+	 * retransmission timer before it read the REJECT; a target that
+	 * ignores the REJECT goes on with its schedule (SPEC 9.3: 10
+	 * transmissions over about 1 s, the interval doubling). */
+	same_connect m = {cr.pkt.hdr.src_conn_id, 0, 1};
+	cf_drain(x->n, 100, NULL, NULL);
+	unsigned late = cf_drain(x->n, 1100, match_same_connect, &m);
+	(void)rx;
+	if (late >= 2)
+		return fail(x, "answered the target's CONNECT (src %08x) with REJECT REFUSED (token "
+			    "Ti, service id copied); got %u more copies of that CONNECT 0.1-1.2 s later; "
+			    "SPEC 10.3 requires the REJECT accepted: the attempt fails, no more "
+			    "CONNECTs", cr.pkt.hdr.src_conn_id, late);
+	/* How the target's command took it (for the report: a trigger may
+	 * return before the attempt ends, so this is no verdict). */
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 40 && w == 0 && x->trigger_pid > 0; i++) {
+		w = waitpid(x->trigger_pid, &st, WNOHANG);
+		if (w == 0)
+			cf_drain(x->n, 50, NULL, NULL);
+	}
+	if (w == x->trigger_pid) {
+		x->trigger_pid = 0;
+		snprintf(x->msg, sizeof(x->msg), "the trigger command exited with status %d",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	}
+	return CF_PASS;
+}
+
+static int c_acc_reject_forged(cf_ctx *x)
+{
+	if (!x->trigger_cmd)
+		return skip(x, "no --trigger command makes the target connect to us");
+	static cf_rx cr, rx;
+	if (!acc_session(x, &cr))
+		return skip(x, "ran the trigger command; got no CONNECT within 5 s");
+	/* A REJECT with a wrong token, and one with token 0 and reason VERSION
+	 * whose range contains the CONNECT's version: both dropped (10.3). */
+	acc_reject(x, &cr, cr.pkt.u.hs.hs_token ^ 0x100, MRP_REJ_REFUSED);
+	acc_reject(x, &cr, 0, MRP_REJ_VERSION);
+	/* Copies that crossed the REJECTs prove nothing: only one sent well
+	 * after them does (the schedule of SPEC 9.3 has one at about 0.5 s). */
+	cf_drain(x->n, 150, NULL, NULL);
+	same_connect m = {cr.pkt.hdr.src_conn_id, 0, 1};
+	int more = cf_wait(x->n, match_same_connect, &m, 1500, &rx);
+	/* End the attempt. */
+	acc_reject(x, &cr, cr.pkt.u.hs.hs_token, MRP_REJ_REFUSED);
+	if (!more)
+		return fail(x, "answered the target's CONNECT (src %08x) with a REJECT whose token "
+			    "is not Ti and a REJECT VERSION with token 0 whose range holds the "
+			    "CONNECT's version; the target stopped sending the CONNECT; SPEC 10.3 "
+			    "requires both dropped (TOKEN) and the attempt to go on",
+			    cr.pkt.hdr.src_conn_id);
+	return CF_PASS;
+}
+
+static int c_acc_retry_limit(cf_ctx *x)
+{
+	if (!x->trigger_cmd)
+		return skip(x, "no --trigger command makes the target connect to us");
+	static cf_rx cr, rx;
+	if (!acc_session(x, &cr))
+		return skip(x, "ran the trigger command; got no CONNECT within 5 s");
+	if (!(cr.pkt.u.hs.caps & MRP_CAP_RETRY)) {
+		acc_reject(x, &cr, cr.pkt.u.hs.hs_token, MRP_REJ_REFUSED);
+		return skip(x, "the target's CONNECT has no RETRY capability");
+	}
+	/* RETRY every CONNECT that carries our last cookie, up to 8 times. */
+	unsigned followed = 0;
+	uint64_t cookie = 0;
+	for (unsigned i = 0; i < 8; i++) {
+		mrp_pkt r;
+		memset(&r, 0, sizeof(r));
+		r.hdr.version = 1;
+		r.hdr.opcode = MRP_OP_RETRY;
+		r.hdr.dst_conn_id = cr.pkt.hdr.src_conn_id;
+		r.hdr.token = cr.pkt.u.hs.hs_token;
+		r.u.retry.cookie = cookie = cf_rand64();
+		r.u.retry.service_id = cr.pkt.u.hs.service_id;
+		acc_send(x, &cr.from, &r);
+		same_connect m = {cr.pkt.hdr.src_conn_id, cookie, 0};
+		if (!cf_wait(x->n, match_same_connect, &m, 700, &rx))
+			break;
+		followed++;
+	}
+	acc_reject(x, &cr, cr.pkt.u.hs.hs_token, MRP_REJ_REFUSED);
+	if (followed == 0)
+		return skip(x, "the target did not follow our first RETRY (see acceptor.retry)");
+	if (followed >= 8)
+		return fail(x, "sent 8 RETRYs, each with a new cookie, to one connection attempt; "
+			    "the target followed all 8; SPEC 9.7 bounds the RETRYs an attempt "
+			    "follows (RECOMMENDED 3), then drops them (STATE)");
+	snprintf(x->msg, sizeof(x->msg), "followed %u RETRYs, then dropped them%s", followed,
+		 followed > 3 ? " (more than the RECOMMENDED 3)" : "");
+	return CF_PASS;
+}
+
+typedef struct m_reset {
+	uint32_t ci;
+} m_reset;
+
+static int match_reset_or_confirm(const cf_rx *rx, void *ud)
+{
+	const m_reset *m = ud;
+	return rx->rv >= 0 && rx->pkt.hdr.dst_conn_id == m->ci &&
+	       (rx->pkt.hdr.opcode == MRP_OP_RESET || rx->pkt.hdr.opcode == MRP_OP_PROBE ||
+		mrp_op_is_data(rx->pkt.hdr.opcode));
+}
+
+/* SPEC 9.3: an ACCEPT that fails the initiator's checks (here: a
+ * service_id other than the CONNECT's) is answered by RESET PROTOCOL and
+ * the attempt fails; the connection is never confirmed. */
+static int c_acc_bad_accept(cf_ctx *x)
+{
+	if (!x->trigger_cmd)
+		return skip(x, "no --trigger command makes the target connect to us");
+	static cf_rx cr, rx;
+	if (!acc_session(x, &cr))
+		return skip(x, "ran the trigger command; got no CONNECT within 5 s");
+	const mrp_hs *h = &cr.pkt.u.hs;
+	uint32_t ci = cf_rand32();
+	uint64_t ti = cf_rand64();
+	cf_hs_opts o;
+	cf_hs_defaults(&o, h->service_id ^ 1);
+	mrp_pkt a;
+	cf_build_connect(x->n, &a, 0, ti, 0, &o);
+	a.hdr.version = 1;
+	a.hdr.opcode = MRP_OP_ACCEPT;
+	a.hdr.dst_conn_id = cr.pkt.hdr.src_conn_id;
+	a.hdr.src_conn_id = ci;
+	a.hdr.token = h->hs_token;
+	a.u.hs.min_version = a.u.hs.max_version = 1;
+	a.u.hs.mtu = h->mtu < o.mtu ? h->mtu : o.mtu;
+	a.u.hs.max_streams = h->max_streams < o.max_streams ? h->max_streams : o.max_streams;
+	a.u.hs.max_paths = h->max_paths < o.max_paths ? h->max_paths : o.max_paths;
+	a.u.hs.caps = h->caps & MRP_CAP_IMM;
+	acc_send(x, &cr.from, &a);
+	m_reset m = {ci};
+	int got = cf_wait(x->n, match_reset_or_confirm, &m, 2000, &rx);
+	/* end the attempt either way */
+	acc_reject(x, &cr, h->hs_token, MRP_REJ_REFUSED);
+	if (!got)
+		return fail(x, "answered the target's CONNECT (service %08x) with an ACCEPT naming "
+			    "service %08x; got nothing within 2 s; SPEC 9.3 requires RESET PROTOCOL "
+			    "(the ACCEPT fails the initiator's checks)", h->service_id,
+			    h->service_id ^ 1);
+	if (rx.pkt.hdr.opcode != MRP_OP_RESET || rx.pkt.u.close.reason != MRP_CLOSE_PROTOCOL ||
+	    rx.pkt.hdr.token != ti || rx.pkt.hdr.src_conn_id != cr.pkt.hdr.src_conn_id)
+		return fail(x, "answered the target's CONNECT (service %08x) with an ACCEPT naming "
+			    "service %08x; got %s reason %u token %016llx; SPEC 9.3 requires RESET "
+			    "PROTOCOL with our token (%016llx), and no confirmation", h->service_id,
+			    h->service_id ^ 1, mrp_op_name(rx.pkt.hdr.opcode),
+			    rx.pkt.hdr.opcode == MRP_OP_RESET ? rx.pkt.u.close.reason : 0,
+			    (unsigned long long)rx.pkt.hdr.token, (unsigned long long)ti);
+	return CF_PASS;
+}
+
 void cf_cases_cleanup(cf_ctx *x)
 {
 	if (x->trigger_pid <= 0)
@@ -1648,6 +2423,8 @@ const cf_case cf_cases[] = {
 	{"version.range", "9.4", "CONNECT whose header version is outside its own range: REJECT PARAM", c_version_range},
 	{"caps.unknown", "12.4", "unknown capability bits are ignored and never echoed", c_caps_unknown},
 	{"reject.no-service", "10.2", "CONNECT to a service nobody listens on: REJECT NO_SERVICE", c_reject_no_service},
+	{"reject.refused", "10.2", "CONNECT to a service the target refuses us by policy: REJECT REFUSED", c_reject_refused},
+	{"reject.resources", "9.4", "half-open connections until the target is out of them: REJECT RESOURCES, then it accepts again", c_reject_resources},
 	{"token.forged", "13.2", "PROBE, CLOSE, RESET with a forged token: dropped, counted TOKEN, no state change", c_token_forged},
 	{"token.src-conn", "13.2", "RESET with a wrong src_conn_id: dropped, no state change", c_token_src_conn},
 	{"noconn.nak", "7.4", "data for an unknown connection: NAK UNKNOWN_CONN (if sent) with the token echoed", c_noconn_nak},
@@ -1658,9 +2435,13 @@ const cf_case cf_cases[] = {
 	{"sack.gap", "6.2", "PSNs 0,1,2,5: ACK next_psn 6, bitmap 0x39", c_sack_gap},
 	{"sack.duplicate", "6.3", "a duplicate PSN is acknowledged at once, bitmap unchanged", c_sack_duplicate},
 	{"sack.retransmit", "6.2", "a retransmission under a fresh PSN: the hole stays, the new PSN is set", c_sack_retransmit},
+	{"sack.timer", "6.3", "in-order data without ACK_REQ is acknowledged by the ACK timer", c_ack_delayed},
 	{"path.generation", "6.2", "data of a new path generation starts fresh receive state", c_path_generation},
 	{"path.report", "2.3", "a re-ported path (new source port) is processed; ACKs go to the service port", c_path_report},
+	{"plane.no-pair", "9.5", "CONNECT with MULTIPLANE whose addresses lie on no plane of the target: REJECT PARAM", c_plane_no_pair},
+	{"plane.paths", "9.5", "MULTIPLANE: nothing reaches our address on a plane the target does not have", c_plane_paths},
 	{"ecn.echo", "2.4", "CE-marked data counted in the ACK's ce_count", c_ecn_echo},
+	{"ecn.ect0", "2.4", "the target's data packets are sent ECT(0)", c_ecn_ect0},
 	{"nak.invalid-rkey", "5.3", "WRITE with an unknown rkey: NAK INVALID_RKEY naming the packet", c_nak_invalid_rkey},
 	{"nak.out-of-bounds", "5.3", "WRITE past the end of a region: NAK OUT_OF_BOUNDS (PERF service)", c_nak_out_of_bounds},
 	{"write.zero-length", "5.3", "a zero-length WRITE accesses no memory: no rkey check, acknowledged", c_write_zero_length},
@@ -1678,6 +2459,7 @@ const cf_case cf_cases[] = {
 	{"close.reason", "11.2", "the CLOSE reply carries the reason of the CLOSE", c_close_reason},
 	{"close.tombstone", "11.5", "CLOSE again after the end: the tombstone replies again", c_close_tombstone},
 	{"close.unsolicited-reply", "11.2", "CLOSE with REPLY answering nothing: dropped, connection lives", c_close_unsolicited_reply},
+	{"close.drain", "11.2", "CLOSE while the target's SEND is unacknowledged: no reply until it completes", c_close_drain},
 	{"reset.abort", "11.3", "RESET: not answered, connection ended, late data dropped silently", c_reset_abort},
 	{"malformed.truncated", "13.1", "short datagrams: dropped, counted TRUNCATED, target alive", c_mal_truncated},
 	{"malformed.version", "13.1", "non-CONNECT of another version: dropped, counted VERSION", c_mal_version},
@@ -1686,8 +2468,16 @@ const cf_case cf_cases[] = {
 	{"malformed.length", "13.1", "wrong datagram length: dropped, counted LENGTH", c_mal_length},
 	{"malformed.range", "13.1", "a field out of range: dropped, counted RANGE", c_mal_range},
 	{"malformed.reserved", "13.1", "reserved bits set: dropped, counted RESERVED", c_mal_reserved},
+	{"malformed.wrap", "5.1", "WRITE whose remote_addr + msg_len passes 2^64 (valid rkey): dropped, counted RANGE, no ACK or NAK", c_mal_wrap},
+	{"malformed.data", "5.1", "WRITE whose offset + payload_len wraps 32 bits, WRITE with a recv_idx: dropped, counted LENGTH and RESERVED", c_mal_data},
+	{"noconn.rate-limit", "14.3", "a burst of data for an unknown connection: NAK UNKNOWN_CONN answers are rate-limited", c_noconn_rate_limit},
+	{"wire.well-formed", "12.5", "every datagram the target sent during the run (the cases before this one) passes the codec", c_wire_well_formed},
 	{"acceptor.connect", "9.2", "the target's CONNECT is valid", c_acc_connect},
 	{"acceptor.retry", "9.7", "the target resends its CONNECT with our RETRY cookie, otherwise unchanged", c_acc_retry},
 	{"acceptor.confirm", "9.3", "after our ACCEPT the target confirms with PROBE or data carrying our token", c_acc_confirm},
+	{"acceptor.reject", "10.3", "a REJECT (token Ti) ends the target's attempt: no more CONNECTs", c_acc_reject},
+	{"acceptor.reject-forged", "10.3", "a REJECT with a wrong token, or token 0 and a range holding its version, is dropped", c_acc_reject_forged},
+	{"acceptor.retry-limit", "9.7", "the target follows a bounded number of RETRYs per attempt", c_acc_retry_limit},
+	{"acceptor.bad-accept", "9.3", "an ACCEPT whose service_id is not the CONNECT's: the target sends RESET PROTOCOL, never confirms", c_acc_bad_accept},
 };
 const size_t cf_ncases = sizeof(cf_cases) / sizeof(cf_cases[0]);

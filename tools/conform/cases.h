@@ -3,6 +3,7 @@
 #define CF_CASES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "net.h"
 
@@ -13,6 +14,15 @@ typedef struct cf_ctx {
 	const char *status_cmd;  /* prints the target's status JSON, or NULL */
 	const char *trigger_cmd; /* makes the target connect to %a, or NULL */
 	uint32_t svc;            /* service the connection cases open */
+	uint32_t refused_svc;    /* a service the target refuses us, 0: none given */
+	int has_refused_svc;
+	/* a region of the target without remote write (--ro-region) */
+	int has_ro;
+	uint32_t ro_svc, ro_rkey;
+	uint64_t ro_addr, ro_len;
+	/* a second local address of the tool (--plane-addr), 0: none */
+	int has_plane2;
+	cf_sa plane2;
 	char msg[2048];          /* fail: sent / got / required; skip: why */
 	int trigger_done;
 	int trigger_pid;

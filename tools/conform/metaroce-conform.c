@@ -36,6 +36,13 @@ static void usage(FILE *f)
 		"                         (replaced by our ADDR:PORT) for the acceptor cases\n"
 		"  -S, --service ID       service id (hex) the connection cases open\n"
 		"                         (default 4543484f, the reference daemon's ECHO)\n"
+		"  -R, --refused-service ID  service id (hex) the target refuses to us by\n"
+		"                         policy, for reject.refused\n"
+		"  -A, --ro-region SVC:RKEY:ADDR:LEN  (hex) a region of the target without\n"
+		"                         remote write, reached through service SVC, for\n"
+		"                         nak.access\n"
+		"  -P, --plane-addr ADDR  a second local address of the tool, of the\n"
+		"                         target's family, for plane.paths\n"
 		"  -w, --wait MS          answer timeout (default 500)\n"
 		"  -v, --verbose          print every datagram received\n"
 		"  -h, --help\n",
@@ -163,6 +170,9 @@ int main(int argc, char **argv)
 		{"trigger", required_argument, NULL, 't'},
 		{"wait", required_argument, NULL, 'w'},
 		{"service", required_argument, NULL, 'S'},
+		{"refused-service", required_argument, NULL, 'R'},
+		{"ro-region", required_argument, NULL, 'A'},
+		{"plane-addr", required_argument, NULL, 'P'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -170,11 +180,16 @@ int main(int argc, char **argv)
 	const char *patterns[64];
 	unsigned npat = 0, wait_ms = 500;
 	uint32_t svc = 0x4543484fu; /* "ECHO" */
+	uint32_t refused = 0;
+	int has_refused = 0;
+	unsigned long long ro[4] = {0, 0, 0, 0};
+	int has_ro = 0;
+	const char *plane2 = NULL;
 	int list = 0, verbose = 0;
 	const char *json = NULL, *junit = NULL, *bind_addr = NULL, *status = NULL,
 		   *trig = NULL;
 	int o;
-	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:R:A:P:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			if (npat == 64) {
@@ -200,17 +215,40 @@ int main(int argc, char **argv)
 			wait_ms = (unsigned)v;
 			break;
 		}
-		case 'S': {
+		case 'S':
+		case 'R': {
 			char *end;
 			unsigned long v = strtoul(optarg, &end, 16);
 			if (*optarg == 0 || *end || v > 0xffffffffu) {
-				fprintf(stderr, "metaroce-conform: --service %s: expected a 32-bit hex "
-					"id\n", optarg);
+				fprintf(stderr, "metaroce-conform: --%s %s: expected a 32-bit hex "
+					"id\n", o == 'S' ? "service" : "refused-service", optarg);
 				return 2;
 			}
-			svc = (uint32_t)v;
+			if (o == 'S') {
+				svc = (uint32_t)v;
+			} else {
+				refused = (uint32_t)v;
+				has_refused = 1;
+			}
 			break;
 		}
+		case 'A': {
+			const char *q = optarg;
+			for (int i = 0; i < 4; i++) {
+				char *end;
+				ro[i] = strtoull(q, &end, 16);
+				if (end == q || *end != (i < 3 ? ':' : 0) ||
+				    (i < 2 && ro[i] > 0xffffffffull)) {
+					fprintf(stderr, "metaroce-conform: --ro-region %s: expected "
+						"SVC:RKEY:ADDR:LEN in hex\n", optarg);
+					return 2;
+				}
+				q = end + 1;
+			}
+			has_ro = 1;
+			break;
+		}
+		case 'P': plane2 = optarg; break;
 		case 'v': verbose = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -247,7 +285,19 @@ int main(int argc, char **argv)
 	}
 	net.timeout_ms = wait_ms;
 	net.verbose = verbose;
-	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .svc = svc};
+	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .svc = svc,
+		    .refused_svc = refused, .has_refused_svc = has_refused,
+		    .has_ro = has_ro, .ro_svc = (uint32_t)ro[0], .ro_rkey = (uint32_t)ro[1],
+		    .ro_addr = ro[2], .ro_len = ro[3]};
+	if (plane2) {
+		if (cf_parse_addr(plane2, 0, &x.plane2) < 0 ||
+		    x.plane2.sa.sa_family != net.target.sa.sa_family) {
+			fprintf(stderr, "metaroce-conform: --plane-addr %s: expected an address of "
+				"the target's family\n", plane2);
+			return 2;
+		}
+		x.has_plane2 = 1;
+	}
 	/* With a JSON or JUnit report on stdout the text goes to stderr. */
 	FILE *txt = (json && !strcmp(json, "-")) || (junit && !strcmp(junit, "-")) ? stderr : stdout;
 	result *res = calloc(nsel, sizeof(*res));

@@ -1,5 +1,7 @@
 #include "net.h"
 
+#include "error.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -35,28 +37,87 @@ uint32_t cf_rand32(void)
 	return v;
 }
 
-static int parse_addr(const char *s, uint16_t defport, struct sockaddr_in *sa)
+socklen_t cf_sa_len(const cf_sa *a)
 {
-	char host[64];
-	const char *colon = strrchr(s, ':');
-	size_t hl = colon ? (size_t)(colon - s) : strlen(s);
+	return a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in);
+}
+
+uint16_t cf_sa_port(const cf_sa *a)
+{
+	return ntohs(a->sa.sa_family == AF_INET6 ? a->in6.sin6_port : a->in.sin_port);
+}
+
+void cf_sa_set_port(cf_sa *a, uint16_t port)
+{
+	if (a->sa.sa_family == AF_INET6)
+		a->in6.sin6_port = htons(port);
+	else
+		a->in.sin_port = htons(port);
+}
+
+const char *cf_sa_str(const cf_sa *a, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	if (a->sa.sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &a->in6.sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, cf_sa_port(a));
+	} else {
+		inet_ntop(AF_INET, &a->in.sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, cf_sa_port(a));
+	}
+	return buf;
+}
+
+/* IPV4[:PORT], [IPV6][:PORT] or a bare IPV6 (more than one colon). */
+int cf_parse_addr(const char *s, uint16_t defport, cf_sa *sa)
+{
+	char host[INET6_ADDRSTRLEN + 1];
+	const char *port = NULL;
+	size_t hl;
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || (rb[1] && rb[1] != ':'))
+			return -1;
+		hl = (size_t)(rb - s - 1);
+		s++;
+		port = rb[1] == ':' ? rb + 2 : NULL;
+	} else {
+		const char *colon = strchr(s, ':');
+		if (colon && strchr(colon + 1, ':'))
+			colon = NULL; /* a bare IPv6 address */
+		hl = colon ? (size_t)(colon - s) : strlen(s);
+		port = colon ? colon + 1 : NULL;
+	}
 	if (hl == 0 || hl >= sizeof(host))
 		return -1;
 	memcpy(host, s, hl);
 	host[hl] = 0;
 	memset(sa, 0, sizeof(*sa));
-	sa->sin_family = AF_INET;
-	sa->sin_port = htons(defport);
-	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+	if (inet_pton(AF_INET, host, &sa->in.sin_addr) == 1) {
+		sa->in.sin_family = AF_INET;
+	} else if (inet_pton(AF_INET6, host, &sa->in6.sin6_addr) == 1) {
+		sa->in6.sin6_family = AF_INET6;
+	} else {
 		return -1;
-	if (colon) {
+	}
+	cf_sa_set_port(sa, defport);
+	if (port) {
 		char *end;
-		long p = strtol(colon + 1, &end, 10);
-		if (*end || p < 0 || p > 65535 || (p == 0 && defport == 0 && end == colon + 1))
+		long p = strtol(port, &end, 10);
+		if (*end || end == port || p < 0 || p > 65535)
 			return -1;
-		sa->sin_port = htons((uint16_t)p);
+		cf_sa_set_port(sa, (uint16_t)p);
 	}
 	return 0;
+}
+
+static int tos_opts(int fd, int family, int recv)
+{
+	int one = 1;
+	if (family == AF_INET6)
+		return setsockopt(fd, IPPROTO_IPV6, recv ? IPV6_RECVTCLASS : IPV6_TCLASS, &one,
+				  sizeof(one));
+	return setsockopt(fd, IPPROTO_IP, recv ? IP_RECVTOS : IP_TOS, &one, sizeof(one));
 }
 
 int cf_net_open(cf_net *n, const char *target, const char *bind_addr, char *err,
@@ -66,39 +127,60 @@ int cf_net_open(cf_net *n, const char *target, const char *bind_addr, char *err,
 	n->fd = -1;
 	n->timeout_ms = 500;
 	n->inst = cf_rand64();
-	if (parse_addr(target, MRP_DEFAULT_PORT, &n->target) < 0 || n->target.sin_port == 0) {
-		snprintf(err, errlen, "target %s: expected IPV4[:PORT]", target);
+	if (cf_parse_addr(target, MRP_DEFAULT_PORT, &n->target) < 0 || cf_sa_port(&n->target) == 0) {
+		snprintf(err, errlen, "target %s: expected IPV4[:PORT] or [IPV6][:PORT]", target);
 		return -1;
 	}
+	int fam = n->target.sa.sa_family;
 	if (bind_addr) {
-		if (parse_addr(bind_addr, 0, &n->local) < 0) {
-			snprintf(err, errlen, "--bind %s: expected IPV4[:PORT]", bind_addr);
+		if (cf_parse_addr(bind_addr, 0, &n->local) < 0) {
+			snprintf(err, errlen, "--bind %s: expected IPV4[:PORT] or [IPV6][:PORT]",
+				 bind_addr);
+			return -1;
+		}
+		if (n->local.sa.sa_family != fam) {
+			snprintf(err, errlen, "--bind %s: not of the target's address family",
+				 bind_addr);
 			return -1;
 		}
 	} else {
 		/* The local address the kernel would use towards the target. */
-		int s = socket(AF_INET, SOCK_DGRAM, 0);
+		int s = socket(fam, SOCK_DGRAM, 0);
 		socklen_t sl = sizeof(n->local);
-		if (s < 0 || connect(s, (struct sockaddr *)&n->target, sizeof(n->target)) < 0 ||
-		    getsockname(s, (struct sockaddr *)&n->local, &sl) < 0) {
+		if (s < 0 || connect(s, &n->target.sa, cf_sa_len(&n->target)) < 0 ||
+		    getsockname(s, &n->local.sa, &sl) < 0) {
 			snprintf(err, errlen, "no route to %s: %s", target, strerror(errno));
 			if (s >= 0)
 				close(s);
 			return -1;
 		}
 		close(s);
-		n->local.sin_port = 0;
+		cf_sa_set_port(&n->local, 0);
 	}
-	n->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int one = 1;
+	n->fd = socket(fam, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	socklen_t sl = sizeof(n->local);
-	if (n->fd < 0 || setsockopt(n->fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) < 0 ||
-	    bind(n->fd, (struct sockaddr *)&n->local, sizeof(n->local)) < 0 ||
-	    getsockname(n->fd, (struct sockaddr *)&n->local, &sl) < 0) {
+	if (n->fd < 0 || tos_opts(n->fd, fam, 1) < 0 ||
+	    bind(n->fd, &n->local.sa, cf_sa_len(&n->local)) < 0 ||
+	    getsockname(n->fd, &n->local.sa, &sl) < 0) {
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
+}
+
+int cf_socket_local(cf_net *n, cf_sa *la)
+{
+	*la = n->local;
+	cf_sa_set_port(la, 0);
+	socklen_t sl = sizeof(*la);
+	int fd = socket(la->sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, &la->sa, cf_sa_len(la)) < 0 || getsockname(fd, &la->sa, &sl) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 void cf_net_close(cf_net *n)
@@ -108,7 +190,7 @@ void cf_net_close(cf_net *n)
 	n->fd = -1;
 }
 
-int cf_send_raw(cf_net *n, int fd, const struct sockaddr_in *dst, const void *buf,
+int cf_send_raw(cf_net *n, int fd, const cf_sa *dst, const void *buf,
 		size_t len, int tos)
 {
 	if (fd < 0)
@@ -116,11 +198,13 @@ int cf_send_raw(cf_net *n, int fd, const struct sockaddr_in *dst, const void *bu
 	if (!dst)
 		dst = &n->target;
 	int v = tos < 0 ? 0 : tos;
-	setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof(v));
-	ssize_t rv = sendto(fd, buf, len, 0, (const struct sockaddr *)dst, sizeof(*dst));
+	int v6 = dst->sa.sa_family == AF_INET6;
+	int lvl = v6 ? IPPROTO_IPV6 : IPPROTO_IP, opt = v6 ? IPV6_TCLASS : IP_TOS;
+	setsockopt(fd, lvl, opt, &v, sizeof(v));
+	ssize_t rv = sendto(fd, buf, len, 0, &dst->sa, cf_sa_len(dst));
 	if (tos >= 0) {
 		v = 0;
-		setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof(v));
+		setsockopt(fd, lvl, opt, &v, sizeof(v));
 	}
 	return rv == (ssize_t)len ? 0 : -errno;
 }
@@ -265,7 +349,11 @@ static void background(cf_net *n, const cf_rx *rx)
 			m->len = d->msg_len;
 			memcpy(m->data, d->payload, d->payload_len);
 		}
-		send_ack(n, c, p);
+		c->data_rx++;
+		if (rx->tos < 0 || ((rx->tos & 3) != 2 && (rx->tos & 3) != 3))
+			c->data_not_ect++;
+		if (!c->no_ack)
+			send_ack(n, c, p);
 	} else if (p->hdr.opcode == MRP_OP_PROBE) {
 		mrp_pkt a;
 		cf_hdr(c, &a, MRP_OP_PROBE_ACK);
@@ -315,12 +403,21 @@ static int recv_one(cf_net *n, cf_rx *rx, int timeout_ms)
 	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h))
 		if (h->cmsg_level == IPPROTO_IP && h->cmsg_type == IP_TOS)
 			rx->tos = *(unsigned char *)CMSG_DATA(h);
+		else if (h->cmsg_level == IPPROTO_IPV6 && h->cmsg_type == IPV6_TCLASS)
+			rx->tos = *(int *)CMSG_DATA(h) & 0xff;
 	rx->rv = mrp_pkt_decode(&rx->pkt, rx->raw, rx->len);
 	n->rx_total++;
 	if (rx->rv < 0) {
 		n->rx_undecodable++;
 		memset(&rx->pkt, 0, sizeof(rx->pkt));
 		mrp_hdr_decode(&rx->pkt.hdr, rx->raw, rx->len);
+		if (!n->first_bad[0]) {
+			char from[80];
+			snprintf(n->first_bad, sizeof(n->first_bad),
+				 "%zu bytes from %s, opcode 0x%02x: %s", rx->len,
+				 cf_sa_str(&rx->from, from, sizeof(from)),
+				 rx->len > 1 ? rx->raw[1] : 0, mrp_strerror((int)rx->rv));
+		}
 	} else {
 		background(n, rx);
 	}
@@ -391,11 +488,27 @@ void cf_build_connect(cf_net *n, mrp_pkt *p, uint32_t ci, uint64_t ti, uint64_t 
 	h->caps = o->caps;
 	h->max_streams = o->max_streams;
 	h->max_paths = o->max_paths;
-	h->service_port = ntohs(n->local.sin_port);
-	h->num_addrs = 1;
-	h->addrs[0].family = 4;
-	h->addrs[0].plane = 0;
-	memcpy(h->addrs[0].addr, &n->local.sin_addr, 4);
+	h->service_port = cf_sa_port(&n->local);
+	if (o->naddrs) {
+		h->num_addrs = o->naddrs;
+		memcpy(h->addrs, o->addrs, sizeof(h->addrs[0]) * o->naddrs);
+	} else {
+		h->num_addrs = 1;
+		cf_sa_addr(&n->local, 0, &h->addrs[0]);
+	}
+}
+
+void cf_sa_addr(const cf_sa *a, uint8_t plane, mrp_addr *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->plane = plane;
+	if (a->sa.sa_family == AF_INET6) {
+		out->family = 6;
+		memcpy(out->addr, &a->in6.sin6_addr, 16);
+	} else {
+		out->family = 4;
+		memcpy(out->addr, &a->in.sin_addr, 4);
+	}
 }
 
 typedef struct hs_match {

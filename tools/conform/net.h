@@ -22,6 +22,21 @@
 #define CF_MSG_MAX 256
 #define CF_MAX_PATHS 16
 
+/* An IPv4 or IPv6 socket address. */
+typedef union cf_sa {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+} cf_sa;
+
+/* IPV4[:PORT], [IPV6][:PORT] or a bare IPV6 address; 0 or -1. */
+int cf_parse_addr(const char *s, uint16_t defport, cf_sa *sa);
+socklen_t cf_sa_len(const cf_sa *a);
+uint16_t cf_sa_port(const cf_sa *a);
+void cf_sa_set_port(cf_sa *a, uint16_t port);
+/* "ADDR:PORT", "[ADDR]:PORT" for IPv6. */
+const char *cf_sa_str(const cf_sa *a, char *buf, size_t len);
+
 typedef struct cf_msg {
 	uint16_t stream_id;
 	uint8_t opcode;
@@ -55,6 +70,10 @@ typedef struct cf_conn {
 	unsigned nmsgs;
 	uint32_t closes_rx, close_replies_rx, resets_rx;
 	uint16_t last_close_reason;
+	int no_ack;       /* the background peer records the target's data but
+			   * does not acknowledge it (a case holds its ACKs) */
+	uint32_t data_rx; /* data packets of the target received */
+	uint32_t data_not_ect; /* ... of them neither ECT(0) nor CE (SPEC 2.4) */
 } cf_conn;
 
 typedef struct cf_rx {
@@ -62,13 +81,13 @@ typedef struct cf_rx {
 	ssize_t rv;          /* mrp_pkt_decode() result */
 	uint8_t raw[10000];
 	size_t len;
-	struct sockaddr_in from;
+	cf_sa from;
 	int tos;
 } cf_rx;
 
 typedef struct cf_net {
 	int fd;
-	struct sockaddr_in local, target;
+	cf_sa local, target;
 	uint64_t inst;
 	uint32_t cookie_conn_nonce;
 	uint64_t cookie; /* last RETRY cookie the target gave us (9.7) */
@@ -77,6 +96,7 @@ typedef struct cf_net {
 	unsigned timeout_ms;
 	/* counts of what the background peer did, for the report */
 	uint64_t rx_total, rx_undecodable;
+	char first_bad[200]; /* the first datagram the codec refused, described */
 } cf_net;
 
 uint64_t cf_now_ns(void);
@@ -89,8 +109,11 @@ void cf_net_close(cf_net *n);
 
 /* Send raw bytes to the target (or to dst when not NULL) with IP TOS tos
  * (-1: leave the socket default), from fd (-1: the service socket). */
-int cf_send_raw(cf_net *n, int fd, const struct sockaddr_in *dst, const void *buf,
+int cf_send_raw(cf_net *n, int fd, const cf_sa *dst, const void *buf,
 		size_t len, int tos);
+/* A second UDP socket on the tool's address, any port (its address in
+ * *la); -1 on failure. */
+int cf_socket_local(cf_net *n, cf_sa *la);
 /* Encode pkt and send it to the target. Returns 0 or a negative code. */
 int cf_send(cf_net *n, const mrp_pkt *pkt, int tos);
 
@@ -116,7 +139,12 @@ typedef struct cf_hs_opts {
 	uint32_t service_id;
 	int no_cookie;    /* do not put the saved cookie in the token */
 	int follow_retry; /* answer RETRYs (default 1 via cf_hs_defaults) */
+	uint8_t naddrs;   /* plane addresses to announce; 0: the tool's, plane 0 */
+	mrp_addr addrs[MRP_MAX_ADDRS];
 } cf_hs_opts;
+
+/* The plane address entry of a, on plane. */
+void cf_sa_addr(const cf_sa *a, uint8_t plane, mrp_addr *out);
 
 void cf_hs_defaults(cf_hs_opts *o, uint32_t service_id);
 void cf_build_connect(cf_net *n, mrp_pkt *p, uint32_t ci, uint64_t ti, uint64_t token,
