@@ -67,6 +67,7 @@ VARIANTS = {
     "close-no-drain": "11.2: replies to a CLOSE at once, its own messages still in flight",
     "access-as-rkey": "5.3: NAKs a WRITE without access rights INVALID_RKEY, not ACCESS",
     "not-ect": "2.4: sends data packets Not-ECT",
+    "held-dropped": "6.5: drops data packets that carry HELD",
     "nak-unlimited": "14.3: answers every data packet of an unknown connection (no rate limit)",
     "nak-reserved": "12.5: sets the reserved byte of NAK UNKNOWN_CONN (except for PSN 33)",
     "wrap-placed": "5.1/14.2: places a WRITE whose range wraps past 2^64 (at the region's start)",
@@ -220,6 +221,9 @@ class Relay:
                     struct.pack(">BBHIIHHIIQ", 5, 0, stream, msn, off, pid, pgen, psn, 0, tok)
                 self.send(self.front, nak, self.client or src, None)
             if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
+                return
+            if self.v == "held-dropped" and 1 <= op <= 4 and \
+                    struct.unpack_from(">H", b, 2)[0] & 0x0020:
                 return
             if (self.v == "wrap-placed" and op == OP["WRITE"] and len(b) >= 72
                     and self.perf_base is not None

@@ -91,6 +91,7 @@ INITIATOR_VARIANTS = {
     "close-no-drain": {"close.drain"},
     "access-as-rkey": {"nak.access"},
     "not-ect": {"ecn.ect0"},
+    "held-dropped": {"flags.held"},
     "nak-unlimited": {"noconn.rate-limit"},
     "nak-reserved": {"wire.well-formed"},
     "wrap-placed": {"malformed.wrap"},

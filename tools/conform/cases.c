@@ -996,6 +996,30 @@ static int c_ecn_echo(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* HELD on data from a peer that did not negotiate it: the flag is valid on
+ * data (SPEC 4.2) and a receiver without the capability ignores it (6.5):
+ * placed and acknowledged like any data packet, never dropped as FLAGS. */
+static int c_flags_held(cf_ctx *x)
+{
+	dsrc ds;
+	int r_ = ds_open(x, &ds);
+	if (r_ != CF_PASS)
+		return r_;
+	cf_conn *c = ds.c;
+	uint16_t path = c->max_paths > 2 ? 2 : 0;
+	for (uint32_t i = 0; i < 4; i++)
+		ds_write(x, &ds, path, i, i, MRP_F_HELD, -1);
+	mrp_ack a;
+	if (!wait_ack(x, c, path, 0, 4, &a))
+		return fail(x, "sent 4 WRITEs with flag HELD (0x0020) on path %u; got no ACK with "
+			    "next_psn 4; SPEC 4.2/6.5 allow HELD on data, and a receiver that did not "
+			    "negotiate it ignores it", path);
+	if (a.rcv_count != 4)
+		return fail(x, "sent 4 WRITEs with HELD on path %u; ACK rcv_count %u; SPEC 6.5: "
+			    "HELD is never a reason to drop a packet", path, a.rcv_count);
+	return CF_PASS;
+}
+
 /* ---- NAKs and the receiver's order ----------------------------------------------------- */
 
 static int c_nak_invalid_rkey(cf_ctx *x)
@@ -2442,6 +2466,7 @@ const cf_case cf_cases[] = {
 	{"plane.paths", "9.5", "MULTIPLANE: nothing reaches our address on a plane the target does not have", c_plane_paths},
 	{"ecn.echo", "2.4", "CE-marked data counted in the ACK's ce_count", c_ecn_echo},
 	{"ecn.ect0", "2.4", "the target's data packets are sent ECT(0)", c_ecn_ect0},
+	{"flags.held", "6.5", "data with HELD from a peer that did not negotiate it is placed and acknowledged", c_flags_held},
 	{"nak.invalid-rkey", "5.3", "WRITE with an unknown rkey: NAK INVALID_RKEY naming the packet", c_nak_invalid_rkey},
 	{"nak.out-of-bounds", "5.3", "WRITE past the end of a region: NAK OUT_OF_BOUNDS (PERF service)", c_nak_out_of_bounds},
 	{"write.zero-length", "5.3", "a zero-length WRITE accesses no memory: no rkey check, acknowledged", c_write_zero_length},
