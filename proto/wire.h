@@ -87,7 +87,9 @@
 #define MRP_CAP_RATE_HINT 0x0002ull /* ACK rate hints are honoured */
 #define MRP_CAP_MULTIPLANE 0x0004ull /* paths across several planes */
 #define MRP_CAP_RETRY 0x0008ull     /* CONNECT: the initiator answers RETRY (SPEC 9.7) */
-#define MRP_CAP_KNOWN (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY)
+#define MRP_CAP_READ 0x0010ull      /* READ_REQ and READ_RESP (SPEC 5.8) */
+#define MRP_CAP_KNOWN                                                           \
+	(MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY | MRP_CAP_READ)
 
 /* NAK reasons. */
 #define MRP_NAK_INVALID_RKEY 1

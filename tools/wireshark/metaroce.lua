@@ -129,8 +129,8 @@ local F_FIRST, F_LAST, F_RETX, F_ACK_REQ, F_REPLY = 0x0001, 0x0002, 0x0004, 0x00
 local FLAG_NAMES = { {F_FIRST, "FIRST"}, {F_LAST, "LAST"}, {F_RETX, "RETX"},
 	{F_ACK_REQ, "ACK_REQ"}, {F_REPLY, "REPLY"} }
 
-local CAP_IMM, CAP_RATE_HINT, CAP_MULTIPLANE, CAP_RETRY = 0x1, 0x2, 0x4, 0x8
-local CAP_KNOWN = 0xf
+local CAP_IMM, CAP_RATE_HINT, CAP_MULTIPLANE, CAP_RETRY, CAP_READ = 0x1, 0x2, 0x4, 0x8, 0x10
+local CAP_KNOWN = 0x1f
 
 local NAK_REASONS = {
 	[1] = "INVALID_RKEY", [2] = "OUT_OF_BOUNDS", [3] = "ACCESS", [4] = "RNR",
@@ -259,6 +259,8 @@ field("caps.multiplane", ProtoField.bool("metaroce.caps.multiplane", "MULTIPLANE
 	"paths across several planes"))
 field("caps.retry", ProtoField.bool("metaroce.caps.retry", "RETRY", 64, nil, CAP_RETRY,
 	"CONNECT: the initiator follows RETRY (SPEC 9.7)"))
+field("caps.read", ProtoField.bool("metaroce.caps.read", "READ", 64, nil, CAP_READ,
+	"READ_REQ and READ_RESP (SPEC 5.8)"))
 field("caps.unassigned", ProtoField.uint64("metaroce.caps.unassigned", "Unassigned bits", base.HEX))
 field("max_streams", ProtoField.uint16("metaroce.max_streams", "Max streams", base.DEC))
 field("max_paths", ProtoField.uint16("metaroce.max_paths", "Max paths", base.DEC))
@@ -700,7 +702,7 @@ local function add_caps(tree, tvb, items)
 	local it = tree:add(f.caps, tvb(52, 8))
 	local names = {}
 	for _, c in ipairs({{CAP_IMM, "IMM"}, {CAP_RATE_HINT, "RATE_HINT"}, {CAP_MULTIPLANE, "MULTIPLANE"},
-			{CAP_RETRY, "RETRY"}}) do
+			{CAP_RETRY, "RETRY"}, {CAP_READ, "READ"}}) do
 		if caps:band(UInt64(c[1])) ~= UInt64(0) then names[#names + 1] = c[2] end
 	end
 	local unknown = caps:band(UInt64(CAP_KNOWN):bnot())
@@ -710,6 +712,7 @@ local function add_caps(tree, tvb, items)
 	it:add(f["caps.rate_hint"], tvb(52, 8))
 	it:add(f["caps.multiplane"], tvb(52, 8))
 	it:add(f["caps.retry"], tvb(52, 8))
+	it:add(f["caps.read"], tvb(52, 8))
 	it:add(f["caps.unassigned"], tvb(52, 8), unknown)
 	items.caps = it
 end
