@@ -660,7 +660,8 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	(void)now_ns; /* (posting moves no timer: the cached deadline stays) */
 	if (c->state != CONN_OPEN || c->peer_closing)
 		return MRP_ERR_STATE;
-	if (!wr || !mrp_op_is_data(wr->opcode) || wr->len > MRP_MSG_MAX ||
+	if (!wr || wr->opcode < MRP_OP_WRITE || wr->opcode > MRP_OP_SEND_IMM ||
+	    wr->len > MRP_MSG_MAX ||
 	    (wr->len && !wr->local))
 		return MRP_ERR_INVAL;
 	if ((wr->opcode == MRP_OP_WRITE || wr->opcode == MRP_OP_WRITE_IMM) &&
