@@ -171,7 +171,7 @@ class Relay:
                 struct.pack_into(">H", b, 28, 0)
             if self.v == "gen-ignored" and 1 <= op <= 4:
                 struct.pack_into(">H", b, 6, 0)
-            if self.v == "opcode-lenient" and len(b) == 44 and op in (0x05, 0x7F):
+            if self.v == "opcode-lenient" and len(b) == 44 and op in (0x07, 0x7F):
                 b[1] = OP["PROBE"]
             if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
                 return

@@ -1318,9 +1318,9 @@ static int malformed(cf_ctx *x, const char *counter, int kind)
 		nb++;
 		break;
 	case 2: /* OPCODE */
-		b[nb].what = "opcode 0x05 (READ_REQ, reserved)";
+		b[nb].what = "opcode 0x07 (the first unassigned)";
 		b[nb].len = probe_bytes(c, b[nb].buf);
-		b[nb].buf[1] = 0x05;
+		b[nb].buf[1] = 0x07;
 		nb++;
 		b[nb].what = "opcode 0x7f";
 		b[nb].len = probe_bytes(c, b[nb].buf);
