@@ -1892,12 +1892,10 @@ static int rx_read_req(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		c->st.rx_dup_pkts++; /* held, waiting for its turn */
 		return PLACE_OK;
 	}
-	const uint8_t *src = NULL;
 	if (d->msg_len) {
 		int nak = MRP_NAK_INVALID_RKEY;
-		src = c->mr.resolve(c->mr.ud, d->rkey, d->remote_addr, d->msg_len,
-				    MRP_ACCESS_REMOTE_READ, &nak);
-		if (!src) {
+		if (!c->mr.resolve(c->mr.ud, d->rkey, d->remote_addr, d->msg_len,
+				   MRP_ACCESS_REMOTE_READ, &nak)) {
 			*pfatal = 1;
 			return nak >= MRP_NAK_INVALID_RKEY && nak <= MRP_NAK_ACCESS
 				       ? nak : MRP_NAK_INVALID_RKEY;
@@ -1912,7 +1910,7 @@ static int rx_read_req(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		return MRP_NAK_RNR;
 	m->snext = m->qnext = m->rnext = NULL;
 	m->wr_id = 0;
-	m->local = src;
+	m->local = NULL; /* looked up again for every packet: write_seg() */
 	m->remote_addr = d->remote_addr;
 	m->rnr_until = 0;
 	m->first_retry_ns = NEVER;
@@ -2748,6 +2746,32 @@ static void pace_sent(mrp_conn *c, uint8_t plane, uint32_t bytes, uint64_t now)
 }
 
 /* Write one data packet of segment seg of m on path pa. */
+/*
+ * The source of a READ response, looked up for every packet it sends: the
+ * region may have been deregistered (or lost its rights) since the READ_REQ
+ * was checked, and the caller's memory behind it gone. Then the READ fails
+ * (SPEC 5.8.2): a NAK with the lookup's reason names the READ, and the
+ * connection fails. Returns the source, or NULL.
+ */
+static const uint8_t *rd_source(mrp_conn *c, txmsg *m)
+{
+	int nak = MRP_NAK_INVALID_RKEY;
+	const uint8_t *src = c->mr.resolve(c->mr.ud, m->rkey, m->remote_addr, m->len,
+					   MRP_ACCESS_REMOTE_READ, &nak);
+	if (src)
+		return src;
+	if (nak < MRP_NAK_INVALID_RKEY || nak > MRP_NAK_ACCESS)
+		nak = MRP_NAK_INVALID_RKEY;
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	k.hdr.path_id = 0xffff; /* names no transmission of the requester's */
+	k.u.data.stream_id = m->stream;
+	k.u.data.msn = m->msn;
+	queue_nak(c, &k, nak);
+	c->pending_fail = 1;
+	return NULL;
+}
+
 static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx,
 			 uint16_t extra_flags, mrp_tx_info *ti, uint8_t *buf,
 			 size_t buflen, uint64_t now)
@@ -2758,6 +2782,10 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	uint32_t plen = m->len - off < c->p.mtu ? m->len - off : c->p.mtu;
 	if (m->opcode == MRP_OP_READ_REQ)
 		plen = 0; /* len is what it asks for (SPEC 5.8.1) */
+	const uint8_t *src = m->local;
+	if (m->opcode == MRP_OP_READ_RESP && plen &&
+	    !(src = rd_source(c, m)))
+		return 0; /* the READ fails: mrp_conn_write_pkt() tears down */
 	mrp_hdr h;
 	fill_hdr(c, &h, m->opcode, pa);
 	h.psn = pa->snd_nxt;
@@ -2784,7 +2812,7 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	if (n < 0)
 		return n;
 	if (plen)
-		memcpy(buf + n, m->local + off, plen);
+		memcpy(buf + n, src + off, plen);
 	uint32_t bytes = plen + MRP_DATA_HDR_LEN;
 	txent *e = &pa->ring[pa->snd_nxt & (pa->ring_cap - 1)];
 	e->m = m;
@@ -3190,7 +3218,14 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 		return write_close(c, ti, buf, buflen, now);
 	if (!sending(c))
 		return 0;
-	return write_data(c, ti, buf, buflen, now);
+	n = write_data(c, ti, buf, buflen, now);
+	if (n == 0 && c->pending_fail) {
+		/* a READ response lost its source (rd_source()): its NAK and
+		 * the RESET go out now */
+		conn_fail(c);
+		return mrp_conn_write_pkt(c, ti, buf, buflen, now);
+	}
+	return n;
 }
 
 /* ---- timers ------------------------------------------------------------- */

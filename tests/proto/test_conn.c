@@ -2149,6 +2149,39 @@ static void test_read_alloc_failures(void **state)
 	}
 }
 
+/* The responder's region loses its read right while a 1 MiB READ is being
+ * answered: the responder NAKs the READ (ACCESS) instead of reading memory
+ * that may be gone, the READ fails with REM_ACCESS, the connection ends. */
+static int b_sent_some(net *n, void *arg)
+{
+	(void)arg;
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n->c[1], &st);
+	return st.tx_pkts >= 40;
+}
+
+static void test_read_region_revoked(void **state)
+{
+	(void)state;
+	net n;
+	read_net(&n, 16, 64);
+	uint8_t *dst = calloc(1, 1 << 20);
+	assert_int_equal(post_read(&n, 9, 0, dst, 1 << 20, 0), 0);
+	assert_true(net_run_until(&n, b_sent_some, NULL, 1000000000ull));
+	n.mr[1].access = MRP_ACCESS_REMOTE_WRITE;
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].wr_id, 9);
+	assert_int_equal(log[0].e[0].status, MRP_WC_REM_ACCESS);
+	assert_true(net_run_until(&n, NULL, NULL, n.now + 100000000ull));
+	assert_true(mrp_conn_is_closed(n.c[0]));
+	assert_true(mrp_conn_is_closed(n.c[1]));
+	assert_int_equal(n.check_failures, 0);
+	free(dst);
+	net_free(&n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2195,6 +2228,7 @@ int main(void)
 		cmocka_unit_test(test_read_responder_limit),
 		cmocka_unit_test(test_read_not_negotiated),
 		cmocka_unit_test(test_read_alloc_failures),
+		cmocka_unit_test(test_read_region_revoked),
 	};
 	if (getenv("TEST_FILTER"))
 		cmocka_set_test_filter(getenv("TEST_FILTER"));
