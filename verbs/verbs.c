@@ -476,9 +476,12 @@ static void device_attr(mrv_ctx *x, struct ibv_device_attr *a)
 	a->max_cqe = 1 << 20;
 	a->max_mr = 1024;
 	a->max_pd = 1024;
-	a->max_qp_rd_atom = 0; /* no RDMA READ (yet) */
-	a->max_qp_init_rd_atom = 0;
-	a->max_res_rd_atom = 0;
+	/* RDMA READ: the daemon's engine has at most 16 READs of a connection
+	 * out (more wait in order) and serves up to 64 of its peer's (SPEC
+	 * 5.8): 16 either way is what an application may count on. */
+	a->max_qp_rd_atom = 16;
+	a->max_qp_init_rd_atom = 16;
+	a->max_res_rd_atom = 16 * a->max_qp;
 	a->atomic_cap = IBV_ATOMIC_NONE;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 0;
@@ -817,9 +820,7 @@ static int post_one_send(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, un
 	case IBV_WR_SEND_WITH_IMM: op = MRC_OP_SEND_IMM; wop = IBV_WC_SEND; break;
 	case IBV_WR_RDMA_WRITE: op = MRC_OP_WRITE; wop = IBV_WC_RDMA_WRITE; break;
 	case IBV_WR_RDMA_WRITE_WITH_IMM: op = MRC_OP_WRITE_IMM; wop = IBV_WC_RDMA_WRITE; break;
-	case IBV_WR_RDMA_READ:
-		say("QP %u: RDMA READ is not supported by MetaRoCE yet", q->qp.qp_num);
-		return EOPNOTSUPP;
+	case IBV_WR_RDMA_READ: op = MRC_OP_READ; wop = IBV_WC_RDMA_READ; break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		say("QP %u: atomic operations are not supported by MetaRoCE", q->qp.qp_num);
@@ -1114,7 +1115,8 @@ static void flush_pending(mrv_qp *q)
 			deliver(q, 0, 1, p->swr.wr_id,
 				p->swr.opcode == IBV_WR_SEND || p->swr.opcode == IBV_WR_SEND_WITH_IMM
 					? IBV_WC_SEND
-					: IBV_WC_RDMA_WRITE,
+				: p->swr.opcode == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ
+								    : IBV_WC_RDMA_WRITE,
 				IBV_WC_WR_FLUSH_ERR, 0, 0, 0);
 		free(p);
 		p = n;
