@@ -251,7 +251,12 @@ def t_memory(p):
           "semantics (exit %d)" % r.returncode)
     for who in ("requester", "responder"):
         check("%s: PASS" % who in r.stdout, "regmr %s passed" % who)
-    check(r.stdout.count("all correct") == 4, "four kinds of memory verified byte by byte")
+    check(len(re.findall(r"bytes written, \d+ untouched, all correct", r.stdout)) == 4,
+          "four kinds of memory verified byte by byte")
+    check(len(re.findall(r"requester: READ \d+ bytes of the peer's .* memory, all correct",
+                         r.stdout)) == 4, "RDMA READ of four kinds of memory verified byte by byte")
+    check("a READ after a WRITE of the same 64 KiB returns the written bytes" in r.stdout,
+          "a READ after a WRITE returns the written bytes")
 
 
 def dynsyms(lib):
