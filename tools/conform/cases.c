@@ -1681,7 +1681,7 @@ const cf_case cf_cases[] = {
 	{"reset.abort", "11.3", "RESET: not answered, connection ended, late data dropped silently", c_reset_abort},
 	{"malformed.truncated", "13.1", "short datagrams: dropped, counted TRUNCATED, target alive", c_mal_truncated},
 	{"malformed.version", "13.1", "non-CONNECT of another version: dropped, counted VERSION", c_mal_version},
-	{"malformed.opcode", "13.1", "unknown and reserved opcodes: dropped, counted OPCODE", c_mal_opcode},
+	{"malformed.opcode", "13.1", "unknown opcodes (0x07, 0x7f): dropped, counted OPCODE", c_mal_opcode},
 	{"malformed.flags", "13.1", "flags not allowed on the opcode: dropped, counted FLAGS", c_mal_flags},
 	{"malformed.length", "13.1", "wrong datagram length: dropped, counted LENGTH", c_mal_length},
 	{"malformed.range", "13.1", "a field out of range: dropped, counted RANGE", c_mal_range},
