@@ -52,7 +52,7 @@ INITIATOR_VARIANTS = {
     "nak-wrong-psn": {"nak.invalid-rkey", "nak.out-of-bounds", "nak.rnr",
                       "nak.unknown-stream", "nak.malformed", "nak.malformed-path",
                       "order.malformed-first", "order.stream-before-rkey",
-                      "order.rkey-before-rnr"},
+                      "order.rkey-before-rnr", "read.not-negotiated", "read.access"},
     "reserved-ignored": {"malformed.reserved"},
     "place-corrupt": {"place.write-ooo"},
     "path-range-ignored": {"probe.path-range"},
