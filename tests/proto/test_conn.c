@@ -2134,7 +2134,7 @@ static void test_read_alloc_failures(void **state)
 		pair_params(p, 1, 0);
 		p[0].read = p[1].read = 1;
 		net n;
-		if (net_init_mem(&n, &p[0], &p[1], &fm, MAXQ, 1 << 20) != 0) {
+		if (net_init_mem(&n, &p[0], &p[1], &fm, 4096, 1 << 20) != 0) {
 			net_free(&n);
 			continue;
 		}
