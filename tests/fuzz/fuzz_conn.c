@@ -1022,12 +1022,18 @@ static int setup(fz *f)
 		{ .opcode = MRP_WR_SEND_IMM, .stream = 1, .len = 600, .imm = 0x55 },
 		{ .opcode = MRP_WR_WRITE_IMM, .stream = 2, .len = 513, .remote_addr = 2048, .imm = 7 },
 		{ .opcode = MRP_WR_SEND, .stream = 0, .len = 512 },
+		{ .opcode = MRP_WR_READ, .stream = 2, .len = 700, .remote_addr = 1024 },
 	};
 	for (unsigned k = 0; k < sizeof(wrs) / sizeof(wrs[0]); k++) {
 		mrp_wr w = wrs[k];
 		w.wr_id = ++a->wrseq;
 		w.local = f->src;
-		if (w.opcode == MRP_WR_WRITE || w.opcode == MRP_WR_WRITE_IMM) {
+		if (w.opcode == MRP_WR_READ) { /* every run starts with a READ in flight */
+			w.local = NULL;
+			w.sink = rbuf(a, NRBUF - 1);
+		}
+		if (w.opcode == MRP_WR_WRITE || w.opcode == MRP_WR_WRITE_IMM ||
+		    w.opcode == MRP_WR_READ) {
 			w.remote_addr += b->region_addr;
 			w.rkey = b->rkey;
 		}
