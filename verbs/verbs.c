@@ -60,6 +60,7 @@
 #define MRV_CQ_ENTRIES 16384u
 #define MRV_CONNECT_MS 10000
 #define MRV_MAX_WR 4096u
+#define MRV_MAX_RD_ATOM 16 /* READs per QP either way: the engine's rd_max */
 
 /* ---- messages ------------------------------------------------------------------ */
 
@@ -479,9 +480,9 @@ static void device_attr(mrv_ctx *x, struct ibv_device_attr *a)
 	/* RDMA READ: the daemon's engine has at most 16 READs of a connection
 	 * out (more wait in order) and serves up to 64 of its peer's (SPEC
 	 * 5.8): 16 either way is what an application may count on. */
-	a->max_qp_rd_atom = 16;
-	a->max_qp_init_rd_atom = 16;
-	a->max_res_rd_atom = 16 * a->max_qp;
+	a->max_qp_rd_atom = MRV_MAX_RD_ATOM;
+	a->max_qp_init_rd_atom = MRV_MAX_RD_ATOM;
+	a->max_res_rd_atom = MRV_MAX_RD_ATOM * a->max_qp;
 	a->atomic_cap = IBV_ATOMIC_NONE;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 0;
@@ -2103,6 +2104,13 @@ MRV_API int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 	mrv_ctx *x = C(ibqp->context);
 	int rc = 0;
 	pthread_mutex_lock(&x->lock);
+	if (((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > MRV_MAX_RD_ATOM) ||
+	    ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > MRV_MAX_RD_ATOM)) {
+		say("QP %u: max_rd_atomic %u / max_dest_rd_atomic %u: the device allows %d",
+		    q->qp.qp_num, a->max_rd_atomic, a->max_dest_rd_atomic, MRV_MAX_RD_ATOM);
+		rc = EINVAL;
+		goto out;
+	}
 	if (mask & IBV_QP_ACCESS_FLAGS)
 		q->access = a->qp_access_flags;
 	if (mask & IBV_QP_PORT)

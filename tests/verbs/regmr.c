@@ -196,6 +196,14 @@ static int side(int is_req, int rfd, int wfd)
 	xwrite(wfd, &me, sizeof(me));
 	xread(rfd, &peer, sizeof(peer));
 
+	/* More READs than the device offers (max_qp_rd_atom) is refused. */
+	struct ibv_device_attr da;
+	CHECK(!ibv_query_device(ctx, &da) && da.max_qp_rd_atom == 16 &&
+		      da.max_qp_init_rd_atom == 16,
+	      "the device offers 16 READs per QP each way");
+	struct ibv_qp_attr big = {.max_dest_rd_atomic = 17};
+	CHECK(ibv_modify_qp(qp, &big, IBV_QP_MAX_DEST_RD_ATOMIC) == EINVAL,
+	      "max_dest_rd_atomic 17 > max_qp_rd_atom is refused with EINVAL");
 	at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096,
 				  .dest_qp_num = peer.qpn, .rq_psn = 0, .max_dest_rd_atomic = 4,
 				  .min_rnr_timer = 12,
