@@ -3,12 +3,15 @@
 (metaroce-run) against metaroce-perf on the native API, side by side in one
 invocation, on two metarocd on loopback.
 
-Four workloads, each run --reps times (default 3), interleaved, medians
+Six workloads, each run --reps times (default 3), interleaved, medians
 reported:
 
   verbs_bw    ib_write_bw -s SIZE -t DEPTH -D SECONDS (1 QP): BW average
   native_bw   metaroce-perf client --op write --size SIZE --depth DEPTH
               --streams 1 --seconds SECONDS --busy-poll (1 connection)
+  verbs_read  ib_read_bw -s SIZE -t DEPTH -D SECONDS (1 QP, 16 READs out):
+              BW average
+  native_read metaroce-perf client --op read, otherwise as native_bw
   verbs_lat   ib_send_lat -s 8 -n COUNT: t_typical (perftest's median of
               half round trips), microseconds
   native_lat  metaroce-perf --pingpong --op send --size 8 --count COUNT
@@ -17,7 +20,8 @@ reported:
 perftest always polls (the verbs library yields the CPU between empty
 polls); metaroce-perf uses the library's default (sleep on the wakeup fd at
 once) unless --native-busy-poll USEC makes it spin too. Prints the bandwidth ratio verbs/native (bar >= 0.9) and the latency
-ratio verbs/native (bar <= 1.2): printed, never enforced. Exit 0 when every
+ratio verbs/native (bar <= 1.2): printed, never enforced; and, for RDMA READ,
+the ratios verbs/native and READ/WRITE (no bar). Exit 0 when every
 run completed, 1 otherwise; 77 when perftest or the verbs library is
 missing.
 
@@ -94,7 +98,7 @@ def main():
     run = os.path.join(build, "verbs", "metaroce-run")
     perf = os.path.join(build, "tools", "perf", "metaroce-perf")
     os.environ["METAROCD"] = os.path.join(build, "daemon", "metarocd")
-    for t in ("ib_write_bw", "ib_send_lat"):
+    for t in ("ib_write_bw", "ib_read_bw", "ib_send_lat"):
         if not shutil.which(t):
             log("SKIP: %s is not installed (perftest)" % t)
             return 77
@@ -105,7 +109,8 @@ def main():
 
     p = mrtest.Pair("bench-verbs")
     A, B, peer = p.a.app_sock, p.b.app_sock, p.b.addrs[0]
-    res = {"verbs_bw": [], "native_bw": [], "verbs_lat": [], "native_lat": []}
+    res = {"verbs_bw": [], "native_bw": [], "verbs_read": [], "native_read": [],
+           "verbs_lat": [], "native_lat": []}
     ok = True
     port = PORT
     to = a.seconds * 10 + 60
@@ -138,6 +143,31 @@ def main():
                 log("metaroce-perf write failed:\n" + out[-2000:])
 
             port += 1
+            rb = ["ib_read_bw", "-x", "0", "-s", str(a.size), "-t", str(a.depth),
+                  "-D", str(a.seconds), "-p", str(port)]
+            rc, out, src, so = pair_run([run, "-s", B] + rb, [run, "-s", A] + rb + [peer], to)
+            r = rows(out)
+            if rc or src or not r:
+                ok = False
+                log("ib_read_bw failed:\n" + out[-2000:] + so[-1000:])
+            else:
+                res["verbs_read"].append(r[-1][3] * 8e6 / 1e9)
+
+            rc, out, src, so = pair_run(
+                [perf, "server", "--socket", B, "--once"] + spin,
+                [perf, "client", peer, "--socket", A, "--op", "read", "--size", str(a.size),
+                 "--depth", str(a.depth), "--streams", "1", "--seconds", str(a.seconds),
+                 "--json"] + spin, to)
+            try:
+                j = json.loads(out.strip().splitlines()[-1])
+                if not j.get("ok"):
+                    raise ValueError
+                res["native_read"].append(j["gbps"])
+            except (ValueError, IndexError, KeyError):
+                ok = False
+                log("metaroce-perf read failed:\n" + out[-2000:])
+
+            port += 1
             sl = ["ib_send_lat", "-x", "0", "-s", "8", "-n", str(a.count), "-p", str(port)]
             rc, out, src, so = pair_run([run, "-s", B] + sl, [run, "-s", A] + sl + [peer], to)
             r = rows(out)
@@ -165,10 +195,15 @@ def main():
                 if med["verbs_bw"] is not None and med["native_bw"] else None)
     lat_ratio = (med["verbs_lat"] / med["native_lat"]
                  if med["verbs_lat"] is not None and med["native_lat"] else None)
+    read_ratio = (med["verbs_read"] / med["native_read"]
+                  if med["verbs_read"] is not None and med["native_read"] else None)
+    read_write = (med["native_read"] / med["native_bw"]
+                  if med["native_read"] is not None and med["native_bw"] else None)
     out = {"reps": a.reps, "seconds": a.seconds, "size": a.size, "depth": a.depth,
            "native_busy_poll_us": a.native_busy_poll,
            "count": a.count, "runs": res, "median": med,
-           "bw_ratio": bw_ratio, "lat_ratio": lat_ratio, "ok": ok}
+           "bw_ratio": bw_ratio, "lat_ratio": lat_ratio, "read_ratio": read_ratio,
+           "read_write_ratio": read_write, "ok": ok}
     if a.json:
         print(json.dumps(out))
     else:
@@ -179,6 +214,12 @@ def main():
         print("  metaroce-perf (native)    %s   (busy-poll %d us)"
               % (f(med["native_bw"], "Gbit/s"), a.native_busy_poll))
         print("  ratio verbs/native        %s   (bar >= 0.9)" % f(bw_ratio, "x"))
+        print("RDMA READ bandwidth, %d B, depth %d, 1 QP (medians of %d):"
+              % (a.size, a.depth, a.reps))
+        print("  ib_read_bw via verbs      %s" % f(med["verbs_read"], "Gbit/s"))
+        print("  metaroce-perf (native)    %s" % f(med["native_read"], "Gbit/s"))
+        print("  ratio verbs/native        %s" % f(read_ratio, "x"))
+        print("  ratio READ/WRITE (native) %s" % f(read_write, "x"))
         print("8-byte SEND latency, half round trip (medians of %d):" % a.reps)
         print("  ib_send_lat via verbs     %s" % f(med["verbs_lat"], "us"))
         print("  metaroce-perf (native)    %s   (busy-poll %d us)"

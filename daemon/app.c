@@ -165,6 +165,9 @@ _Static_assert((int)MRC_OP_WRITE == (int)MRP_WR_WRITE &&
 		       (int)MRC_WC_OP_RECV == (int)MRP_WC_RECV &&
 		       (int)MRC_WC_OP_RECV_WRITE_IMM == (int)MRP_WC_RECV_WRITE_IMM,
 	       "the ABI's opcodes are the engine's");
+/* ... but for READ, whose engine value (the wire's READ_REQ) is the ABI's
+ * RECV: sqe_post() and op_completion() translate it. */
+_Static_assert((int)MRC_OP_READ != (int)MRP_WR_READ, "READ is translated");
 
 static void session_close(app_session *s, const char *why);
 static void ctx_consume(app_ctx *x);
@@ -636,9 +639,11 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 	app_wr *w = &x->wrs[slot];
 	if (e->status != MRP_WC_SUCCESS && e->status != MRP_WC_FLUSHED)
 		ac->failed = 1;
-	/* The engine's opcodes and statuses are the ABI's (asserted above). */
-	cq_put(x, w->wr_id, ac->handle, e->status, e->opcode, e->stream, e->byte_len, e->imm,
-	       e->has_imm);
+	/* The engine's opcodes and statuses are the ABI's (asserted above),
+	 * READ's translated. */
+	cq_put(x, w->wr_id, ac->handle, e->status,
+	       e->opcode == MRP_WR_READ ? MRC_WC_OP_READ : e->opcode, e->stream, e->byte_len,
+	       e->imm, e->has_imm);
 	wr_release(x, slot);
 }
 
@@ -745,9 +750,10 @@ static int sqe_post(app_ctx *x, const mrc_sqe *q)
 {
 	app_session *s = x->s;
 	int op = q->opcode;
-	int write = op == MRC_OP_WRITE || op == MRC_OP_WRITE_IMM;
+	/* tagged: remote_addr and rkey name the peer's memory */
+	int write = op == MRC_OP_WRITE || op == MRC_OP_WRITE_IMM || op == MRC_OP_READ;
 	int imm = op == MRC_OP_WRITE_IMM || op == MRC_OP_SEND_IMM;
-	if (op < MRC_OP_WRITE || op > MRC_OP_RECV) {
+	if (op < MRC_OP_WRITE || op > MRC_OP_READ) {
 		wr_bad(x, q, MRD_APP_WR_BAD_OPCODE, MRC_WC_BAD_WR);
 		return 0;
 	}
@@ -790,7 +796,8 @@ static int sqe_post(app_ctx *x, const mrc_sqe *q)
 			wr_bad(x, q, MRD_APP_WR_BAD_BOUNDS, MRC_WC_LOC_PROT);
 			return 0;
 		}
-		if (op == MRC_OP_RECV && !(r->access & MRC_ACCESS_LOCAL_WRITE)) {
+		if ((op == MRC_OP_RECV || op == MRC_OP_READ) &&
+		    !(r->access & MRC_ACCESS_LOCAL_WRITE)) {
 			wr_bad(x, q, MRD_APP_WR_BAD_ACCESS, MRC_WC_LOC_PROT);
 			return 0;
 		}
@@ -808,13 +815,15 @@ static int sqe_post(app_ctx *x, const mrc_sqe *q)
 	} else {
 		mrp_wr wr = {
 			.wr_id = eid,
-			.opcode = (uint8_t)op, /* MRC_OP_* are MRP_WR_* */
+			/* MRC_OP_* are MRP_WR_*, but for READ */
+			.opcode = op == MRC_OP_READ ? MRP_WR_READ : (uint8_t)op,
 			.stream = q->stream,
 			.local = daddr,
 			.len = q->len,
 			.remote_addr = q->remote_addr,
 			.rkey = q->rkey,
 			.imm = q->imm,
+			.sink = op == MRC_OP_READ ? daddr : NULL,
 		};
 		rv = mrp_conn_post_send(ac->c->eng, &wr, now);
 	}

@@ -24,7 +24,8 @@
 #define RL_ALL_RATE 10000             /* and per endpoint; each budget its own */
 #define MAX_HALF_OPEN_SRC 128         /* half-open connections per peer */
 #define MAX_RETRIES 3                 /* RETRYs one attempt follows (SPEC 9.7) */
-#define OUR_CAPS (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY | MRP_CAP_HELD)
+#define OUR_CAPS (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY | MRP_CAP_READ | \
+		  MRP_CAP_HELD)
 
 /* ---- randomness ---------------------------------------------------------- */
 
@@ -451,6 +452,7 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	cp.max_streams = c->max_streams;
 	cp.caps = c->caps; /* what both ends negotiated (SPEC 12.4) */
 	cp.nplanes = (uint8_t)c->npairs;
+	cp.read = (c->caps & MRP_CAP_READ) != 0; /* SPEC 5.8 */
 	uint32_t maxp = (uint32_t)d->cfg.max_paths_per_plane * c->npairs;
 	uint32_t initp = (uint32_t)(c->opt_paths ? c->opt_paths
 						  : d->cfg.initial_paths_per_plane) * c->npairs;

@@ -224,12 +224,13 @@ static int check_wr(const mrc_ctx *ctx, const mrc_conn *c, int op, uint16_t stre
 {
 	if (!c || c->s != ctx->s || c->ctx != ctx)
 		return MRC_ERR_INVAL;
-	if (op < MRC_OP_WRITE || op > MRC_OP_RECV)
+	if (op < MRC_OP_WRITE || op > MRC_OP_READ)
 		return MRC_ERR_INVAL;
 	if (len) { /* an empty message names no buffer (the ABI wants addr, lkey 0) */
 		if (!mr || mr->s != ctx->s)
 			return MRC_ERR_INVAL;
-		if (op == MRC_OP_RECV && !(mr->access & MRC_ACCESS_LOCAL_WRITE))
+		if ((op == MRC_OP_RECV || op == MRC_OP_READ) &&
+		    !(mr->access & MRC_ACCESS_LOCAL_WRITE))
 			return MRC_ERR_INVAL;
 		uintptr_t a = (uintptr_t)addr, b = (uintptr_t)mr->addr;
 		if (a < b || a - b > mr->len || len > mr->len - (a - b))
@@ -346,6 +347,14 @@ MRC_API int mrc_post_recv(mrc_ctx *ctx, mrc_conn *conn, uint16_t stream, void *a
 			  uint32_t len, const mrc_mr *mr, uint64_t wr_id, unsigned flags)
 {
 	return post_one(ctx, conn, MRC_OP_RECV, stream, addr, len, mr, 0, 0, 0, wr_id, flags);
+}
+
+MRC_API int mrc_post_read(mrc_ctx *ctx, mrc_conn *conn, uint16_t stream, void *addr,
+			  uint32_t len, const mrc_mr *mr, uint64_t remote_addr, uint32_t rkey,
+			  uint64_t wr_id, unsigned flags)
+{
+	return post_one(ctx, conn, MRC_OP_READ, stream, addr, len, mr, remote_addr, rkey, 0,
+			wr_id, flags);
 }
 
 MRC_API int mrc_post(mrc_ctx *ctx, const mrc_wr *wrs, int n, unsigned flags)

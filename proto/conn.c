@@ -18,6 +18,14 @@
  * back every ack_every packets, at once on a gap, or after ack_delay_ns. A
  * message completes when all of its segments are placed and all earlier
  * messages of its stream have completed.
+ *
+ * RDMA READ (SPEC 5.8): a READ is a message of its requester's stream whose
+ * one packet, the READ_REQ, carries no payload; it completes when all of
+ * its READ_RESP bytes have arrived (rx_read_resp()). The responder checks
+ * the source region on arrival, and when the READ_REQ's turn comes in MSN
+ * order queues a response: a txmsg of opcode READ_RESP on no stream, sent
+ * and retransmitted like any message and freed without a completion when
+ * all of it is acknowledged (the rd_* functions).
  */
 #include <string.h>
 
@@ -79,7 +87,9 @@ struct txmsg {
 	uint64_t remote_addr;
 	uint64_t rnr_until;
 	uint64_t first_retry_ns; /* first timeout or RNR NAK of it; NEVER: none yet */
-	uint32_t rkey, imm, len, msn, recv_idx;
+	uint32_t rkey, imm, len, msn;
+	uint32_t recv_idx; /* a READ consumes no receive: there, the response
+			    * packets arrived (their map follows segs[0]) */
 	uint32_t npkts, next_seg, nacked;
 	uint32_t refs;    /* scoreboard and retransmission-queue entries */
 	uint16_t stream;
@@ -89,6 +99,7 @@ struct txmsg {
 	uint8_t detached; /* completed and off its stream: free when refs == 0 */
 	uint8_t rnr_count;
 	uint8_t in_rnr;
+	uint8_t held;     /* READ_RESP: waits for its READ_REQ's turn (MSN order) */
 	uint8_t segs[];
 };
 
@@ -256,6 +267,9 @@ struct mrp_conn {
 	uint64_t last_rx_ns;    /* last valid packet from the peer */
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
 	objcache tx1, rx1;      /* freed one-packet messages */
+	txmsg *rd_head, *rd_tail; /* READ responses we hold, by snext, arrival order */
+	uint32_t rd_resp;       /* of them: how many (<= rd_dest_max) */
+	uint32_t rd_out;        /* READs of ours sent and not yet whole */
 	uint8_t pending_fail;   /* a message failed fatally: tear down after this event */
 	/* The paths' and RNR timers (timers_compute()), kept while valid:
 	 * callers ask for the deadline after every batch, and computing it is
@@ -369,6 +383,8 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->retry_timeout_ns = 500000000ull;
 	p->wire_overhead = 66;
 	p->caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD;
+	p->rd_max = 16;
+	p->rd_dest_max = 64;
 }
 
 /* Doubles a ring of len entries from head (cap 0 or a power of two, at
@@ -571,7 +587,7 @@ static txmsg *txmsg_alloc(mrp_conn *c, uint32_t npkts)
 
 static void txmsg_release(mrp_conn *c, txmsg *m)
 {
-	if (m->npkts == 1)
+	if (m->npkts == 1 && m->opcode != MRP_OP_READ_REQ) /* (a READ has its map) */
 		cache_put(c, &c->tx1, m);
 	else
 		mrp_free(&c->mem, m);
@@ -646,6 +662,57 @@ static void stream_complete_tx(mrp_conn *c, stream *s)
 	}
 }
 
+/* ---- RDMA READ at the responder: the responses we hold ---------------- */
+
+/* A response all of whose packets are acknowledged (or the connection
+ * ends): off the list, freed once no scoreboard entry names it. */
+static void rd_resp_done(mrp_conn *c, txmsg *m)
+{
+	txmsg **pp = &c->rd_head, *prev = NULL;
+	while (*pp && *pp != m) {
+		prev = *pp;
+		pp = &(*pp)->snext;
+	}
+	if (*pp) {
+		*pp = m->snext;
+		if (c->rd_tail == m)
+			c->rd_tail = prev;
+		c->rd_resp--;
+		c->tx_outstanding--;
+	}
+	m->snext = NULL;
+	if (m->in_rnr) { /* (never NAKed RNR by a conforming peer) */
+		txmsg **rp = &c->rnr_list;
+		while (*rp && *rp != m)
+			rp = &(*rp)->rnext;
+		if (*rp)
+			*rp = m->rnext;
+		m->rnext = NULL;
+		m->in_rnr = 0;
+	}
+	m->detached = 1;
+	txmsg_put(c, m);
+}
+
+/* Every segment of m is acknowledged and it is done: complete it on its
+ * stream, or let a READ response go. */
+static void tx_finished(mrp_conn *c, txmsg *m)
+{
+	if (m->opcode == MRP_OP_READ_RESP)
+		rd_resp_done(c, m);
+	else
+		stream_complete_tx(c, &c->streams[m->stream]);
+}
+
+static void sq_append(mrp_conn *c, txmsg *m)
+{
+	if (c->sq_tail)
+		c->sq_tail->qnext = m;
+	else
+		c->sq_head = m;
+	c->sq_tail = m;
+}
+
 static void sq_remove_head(mrp_conn *c)
 {
 	txmsg *m = c->sq_head;
@@ -662,11 +729,17 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	(void)now_ns; /* (posting moves no timer: the cached deadline stays) */
 	if (c->state != CONN_OPEN || c->peer_closing)
 		return MRP_ERR_STATE;
-	if (!wr || !mrp_op_is_data(wr->opcode) || wr->len > MRP_MSG_MAX ||
-	    (wr->len && !wr->local))
+	if (!wr)
 		return MRP_ERR_INVAL;
-	if ((wr->opcode == MRP_OP_WRITE || wr->opcode == MRP_OP_WRITE_IMM) &&
-	    wr->remote_addr > UINT64_MAX - wr->len)
+	int is_read = wr->opcode == MRP_OP_READ_REQ;
+	if (is_read ? !c->p.read || (wr->len && !wr->sink)
+		    : wr->opcode < MRP_OP_WRITE || wr->opcode > MRP_OP_SEND_IMM ||
+			      (wr->len && !wr->local))
+		return MRP_ERR_INVAL;
+	if (wr->len > MRP_MSG_MAX)
+		return MRP_ERR_INVAL;
+	int is_write = wr->opcode == MRP_OP_WRITE || wr->opcode == MRP_OP_WRITE_IMM;
+	if ((is_write || is_read) && wr->remote_addr > UINT64_MAX - wr->len)
 		return MRP_ERR_INVAL;
 	stream *s = get_stream(c, wr->stream);
 	if (!s)
@@ -674,24 +747,31 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	if (s->outstanding >= c->p.msg_window)
 		return MRP_ERR_FULL;
 	uint32_t npkts = wr->len > c->p.mtu ? (wr->len + c->p.mtu - 1) / c->p.mtu : 1;
-	txmsg *m = txmsg_alloc(c, npkts);
+	/* A READ sends one packet and expects npkts back: its map of them
+	 * follows its one segment state. */
+	txmsg *m = is_read ? alloc_array(c, 1, sizeof(txmsg) + 1 + (npkts + 7) / 8)
+			   : txmsg_alloc(c, npkts);
 	if (!m)
 		return MRP_ERR_NOMEM;
 	/* Every field, one by one: zeroing the record first compiles to a
 	 * string store that cost a third of this function. (A new field of
 	 * txmsg must be set here.) */
-	int is_write = wr->opcode == MRP_OP_WRITE || wr->opcode == MRP_OP_WRITE_IMM;
 	m->snext = m->qnext = m->rnext = NULL;
 	m->wr_id = wr->wr_id;
-	m->local = wr->local;
-	m->remote_addr = is_write ? wr->remote_addr : 0;
+	m->local = is_read ? wr->sink : wr->local;
+	m->remote_addr = is_write || is_read ? wr->remote_addr : 0;
 	m->rnr_until = 0;
 	m->first_retry_ns = NEVER;
-	m->rkey = is_write ? wr->rkey : 0;
+	m->rkey = is_write || is_read ? wr->rkey : 0;
 	m->imm = wr->opcode == MRP_OP_WRITE_IMM || wr->opcode == MRP_OP_SEND_IMM ? wr->imm : 0;
 	m->len = wr->len;
 	m->msn = s->next_msn++;
-	m->recv_idx = wr->opcode != MRP_OP_WRITE ? s->next_recv++ : 0;
+	m->recv_idx = wr->opcode != MRP_OP_WRITE && !is_read ? s->next_recv++ : 0;
+	m->held = 0;
+	if (is_read) {
+		memset(m->segs + 1, 0, (npkts + 7) / 8);
+		npkts = 1;
+	}
 	m->npkts = npkts;
 	m->next_seg = m->nacked = m->refs = 0;
 	m->stream = wr->stream;
@@ -966,14 +1046,14 @@ static void ent_rto_resolve(mrp_conn *c, path *pa, txent *e, int delivered)
 	int finished = 0;
 	if (SEG_STATE(*sb) != SEG_ACKED && !m->done) {
 		*sb = (uint8_t)((*sb & ~3u) | SEG_ACKED);
-		if (++m->nacked == m->npkts) {
+		if (++m->nacked == m->npkts && m->opcode != MRP_OP_READ_REQ) {
 			m->done = 1;
 			finished = 1;
 		}
 	}
 	m->refs--;
 	if (finished)
-		stream_complete_tx(c, &c->streams[m->stream]);
+		tx_finished(c, m);
 	else
 		txmsg_put(c, m);
 }
@@ -1164,6 +1244,8 @@ static int check_params(const mrp_conn_params *p)
 	if (!p->burst_pkts || !p->ack_every || !p->msg_window || !p->suspect_rtos ||
 	    !p->peer_timeout_ns)
 		return 0;
+	if (p->read && (!p->rd_max || !p->rd_dest_max))
+		return 0;
 	return 1;
 }
 
@@ -1270,6 +1352,10 @@ void mrp_conn_del(mrp_conn *c)
 		mrp_free(&c->mem, s->rq);
 	}
 	mrp_free(&c->mem, c->streams);
+	for (txmsg *m = c->rd_head, *n; m; m = n) {
+		n = m->snext;
+		txmsg_release(c, m);
+	}
 	free_rxmsgs(c);
 	cache_drain(c, &c->tx1);
 	cache_drain(c, &c->rx1);
@@ -1281,6 +1367,24 @@ void mrp_conn_del(mrp_conn *c)
 }
 
 /* ---- flushing and teardown -------------------------------------------- */
+
+/* The READ responses we hold go without completions (the READs fail at
+ * the requester), and our own READs stop counting. */
+static void rd_flush(mrp_conn *c)
+{
+	while (c->rd_head) {
+		txmsg *m = c->rd_head;
+		c->rd_head = m->snext;
+		m->snext = m->qnext = m->rnext = NULL;
+		m->in_rnr = 0;
+		m->done = m->detached = 1;
+		c->tx_outstanding--;
+		txmsg_put(c, m);
+	}
+	c->rd_tail = NULL;
+	c->rd_resp = 0;
+	c->rd_out = 0;
+}
 
 /* Complete everything outstanding: messages already failed keep their
  * status, the rest get `status`; posted receives get FLUSHED. Completions
@@ -1324,6 +1428,7 @@ static void conn_flush(mrp_conn *c, int status)
 	}
 	c->sq_head = c->sq_tail = NULL;
 	c->rnr_list = NULL;
+	rd_flush(c);
 	for (uint32_t i = 0; i < c->nstreams; i++) {
 		stream *s = &c->streams[i];
 		for (txmsg *m = s->head; m; m = m->snext) {
@@ -1479,6 +1584,18 @@ static int nak_to_status(int reason)
 	}
 }
 
+/* A held READ response's READ_REQ has completed in MSN order (SPEC 5.8.2,
+ * step 3): it may leave now. */
+static void rd_release(mrp_conn *c, uint16_t sid, uint32_t msn)
+{
+	for (txmsg *m = c->rd_head; m; m = m->snext)
+		if (m->held && m->stream == sid && m->msn == msn) {
+			m->held = 0;
+			sq_append(c, m);
+			return;
+		}
+}
+
 /* Complete, in MSN order, the messages of stream sid that are whole. */
 static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 {
@@ -1487,7 +1604,9 @@ static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 		rxmsg *r = pp ? *pp : NULL;
 		if (!r || (r->nrecv < r->npkts && !r->status))
 			return;
-		if (r->opcode != MRP_OP_WRITE) {
+		if (r->opcode == MRP_OP_READ_REQ) {
+			rd_release(c, sid, r->msn);
+		} else if (r->opcode != MRP_OP_WRITE) {
 			if (s->consumed == s->posted || r->recv_idx != s->consumed) {
 				/* The peer numbered its receives out of order. */
 				c->pending_fail = 1;
@@ -1729,6 +1848,180 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 	return PLACE_OK;
 }
 
+/* ---- RDMA READ: packets in ------------------------------------------- */
+
+static txmsg *find_txmsg(mrp_conn *c, uint16_t sid, uint32_t msn)
+{
+	if (sid >= c->nstreams)
+		return NULL;
+	for (txmsg *m = c->streams[sid].head; m; m = m->snext)
+		if (m->msn == msn)
+			return m;
+	return NULL;
+}
+
+
+/*
+ * SPEC 5.8.2: a READ_REQ at the responder. Returns PLACE_OK (accepted, or a
+ * duplicate) or a NAK reason, *pfatal set for the reasons that end the
+ * connection.
+ */
+static int rx_read_req(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
+{
+	const mrp_data *d = &pkt->u.data;
+	*pfatal = 1;
+	if (!c->p.read)
+		return MRP_NAK_MALFORMED; /* not negotiated */
+	if (d->stream_id >= c->p.max_streams)
+		return MRP_NAK_UNKNOWN_STREAM;
+	*pfatal = 0;
+	stream *s = get_stream(c, d->stream_id);
+	if (!s)
+		return MRP_NAK_RNR;
+	int32_t dm = sdiff(d->msn, s->complete_msn);
+	if (dm < 0) {
+		c->st.rx_dup_pkts++; /* executed already */
+		return PLACE_OK;
+	}
+	if ((uint32_t)dm >= c->p.msg_window)
+		return MRP_NAK_RNR;
+	rxmsg **pp = c->rxh_len ? rxh_find(c, d->stream_id, d->msn) : NULL;
+	if (pp && *pp) {
+		if ((*pp)->opcode != MRP_OP_READ_REQ || (*pp)->len != d->msg_len) {
+			*pfatal = 1;
+			return MRP_NAK_MALFORMED; /* check 3: disagrees with the message */
+		}
+		c->st.rx_dup_pkts++; /* held, waiting for its turn */
+		return PLACE_OK;
+	}
+	if (d->msg_len) {
+		int nak = MRP_NAK_INVALID_RKEY;
+		if (!c->mr.resolve(c->mr.ud, d->rkey, d->remote_addr, d->msg_len,
+				   MRP_ACCESS_REMOTE_READ, &nak)) {
+			*pfatal = 1;
+			return nak >= MRP_NAK_INVALID_RKEY && nak <= MRP_NAK_ACCESS
+				       ? nak : MRP_NAK_INVALID_RKEY;
+		}
+	}
+	if (c->rd_resp >= c->p.rd_dest_max)
+		return MRP_NAK_RNR; /* responder resources in use: retried */
+	uint32_t mtu = c->p.mtu;
+	uint32_t npkts = d->msg_len > mtu ? (d->msg_len + mtu - 1) / mtu : 1;
+	txmsg *m = txmsg_alloc(c, npkts);
+	if (!m)
+		return MRP_NAK_RNR;
+	m->snext = m->qnext = m->rnext = NULL;
+	m->wr_id = 0;
+	m->local = NULL; /* looked up again for every packet: write_seg() */
+	m->remote_addr = d->remote_addr;
+	m->rnr_until = 0;
+	m->first_retry_ns = NEVER;
+	m->rkey = d->rkey;
+	m->imm = 0;
+	m->len = d->msg_len;
+	m->msn = d->msn;
+	m->recv_idx = 0;
+	m->npkts = npkts;
+	m->next_seg = m->nacked = m->refs = 0;
+	m->stream = d->stream_id;
+	m->opcode = MRP_OP_READ_RESP;
+	m->status = MRP_WC_SUCCESS;
+	m->done = m->detached = m->rnr_count = m->in_rnr = 0;
+	m->held = dm != 0;
+	memset(m->segs, 0, npkts);
+	if (dm != 0) {
+		/* Earlier messages of the stream are incomplete: a record holds
+		 * the READ_REQ's place in MSN order until they complete. */
+		rxmsg *r = rxmsg_alloc(c, 1);
+		if (!r) {
+			txmsg_release(c, m);
+			return MRP_NAK_RNR;
+		}
+		r->stream = d->stream_id;
+		r->msn = d->msn;
+		r->opcode = MRP_OP_READ_REQ;
+		r->len = d->msg_len;
+		r->npkts = r->nrecv = 1;
+		r->imm = r->recv_idx = 0;
+		r->status = MRP_WC_SUCCESS;
+		r->bits[0] = 1;
+		if (rxh_insert(c, r) < 0) {
+			rxmsg_release(c, r);
+			txmsg_release(c, m);
+			return MRP_NAK_RNR;
+		}
+	}
+	if (c->rd_tail)
+		c->rd_tail->snext = m;
+	else
+		c->rd_head = m;
+	c->rd_tail = m;
+	c->rd_resp++;
+	c->tx_outstanding++;
+	if (dm == 0) {
+		s->complete_msn++;
+		sq_append(c, m);
+		stream_complete_rx(c, s, d->stream_id); /* later messages already whole */
+	}
+	return PLACE_OK;
+}
+
+/*
+ * SPEC 5.8.3: a READ_RESP at the requester: placed in the buffer of the
+ * READ it names. Returns PLACE_OK (placed, or a duplicate) or a NAK reason
+ * (all of them fatal).
+ */
+static int rx_read_resp(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
+{
+	const mrp_data *d = &pkt->u.data;
+	uint32_t mtu = c->p.mtu;
+	*pfatal = 1;
+	if (!c->p.read)
+		return MRP_NAK_MALFORMED;
+	/* check 1: cut at the negotiated MTU */
+	uint32_t seg = 0;
+	if (d->msg_len > mtu) {
+		if (d->offset % mtu)
+			return MRP_NAK_MALFORMED;
+		seg = d->offset / mtu;
+	} else if (d->offset) {
+		return MRP_NAK_MALFORMED;
+	}
+	if (d->payload_len != (d->msg_len - d->offset < mtu ? d->msg_len - d->offset : mtu))
+		return MRP_NAK_MALFORMED;
+	if (d->stream_id >= c->p.max_streams)
+		return MRP_NAK_UNKNOWN_STREAM;
+	txmsg *m = find_txmsg(c, d->stream_id, d->msn);
+	if (!m) {
+		/* completed already (a duplicate), or never posted */
+		if (d->stream_id < c->nstreams &&
+		    sdiff(d->msn, c->streams[d->stream_id].next_msn) < 0) {
+			c->st.rx_dup_pkts++;
+			*pfatal = 0;
+			return PLACE_OK;
+		}
+		return MRP_NAK_MALFORMED;
+	}
+	if (m->opcode != MRP_OP_READ_REQ || m->next_seg == 0 || m->len != d->msg_len ||
+	    m->remote_addr != d->remote_addr || m->rkey != d->rkey)
+		return MRP_NAK_MALFORMED; /* answers nothing we asked */
+	*pfatal = 0;
+	uint8_t *map = m->segs + 1, bit = (uint8_t)(1u << (seg % 8));
+	if (m->done || (map[seg / 8] & bit)) {
+		c->st.rx_dup_pkts++;
+		return PLACE_OK;
+	}
+	if (d->payload_len) /* (local is the READ's sink: mrp_conn_post_send()) */
+		memcpy((uint8_t *)(uintptr_t)m->local + d->offset, d->payload, d->payload_len);
+	map[seg / 8] |= bit;
+	if (++m->recv_idx == (d->msg_len > mtu ? (d->msg_len + mtu - 1) / mtu : 1)) {
+		m->done = 1;
+		c->rd_out--;
+		stream_complete_tx(c, &c->streams[m->stream]);
+	}
+	return PLACE_OK;
+}
+
 static void queue_nak(mrp_conn *c, const mrp_pkt *pkt, int reason)
 {
 	/* Full, or no memory for the queue: the NAK is not sent; the sender
@@ -1808,7 +2101,9 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		}
 	}
 	int fatal = 0;
-	int rv = rx_place(c, pkt, &fatal);
+	int rv = !mrp_op_is_read(h->opcode) ? rx_place(c, pkt, &fatal)
+		 : h->opcode == MRP_OP_READ_REQ ? rx_read_req(c, pkt, &fatal)
+						: rx_read_resp(c, pkt, &fatal);
 	if (rv > 0) {
 		/* NAK'd packets are not recorded as received: if the NAK is
 		 * lost, the sender sees a hole, retransmits, and is NAK'd again. */
@@ -1876,14 +2171,15 @@ static void ent_acked(mrp_conn *c, path *pa, txent *e)
 	uint8_t *sb = &m->segs[e->seg];
 	if (SEG_STATE(*sb) != SEG_ACKED && !m->done) {
 		*sb = (uint8_t)((*sb & ~3u) | SEG_ACKED);
-		if (++m->nacked == m->npkts) {
+		/* (a READ is done when its bytes are here, not its request) */
+		if (++m->nacked == m->npkts && m->opcode != MRP_OP_READ_REQ) {
 			m->done = 1;
 			finished = 1;
 		}
 	}
 	m->refs--;
 	if (finished)
-		stream_complete_tx(c, &c->streams[m->stream]);
+		tx_finished(c, m);
 	else
 		txmsg_put(c, m);
 }
@@ -2029,16 +2325,6 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	hint_window(c, now);
 	path_arm_timers(c, pa, now);
 	return 0;
-}
-
-static txmsg *find_txmsg(mrp_conn *c, uint16_t sid, uint32_t msn)
-{
-	if (sid >= c->nstreams)
-		return NULL;
-	for (txmsg *m = c->streams[sid].head; m; m = m->snext)
-		if (m->msn == msn)
-			return m;
-	return NULL;
 }
 
 static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
@@ -2220,6 +2506,8 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 	case MRP_OP_WRITE_IMM:
 	case MRP_OP_SEND:
 	case MRP_OP_SEND_IMM:
+	case MRP_OP_READ_REQ:
+	case MRP_OP_READ_RESP:
 		rv = rx_data(c, pkt, plane, ce, now_ns);
 		break;
 	case MRP_OP_ACK:
@@ -2502,6 +2790,32 @@ static void pace_sent(mrp_conn *c, uint8_t plane, uint32_t bytes, uint64_t now)
 }
 
 /* Write one data packet of segment seg of m on path pa. */
+/*
+ * The source of a READ response, looked up for every packet it sends: the
+ * region may have been deregistered (or lost its rights) since the READ_REQ
+ * was checked, and the caller's memory behind it gone. Then the READ fails
+ * (SPEC 5.8.2): a NAK with the lookup's reason names the READ, and the
+ * connection fails. Returns the source, or NULL.
+ */
+static const uint8_t *rd_source(mrp_conn *c, txmsg *m)
+{
+	int nak = MRP_NAK_INVALID_RKEY;
+	const uint8_t *src = c->mr.resolve(c->mr.ud, m->rkey, m->remote_addr, m->len,
+					   MRP_ACCESS_REMOTE_READ, &nak);
+	if (src)
+		return src;
+	if (nak < MRP_NAK_INVALID_RKEY || nak > MRP_NAK_ACCESS)
+		nak = MRP_NAK_INVALID_RKEY;
+	mrp_pkt k;
+	memset(&k, 0, sizeof(k));
+	k.hdr.path_id = 0xffff; /* names no transmission of the requester's */
+	k.u.data.stream_id = m->stream;
+	k.u.data.msn = m->msn;
+	queue_nak(c, &k, nak);
+	c->pending_fail = 1;
+	return NULL;
+}
+
 static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx,
 			 uint16_t extra_flags, mrp_tx_info *ti, uint8_t *buf,
 			 size_t buflen, uint64_t now)
@@ -2510,13 +2824,19 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 		return 0;
 	uint32_t off = seg * c->p.mtu;
 	uint32_t plen = m->len - off < c->p.mtu ? m->len - off : c->p.mtu;
+	if (m->opcode == MRP_OP_READ_REQ)
+		plen = 0; /* len is what it asks for (SPEC 5.8.1) */
+	const uint8_t *src = m->local;
+	if (m->opcode == MRP_OP_READ_RESP && plen &&
+	    !(src = rd_source(c, m)))
+		return 0; /* the READ fails: mrp_conn_write_pkt() tears down */
 	mrp_hdr h;
 	fill_hdr(c, &h, m->opcode, pa);
 	h.psn = pa->snd_nxt;
 	h.flags = extra_flags;
 	if (off == 0)
 		h.flags |= MRP_F_FIRST;
-	if (off + plen == m->len)
+	if (off + plen == m->len || m->opcode == MRP_OP_READ_REQ)
 		h.flags |= MRP_F_LAST;
 	if (retx)
 		h.flags |= MRP_F_RETX;
@@ -2527,7 +2847,7 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	d.msn = m->msn;
 	d.offset = off;
 	d.msg_len = m->len;
-	d.recv_idx = m->recv_idx;
+	d.recv_idx = m->opcode == MRP_OP_READ_REQ ? 0 : m->recv_idx; /* (a READ counts there) */
 	d.ts_ns = now;
 	d.remote_addr = m->remote_addr;
 	d.rkey = m->rkey;
@@ -2536,7 +2856,7 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	if (n < 0)
 		return n;
 	if (plen)
-		memcpy(buf + n, m->local + off, plen);
+		memcpy(buf + n, src + off, plen);
 	uint32_t bytes = plen + MRP_DATA_HDR_LEN;
 	txent *e = &pa->ring[pa->snd_nxt & (pa->ring_cap - 1)];
 	e->m = m;
@@ -2838,6 +3158,9 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 				continue; /* unlinked below when it reaches the head */
 			if (rnr_waiting(x, now))
 				continue;
+			if (x->opcode == MRP_OP_READ_REQ && x->next_seg == 0 &&
+			    c->rd_out >= c->p.rd_max)
+				continue; /* READs outstanding at the bound: it waits */
 			m = x;
 			seg = x->next_seg;
 			break;
@@ -2851,7 +3174,9 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	if (!m)
 		return 0;
 	uint32_t off = seg * c->p.mtu;
-	uint32_t bytes = (m->len - off < c->p.mtu ? m->len - off : c->p.mtu) + MRP_DATA_HDR_LEN;
+	uint32_t bytes = (m->opcode == MRP_OP_READ_REQ ? 0
+			  : m->len - off < c->p.mtu ? m->len - off : c->p.mtu) +
+			 MRP_DATA_HDR_LEN;
 	path *pa = NULL;
 	if (c->burst_left && c->burst_path >= 0) {
 		path *bp = c->paths[c->burst_path];
@@ -2893,14 +3218,18 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 		c->rq_len--;
 		m->refs--;
-	} else if (++m->next_seg == m->npkts) {
-		if (c->sq_head == m)
-			sq_remove_head(c);
-		else if (prev && prev->qnext == m) {
-			prev->qnext = m->qnext;
-			if (c->sq_tail == m)
-				c->sq_tail = prev;
-			m->qnext = NULL;
+	} else {
+		if (m->opcode == MRP_OP_READ_REQ)
+			c->rd_out++; /* its request's first transmission */
+		if (++m->next_seg == m->npkts) {
+			if (c->sq_head == m)
+				sq_remove_head(c);
+			else if (prev && prev->qnext == m) {
+				prev->qnext = m->qnext;
+				if (c->sq_tail == m)
+					c->sq_tail = prev;
+				m->qnext = NULL;
+			}
 		}
 	}
 	return n;
@@ -2941,7 +3270,14 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 		return write_close(c, ti, buf, buflen, now);
 	if (!sending(c))
 		return 0;
-	return write_data(c, ti, buf, buflen, now);
+	n = write_data(c, ti, buf, buflen, now);
+	if (n == 0 && c->pending_fail) {
+		/* a READ response lost its source (rd_source()): its NAK and
+		 * the RESET go out now */
+		conn_fail(c);
+		return mrp_conn_write_pkt(c, ti, buf, buflen, now);
+	}
+	return n;
 }
 
 /* ---- timers ------------------------------------------------------------- */
@@ -3345,6 +3681,18 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 			return fail(err, errlen, "stream outstanding count disagrees with its queue");
 		nmsgs += n;
 	}
+	uint32_t nresp = 0;
+	for (const txmsg *m = c->rd_head; m; m = m->snext) {
+		nresp++;
+		if (m->opcode != MRP_OP_READ_RESP || m->nacked > m->npkts ||
+		    m->next_seg > m->npkts || (m->held && m->next_seg))
+			return fail(err, errlen, "READ response inconsistent");
+	}
+	if (nresp != c->rd_resp || (c->p.read && c->rd_resp > c->p.rd_dest_max))
+		return fail(err, errlen, "READ responses disagree with their count or bound");
+	if (c->p.read && c->rd_out > c->p.rd_max)
+		return fail(err, errlen, "READs outstanding beyond rd_max");
+	nmsgs += nresp;
 	if (nmsgs != c->tx_outstanding)
 		return fail(err, errlen, "connection outstanding count disagrees with its streams");
 	if (c->cq_len > c->cq_cap)

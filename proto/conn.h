@@ -59,6 +59,7 @@ enum {
 	MRP_WR_WRITE_IMM = MRP_OP_WRITE_IMM,
 	MRP_WR_SEND = MRP_OP_SEND,
 	MRP_WR_SEND_IMM = MRP_OP_SEND_IMM,
+	MRP_WR_READ = MRP_OP_READ_REQ, /* only with mrp_conn_params.read */
 	MRP_WC_RECV = 0x40,          /* a SEND or SEND_IMM arrived */
 	MRP_WC_RECV_WRITE_IMM = 0x41, /* a WRITE_IMM arrived (consumed a receive) */
 };
@@ -69,9 +70,11 @@ typedef struct mrp_wr {
 	uint16_t stream;
 	const uint8_t *local; /* source bytes; valid until the completion */
 	uint32_t len;
-	uint64_t remote_addr; /* WRITE*: target address */
-	uint32_t rkey;        /* WRITE*: target key */
+	uint64_t remote_addr; /* WRITE*: target address; READ: source address */
+	uint32_t rkey;        /* WRITE*: target key; READ: source key */
 	uint32_t imm;         /* *_IMM */
+	uint8_t *sink;        /* READ: where the len bytes land (local is unused);
+			       * valid until the completion */
 } mrp_wr;
 
 typedef struct mrp_cqe {
@@ -161,6 +164,17 @@ typedef struct mrp_conn_params {
 				  * UDP payload (default 66: Ethernet with preamble,
 				  * FCS and gap, IPv4, UDP); pacing and rate hints
 				  * count them */
+	/* RDMA READ (SPEC 5.8): only when the capability READ was negotiated.
+	 * Without it READ work requests are refused (MRP_ERR_INVAL) and
+	 * READ_REQ / READ_RESP packets are NAKed MALFORMED. */
+	uint8_t read;            /* default 0 */
+	uint16_t rd_max;         /* READs of ours outstanding at once, from their
+				  * READ_REQ to their last byte (verbs
+				  * max_rd_atomic; default 16); more wait */
+	uint16_t rd_dest_max;    /* peer READs held at once, until their
+				  * responses are acknowledged (verbs
+				  * max_dest_rd_atomic; default 64); more are
+				  * NAKed RNR */
 } mrp_conn_params;
 
 /* Fill p with the defaults above. */

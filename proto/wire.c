@@ -116,6 +116,8 @@ static ssize_t fixed_len(uint8_t op)
 	case MRP_OP_WRITE_IMM:
 	case MRP_OP_SEND:
 	case MRP_OP_SEND_IMM:
+	case MRP_OP_READ_REQ:
+	case MRP_OP_READ_RESP:
 		return MRP_DATA_HDR_LEN;
 	case MRP_OP_ACK:
 		return MRP_ACK_LEN;
@@ -209,7 +211,10 @@ static int check_hdr(const mrp_hdr *hdr, int token)
 static int check_data(const mrp_hdr *hdr, const mrp_data *d, size_t pktlen)
 {
 	uint8_t op = hdr->opcode;
-	int is_write = op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM;
+	int is_read = op == MRP_OP_READ_REQ || op == MRP_OP_READ_RESP;
+	/* tagged: remote_addr and rkey name memory of the receiver (WRITE*)
+	 * or of the responder (READ_*) */
+	int is_tagged = op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM || is_read;
 	int is_imm = op == MRP_OP_WRITE_IMM || op == MRP_OP_SEND_IMM;
 	uint64_t end = (uint64_t)d->offset + d->payload_len;
 	int rv;
@@ -221,20 +226,29 @@ static int check_data(const mrp_hdr *hdr, const mrp_data *d, size_t pktlen)
 		return MRP_ERR_LENGTH;
 	if (d->payload_len > MRP_MTU_MAX || d->msg_len > MRP_MSG_MAX)
 		return MRP_ERR_RANGE;
-	if (end > d->msg_len || (d->payload_len == 0 && d->msg_len != 0))
-		return MRP_ERR_LENGTH;
-	if (!(hdr->flags & MRP_F_FIRST) != (d->offset != 0) ||
-	    !(hdr->flags & MRP_F_LAST) != (end != d->msg_len))
-		return MRP_ERR_FLAGS;
+	if (op == MRP_OP_READ_REQ) {
+		/* one packet without payload; msg_len is the length to read
+		 * (SPEC 5.8.1) */
+		if (d->payload_len != 0 || d->offset != 0)
+			return MRP_ERR_LENGTH;
+		if ((hdr->flags & (MRP_F_FIRST | MRP_F_LAST)) != (MRP_F_FIRST | MRP_F_LAST))
+			return MRP_ERR_FLAGS;
+	} else {
+		if (end > d->msg_len || (d->payload_len == 0 && d->msg_len != 0))
+			return MRP_ERR_LENGTH;
+		if (!(hdr->flags & MRP_F_FIRST) != (d->offset != 0) ||
+		    !(hdr->flags & MRP_F_LAST) != (end != d->msg_len))
+			return MRP_ERR_FLAGS;
+	}
 	/* remote_addr + msg_len <= 2^64, written so that nothing wraps */
-	if (is_write && d->msg_len != 0 &&
+	if (is_tagged && d->msg_len != 0 &&
 	    d->remote_addr > UINT64_MAX - (d->msg_len - 1))
 		return MRP_ERR_RANGE;
-	if (!is_write && (d->remote_addr != 0 || d->rkey != 0))
+	if (!is_tagged && (d->remote_addr != 0 || d->rkey != 0))
 		return MRP_ERR_RESERVED;
 	if (!is_imm && d->imm != 0)
 		return MRP_ERR_RESERVED;
-	if (op == MRP_OP_WRITE && d->recv_idx != 0)
+	if ((op == MRP_OP_WRITE || is_read) && d->recv_idx != 0)
 		return MRP_ERR_RESERVED;
 	return 0;
 }
@@ -425,6 +439,8 @@ static void decode_body(mrp_pkt *pkt, const uint8_t *p, size_t datalen)
 	case MRP_OP_WRITE_IMM:
 	case MRP_OP_SEND:
 	case MRP_OP_SEND_IMM:
+	case MRP_OP_READ_REQ:
+	case MRP_OP_READ_RESP:
 		decode_data(&pkt->u.data, p);
 		break;
 	case MRP_OP_ACK: {
@@ -575,6 +591,8 @@ static void encode_body(uint8_t *p, const mrp_pkt *pkt)
 	case MRP_OP_WRITE_IMM:
 	case MRP_OP_SEND:
 	case MRP_OP_SEND_IMM:
+	case MRP_OP_READ_REQ:
+	case MRP_OP_READ_RESP:
 		encode_data(p, &pkt->u.data);
 		if (pkt->u.data.payload_len != 0)
 			memcpy(p + MRP_DATA_HDR_LEN, pkt->u.data.payload,

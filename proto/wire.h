@@ -40,8 +40,8 @@
 #define MRP_OP_WRITE_IMM 0x02
 #define MRP_OP_SEND 0x03
 #define MRP_OP_SEND_IMM 0x04
-#define MRP_OP_READ_REQ 0x05  /* reserved for a later version: MRP_ERR_OPCODE */
-#define MRP_OP_READ_RESP 0x06 /* reserved for a later version: MRP_ERR_OPCODE */
+#define MRP_OP_READ_REQ 0x05  /* capability READ: asks for bytes (SPEC 5.8) */
+#define MRP_OP_READ_RESP 0x06 /* capability READ: carries them back */
 #define MRP_OP_ACK 0x10
 #define MRP_OP_NAK 0x11
 #define MRP_OP_PROBE 0x12
@@ -88,9 +88,10 @@
 #define MRP_CAP_RATE_HINT 0x0002ull /* ACK rate hints are honoured */
 #define MRP_CAP_MULTIPLANE 0x0004ull /* paths across several planes */
 #define MRP_CAP_RETRY 0x0008ull     /* CONNECT: the initiator answers RETRY (SPEC 9.7) */
+#define MRP_CAP_READ 0x0010ull      /* READ_REQ and READ_RESP (SPEC 5.8) */
 #define MRP_CAP_HELD 0x0020ull      /* data packets carry HELD (SPEC 6.5) */
 #define MRP_CAP_KNOWN (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY | \
-		       MRP_CAP_HELD)
+		       MRP_CAP_READ | MRP_CAP_HELD)
 
 /* NAK reasons. */
 #define MRP_NAK_INVALID_RKEY 1
@@ -133,7 +134,8 @@ typedef struct mrp_hdr {
 	uint32_t psn;         /* 24: per-path sequence number (data), else 0 */
 } mrp_hdr;
 
-/* Data packets: WRITE, WRITE_IMM, SEND, SEND_IMM. */
+/* Data packets: WRITE, WRITE_IMM, SEND, SEND_IMM, READ_REQ, READ_RESP. A
+ * READ_REQ has no payload: msg_len is the length to read (SPEC 5.8). */
 typedef struct mrp_data {
 	uint16_t stream_id;   /* 28 */
 	uint16_t payload_len; /* 30: bytes of payload after the 72-byte header */
@@ -250,10 +252,17 @@ typedef struct mrp_pkt {
 	} u;
 } mrp_pkt;
 
-/* True for WRITE, WRITE_IMM, SEND, SEND_IMM. */
+/* True for the packets with the data header and a PSN: WRITE, WRITE_IMM,
+ * SEND, SEND_IMM, READ_REQ, READ_RESP. */
 static inline int mrp_op_is_data(uint8_t op)
 {
-	return op >= MRP_OP_WRITE && op <= MRP_OP_SEND_IMM;
+	return op >= MRP_OP_WRITE && op <= MRP_OP_READ_RESP;
+}
+
+/* True for READ_REQ and READ_RESP (capability READ). */
+static inline int mrp_op_is_read(uint8_t op)
+{
+	return op == MRP_OP_READ_REQ || op == MRP_OP_READ_RESP;
 }
 
 /* Printable opcode name ("WRITE"), "UNKNOWN" for others. */
@@ -267,7 +276,7 @@ const char *mrp_op_name(uint8_t op);
  *   MRP_ERR_TRUNCATED  shorter than the header its opcode needs, or than
  *                      the address list num_addrs announces
  *   MRP_ERR_VERSION    version byte is not MRP_VERSION
- *   MRP_ERR_OPCODE     unknown or reserved opcode
+ *   MRP_ERR_OPCODE     unknown opcode
  *   MRP_ERR_FLAGS      a flag not valid for the opcode, or FIRST/LAST
  *                      disagreeing with offset/length
  *   MRP_ERR_LENGTH     datagram length differs from the packet's length

@@ -60,6 +60,7 @@
 #define MRV_CQ_ENTRIES 16384u
 #define MRV_CONNECT_MS 10000
 #define MRV_MAX_WR 4096u
+#define MRV_MAX_RD_ATOM 16 /* READs per QP either way: the engine's rd_max */
 
 /* ---- messages ------------------------------------------------------------------ */
 
@@ -476,9 +477,12 @@ static void device_attr(mrv_ctx *x, struct ibv_device_attr *a)
 	a->max_cqe = 1 << 20;
 	a->max_mr = 1024;
 	a->max_pd = 1024;
-	a->max_qp_rd_atom = 0; /* no RDMA READ (yet) */
-	a->max_qp_init_rd_atom = 0;
-	a->max_res_rd_atom = 0;
+	/* RDMA READ: the daemon's engine has at most 16 READs of a connection
+	 * out (more wait in order) and serves up to 64 of its peer's (SPEC
+	 * 5.8): 16 either way is what an application may count on. */
+	a->max_qp_rd_atom = MRV_MAX_RD_ATOM;
+	a->max_qp_init_rd_atom = MRV_MAX_RD_ATOM;
+	a->max_res_rd_atom = MRV_MAX_RD_ATOM * a->max_qp;
 	a->atomic_cap = IBV_ATOMIC_NONE;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 0;
@@ -817,9 +821,7 @@ static int post_one_send(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, un
 	case IBV_WR_SEND_WITH_IMM: op = MRC_OP_SEND_IMM; wop = IBV_WC_SEND; break;
 	case IBV_WR_RDMA_WRITE: op = MRC_OP_WRITE; wop = IBV_WC_RDMA_WRITE; break;
 	case IBV_WR_RDMA_WRITE_WITH_IMM: op = MRC_OP_WRITE_IMM; wop = IBV_WC_RDMA_WRITE; break;
-	case IBV_WR_RDMA_READ:
-		say("QP %u: RDMA READ is not supported by MetaRoCE yet", q->qp.qp_num);
-		return EOPNOTSUPP;
+	case IBV_WR_RDMA_READ: op = MRC_OP_READ; wop = IBV_WC_RDMA_READ; break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		say("QP %u: atomic operations are not supported by MetaRoCE", q->qp.qp_num);
@@ -1114,7 +1116,8 @@ static void flush_pending(mrv_qp *q)
 			deliver(q, 0, 1, p->swr.wr_id,
 				p->swr.opcode == IBV_WR_SEND || p->swr.opcode == IBV_WR_SEND_WITH_IMM
 					? IBV_WC_SEND
-					: IBV_WC_RDMA_WRITE,
+				: p->swr.opcode == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ
+								    : IBV_WC_RDMA_WRITE,
 				IBV_WC_WR_FLUSH_ERR, 0, 0, 0);
 		free(p);
 		p = n;
@@ -2101,6 +2104,13 @@ MRV_API int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 	mrv_ctx *x = C(ibqp->context);
 	int rc = 0;
 	pthread_mutex_lock(&x->lock);
+	if (((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > MRV_MAX_RD_ATOM) ||
+	    ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > MRV_MAX_RD_ATOM)) {
+		say("QP %u: max_rd_atomic %u / max_dest_rd_atomic %u: the device allows %d",
+		    q->qp.qp_num, a->max_rd_atomic, a->max_dest_rd_atomic, MRV_MAX_RD_ATOM);
+		rc = EINVAL;
+		goto out;
+	}
 	if (mask & IBV_QP_ACCESS_FLAGS)
 		q->access = a->qp_access_flags;
 	if (mask & IBV_QP_PORT)

@@ -71,6 +71,7 @@ enum {
 	MRC_OP_SEND = 3,
 	MRC_OP_SEND_IMM = 4,
 	MRC_OP_RECV = 5,
+	MRC_OP_READ = 6, /* RDMA READ: the peer's [remote_addr, +len) into addr */
 };
 
 /* Completion opcodes: the send-side ones are the work request's opcode. */
@@ -79,6 +80,7 @@ enum {
 	MRC_WC_OP_WRITE_IMM = MRC_OP_WRITE_IMM,
 	MRC_WC_OP_SEND = MRC_OP_SEND,
 	MRC_WC_OP_SEND_IMM = MRC_OP_SEND_IMM,
+	MRC_WC_OP_READ = MRC_OP_READ,
 	MRC_WC_OP_RECV = 0x40,           /* a SEND or SEND_IMM arrived */
 	MRC_WC_OP_RECV_WRITE_IMM = 0x41, /* a WRITE_IMM arrived (consumed a receive) */
 };
@@ -344,6 +346,15 @@ int mrc_post_send_imm(mrc_ctx *ctx, mrc_conn *conn, uint16_t stream, const void 
  * one receive and places nothing in it) arriving on stream. */
 int mrc_post_recv(mrc_ctx *ctx, mrc_conn *conn, uint16_t stream, void *addr, uint32_t len,
 		  const mrc_mr *mr, uint64_t wr_id, unsigned flags);
+/* RDMA READ: len bytes of the peer's region rkey at remote_addr (which
+ * must grant MRC_ACCESS_REMOTE_READ) into [addr, addr+len) of mr (which
+ * must grant MRC_ACCESS_LOCAL_WRITE). It is ordered with the stream's other
+ * requests: it returns the bytes of every WRITE posted before it on the
+ * stream. Only on connections whose peer negotiated READ (SPEC 5.8); on
+ * others it completes with MRC_WC_BAD_WR. Since METAROCE_1.1. */
+int mrc_post_read(mrc_ctx *ctx, mrc_conn *conn, uint16_t stream, void *addr, uint32_t len,
+		  const mrc_mr *mr, uint64_t remote_addr, uint32_t rkey, uint64_t wr_id,
+		  unsigned flags);
 
 /* A work request for mrc_post(). */
 typedef struct mrc_wr {
@@ -354,8 +365,8 @@ typedef struct mrc_wr {
 	const void *addr;
 	uint32_t len;
 	const mrc_mr *mr;
-	uint64_t remote_addr;  /* WRITE* */
-	uint32_t rkey;         /* WRITE* */
+	uint64_t remote_addr;  /* WRITE*, READ */
+	uint32_t rkey;         /* WRITE*, READ */
 	uint32_t imm;          /* *_IMM */
 } mrc_wr;
 

@@ -575,6 +575,12 @@ static void test_post_checks(void **state)
 	assert_int_equal(mrc_post_recv(e.ctx, e.conn, 1, buf + 100, 4096 - 100, e.mr, 15, 0), 0);
 	mrc_ring *sq = fake_sq(e.f);
 	assert_int_equal(atomic_load(&sq->tail), 5);
+	/* a READ lands in the buffer: its region must grant LOCAL_WRITE */
+	mrc_mr ro = *e.mr;
+	ro.access &= ~(uint32_t)MRC_ACCESS_LOCAL_WRITE;
+	assert_int_equal(mrc_post_read(e.ctx, e.conn, 0, buf, 8, &ro, 0x3000, 0x79, 16, 0),
+			 MRC_ERR_INVAL);
+	assert_int_equal(atomic_load(&sq->tail), 5);
 	mrc_sqe *q = fake_sqes(e.f);
 	assert_int_equal(q[0].opcode, MRC_OP_WRITE);
 	assert_int_equal(q[0].wr_id, 11);

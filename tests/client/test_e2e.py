@@ -5,6 +5,7 @@ the receiver, every completion exactly once and in order per stream):
 
   - every opcode (WRITE, WRITE_IMM, SEND, SEND_IMM, and RECV, which the
     SEND* and WRITE_IMM consume) at sizes from 0 and 1 byte to 16 MiB;
+  - RDMA READ from 0 bytes to 1 MiB + 3, every byte checked by the client;
   - one 1 GiB WRITE;
   - 1,024 streams with interleaved posting (SEND and WRITE_IMM);
   - an 8-byte ping-pong, each echo verified;
@@ -54,6 +55,18 @@ def main():
                 else:
                     check(res["received"] == count and res["verified"] == count,
                           "%s %d: the receiver got and checked %d messages" % (op, size, count))
+
+        # RDMA READ: the server's slots hold known patterns, the client
+        # checks every byte of every READ; sizes across the packet payload,
+        # several streams, many READs in flight (beyond the 16 a connection
+        # may have out: the rest wait in order).
+        for size, count, depth in [(0, 50, 16), (1, 300, 16), (4095, 200, 16), (4097, 200, 16),
+                                   (65536, 100, 16), ((1 << 20) + 3, 20, 4)]:
+            out, res = verified_run(pair, srv, ["--op", "read", "--size", str(size),
+                                                "--count", str(count), "--streams", "2",
+                                                "--depth", str(depth)], count)
+            check(out["client_verified"] == count,
+                  "read %d: the client checked all %d READs byte for byte" % (size, count))
 
         # 1,024 streams, posted round robin (interleaved), depth 4 each.
         for op in ("send", "write_imm"):

@@ -65,7 +65,7 @@ VARIANTS = {
     "resources-refused": "9.4: REJECT REFUSED where it is out of half-open connections",
     "no-delayed-ack": "6.3: in-order data without ACK_REQ is never acknowledged",
     "close-no-drain": "11.2: replies to a CLOSE at once, its own messages still in flight",
-    "access-as-rkey": "5.3: NAKs a WRITE without access rights INVALID_RKEY, not ACCESS",
+    "access-as-rkey": "5.3: NAKs a WRITE or READ without access rights INVALID_RKEY, not ACCESS",
     "not-ect": "2.4: sends data packets Not-ECT",
     "held-dropped": "6.5: drops data packets that carry HELD",
     "nak-unlimited": "14.3: answers every data packet of an unknown connection (no rate limit)",
@@ -208,7 +208,7 @@ class Relay:
                 struct.pack_into(">H", b, 28, 0)
             if self.v == "gen-ignored" and 1 <= op <= 4:
                 struct.pack_into(">H", b, 6, 0)
-            if self.v == "opcode-lenient" and len(b) == 44 and op in (0x05, 0x7F):
+            if self.v == "opcode-lenient" and len(b) == 44 and op in (0x07, 0x7F):
                 b[1] = OP["PROBE"]
             if self.v == "nak-unlimited" and 1 <= op <= 4 and len(b) >= 72 \
                     and dst not in self.tokens:

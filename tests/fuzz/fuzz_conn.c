@@ -476,7 +476,7 @@ static void op_forge(fz *f, rd *r)
 	static const uint8_t ops[] = {
 		MRP_OP_WRITE, MRP_OP_WRITE_IMM, MRP_OP_SEND, MRP_OP_SEND_IMM,
 		MRP_OP_ACK, MRP_OP_NAK, MRP_OP_PROBE, MRP_OP_PROBE_ACK,
-		MRP_OP_ACK, MRP_OP_WRITE, MRP_OP_SEND, MRP_OP_NAK,
+		MRP_OP_READ_REQ, MRP_OP_READ_RESP, MRP_OP_SEND, MRP_OP_NAK,
 		MRP_OP_CLOSE, MRP_OP_RESET, MRP_OP_CONNECT, MRP_OP_REJECT,
 	};
 	uint8_t sel = u8(r);
@@ -503,7 +503,9 @@ static void op_forge(fz *f, rd *r)
 	case MRP_OP_WRITE:
 	case MRP_OP_WRITE_IMM:
 	case MRP_OP_SEND:
-	case MRP_OP_SEND_IMM: {
+	case MRP_OP_SEND_IMM:
+	case MRP_OP_READ_REQ:
+	case MRP_OP_READ_RESP: {
 		mrp_data *d = &p.u.data;
 		uint16_t id = p.hdr.path_id;
 		uint32_t nxt = id < NPATHS ? F->tk.nxt[id] : 0;
@@ -537,7 +539,7 @@ static void op_forge(fz *f, rd *r)
 		if ((uint64_t)d->offset + plen == d->msg_len)
 			p.hdr.flags |= MRP_F_LAST;
 		p.hdr.flags |= (uint16_t)(lb & 0x60 ? 0 : u8(r) & (MRP_F_RETX | MRP_F_ACK_REQ));
-		if (op != MRP_OP_WRITE)
+		if (op != MRP_OP_WRITE && !mrp_op_is_read(op))
 			d->recv_idx = (b = u8(r)) >= 250 ? u32(r) : b % 8;
 		if (op == MRP_OP_WRITE_IMM || op == MRP_OP_SEND_IMM)
 			d->imm = u32(r);
@@ -552,6 +554,22 @@ static void op_forge(fz *f, rd *r)
 				d->remote_addr = (b & 0x20) ? u64(r) : T->region_addr - u8(r);
 				break;
 			}
+		}
+		if (mrp_op_is_read(op)) {
+			/* a READ_REQ names the target's region, a READ_RESP echoes
+			 * the region of the sender the target's READ asked for */
+			side *src = op == MRP_OP_READ_REQ ? T : F;
+			b = u8(r);
+			d->rkey = (b & 7) == 0 ? src->rkey + 1 : src->rkey;
+			d->remote_addr = src->region_addr + u16(r) % REGION_LEN;
+			if (b & 0x08)
+				d->remote_addr = u64(r);
+		}
+		if (op == MRP_OP_READ_REQ && !(lb & 0x08)) {
+			/* mostly well formed: no payload, FIRST and LAST */
+			d->offset = 0;
+			d->payload_len = 0;
+			p.hdr.flags |= MRP_F_FIRST | MRP_F_LAST;
 		}
 		d->ts_ns = (b = u8(r)) == 0 ? 0 : f->now - (f->now < b * 1000u ? f->now : b * 1000u);
 		memset(fpay, u8(r), sizeof(fpay));
@@ -737,7 +755,8 @@ static void op_release(fz *f, rd *r)
 		break;
 	case 7: p.hdr.token ^= (uint64_t)(uint8_t)d; break;
 	case 8:
-		if (data && (p.hdr.opcode == MRP_OP_WRITE || p.hdr.opcode == MRP_OP_WRITE_IMM)) {
+		if (data && (p.hdr.opcode == MRP_OP_WRITE || p.hdr.opcode == MRP_OP_WRITE_IMM ||
+			     mrp_op_is_read(p.hdr.opcode))) {
 			p.u.data.remote_addr += (uint64_t)(int64_t)d * 16;
 			if (d & 1)
 				p.u.data.rkey ^= 1;
@@ -773,12 +792,20 @@ static void op_post_send(fz *f, rd *r)
 	side *s = &f->s[i];
 	mrp_wr wr;
 	memset(&wr, 0, sizeof(wr));
-	wr.opcode = (uint8_t)(MRP_WR_WRITE + (b >> 1) % 4);
+	unsigned kind = (b >> 1) % 5;
+	wr.opcode = kind == 4 ? MRP_WR_READ : (uint8_t)(MRP_WR_WRITE + kind);
 	wr.stream = pick_stream(r);
 	wr.len = u16(r) % (SRC_LEN + 1);
 	wr.local = f->src;
+	if (wr.opcode == MRP_WR_READ) {
+		/* into the last receive buffer, whose guards catch an overrun */
+		wr.len %= RBUF_LEN + 1;
+		wr.local = NULL;
+		wr.sink = rbuf(s, NRBUF - 1);
+	}
 	wr.imm = (wr.opcode == MRP_WR_WRITE_IMM || wr.opcode == MRP_WR_SEND_IMM) ? u32(r) : 0;
-	if (wr.opcode == MRP_WR_WRITE || wr.opcode == MRP_WR_WRITE_IMM) {
+	if (wr.opcode == MRP_WR_WRITE || wr.opcode == MRP_WR_WRITE_IMM ||
+	    wr.opcode == MRP_WR_READ) {
 		side *peer = &f->s[!i];
 		uint32_t off = u16(r) % REGION_LEN;
 		if (!(b & 0x20) && off + wr.len > REGION_LEN)
@@ -947,7 +974,7 @@ static int setup(fz *f)
 		s->region = s->arena + GUARD;
 		s->region_addr = 0x10000000ull * (uint64_t)(i + 1);
 		s->rkey = 0xabc0u + (uint32_t)i;
-		s->access = MRP_ACCESS_REMOTE_WRITE | MRP_ACCESS_LOCAL_WRITE;
+		s->access = MRP_ACCESS_REMOTE_WRITE | MRP_ACCESS_LOCAL_WRITE | MRP_ACCESS_REMOTE_READ;
 		s->seed = 0x9e3779b97f4a7c15ull + (uint64_t)i;
 		guards_init(s);
 		if (mrp_rh_init(&s->rh, s->rh_slots, 4, 10000000000ull, 0) != 0)
@@ -969,6 +996,9 @@ static int setup(fz *f)
 		p.probe_idle_ns = 1000000;
 		p.msg_window = 16;
 		p.rh = &s->rh;
+		p.read = 1;
+		p.rd_max = 4;
+		p.rd_dest_max = 2 + 6 * i; /* A serves few READs at once, B more */
 		mrp_mem mem = { f_alloc, f_free, f };
 		mrp_rng rng = { f_rng, &s->seed };
 		mrp_mr_ops mr = { mr_resolve, s };
@@ -992,12 +1022,18 @@ static int setup(fz *f)
 		{ .opcode = MRP_WR_SEND_IMM, .stream = 1, .len = 600, .imm = 0x55 },
 		{ .opcode = MRP_WR_WRITE_IMM, .stream = 2, .len = 513, .remote_addr = 2048, .imm = 7 },
 		{ .opcode = MRP_WR_SEND, .stream = 0, .len = 512 },
+		{ .opcode = MRP_WR_READ, .stream = 2, .len = 700, .remote_addr = 1024 },
 	};
 	for (unsigned k = 0; k < sizeof(wrs) / sizeof(wrs[0]); k++) {
 		mrp_wr w = wrs[k];
 		w.wr_id = ++a->wrseq;
 		w.local = f->src;
-		if (w.opcode == MRP_WR_WRITE || w.opcode == MRP_WR_WRITE_IMM) {
+		if (w.opcode == MRP_WR_READ) { /* every run starts with a READ in flight */
+			w.local = NULL;
+			w.sink = rbuf(a, NRBUF - 1);
+		}
+		if (w.opcode == MRP_WR_WRITE || w.opcode == MRP_WR_WRITE_IMM ||
+		    w.opcode == MRP_WR_READ) {
 			w.remote_addr += b->region_addr;
 			w.rkey = b->rkey;
 		}

@@ -1812,7 +1812,7 @@ static void test_steer_onto_down_plane(void **state)
 
 /* ---- HELD (SPEC 6.5) ------------------------------------------------------ */
 
-static unsigned held_pkts, data_pkts;
+static unsigned held_pkts, held_data_pkts;
 
 static int count_held(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
 		      uint64_t *delay, int *ce)
@@ -1821,7 +1821,7 @@ static int count_held(net *n, int from, const mrp_tx_info *ti, const uint8_t *pk
 		/* flags: bytes 2-3 of the common header, network order */
 		uint16_t flags = (uint16_t)(pkt[2] << 8 | pkt[3]);
 
-		data_pkts++;
+		held_data_pkts++;
 		held_pkts += (flags & MRP_F_HELD) != 0;
 	}
 	return default_policy(n, from, ti, pkt, delay, ce);
@@ -1846,7 +1846,7 @@ static unsigned held_share(uint64_t capacity_bps, uint64_t caps)
 	p[1].rh = &rh;
 	net_init(&n, &p[0], &p[1]);
 	n.policy = count_held;
-	held_pkts = data_pkts = 0;
+	held_pkts = held_data_pkts = 0;
 	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
 		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
 	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
@@ -1856,10 +1856,10 @@ static unsigned held_share(uint64_t capacity_bps, uint64_t caps)
 	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
 	assert_memory_equal(n.mr[1].base, src, len);
 	assert_int_equal(n.check_failures, 0);
-	assert_true(data_pkts >= len / MRP_MTU_DEFAULT);
+	assert_true(held_data_pkts >= len / MRP_MTU_DEFAULT);
 	net_free(&n);
 	free(src);
-	return held_pkts * 100 / data_pkts;
+	return held_pkts * 100 / held_data_pkts;
 }
 
 /* A sender whose queue is longer than the receiver's hint lets through says
@@ -1881,6 +1881,379 @@ static void test_held_marks_hint_bound_packets(void **state)
 	assert_true(held_share(100000000000000ull, both) <= 5);
 	assert_int_equal(held_share(1000000000ull, MRP_CAP_RATE_HINT), 0);
 	assert_int_equal(held_share(1000000000ull, 0), 0);
+}
+
+/* ---- RDMA READ (SPEC 5.8) ------------------------------------------------ */
+
+/* Both ends negotiated READ, with these bounds; B's region may be read. */
+static void read_net(net *n, uint16_t rd_max, uint16_t rd_dest_max)
+{
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	for (int i = 0; i < 2; i++) {
+		p[i].read = 1;
+		p[i].rd_max = rd_max;
+		p[i].rd_dest_max = rd_dest_max;
+	}
+	net_init(n, &p[0], &p[1]);
+	n->mr[1].access |= MRP_ACCESS_REMOTE_READ;
+}
+
+static int post_read(net *n, uint64_t wr_id, uint16_t stream, uint8_t *sink, uint32_t len,
+		     uint64_t b_off)
+{
+	mrp_wr wr = { .wr_id = wr_id, .opcode = MRP_WR_READ, .stream = stream, .sink = sink,
+		      .len = len, .remote_addr = b_addr(n, b_off), .rkey = n->mr[1].rkey };
+	return mrp_conn_post_send(n->c[0], &wr, n->now);
+}
+
+/* Reads of several sizes (0, 2 bytes, one MTU, 1 MiB + 5) land byte for
+ * byte, complete in posting order with their length, sprayed over the
+ * responder's paths; the responder sees no completion and holds nothing
+ * afterwards. */
+static void run_reads(net *n, cqlog log[2])
+{
+	static const uint32_t lens[] = { 0, 2, 4096, (1u << 20) + 5, 3 };
+	enum { NR = sizeof(lens) / sizeof(lens[0]) };
+	static uint8_t *dst[NR];
+	fill_pattern(n->mr[1].base, n->mr[1].len, 99);
+	for (int i = 0; i < NR; i++) {
+		dst[i] = calloc(1, lens[i] + 1);
+		assert_int_equal(post_read(n, 500 + i, 2, dst[i], lens[i], 1000u * i), 0);
+	}
+	want w = { log, 0, NR };
+	assert_true(net_run_until(n, have_cqes, &w, 5000000000ull));
+	assert_int_equal(log[0].n, NR);
+	for (int i = 0; i < NR; i++) {
+		assert_int_equal(log[0].e[i].wr_id, 500 + i);
+		assert_int_equal(log[0].e[i].status, MRP_WC_SUCCESS);
+		assert_int_equal(log[0].e[i].opcode, MRP_WR_READ);
+		assert_int_equal(log[0].e[i].byte_len, lens[i]);
+		assert_int_equal(log[0].e[i].stream, 2);
+		assert_memory_equal(dst[i], n->mr[1].base + 1000u * i, lens[i]);
+		assert_int_equal(dst[i][lens[i]], 0); /* nothing past the sink */
+		free(dst[i]);
+	}
+	/* the responder frees each response once acknowledged: run until
+	 * nothing is left, then the check (rd_resp = 0) holds */
+	assert_true(net_run_until(n, NULL, NULL, n->now + 1000000000ull));
+	assert_int_equal(log[1].n, 0);
+	assert_int_equal(n->check_failures, 0);
+}
+
+static void test_read_placed(void **state)
+{
+	(void)state;
+	net n;
+	read_net(&n, 16, 64);
+	cqlog log[2] = { 0 };
+	run_reads(&n, log);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[1], &st);
+	assert_true(st.npaths_active >= 4); /* the responder opened its own paths */
+	uint32_t used = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[1], i, &pi) == 0 && pi.tx_pkts > 0)
+			used++;
+	}
+	assert_true(used >= 4);
+	assert_int_equal(st.retx_pkts, 0);
+	net_free(&n);
+}
+
+/* 10 % random loss both ways, paths of unequal delay (reordering): lost
+ * READ_REQs and lost READ_RESPs are retransmitted, every READ completes
+ * with the right bytes. */
+static void test_read_loss(void **state)
+{
+	(void)state;
+	net n;
+	read_net(&n, 16, 64);
+	n.loss_pct = 10;
+	cqlog log[2] = { 0 };
+	run_reads(&n, log);
+	mrp_conn_stats sa, sb;
+	mrp_conn_get_stats(n.c[0], &sa);
+	mrp_conn_get_stats(n.c[1], &sb);
+	assert_true(sb.retx_pkts > 0); /* responses were resent */
+	assert_true(n.dropped > 0);
+	net_free(&n);
+}
+
+/* Every packet delivered twice: duplicate READ_REQs are not executed again
+ * (no second response), duplicate READ_RESPs are not placed twice. */
+static int dup_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+		      uint64_t *delay, int *ce)
+{
+	int rv = default_policy(n, from, ti, pkt, delay, ce);
+	if (rv && n->qlen < n->qcap) {
+		wpkt *w = &n->q[n->qlen++];
+		w->at = n->now + *delay + 7000;
+		w->seq = n->seq++;
+		w->to = 1 - from;
+		w->plane = ti->plane;
+		w->ce = 0;
+		size_t len = pkt[1] == MRP_OP_ACK ? MRP_ACK_LEN : 0;
+		mrp_pkt k;
+		for (size_t l = MRP_HDR_LEN; !len && l <= PKTMAX; l++)
+			if (mrp_pkt_decode(&k, pkt, l) == (ssize_t)l)
+				len = l;
+		assert_true(len > 0);
+		w->len = len;
+		memcpy(w->data, pkt, len);
+	}
+	return rv;
+}
+
+static void test_read_duplicates(void **state)
+{
+	(void)state;
+	net n;
+	read_net(&n, 16, 64);
+	n.policy = dup_policy;
+	cqlog log[2] = { 0 };
+	run_reads(&n, log);
+	mrp_conn_stats sa, sb;
+	mrp_conn_get_stats(n.c[0], &sa);
+	mrp_conn_get_stats(n.c[1], &sb);
+	assert_true(sa.rx_dup_pkts > 0); /* duplicate responses, ignored */
+	assert_true(sb.rx_dup_pkts > 0); /* duplicate requests, ignored */
+	/* each response was sent once: the responder sent no more data
+	 * packets than the responses have (1 + 1 + 1 + 257 + 1) */
+	assert_int_equal(sb.retx_pkts, 0);
+	uint64_t data_pkts = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[1], i, &pi) == 0)
+			data_pkts += pi.tx_pkts;
+	}
+	assert_int_equal(data_pkts, 1 + 1 + 1 + 257 + 1);
+	net_free(&n);
+}
+
+/* A READ after a WRITE to the same bytes on the same stream returns the
+ * written bytes (executed in MSN order), even though the READ_REQ arrives
+ * before the WRITE is whole: the WRITE's first packets are held back. */
+static int hold_write_until;
+static int hold_write_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			     uint64_t *delay, int *ce)
+{
+	int rv = default_policy(n, from, ti, pkt, delay, ce);
+	if (from == 0 && pkt[1] == MRP_OP_WRITE && hold_write_until-- > 0)
+		*delay += 200000; /* 200 us late: the READ_REQ overtakes */
+	return rv;
+}
+
+static void test_read_after_write(void **state)
+{
+	(void)state;
+	net n;
+	read_net(&n, 16, 64);
+	n.policy = hold_write_policy;
+	hold_write_until = 4;
+	size_t len = 64 * 1024;
+	uint8_t *src = malloc(len), *dst = calloc(1, len);
+	fill_pattern(src, len, 5);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .stream = 1, .local = src,
+		      .len = (uint32_t)len, .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	assert_int_equal(post_read(&n, 2, 1, dst, (uint32_t)len, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 2 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].wr_id, 1);
+	assert_int_equal(log[0].e[1].wr_id, 2);
+	assert_int_equal(log[0].e[1].status, MRP_WC_SUCCESS);
+	assert_memory_equal(dst, src, len);
+	assert_true(hold_write_until < 0); /* the hold did delay WRITE packets */
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	free(dst);
+	net_free(&n);
+}
+
+/* Access errors: the READ completes with the NAK's status at the
+ * requester, later work is flushed, the sink is untouched. */
+static void run_bad_read(unsigned access, uint32_t rkey_delta, uint64_t off, int status)
+{
+	net n;
+	read_net(&n, 16, 64);
+	n.mr[1].access = access;
+	memset(n.mr[1].base, 0x77, n.mr[1].len);
+	static uint8_t dst[10000], dst2[100];
+	memset(dst, 0, sizeof(dst));
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_READ, .sink = dst, .len = sizeof(dst),
+		      .remote_addr = b_addr(&n, off), .rkey = n.mr[1].rkey + rkey_delta };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	assert_int_equal(post_read(&n, 2, 0, dst2, sizeof(dst2), 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 2 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].wr_id, 1);
+	assert_int_equal(log[0].e[0].status, status);
+	assert_int_equal(log[0].e[0].byte_len, 0);
+	assert_int_equal(log[0].e[1].wr_id, 2);
+	assert_int_not_equal(log[0].e[1].status, MRP_WC_SUCCESS);
+	for (size_t i = 0; i < sizeof(dst); i++)
+		if (dst[i])
+			fail_msg("sink byte %zu written", i);
+	mrp_conn_stats sb;
+	mrp_conn_get_stats(n.c[1], &sb);
+	assert_true(sb.naks_sent >= 1);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
+static void test_read_no_access(void **state)
+{
+	(void)state;
+	/* a region that allows remote write but not remote read */
+	run_bad_read(MRP_ACCESS_REMOTE_WRITE | MRP_ACCESS_LOCAL_WRITE, 0, 0, MRP_WC_REM_ACCESS);
+}
+
+static void test_read_bad_rkey(void **state)
+{
+	(void)state;
+	run_bad_read(MRP_ACCESS_REMOTE_READ, 1, 0, MRP_WC_REM_ACCESS);
+}
+
+static void test_read_out_of_bounds(void **state)
+{
+	(void)state;
+	run_bad_read(MRP_ACCESS_REMOTE_READ, 0, (8 << 20) - 100, MRP_WC_REM_BOUNDS);
+}
+
+/* The responder holds at most rd_dest_max READs: with 2 and a requester
+ * that may have 12 out, the others are NAKed RNR and retried, and all
+ * complete; with rd_max 3 the requester never has more than 3 out
+ * (mrp_conn_check() verifies both bounds at every step). */
+static void test_read_responder_limit(void **state)
+{
+	(void)state;
+	for (int round = 0; round < 2; round++) {
+		net n;
+		fprintf(stderr, "ROUND %d\n", round);
+		read_net(&n, round ? 3 : 12, round ? 64 : 2);
+		fill_pattern(n.mr[1].base, 1 << 20, 3);
+		enum { NR = 12 };
+		static uint8_t dst[NR][20000];
+		memset(dst, 0, sizeof(dst));
+		for (int i = 0; i < NR; i++)
+			assert_int_equal(post_read(&n, (uint64_t)i, (uint16_t)(i % 3), dst[i],
+						   sizeof(dst[i]), 30000u * i), 0);
+		cqlog log[2] = { 0 };
+		want w = { log, 0, NR };
+		assert_true(net_run_until(&n, have_cqes, &w, 2000000000ull));
+		for (int i = 0; i < NR; i++) {
+			assert_int_equal(log[0].e[i].status, MRP_WC_SUCCESS);
+			uint64_t id = log[0].e[i].wr_id;
+			assert_memory_equal(dst[id], n.mr[1].base + 30000u * id, sizeof(dst[id]));
+		}
+		mrp_conn_stats sb;
+		mrp_conn_get_stats(n.c[1], &sb);
+		if (round == 0)
+			assert_true(sb.naks_sent > 0); /* RNR for the READs beyond 2 */
+		else
+			assert_int_equal(sb.naks_sent, 0);
+		assert_int_equal(n.check_failures, 0);
+		net_free(&n);
+	}
+}
+
+/* Without the capability READ: a READ cannot be posted; a peer that sends
+ * READ_REQ anyway is NAKed MALFORMED, and its READ fails. */
+static void test_read_not_negotiated(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	static uint8_t dst[64];
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_READ, .sink = dst, .len = sizeof(dst),
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), MRP_ERR_INVAL);
+	net_free(&n);
+
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	p[0].read = 1; /* A thinks READ was negotiated, B does not */
+	net_init(&n, &p[0], &p[1]);
+	n.mr[1].access |= MRP_ACCESS_REMOTE_READ;
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_REM_INVALID);
+	net_free(&n);
+	/* a sink is required, and the source must not wrap */
+	read_net(&n, 16, 64);
+	wr.sink = NULL;
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), MRP_ERR_INVAL);
+	wr.sink = dst;
+	wr.remote_addr = UINT64_MAX - 10;
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), MRP_ERR_INVAL);
+	net_free(&n);
+}
+
+/* Each allocation a READ needs may fail, at either end: no leak, no crash,
+ * the READ either completes with the bytes or fails cleanly (run under the
+ * leak-checking allocator). */
+static void test_read_alloc_failures(void **state)
+{
+	(void)state;
+	for (unsigned long k = 1; k < 400; k += 7) {
+		failer f = { 0, k, 0 };
+		mrp_mem fm = { f_alloc, t_free, &f };
+		mrp_conn_params p[2];
+		pair_params(p, 1, 0);
+		p[0].read = p[1].read = 1;
+		net n;
+		if (net_init_mem(&n, &p[0], &p[1], &fm, 4096, 1 << 20) != 0) {
+			net_free(&n);
+			continue;
+		}
+		n.mr[1].access |= MRP_ACCESS_REMOTE_READ;
+		static uint8_t dst[3][50000];
+		for (int i = 0; i < 3; i++)
+			if (post_read(&n, (uint64_t)i, 0, dst[i], sizeof(dst[i]), 0) != 0)
+				break;
+		net_run_until(&n, NULL, NULL, 300000000ull);
+		assert_int_equal(n.check_failures, 0);
+		net_free(&n);
+	}
+}
+
+/* The responder's region loses its read right while a 1 MiB READ is being
+ * answered: the responder NAKs the READ (ACCESS) instead of reading memory
+ * that may be gone, the READ fails with REM_ACCESS, the connection ends. */
+static int b_sent_some(net *n, void *arg)
+{
+	(void)arg;
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n->c[1], &st);
+	return st.tx_pkts >= 40;
+}
+
+static void test_read_region_revoked(void **state)
+{
+	(void)state;
+	net n;
+	read_net(&n, 16, 64);
+	uint8_t *dst = calloc(1, 1 << 20);
+	assert_int_equal(post_read(&n, 9, 0, dst, 1 << 20, 0), 0);
+	assert_true(net_run_until(&n, b_sent_some, NULL, 1000000000ull));
+	n.mr[1].access = MRP_ACCESS_REMOTE_WRITE;
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].wr_id, 9);
+	assert_int_equal(log[0].e[0].status, MRP_WC_REM_ACCESS);
+	assert_true(net_run_until(&n, NULL, NULL, n.now + 100000000ull));
+	assert_true(mrp_conn_is_closed(n.c[0]));
+	assert_true(mrp_conn_is_closed(n.c[1]));
+	assert_int_equal(n.check_failures, 0);
+	free(dst);
+	net_free(&n);
 }
 
 int main(void)
@@ -1920,6 +2293,17 @@ int main(void)
 		cmocka_unit_test(test_small_send_too_long),
 		cmocka_unit_test(test_steer_onto_down_plane),
 		cmocka_unit_test(test_held_marks_hint_bound_packets),
+		cmocka_unit_test(test_read_placed),
+		cmocka_unit_test(test_read_loss),
+		cmocka_unit_test(test_read_duplicates),
+		cmocka_unit_test(test_read_after_write),
+		cmocka_unit_test(test_read_no_access),
+		cmocka_unit_test(test_read_bad_rkey),
+		cmocka_unit_test(test_read_out_of_bounds),
+		cmocka_unit_test(test_read_responder_limit),
+		cmocka_unit_test(test_read_not_negotiated),
+		cmocka_unit_test(test_read_alloc_failures),
+		cmocka_unit_test(test_read_region_revoked),
 	};
 	if (getenv("TEST_FILTER"))
 		cmocka_set_test_filter(getenv("TEST_FILTER"));

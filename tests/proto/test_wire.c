@@ -28,7 +28,7 @@ static uint8_t payload[MRP_MTU_MAX + 64];
 
 static const uint8_t all_ops[] = {
 	MRP_OP_WRITE, MRP_OP_WRITE_IMM, MRP_OP_SEND, MRP_OP_SEND_IMM,
-	MRP_OP_ACK, MRP_OP_NAK, MRP_OP_PROBE, MRP_OP_PROBE_ACK,
+	MRP_OP_READ_REQ, MRP_OP_READ_RESP, MRP_OP_ACK, MRP_OP_NAK, MRP_OP_PROBE, MRP_OP_PROBE_ACK,
 	MRP_OP_CONNECT, MRP_OP_ACCEPT, MRP_OP_REJECT, MRP_OP_CLOSE,
 	MRP_OP_RESET, MRP_OP_RETRY,
 };
@@ -119,6 +119,27 @@ static void sample(mrp_pkt *p, uint8_t op)
 		d->rkey = is_write ? 0xABCDEF01 : 0;
 		d->imm = op == MRP_OP_WRITE_IMM || op == MRP_OP_SEND_IMM ?
 				 0xFEEDF00D : 0;
+		d->payload = payload;
+		break;
+	}
+	case MRP_OP_READ_REQ:
+	case MRP_OP_READ_RESP: {
+		mrp_data *d = &p->u.data;
+
+		p->hdr.flags = MRP_F_RETX;
+		p->hdr.psn = 0x21222324;
+		if (op == MRP_OP_READ_REQ) {
+			/* no payload: msg_len is the length to read */
+			p->hdr.flags |= MRP_F_FIRST | MRP_F_LAST;
+			d->msg_len = 4096 + 16;
+		} else {
+			set_data(p, 4096, 16, 4096 + 16);
+		}
+		d->stream_id = 0x0102;
+		d->msn = 0x0A0B0C0D;
+		d->ts_ns = 0x3132333435363738ull;
+		d->remote_addr = 0x00007F0000001000ull;
+		d->rkey = 0xABCDEF01;
 		d->payload = payload;
 		break;
 	}
@@ -230,7 +251,9 @@ static size_t raw_encode(uint8_t *b, const mrp_pkt *p)
 	case MRP_OP_WRITE:
 	case MRP_OP_WRITE_IMM:
 	case MRP_OP_SEND:
-	case MRP_OP_SEND_IMM: {
+	case MRP_OP_SEND_IMM:
+	case MRP_OP_READ_REQ:
+	case MRP_OP_READ_RESP: {
 		const mrp_data *d = &p->u.data;
 
 		w16(b, 28, d->stream_id);
@@ -349,6 +372,8 @@ static void assert_pkt_equal(const mrp_pkt *a, const mrp_pkt *b)
 	case MRP_OP_WRITE_IMM:
 	case MRP_OP_SEND:
 	case MRP_OP_SEND_IMM:
+	case MRP_OP_READ_REQ:
+	case MRP_OP_READ_RESP:
 		EQ(u.data.stream_id);
 		EQ(u.data.payload_len);
 		EQ(u.data.msn);
@@ -777,6 +802,23 @@ static const struct vector vectors[] = {
 		.u.data = { .stream_id = 0x0809, .payload_len = 0, .msn = 0xFFFFFFFF,
 			.offset = 0, .msg_len = 0, .recv_idx = 7, .ts_ns = 0x3132333435363738ull,
 			.remote_addr = 0, .rkey = 0, .imm = 0x12345678, .payload = NULL } } },
+	{ "read_req.bin", 0, {
+		.hdr = { MRP_VERSION, MRP_OP_READ_REQ,
+			 MRP_F_FIRST | MRP_F_LAST | MRP_F_ACK_REQ,
+			 0x0003, 0x0001, 0x51525354, 0x61626364, 0x0807060504030201ull,
+			 0x00000007 },
+		.u.data = { .stream_id = 0x0A0B, .payload_len = 0, .msn = 0x00000010,
+			.offset = 0, .msg_len = 0x00100005, .recv_idx = 0, .ts_ns = 0x1000,
+			.remote_addr = 0x00007F00AABB0000ull, .rkey = 0x600DCAFE, .imm = 0,
+			.payload = NULL } } },
+	{ "read_resp.bin", 0, {
+		.hdr = { MRP_VERSION, MRP_OP_READ_RESP, MRP_F_LAST | MRP_F_RETX,
+			 0x0010, 0x0002, 0x61626364, 0x51525354, 0x1817161514131211ull,
+			 0x00000100 },
+		.u.data = { .stream_id = 0x0A0B, .payload_len = 5, .msn = 0x00000010,
+			.offset = 0x00100000, .msg_len = 0x00100005, .recv_idx = 0,
+			.ts_ns = 0x2000, .remote_addr = 0x00007F00AABB0000ull,
+			.rkey = 0x600DCAFE, .imm = 0, .payload = (const uint8_t *)"READ!" } } },
 	{ "ack.bin", 0, {
 		.hdr = { MRP_VERSION, MRP_OP_ACK, 0,
 			 0x0506, 0x0708, 0x1A1B1C1D, 0x0A0B0C0D, 0x99AABBCCDDEEFF01ull, 0 },
@@ -862,7 +904,9 @@ static const struct vector vectors[] = {
 		.u.retry = { .cookie = 0xC1C2C3C4C5C6C7C8ull, .service_id = 0x00C0FFEE } } },
 	{ "bad_version.bin", MRP_ERR_VERSION, { .hdr = { 0 } } },
 	{ "connect_v2.bin", MRP_ERR_VERSION, { .hdr = { 0 } } },
-	{ "reserved_opcode.bin", MRP_ERR_OPCODE, { .hdr = { 0 } } },
+	{ "opcode_07.bin", MRP_ERR_OPCODE, { .hdr = { 0 } } },
+	{ "read_req_payload.bin", MRP_ERR_LENGTH, { .hdr = { 0 } } },
+	{ "read_req_flags.bin", MRP_ERR_FLAGS, { .hdr = { 0 } } },
 	{ "unknown_opcode.bin", MRP_ERR_OPCODE, { .hdr = { 0 } } },
 	{ "truncated_ack.bin", MRP_ERR_TRUNCATED, { .hdr = { 0 } } },
 	{ "truncated_header.bin", MRP_ERR_TRUNCATED, { .hdr = { 0 } } },
@@ -1059,9 +1103,11 @@ static void test_opcode(void **state)
 		assert_rv(mrp_pkt_encode(buf, sizeof(buf), &s), MRP_ERR_INVAL);
 		assert_rv(mrp_pkt_len(&s), MRP_ERR_OPCODE);
 	}
-	/* the reserved ones, in place of a valid data packet's opcode */
-	BYTE(MRP_OP_WRITE, 1, MRP_OP_READ_REQ, MRP_ERR_OPCODE);
-	BYTE(MRP_OP_SEND, 1, MRP_OP_READ_RESP, MRP_ERR_OPCODE);
+	/* the first unassigned one, in place of a valid data packet's opcode */
+	BYTE(MRP_OP_WRITE, 1, 0x07, MRP_ERR_OPCODE);
+	BYTE(MRP_OP_SEND, 1, 0x07, MRP_ERR_OPCODE);
+	/* READ_REQ in place of a WRITE with payload: LENGTH (it has none) */
+	BYTE(MRP_OP_WRITE, 1, MRP_OP_READ_REQ, MRP_ERR_LENGTH);
 	/* the opcode is checked before the fixed length, which is checked
 	 * before the flags */
 	sample(&s, MRP_OP_ACK);
@@ -1093,8 +1139,8 @@ static void test_flags(void **state)
 		}
 	}
 	/* FIRST iff offset == 0, LAST iff offset + payload_len == msg_len */
-	for (i = 0; i < 4; i++) {
-		uint8_t op = (uint8_t)(MRP_OP_WRITE + i);
+	for (i = 0; i < 5; i++) {
+		uint8_t op = i < 4 ? (uint8_t)(MRP_OP_WRITE + i) : MRP_OP_READ_RESP;
 
 		RULE(op, MRP_ERR_FLAGS, set_data(p, 0, 16, 32),
 		     p->hdr.flags &= (uint16_t)~MRP_F_FIRST);
@@ -1233,6 +1279,52 @@ static void test_data_fields(void **state)
 	RULE(MRP_OP_SEND, MRP_ERR_LENGTH, set_data(p, 0, 16, 8), p->u.data.rkey = 1);
 	RULE(MRP_OP_WRITE, MRP_ERR_FLAGS, p->hdr.flags ^= MRP_F_LAST,
 	     p->u.data.imm = 1);
+}
+
+/* READ_REQ and READ_RESP (SPEC 5.8, 13.1 step 6). */
+static void test_read_fields(void **state)
+{
+	uint8_t buf[MAX_PKT];
+	mrp_pkt s, out;
+
+	(void)state;
+	/* READ_REQ: 72 bytes, no payload whatever msg_len says */
+	sample(&s, MRP_OP_READ_REQ);
+	assert_rv(mrp_pkt_encode(buf, sizeof(buf), &s), MRP_DATA_HDR_LEN);
+	assert_rv(decode_exact(&out, buf, MRP_DATA_HDR_LEN), MRP_DATA_HDR_LEN);
+	assert_int_equal(out.u.data.msg_len, 4096 + 16);
+	assert_int_equal(out.u.data.payload_len, 0);
+	assert_rv(decode_exact(&out, buf, MRP_DATA_HDR_LEN + 1), MRP_ERR_LENGTH);
+	VALID(MRP_OP_READ_REQ, p->u.data.msg_len = 0);
+	VALID(MRP_OP_READ_REQ, p->u.data.msg_len = MRP_MSG_MAX);
+	VALID(MRP_OP_READ_REQ, p->u.data.msg_len = 2, p->hdr.flags |= MRP_F_ACK_REQ);
+	RULE(MRP_OP_READ_REQ, MRP_ERR_RANGE, p->u.data.msg_len = MRP_MSG_MAX + 1);
+	RULE(MRP_OP_READ_REQ, MRP_ERR_LENGTH, p->u.data.payload_len = 16);
+	RULE(MRP_OP_READ_REQ, MRP_ERR_LENGTH, p->u.data.offset = 4096);
+	RULE(MRP_OP_READ_REQ, MRP_ERR_FLAGS, p->hdr.flags &= (uint16_t)~MRP_F_FIRST);
+	RULE(MRP_OP_READ_REQ, MRP_ERR_FLAGS, p->hdr.flags &= (uint16_t)~MRP_F_LAST);
+	/* payload before flags: a packet with both wrong is LENGTH */
+	RULE(MRP_OP_READ_REQ, MRP_ERR_LENGTH, p->u.data.offset = 1, p->hdr.flags = 0);
+	/* the source may end at 2^64 but not past it */
+	VALID(MRP_OP_READ_REQ, p->u.data.msg_len = 4096, p->u.data.remote_addr = 0 - 4096ull);
+	RULE(MRP_OP_READ_REQ, MRP_ERR_RANGE, p->u.data.msg_len = 4096,
+	     p->u.data.remote_addr = 0 - 4095ull);
+	VALID(MRP_OP_READ_REQ, p->u.data.msg_len = 0, p->u.data.remote_addr = UINT64_MAX);
+	RULE(MRP_OP_READ_REQ, MRP_ERR_RESERVED, p->u.data.imm = 1);
+	RULE(MRP_OP_READ_REQ, MRP_ERR_RESERVED, p->u.data.recv_idx = 1);
+	VALID(MRP_OP_READ_REQ, p->u.data.rkey = 0, p->u.data.stream_id = 0xffff,
+	      p->u.data.msn = 0xffffffff, p->u.data.ts_ns = UINT64_MAX);
+
+	/* READ_RESP: the rules of a WRITE, without imm and recv_idx */
+	RULE(MRP_OP_READ_RESP, MRP_ERR_LENGTH, set_data(p, 0, 0, 100));
+	RULE(MRP_OP_READ_RESP, MRP_ERR_LENGTH, set_data(p, 100, 16, 110));
+	VALID(MRP_OP_READ_RESP, set_data(p, 0, 0, 0));
+	VALID(MRP_OP_READ_RESP, set_data(p, 0, MRP_MTU_MAX, 1u << 20));
+	RULE(MRP_OP_READ_RESP, MRP_ERR_RANGE, set_data(p, 0, 16, 4096),
+	     p->u.data.remote_addr = 0 - 4095ull);
+	RULE(MRP_OP_READ_RESP, MRP_ERR_RESERVED, p->u.data.imm = 0x80000000u);
+	RULE(MRP_OP_READ_RESP, MRP_ERR_RESERVED, p->u.data.recv_idx = 1);
+	VALID(MRP_OP_READ_RESP, p->u.data.rkey = 0);
 }
 
 /* ACK, NAK, PROBE, PROBE_ACK. */
@@ -1431,6 +1523,11 @@ static void test_inval(void **state)
 	p.hdr.opcode = MRP_OP_PROBE;
 	assert_rv(mrp_data_hdr_encode(buf, sizeof(buf), &p.hdr, &p.u.data),
 		  MRP_ERR_INVAL);
+	p.hdr.opcode = 0x07;
+	assert_rv(mrp_data_hdr_encode(buf, sizeof(buf), &p.hdr, &p.u.data),
+		  MRP_ERR_INVAL);
+	/* a SEND's header with payload is no READ_REQ */
+	sample(&p, MRP_OP_SEND);
 	p.hdr.opcode = MRP_OP_READ_REQ;
 	assert_rv(mrp_data_hdr_encode(buf, sizeof(buf), &p.hdr, &p.u.data),
 		  MRP_ERR_INVAL);
@@ -1513,7 +1610,7 @@ static void test_data_hdr_encode(void **state)
 		assert_rv(mrp_pkt_decode(&out, hdr, (size_t)len), len);
 		checked++;
 	}
-	assert_true(checked >= 4 * 4);
+	assert_true(checked >= 4 * 4 + 2);
 }
 
 /* A CONNECT of version 2: the invariant header (bytes 0-15) still reads, so
@@ -1566,6 +1663,7 @@ int main(void)
 		cmocka_unit_test(test_flags),
 		cmocka_unit_test(test_hdr_fields),
 		cmocka_unit_test(test_data_fields),
+		cmocka_unit_test(test_read_fields),
 		cmocka_unit_test(test_ack_nak_probe),
 		cmocka_unit_test(test_hs_fields),
 		cmocka_unit_test(test_reject_close),

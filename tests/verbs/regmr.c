@@ -4,6 +4,8 @@
  * memory (malloc at an odd address, memalign, an anonymous mapping, a huge
  * page mapping when the system has huge pages) keeps its contents and its
  * neighbours usable; RDMA WRITE into each kind of memory places every byte;
+ * RDMA READ from each kind of memory returns every byte, and a READ after
+ * a WRITE to the same bytes returns the written ones;
  * separate send and receive CQs, unsignaled sends, a completion channel;
  * the last byte of a WRITE lands last; RC error semantics and byte-exact
  * bounds (a WRITE one byte past a region fails REM_ACCESS, everything after
@@ -143,7 +145,8 @@ static int side(int is_req, int rfd, int wfd)
 		for (size_t i = 0; i < len[k]; i++)
 			buf[k][i] = pat(k, i, is_req);
 		mr[k] = ibv_reg_mr(pd, buf[k], len[k],
-				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					   IBV_ACCESS_REMOTE_READ);
 		CHECK(mr[k], "ibv_reg_mr on %s memory: %s", kind_name[k], strerror(errno));
 		for (size_t i = 0; i < len[k]; i++)
 			CHECK(buf[k][i] == pat(k, i, is_req), "%s: byte %zu changed by ibv_reg_mr",
@@ -168,7 +171,7 @@ static int side(int is_req, int rfd, int wfd)
 	CHECK(qp, "ibv_create_qp: %s", strerror(errno));
 
 	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
 	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 					      IBV_QP_ACCESS_FLAGS),
 	      "to INIT");
@@ -193,8 +196,16 @@ static int side(int is_req, int rfd, int wfd)
 	xwrite(wfd, &me, sizeof(me));
 	xread(rfd, &peer, sizeof(peer));
 
+	/* More READs than the device offers (max_qp_rd_atom) is refused. */
+	struct ibv_device_attr da;
+	CHECK(!ibv_query_device(ctx, &da) && da.max_qp_rd_atom == 16 &&
+		      da.max_qp_init_rd_atom == 16,
+	      "the device offers 16 READs per QP each way");
+	struct ibv_qp_attr big = {.max_dest_rd_atomic = 17};
+	CHECK(ibv_modify_qp(qp, &big, IBV_QP_MAX_DEST_RD_ATOMIC) == EINVAL,
+	      "max_dest_rd_atomic 17 > max_qp_rd_atom is refused with EINVAL");
 	at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096,
-				  .dest_qp_num = peer.qpn, .rq_psn = 0, .max_dest_rd_atomic = 0,
+				  .dest_qp_num = peer.qpn, .rq_psn = 0, .max_dest_rd_atomic = 4,
 				  .min_rnr_timer = 12,
 				  .ah_attr = {.is_global = 1, .port_num = 1,
 					      .grh = {.dgid = peer.gid, .sgid_index = 0, .hop_limit = 1}}};
@@ -203,7 +214,7 @@ static int side(int is_req, int rfd, int wfd)
 					      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
 	      "to RTR");
 	at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
-				  .rnr_retry = 7};
+				  .rnr_retry = 7, .max_rd_atomic = 4};
 	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 					      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 					      IBV_QP_MAX_QP_RD_ATOMIC),
@@ -243,6 +254,61 @@ static int side(int is_req, int rfd, int wfd)
 		char ok;
 		xread(rfd, &ok, 1);
 		CHECK(ok == 'y', "the responder saw wrong data");
+
+		/* RDMA READ the peer's memory of every kind back (it holds
+		 * what we wrote) into a buffer of our own, then a WRITE and a
+		 * READ of the same bytes: the READ returns the written ones. */
+		size_t rlen = SZ_HUGE;
+		uint8_t *rb = malloc(rlen);
+		CHECK(rb, "malloc");
+		struct ibv_mr *rmr = ibv_reg_mr(pd, rb, rlen, IBV_ACCESS_LOCAL_WRITE);
+		CHECK(rmr, "ibv_reg_mr of the READ sink: %s", strerror(errno));
+		for (int k = 0; k < NKIND; k++) {
+			int t = (k + 1) % NKIND;
+			uint32_t n = len[k] < peer.len[t] ? (uint32_t)len[k] : peer.len[t];
+			memset(rb, 0, rlen);
+			struct ibv_sge rs = {.addr = (uintptr_t)rb, .length = n, .lkey = rmr->lkey};
+			struct ibv_send_wr rw = {.wr_id = 500 + (uint64_t)k, .sg_list = &rs,
+						 .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+						 .send_flags = IBV_SEND_SIGNALED,
+						 .wr.rdma = {.remote_addr = peer.addr[t],
+							     .rkey = peer.rkey[t]}},
+					   *rbad;
+			CHECK(!ibv_post_send(qp, &rw, &rbad), "post READ %d", k);
+			wait_wc(scq, &wc);
+			CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 500 + (uint64_t)k &&
+				      wc.opcode == IBV_WC_RDMA_READ && wc.byte_len == n,
+			      "READ of %s memory completes: wr_id %llu %s opcode %d len %u",
+			      kind_name[t], (unsigned long long)wc.wr_id,
+			      ibv_wc_status_str(wc.status), (int)wc.opcode, wc.byte_len);
+			for (size_t i = 0; i < n; i++)
+				CHECK(rb[i] == pat(k, i, 1), "READ of %s memory: byte %zu is %u, want %u",
+				      kind_name[t], i, rb[i], pat(k, i, 1));
+			CHECK(rb[n] == 0, "READ of %s memory: a byte past its length", kind_name[t]);
+			printf("%s: READ %u bytes of the peer's %s memory, all correct\n", who, n,
+			       kind_name[t]);
+		}
+		for (size_t i = 0; i < 65536; i++)
+			buf[3][i] = (uint8_t)(i * 31 + 5);
+		memset(rb, 0, 65536);
+		struct ibv_sge ws = {.addr = (uintptr_t)buf[3], .length = 65536, .lkey = mr[3]->lkey};
+		struct ibv_sge rs = {.addr = (uintptr_t)rb, .length = 65536, .lkey = rmr->lkey};
+		struct ibv_send_wr rw = {.wr_id = 601, .sg_list = &rs, .num_sge = 1,
+					 .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED,
+					 .wr.rdma = {.remote_addr = peer.addr[1], .rkey = peer.rkey[1]}};
+		struct ibv_send_wr ww = {.wr_id = 600, .sg_list = &ws, .num_sge = 1,
+					 .opcode = IBV_WR_RDMA_WRITE, .next = &rw,
+					 .wr.rdma = {.remote_addr = peer.addr[1], .rkey = peer.rkey[1]}},
+				   *rwbad;
+		CHECK(!ibv_post_send(qp, &ww, &rwbad), "post WRITE + READ");
+		wait_wc(scq, &wc);
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 601,
+		      "the READ after the unsignaled WRITE completes: wr_id %llu %s",
+		      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+		CHECK(!memcmp(rb, buf[3], 65536), "the READ after a WRITE returns the written bytes");
+		printf("%s: a READ after a WRITE of the same 64 KiB returns the written bytes\n", who);
+		ibv_dereg_mr(rmr);
+		free(rb);
 
 		/* Last byte last: 1 MiB WRITEs whose last byte the responder
 		 * polls; it then checks every other byte at once. */

@@ -182,7 +182,8 @@ def perftest(p, port, argv, sizes, label, bw):
 
 
 def t_perftest(p):
-    for prog in ("ib_send_lat", "ib_send_bw", "ib_write_bw", "ib_write_lat"):
+    for prog in ("ib_send_lat", "ib_send_bw", "ib_write_bw", "ib_write_lat", "ib_read_bw",
+                 "ib_read_lat"):
         need(prog)
     port = PORT_BASE + 20
     alls = sizes_all()
@@ -197,6 +198,8 @@ def t_perftest(p):
         (["ib_write_bw", "-x", "0", "-q", "4", "-n", "100"], [65536], "ib_write_bw -q 4", True),
         (["ib_write_bw", "-x", "0", "-b", "-n", "100"], [65536], "ib_write_bw -b", True),
         (["ib_write_lat", "-x", "0", "-a", "-n", "10"], alls, "ib_write_lat -a", False),
+        (["ib_read_bw", "-x", "0", "-a", "-n", "10"], alls, "ib_read_bw -a", True),
+        (["ib_read_lat", "-x", "0", "-n", "200"], [2], "ib_read_lat", False),
     ]
     only = os.environ.get("VERBS_ONLY")
     for argv, sizes, label, bw in cases:
@@ -233,10 +236,6 @@ def t_unsupported(p):
         (["ibv_srq_pingpong", "-g", "0", "-n", "5"], r"shared receive queues \(SRQ\) are not supported",
          "ibv_srq_pingpong (SRQ)"),
         (["ibv_rc_pingpong", "-n", "5"], r"needs the peer's GID", "ibv_rc_pingpong without -g"),
-        (["ib_read_bw", "-x", "0", "-a", "-n", "10"], r"RDMA READ is not supported",
-         "ib_read_bw -a (no RDMA READ yet)"),
-        (["ib_read_lat", "-x", "0", "-n", "10"], r"RDMA READ is not supported",
-         "ib_read_lat (no RDMA READ yet)"),
     ]
     for argv, want, label in cases:
         need(argv[0])
@@ -252,7 +251,12 @@ def t_memory(p):
           "semantics (exit %d)" % r.returncode)
     for who in ("requester", "responder"):
         check("%s: PASS" % who in r.stdout, "regmr %s passed" % who)
-    check(r.stdout.count("all correct") == 4, "four kinds of memory verified byte by byte")
+    check(len(re.findall(r"bytes written, \d+ untouched, all correct", r.stdout)) == 4,
+          "four kinds of memory verified byte by byte")
+    check(len(re.findall(r"requester: READ \d+ bytes of the peer's .* memory, all correct",
+                         r.stdout)) == 4, "RDMA READ of four kinds of memory verified byte by byte")
+    check("a READ after a WRITE of the same 64 KiB returns the written bytes" in r.stdout,
+          "a READ after a WRITE returns the written bytes")
 
 
 def dynsyms(lib):

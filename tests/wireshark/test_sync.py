@@ -65,6 +65,7 @@ def parse_wire_h(text):
 # Which struct holds each opcode's body: the member of mrp_pkt's union named
 # after the opcode, with these exceptions.
 OP_UNION = {"WRITE": "data", "WRITE_IMM": "data", "SEND": "data", "SEND_IMM": "data",
+            "READ_REQ": "data", "READ_RESP": "data",
             "CONNECT": "hs", "ACCEPT": "hs", "RESET": "close"}
 
 
@@ -264,6 +265,9 @@ def main():
         want = [("mrp_hdr", m) for _, m in structs["mrp_hdr"]] + [(sname, m) for _, m in structs[sname]]
         if sname == "mrp_hs":
             want = [w for w in want if w[1] != "addrs"] + [("mrp_addr", m) for _, m in structs["mrp_addr"]]
+        if name == "READ_REQ":
+            # no payload by definition (SPEC 5.8.1): the decoder rejects one
+            want = [w for w in want if w[1] != "payload"]
         for vec in [e[0] for e in index if e[1] == val and e[3].startswith("valid")]:
             rows = {r[2] for r in tables.get(vec, [])}
             for s, member in want:

@@ -1217,11 +1217,11 @@ static int ctl_wait(cf_ctx *x, perf *pf, uint32_t type, uint64_t v[3])
 	}
 }
 
-static int perf_open(cf_ctx *x, perf *pf)
+static int perf_open_opts(cf_ctx *x, perf *pf, const cf_hs_opts *o)
 {
 	memset(pf, 0, sizeof(*pf));
 	char e[256];
-	pf->c = cf_open(x->n, SVC_PERF, NULL, e, sizeof(e));
+	pf->c = cf_open(x->n, SVC_PERF, o, e, sizeof(e));
 	if (!pf->c)
 		return skip(x, "the target offers no PERF service (%s)", e);
 	pf->seed = cf_rand64();
@@ -1235,6 +1235,11 @@ static int perf_open(cf_ctx *x, perf *pf)
 	pf->base = v[1];
 	pf->len = v[2];
 	return CF_PASS;
+}
+
+static int perf_open(cf_ctx *x, perf *pf)
+{
+	return perf_open_opts(x, pf, NULL);
 }
 
 static int perf_region(cf_ctx *x, cf_conn **pc, uint64_t *rkey, uint64_t *base)
@@ -1347,6 +1352,47 @@ static int c_order_rkey_before_rnr(cf_ctx *x)
 	return expect_nak(x, c, &p, MRP_NAK_INVALID_RKEY,
 			  "WRITE_IMM with a bad rkey on a stream without posted receives (SPEC "
 			  "5.5: check 6 before 7)");
+}
+
+/* A READ_REQ of 64 bytes at msn 0 of stream 1: one packet, no payload. */
+static void read_req(cf_conn *c, mrp_pkt *p, uint64_t addr, uint32_t rkey)
+{
+	cf_data(c, p, MRP_OP_READ_REQ, 0, 1, 0, 0, 64, NULL, 0);
+	p->hdr.flags |= MRP_F_FIRST | MRP_F_LAST;
+	p->u.data.remote_addr = addr;
+	p->u.data.rkey = rkey;
+}
+
+static int c_read_not_negotiated(cf_ctx *x)
+{
+	cf_conn *c;
+	OPEN(c, x->svc, NULL); /* our CONNECT offers no READ */
+	if (c->caps & MRP_CAP_READ)
+		return fail(x, "sent CONNECT without caps READ; ACCEPT caps %llx carry it; SPEC 9.4 "
+			    "requires a subset", (unsigned long long)c->caps);
+	mrp_pkt p;
+	read_req(c, &p, 0x1000, 0x0badc0de);
+	return expect_nak(x, c, &p, MRP_NAK_MALFORMED,
+			  "READ_REQ on a connection without the capability READ (SPEC 5.8)");
+}
+
+static int c_read_access(cf_ctx *x)
+{
+	cf_hs_opts o;
+	cf_hs_defaults(&o, SVC_PERF);
+	o.caps |= MRP_CAP_READ;
+	perf pf;
+	int r = perf_open_opts(x, &pf, &o);
+	if (r != CF_PASS)
+		return r;
+	if (!(pf.c->caps & MRP_CAP_READ))
+		return skip(x, "READ capability not negotiated");
+	/* The PERF service's region takes WRITEs only. */
+	mrp_pkt p;
+	read_req(pf.c, &p, pf.base, (uint32_t)pf.rkey);
+	return expect_nak(x, pf.c, &p, MRP_NAK_ACCESS,
+			  "READ_REQ of 64 bytes of the PERF region, which allows remote write only "
+			  "(SPEC 5.8.2)");
 }
 
 static int c_nak_access(cf_ctx *x)
@@ -1635,9 +1681,9 @@ static int malformed(cf_ctx *x, const char *counter, int kind)
 		nb++;
 		break;
 	case 2: /* OPCODE */
-		b[nb].what = "opcode 0x05 (READ_REQ, reserved)";
+		b[nb].what = "opcode 0x07 (the first unassigned)";
 		b[nb].len = probe_bytes(c, b[nb].buf);
-		b[nb].buf[1] = 0x05;
+		b[nb].buf[1] = 0x07;
 		nb++;
 		b[nb].what = "opcode 0x7f";
 		b[nb].len = probe_bytes(c, b[nb].buf);
@@ -2471,6 +2517,8 @@ const cf_case cf_cases[] = {
 	{"nak.out-of-bounds", "5.3", "WRITE past the end of a region: NAK OUT_OF_BOUNDS (PERF service)", c_nak_out_of_bounds},
 	{"write.zero-length", "5.3", "a zero-length WRITE accesses no memory: no rkey check, acknowledged", c_write_zero_length},
 	{"nak.access", "5.3", "WRITE into a region without remote write: NAK ACCESS", c_nak_access},
+	{"read.not-negotiated", "5.8", "READ_REQ without the capability READ: NAK MALFORMED naming it", c_read_not_negotiated},
+	{"read.access", "5.8.2", "READ_REQ of a region without remote read: NAK ACCESS naming it", c_read_access},
 	{"nak.rnr", "5.4", "SEND with no posted receive: NAK RNR, connection lives on", c_nak_rnr},
 	{"nak.unknown-stream", "5.5", "data on stream >= max_streams: NAK UNKNOWN_STREAM", c_nak_unknown_stream},
 	{"nak.malformed", "5.5", "payload_len > MTU: NAK MALFORMED", c_nak_malformed},
@@ -2488,7 +2536,7 @@ const cf_case cf_cases[] = {
 	{"reset.abort", "11.3", "RESET: not answered, connection ended, late data dropped silently", c_reset_abort},
 	{"malformed.truncated", "13.1", "short datagrams: dropped, counted TRUNCATED, target alive", c_mal_truncated},
 	{"malformed.version", "13.1", "non-CONNECT of another version: dropped, counted VERSION", c_mal_version},
-	{"malformed.opcode", "13.1", "unknown and reserved opcodes: dropped, counted OPCODE", c_mal_opcode},
+	{"malformed.opcode", "13.1", "unknown opcodes (0x07, 0x7f): dropped, counted OPCODE", c_mal_opcode},
 	{"malformed.flags", "13.1", "flags not allowed on the opcode: dropped, counted FLAGS", c_mal_flags},
 	{"malformed.length", "13.1", "wrong datagram length: dropped, counted LENGTH", c_mal_length},
 	{"malformed.range", "13.1", "a field out of range: dropped, counted RANGE", c_mal_range},

@@ -4,7 +4,7 @@
  *
  *   metaroce-perf server [--socket P] [--service ID] [--once] [--json]
  *   metaroce-perf client PEER [--port N] [--socket P] [--service ID]
- *                 --op write|write_imm|send|send_imm --size N --streams S
+ *                 --op write|write_imm|send|send_imm|read --size N --streams S
  *                 --depth D (--seconds T | --count N) [--verify] [--json]
  *                 [--pingpong] [--busy-poll USEC]
  *
@@ -30,6 +30,11 @@
  * message, that every slot holds the pattern of the last message written
  * to it. The client checks its own completions: exactly once and in order
  * per stream. Any error, lost or duplicated completion exits 1.
+ *
+ * read: the client RDMA READs the server's slot s*D + seq%D into its own
+ * slot; with --verify the server fills each of its slots (s, k) with the
+ * pattern of (seed, s, k) before it answers ready, and the client checks
+ * every byte of each READ when it completes.
  *
  * --pingpong: 8-byte (or --size) SENDs echoed by the server, one at a time:
  * latency percentiles (half the round trip, like sockperf) and round trips
@@ -193,6 +198,8 @@ static const char *op_name(int op)
 		return "send";
 	case MRC_OP_SEND_IMM:
 		return "send_imm";
+	case MRC_OP_READ:
+		return "read";
 	}
 	return "?";
 }
@@ -400,16 +407,19 @@ static void srv_one(perf *p)
 	if (su->magic != PERF_MAGIC || su->kind != OP_SETUP || su->streams == 0 ||
 	    su->streams > MAX_STREAMS || su->streams + 1u > mrc_conn_nstreams(p->conn) ||
 	    su->depth == 0 || su->depth > 4096 || su->op < MRC_OP_WRITE ||
-	    su->op > MRC_OP_SEND_IMM || su->size > (1ull << 31)) {
+	    (su->op > MRC_OP_SEND_IMM && su->op != MRC_OP_READ) || su->size > (1ull << 31) ||
+	    (su->op == MRC_OP_READ && su->pingpong)) {
 		rd.status = MRC_ERR_INVAL;
 		post_ctl_send(p, &rd, sizeof(rd));
 		(void)wait_ctl_recv(p, 1000, NULL, NULL);
 		return;
 	}
-	st.R = su->op == MRC_OP_WRITE ? su->depth : 2 * su->depth;
+	/* (no receives: WRITE and READ) */
+	int norecv = su->op == MRC_OP_WRITE || su->op == MRC_OP_READ;
+	st.R = norecv ? su->depth : 2 * su->depth;
 	if (su->pingpong)
 		st.R = 2;
-	if ((uint64_t)su->streams * st.R > 16384 && su->op != MRC_OP_WRITE) {
+	if ((uint64_t)su->streams * st.R > 16384 && !norecv) {
 		/* Receives in flight must fit our context's rings. */
 		rd.status = MRC_ERR_LIMIT;
 		post_ctl_send(p, &rd, sizeof(rd));
@@ -419,8 +429,10 @@ static void srv_one(perf *p)
 	st.slot_len = su->size ? su->size : 1;
 	uint64_t total = st.slot_len * su->streams * st.R;
 	st.expect = calloc(su->streams, sizeof(uint64_t));
-	rc = alloc_reg(p, total, MRC_ACCESS_LOCAL_WRITE | MRC_ACCESS_REMOTE_WRITE, &p->data,
-		       &p->data_mr);
+	rc = alloc_reg(p, total,
+		       MRC_ACCESS_LOCAL_WRITE | MRC_ACCESS_REMOTE_WRITE |
+			       (su->op == MRC_OP_READ ? MRC_ACCESS_REMOTE_READ : 0),
+		       &p->data, &p->data_mr);
 	if (rc || !st.expect) {
 		rd.status = rc ? rc : MRC_ERR_NOMEM;
 		post_ctl_send(p, &rd, sizeof(rd));
@@ -429,7 +441,11 @@ static void srv_one(perf *p)
 		return;
 	}
 	p->data_len = total;
-	if (su->op != MRC_OP_WRITE || su->pingpong) {
+	if (su->op == MRC_OP_READ && su->verify)
+		for (uint32_t s = 0; s < su->streams; s++)
+			for (uint32_t k = 0; k < st.R; k++)
+				pat_fill(srv_slot(p, &st, s, k), su->size, su->seed, s, k);
+	if (!norecv || su->pingpong) {
 		uint32_t nr = su->pingpong ? 1 : st.R;
 		for (uint32_t s = 0; s < su->streams; s++)
 			for (uint32_t k = 0; k < nr; k++)
@@ -465,7 +481,7 @@ static void srv_one(perf *p)
 				want += sent[s];
 			/* The last completions may trail the done message on
 			 * other streams: give them a moment. */
-			int consumes = su->op != MRC_OP_WRITE;
+			int consumes = !norecv;
 			uint64_t until = now_ns() + 10000000000ull;
 			while (consumes && !su->pingpong && st.received < want && now_ns() < until &&
 			       !st.ended) {
@@ -595,6 +611,7 @@ static int run_server(opts *o)
 typedef struct cli_state {
 	uint64_t *posted, *completed; /* per stream: next seq to post / to complete */
 	uint64_t done_msgs, done_bytes, lost, duplicated, bad_status, inflight;
+	uint64_t seed, slot, verified, verify_errors; /* read --verify: the client checks */
 } cli_state;
 
 static void cli_on_wc(perf *p, cli_state *st, const mrc_wc *wc)
@@ -626,6 +643,16 @@ static void cli_on_wc(perf *p, cli_state *st, const mrc_wc *wc)
 	st->completed[s] = q + 1;
 	st->done_msgs++;
 	st->done_bytes += p->o.size;
+	if (p->o.op == MRC_OP_READ && p->o.verify) {
+		/* the server's slot s*D + q%D, read into our slot of the same
+		 * index, still untouched: its next READ waits for this one */
+		uint64_t k = q % p->o.depth;
+		if (wc->byte_len != p->o.size ||
+		    pat_check(p->data + (s * p->o.depth + k) * st->slot, p->o.size, st->seed, s, k))
+			st->verify_errors++;
+		else
+			st->verified++;
+	}
 }
 
 static int pct_cmp(const void *a, const void *b)
@@ -692,8 +719,9 @@ static int run_client(opts *o)
 	if ((rc = alloc_reg(&p, slot * nslots + (o->pingpong ? slot * 2 : 0),
 			    MRC_ACCESS_LOCAL_WRITE, &p.data, &p.data_mr)))
 		die("buffer", rc);
-	cli_state st = {.posted = calloc(o->streams, 8), .completed = calloc(o->streams, 8)};
-	uint32_t R = o->op == MRC_OP_WRITE ? o->depth : 2 * o->depth;
+	cli_state st = {.posted = calloc(o->streams, 8), .completed = calloc(o->streams, 8),
+			.seed = seed, .slot = slot};
+	uint32_t R = o->op == MRC_OP_WRITE || o->op == MRC_OP_READ ? o->depth : 2 * o->depth;
 	mrc_wc wc[256];
 	uint64_t t0 = now_ns(), t_end = t0 + (uint64_t)(o->seconds * 1e9), t_last = t0;
 	uint64_t *lat = NULL, nlat = 0, cap_lat = 0;
@@ -767,7 +795,7 @@ static int run_client(opts *o)
 					    (!o->count || total < o->count)) {
 						uint64_t q = st.posted[s];
 						uint8_t *src = p.data + (nslots > 1 ? (s * o->depth + q % o->depth) * slot : 0);
-						if (o->verify)
+						if (o->verify && o->op != MRC_OP_READ)
 							pat_fill(src, o->size, seed, s, q);
 						uint64_t raddr = rd.addr + ((uint64_t)s * R + q % R) * slot;
 						uint32_t len = (uint32_t)o->size;
@@ -784,6 +812,11 @@ static int run_client(opts *o)
 						case MRC_OP_SEND:
 							rc = mrc_post_send(p.ctx, p.conn, (uint16_t)s, src, len, p.data_mr,
 									   WR_ID(s, q), MRC_POST_MORE);
+							break;
+						case MRC_OP_READ:
+							/* (src is this request's own slot: the sink) */
+							rc = mrc_post_read(p.ctx, p.conn, (uint16_t)s, src, len, p.data_mr,
+									   raddr, rd.rkey, WR_ID(s, q), MRC_POST_MORE);
 							break;
 						default:
 							rc = mrc_post_send_imm(p.ctx, p.conn, (uint16_t)s, src, len,
@@ -861,7 +894,7 @@ static int run_client(opts *o)
 			have_res = res.magic == PERF_MAGIC && res.kind == OP_RESULT;
 		}
 	}
-	uint64_t verr = res.verify_errors + (o->pingpong ? st.lost : 0);
+	uint64_t verr = res.verify_errors + (o->pingpong ? st.lost : 0) + st.verify_errors;
 	uint64_t lost = (o->pingpong ? 0 : st.lost) + res.lost;
 	uint64_t dup = st.duplicated + res.duplicated;
 	int ok = have_res && !failed && !st.bad_status && !verr && !lost && !dup && !res.bad_status;
@@ -882,11 +915,11 @@ static int run_client(opts *o)
 		       "\"verify\":%s,\"verify_errors\":%" PRIu64 ",\"lost\":%" PRIu64
 		       ",\"duplicated\":%" PRIu64 ",\"bad_status\":%" PRIu64
 		       ",\"server_received\":%" PRIu64
-		       ",\"server_verified\":%" PRIu64,
+		       ",\"server_verified\":%" PRIu64 ",\"client_verified\":%" PRIu64,
 		       o->pingpong ? "send" : op_name(o->op), o->size, o->streams, o->depth,
 		       o->pingpong ? "true" : "false", secs, st.done_msgs, st.done_bytes, gbps, rate,
 		       o->verify ? "true" : "false", verr, lost, dup, st.bad_status + res.bad_status,
-		       res.received, res.verified);
+		       res.received, res.verified, st.verified);
 		if (nlat)
 			printf(",\"lat_us_p50\":%.2f,\"lat_us_p99\":%.2f,\"lat_us_p999\":%.2f", p50, p99,
 			       p999);
@@ -923,7 +956,7 @@ static void usage(FILE *f)
 		"usage: metaroce-perf server [--socket P] [--service ID] [--once] [--json]\n"
 		"                     [--busy-poll USEC]\n"
 		"       metaroce-perf client PEER [--port N] [--socket P] [--service ID]\n"
-		"                     [--op write|write_imm|send|send_imm] [--size N]\n"
+		"                     [--op write|write_imm|send|send_imm|read] [--size N]\n"
 		"                     [--streams S] [--depth D] [--seconds T | --count N]\n"
 		"                     [--verify] [--json] [--pingpong] [--busy-poll USEC]\n"
 		"PEER is the numeric address of the peer's metarocd; --port its service port\n"
@@ -983,8 +1016,9 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "write_imm")) o.op = MRC_OP_WRITE_IMM;
 			else if (!strcmp(optarg, "send")) o.op = MRC_OP_SEND;
 			else if (!strcmp(optarg, "send_imm")) o.op = MRC_OP_SEND_IMM;
+			else if (!strcmp(optarg, "read")) o.op = MRC_OP_READ;
 			else {
-				fprintf(stderr, "metaroce-perf: --op: '%s' is not write, write_imm, send or send_imm\n", optarg);
+				fprintf(stderr, "metaroce-perf: --op: '%s' is not write, write_imm, send, send_imm or read\n", optarg);
 				return 2;
 			}
 			break;

@@ -1,7 +1,7 @@
 --[[
 MetaRoCE wire format, version 1: a Wireshark dissector.
 
-Decodes every packet of proto/SPEC.md v1 (WRITE, WRITE_IMM, SEND, SEND_IMM,
+Decodes every packet of proto/SPEC.md v1 (WRITE, WRITE_IMM, SEND, SEND_IMM, READ_REQ, READ_RESP,
 ACK, NAK, PROBE, PROBE_ACK, CONNECT, ACCEPT, REJECT, CLOSE, RESET, RETRY) into
 filterable fields named metaroce.*, on UDP port 19791 (the default service
 port; preference "UDP ports") and, on any other port, as a heuristic dissector
@@ -30,7 +30,7 @@ WIRE.C CHECKS (function | # | code | rule | expert info)
 | mrp_hdr_decode   | 1 | INVAL     | NULL argument (no counterpart in a capture)        | -                  |
 | mrp_hdr_decode   | 2 | TRUNCATED | datalen < 28                                       | metaroce.truncated |
 | check_version_op | 1 | VERSION   | version != 1                                       | metaroce.version   |
-| check_version_op | 2 | OPCODE    | opcode unknown or reserved (0x05, 0x06)            | metaroce.opcode    |
+| check_version_op | 2 | OPCODE    | opcode unknown                                     | metaroce.opcode    |
 | mrp_pkt_decode   | 1 | INVAL     | NULL argument (no counterpart in a capture)        | -                  |
 | mrp_pkt_decode   | 2 | TRUNCATED | datalen < the opcode's fixed length                | metaroce.truncated |
 | check_hdr        | 1 | FLAGS     | a flag outside the opcode's allowed set            | metaroce.flags     |
@@ -43,13 +43,15 @@ WIRE.C CHECKS (function | # | code | rule | expert info)
 | check_hdr        | 6 | RESERVED  | path_id/path_gen != 0 in CONNECT and later opcodes | metaroce.reserved  |
 | check_data       | 1 | LENGTH    | datalen != 72 + payload_len                        | metaroce.length    |
 | check_data       | 2 | RANGE     | payload_len > 9000 or msg_len > 2^31               | metaroce.range     |
-| check_data       | 3 | LENGTH    | offset + payload_len > msg_len, or empty payload   | metaroce.length    |
+| check_data       | 3 | LENGTH    | READ_REQ: payload_len or offset != 0               | metaroce.length    |
+| check_data       | 4 | FLAGS     | READ_REQ: FIRST or LAST not set                    | metaroce.flags     |
+| check_data       | 5 | LENGTH    | offset + payload_len > msg_len, or empty payload   | metaroce.length    |
 |                  |   |           | of a non-empty message                             |                    |
-| check_data       | 4 | FLAGS     | FIRST != (offset = 0) or LAST != (end = msg_len)   | metaroce.flags     |
-| check_data       | 5 | RANGE     | WRITE*: remote_addr + msg_len > 2^64               | metaroce.range     |
-| check_data       | 6 | RESERVED  | SEND*: remote_addr or rkey != 0                    | metaroce.reserved  |
-| check_data       | 7 | RESERVED  | imm != 0 in WRITE or SEND                          | metaroce.reserved  |
-| check_data       | 8 | RESERVED  | recv_idx != 0 in WRITE                             | metaroce.reserved  |
+| check_data       | 6 | FLAGS     | FIRST != (offset = 0) or LAST != (end = msg_len)   | metaroce.flags     |
+| check_data       | 7 | RANGE     | WRITE*, READ_*: remote_addr + msg_len > 2^64       | metaroce.range     |
+| check_data       | 8 | RESERVED  | SEND*: remote_addr or rkey != 0                    | metaroce.reserved  |
+| check_data       | 9 | RESERVED  | imm != 0 in WRITE, SEND, READ_*                    | metaroce.reserved  |
+| check_data       |10 | RESERVED  | recv_idx != 0 in WRITE, READ_*                     | metaroce.reserved  |
 | check_hs         | 1 | RANGE     | min_version 0, > max_version; ACCEPT: min != max   | metaroce.range     |
 | check_hs         | 2 | RANGE     | mtu, hs_token, max_streams, max_paths,             | metaroce.range     |
 |                  |   |           | service_port, num_addrs out of range               |                    |
@@ -107,10 +109,10 @@ local OP = {
 	RETRY = 0x25,
 }
 
--- Names of every opcode wire.h defines; the reserved ones decode as OPCODE.
+-- Names of every opcode wire.h defines.
 local OPCODE_NAMES = {
 	[0x01] = "WRITE", [0x02] = "WRITE_IMM", [0x03] = "SEND", [0x04] = "SEND_IMM",
-	[0x05] = "READ_REQ (reserved)", [0x06] = "READ_RESP (reserved)",
+	[0x05] = "READ_REQ", [0x06] = "READ_RESP",
 	[0x10] = "ACK", [0x11] = "NAK", [0x12] = "PROBE", [0x13] = "PROBE_ACK",
 	[0x20] = "CONNECT", [0x21] = "ACCEPT", [0x22] = "REJECT", [0x23] = "CLOSE",
 	[0x24] = "RESET", [0x25] = "RETRY",
@@ -119,7 +121,7 @@ local OPCODE_NAMES = {
 -- Fixed length of each valid opcode (wire.c fixed_len()): the whole packet
 -- but for the payload (data) or the address list (CONNECT, ACCEPT).
 local FIXED_LEN = {
-	[0x01] = 72, [0x02] = 72, [0x03] = 72, [0x04] = 72,
+	[0x01] = 72, [0x02] = 72, [0x03] = 72, [0x04] = 72, [0x05] = 72, [0x06] = 72,
 	[0x10] = 92, [0x11] = 60, [0x12] = 44, [0x13] = 48,
 	[0x20] = 68, [0x21] = 68, [0x22] = 36, [0x23] = 32, [0x24] = 32,
 	[0x25] = 44,
@@ -130,8 +132,8 @@ local FLAG_NAMES = { {F_FIRST, "FIRST"}, {F_LAST, "LAST"}, {F_RETX, "RETX"},
 	{F_ACK_REQ, "ACK_REQ"}, {F_REPLY, "REPLY"}, {F_HELD, "HELD"} }
 local F_UNASSIGNED = 0xffc0
 
-local CAP_IMM, CAP_RATE_HINT, CAP_MULTIPLANE, CAP_RETRY, CAP_HELD = 0x1, 0x2, 0x4, 0x8, 0x20
-local CAP_KNOWN = 0x2f
+local CAP_IMM, CAP_RATE_HINT, CAP_MULTIPLANE, CAP_RETRY, CAP_READ, CAP_HELD = 0x1, 0x2, 0x4, 0x8, 0x10, 0x20
+local CAP_KNOWN = 0x3f
 
 local NAK_REASONS = {
 	[1] = "INVALID_RKEY", [2] = "OUT_OF_BOUNDS", [3] = "ACCESS", [4] = "RNR",
@@ -163,7 +165,7 @@ local ERR_TEXT = {
 	RESERVED = "reserved field is not zero",
 }
 
-local function is_data(op) return op >= OP.WRITE and op <= OP.SEND_IMM end
+local function is_data(op) return op >= OP.WRITE and op <= OP.READ_RESP end
 
 -- ---- fields -------------------------------------------------------------------
 
@@ -262,6 +264,8 @@ field("caps.multiplane", ProtoField.bool("metaroce.caps.multiplane", "MULTIPLANE
 	"paths across several planes"))
 field("caps.retry", ProtoField.bool("metaroce.caps.retry", "RETRY", 64, nil, CAP_RETRY,
 	"CONNECT: the initiator follows RETRY (SPEC 9.7)"))
+field("caps.read", ProtoField.bool("metaroce.caps.read", "READ", 64, nil, CAP_READ,
+	"READ_REQ and READ_RESP (SPEC 5.8)"))
 field("caps.held", ProtoField.bool("metaroce.caps.held", "HELD", 64, nil, CAP_HELD,
 	"data packets carry HELD (SPEC 6.5)"))
 field("caps.unassigned", ProtoField.uint64("metaroce.caps.unassigned", "Unassigned bits", base.HEX))
@@ -412,7 +416,10 @@ end
 
 -- check_data()
 local function check_data(r, op, datalen)
-	local is_write = op == OP.WRITE or op == OP.WRITE_IMM
+	local is_read = op == OP.READ_REQ or op == OP.READ_RESP
+	-- tagged: remote_addr and rkey name memory (WRITE*: the receiver's,
+	-- READ_*: the responder's)
+	local is_write = op == OP.WRITE or op == OP.WRITE_IMM or is_read
 	local is_imm = op == OP.WRITE_IMM or op == OP.SEND_IMM
 	local code, key, msg = check_hdr(r, op, TOKEN_NONZERO)
 	if code then return code, key, msg end
@@ -430,17 +437,22 @@ local function check_data(r, op, datalen)
 	if msg_len > MSG_MAX then
 		return "RANGE", "msg_len", string.format("msg_len %d > 2^31", msg_len)
 	end
-	if e > msg_len then
+	if op == OP.READ_REQ then
+		if payload_len ~= 0 or offset ~= 0 then
+			return "LENGTH", payload_len ~= 0 and "payload_len" or "offset",
+				"a READ_REQ has no payload: payload_len and offset must be 0"
+		end
+		if bit32.band(flags, F_FIRST + F_LAST) ~= F_FIRST + F_LAST then
+			return "FLAGS", "flags", "a READ_REQ is always FIRST and LAST"
+		end
+	elseif e > msg_len then
 		return "LENGTH", "offset", string.format("offset %d + payload_len %d > msg_len %d",
 			offset, payload_len, msg_len)
-	end
-	if payload_len == 0 and msg_len ~= 0 then
+	elseif payload_len == 0 and msg_len ~= 0 then
 		return "LENGTH", "payload_len", "empty payload in a message of " .. msg_len .. " bytes"
-	end
-	if (bit32.band(flags, F_FIRST) == 0) ~= (offset ~= 0) then
+	elseif (bit32.band(flags, F_FIRST) == 0) ~= (offset ~= 0) then
 		return "FLAGS", "flags", "FIRST must be set exactly when offset = 0"
-	end
-	if (bit32.band(flags, F_LAST) == 0) ~= (e ~= msg_len) then
+	elseif (bit32.band(flags, F_LAST) == 0) ~= (e ~= msg_len) then
 		return "FLAGS", "flags", "LAST must be set exactly when offset + payload_len = msg_len"
 	end
 	if is_write and msg_len ~= 0 and
@@ -454,8 +466,8 @@ local function check_data(r, op, datalen)
 	if not is_imm and r.u32(68) ~= 0 then
 		return "RESERVED", "imm", "imm must be 0 in " .. OPCODE_NAMES[op]
 	end
-	if op == OP.WRITE and r.u32(44) ~= 0 then
-		return "RESERVED", "recv_idx", "recv_idx must be 0 in WRITE"
+	if (op == OP.WRITE or is_read) and r.u32(44) ~= 0 then
+		return "RESERVED", "recv_idx", "recv_idx must be 0 in " .. OPCODE_NAMES[op]
 	end
 	return nil
 end
@@ -666,7 +678,7 @@ local CLOSE = { {"close_reason", 28, 2}, {"rsv30", 30, 2} }
 local RETRY = { {"cookie", 28, 8}, {"service_id", 36, 4}, {"rsv40", 40, 4} }
 
 local BODY = {
-	[0x01] = DATA, [0x02] = DATA, [0x03] = DATA, [0x04] = DATA,
+	[0x01] = DATA, [0x02] = DATA, [0x03] = DATA, [0x04] = DATA, [0x05] = DATA, [0x06] = DATA,
 	[0x10] = ACK, [0x11] = NAK, [0x12] = PROBE, [0x13] = PROBE_ACK,
 	[0x20] = HS, [0x21] = HS, [0x22] = REJECT, [0x23] = CLOSE, [0x24] = CLOSE,
 	[0x25] = RETRY,
@@ -707,7 +719,7 @@ local function add_caps(tree, tvb, items)
 	local it = tree:add(f.caps, tvb(52, 8))
 	local names = {}
 	for _, c in ipairs({{CAP_IMM, "IMM"}, {CAP_RATE_HINT, "RATE_HINT"}, {CAP_MULTIPLANE, "MULTIPLANE"},
-			{CAP_RETRY, "RETRY"}, {CAP_HELD, "HELD"}}) do
+			{CAP_RETRY, "RETRY"}, {CAP_READ, "READ"}, {CAP_HELD, "HELD"}}) do
 		if caps:band(UInt64(c[1])) ~= UInt64(0) then names[#names + 1] = c[2] end
 	end
 	local unknown = caps:band(UInt64(CAP_KNOWN):bnot())
@@ -717,6 +729,7 @@ local function add_caps(tree, tvb, items)
 	it:add(f["caps.rate_hint"], tvb(52, 8))
 	it:add(f["caps.multiplane"], tvb(52, 8))
 	it:add(f["caps.retry"], tvb(52, 8))
+	it:add(f["caps.read"], tvb(52, 8))
 	it:add(f["caps.held"], tvb(52, 8))
 	it:add(f["caps.unassigned"], tvb(52, 8), unknown)
 	items.caps = it
