@@ -1470,21 +1470,11 @@ static void req_connect(app_session *s, const mrc_msg_hdr *h, const mrc_connect_
 	mrd_sockaddr to;
 	memset(&to, 0, sizeof(to));
 	socklen_t tolen = 0;
-	uint16_t port = htons(q->port ? q->port : d->cfg.port);
 	const char *bad = NULL;
 	if (!memchr(q->host, '\0', sizeof(q->host)))
 		bad = "host not NUL-terminated";
-	else if (inet_pton(AF_INET, q->host, &to.in.sin_addr) == 1) {
-		to.in.sin_family = AF_INET;
-		to.in.sin_port = port;
-		tolen = sizeof(to.in);
-	} else if (inet_pton(AF_INET6, q->host, &to.in6.sin6_addr) == 1) {
-		to.in6.sin6_family = AF_INET6;
-		to.in6.sin6_port = port;
-		tolen = sizeof(to.in6);
-	} else {
+	else if (mrd_sockaddr_host(&to, &tolen, q->host, q->port ? q->port : d->cfg.port) < 0)
 		bad = "host is not a numeric IPv4 or IPv6 address";
-	}
 	if (!bad && q->initial_paths > d->cfg.max_paths_per_plane)
 		bad = "initial_paths above paths.max_per_plane";
 	else if (!bad && q->planes_mask && !(q->planes_mask & all))

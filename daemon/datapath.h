@@ -37,6 +37,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "addr.h"
 #include "config.h"
 
 typedef struct mrd mrd;
@@ -45,13 +46,6 @@ typedef struct mrd_dp_plane mrd_dp_plane;
 #define MRD_DP_TXQ 64          /* packets queued before a flush */
 #define MRD_DP_PKT_MAX (MRP_DATA_HDR_LEN + MRP_MTU_MAX)
 #define MRD_DP_POOL_MAX 1024   /* source-port sockets per plane */
-
-typedef union mrd_sockaddr {
-	struct sockaddr sa;
-	struct sockaddr_in in;
-	struct sockaddr_in6 in6;
-	struct sockaddr_storage ss;
-} mrd_sockaddr;
 
 typedef struct mrd_sock {
 	uv_poll_t poll;    /* data = this */
@@ -162,15 +156,5 @@ void mrd_dp_busy(mrd_dp *dp, uint64_t now);
 
 /* Send everything queued. */
 void mrd_dp_flush(mrd_dp *dp);
-
-/* "127.0.0.1:19791", "[::1]:19791" */
-const char *mrd_sockaddr_str(const mrd_sockaddr *a, char *buf, size_t len);
-
-/* Parse "ADDR", "ADDR:PORT" or "[ADDR6]:PORT" (default_port if none).
- * Returns 0 or -1. */
-int mrd_sockaddr_parse(mrd_sockaddr *a, socklen_t *plen, const char *s,
-		       uint16_t default_port);
-
-socklen_t mrd_sockaddr_len(const mrd_sockaddr *a);
 
 #endif

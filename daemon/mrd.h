@@ -35,9 +35,6 @@
 #define MRD_SVC_PERF 0x50455246u /* "PERF" */
 #define MRD_SVC_ECHO 0x4543484fu /* "ECHO" */
 
-/* Drop counters are indexed by -MRP_ERR_*; the engine's table ends at -17. */
-#define MRD_NERR 18
-
 typedef struct mrd_counters {
 	uint64_t drops[MRD_NERR]; /* datagrams dropped, by mrp_err_name(-i) */
 	uint64_t rx_pkts, rx_bytes;

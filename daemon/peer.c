@@ -12,6 +12,12 @@
 #include "svcpolicy.h"
 #include "telemetry.h"
 
+/* Every engine error code has its slot in the drop counters. */
+#define MRD_ERR_FITS(name, val, msg) \
+	_Static_assert(-(val) > 0 && -(val) < MRD_NERR, "MRP_ERR_" #name " outside drops[]");
+MRP_ERRNO_MAP(MRD_ERR_FITS)
+#undef MRD_ERR_FITS
+
 #define HS_TRIES 10                   /* CONNECT transmissions (SPEC 9.3) */
 #define HS_FIRST_NS 1000000ull        /* first retransmission after 1 ms */
 #define HALF_OPEN_NS 3000000000ull    /* SPEC 9.4 */

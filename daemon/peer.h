@@ -39,8 +39,17 @@
 #include "cookie.h"
 #include "membudget.h"
 #include "conn.h"
+#include "error.h"
 #include "datapath.h"
 #include "timer.h"
+
+/* Drop counters are indexed by -MRP_ERR_*: one slot per code of the
+ * engine's error table (proto/error.h) and slot 0, unused. */
+enum {
+#define MRD_ERR_ONE(name, val, msg) +1
+	MRD_NERR = 1 MRP_ERRNO_MAP(MRD_ERR_ONE)
+#undef MRD_ERR_ONE
+};
 
 typedef struct mrd mrd;
 typedef struct mrd_conn mrd_conn;
@@ -137,7 +146,7 @@ struct mrd_conn {
 	char end_reason[48];
 	const mrd_conn_ops *ops;
 	void *ud;                 /* the service's state */
-	uint64_t drops[18];       /* datagrams of this connection dropped, by -MRP_ERR_* */
+	uint64_t drops[MRD_NERR]; /* datagrams of this connection dropped, by -MRP_ERR_* */
 	uint64_t sport_fails;
 	/* initiator options (mrd_conn_opts): 0 = the configuration's */
 	uint16_t opt_paths;       /* initial paths per plane */
