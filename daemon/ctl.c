@@ -249,7 +249,7 @@ void mrd_ctl_subscribe(mrd_ctl_client *cl)
 	}
 }
 
-void mrd_ctl_publish(mrd *d, json_t *event)
+static void publish(mrd *d, json_t *event)
 {
 	json_t *msg = NULL;
 	for (mrd_ctl_client *cl = d->ctl.clients; cl; cl = cl->next) {
@@ -277,6 +277,30 @@ void mrd_ctl_publish(mrd *d, json_t *event)
 		send_json(cl, json_incref(msg));
 	}
 	json_decref(msg);
+}
+
+void mrd_ctl_on_event(void *ud, const mrd_ev *ev)
+{
+	mrd *d = ud;
+	if (!d->ctl.monitors)
+		return;
+	char conn[16];
+	snprintf(conn, sizeof(conn), "%08" PRIx32, ev->conn);
+	json_t *e = json_object();
+	json_object_set_new(e, "ts", json_real((double)ev->ts_ns / 1e9));
+	json_object_set_new(e, "kind", json_string(ev->name));
+	json_object_set_new(e, "plane", ev->plane_name ? json_string(ev->plane_name) : json_null());
+	json_object_set_new(e, "conn", ev->conn ? json_string(conn) : json_null());
+	json_object_set_new(e, "path", ev->path >= 0 ? json_integer(ev->path) : json_null());
+	json_object_set_new(e, "detail", json_string(ev->detail ? ev->detail : ""));
+	if (ev->from) {
+		json_object_set_new(e, "from", json_string(ev->from));
+		json_object_set_new(e, "to", json_string(ev->to));
+		json_object_set_new(e, "gen", json_integer((json_int_t)ev->gen));
+		json_object_set_new(e, "sport", json_integer((json_int_t)ev->sport));
+	}
+	publish(d, e);
+	json_decref(e);
 }
 
 int mrd_ctl_set_op(mrd_ctl_client *cl, void (*cancel)(void *ud), void *ud)

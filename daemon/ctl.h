@@ -19,6 +19,8 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "event.h"
+
 typedef struct mrd mrd;
 typedef struct mrd_conn mrd_conn;
 typedef struct mrd_ctl_client mrd_ctl_client;
@@ -67,9 +69,9 @@ void mrd_ctl_release(mrd_ctl_client *cl);
 int mrd_ctl_gone(const mrd_ctl_client *cl);
 /* Make the client a subscriber of events (monitor). */
 void mrd_ctl_subscribe(mrd_ctl_client *cl);
-/* Push one event object (a new reference is taken) to every subscriber, as
- * {"v": 1, "event": {...}} on its own line. */
-void mrd_ctl_publish(mrd *d, json_t *event);
+/* Subscriber of the event bus (ud: the daemon): each event goes to every
+ * `monitor` client as {"v": 1, "event": {...}} on its own line. */
+void mrd_ctl_on_event(void *ud, const mrd_ev *ev);
 /* An operation that lasts (a drill) and must be cancelled when the client
  * goes: cancel(ud) is called from client_close. One per client. */
 int mrd_ctl_set_op(mrd_ctl_client *cl, void (*cancel)(void *ud), void *ud);

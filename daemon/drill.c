@@ -144,10 +144,20 @@ static double gbps(uint64_t bytes, uint64_t ns)
 	return ns ? (double)bytes * 8 / (double)ns : 0; /* bits per ns = Gbit/s */
 }
 
-void mrd_drill_note(mrd *d, unsigned plane)
+/* A drill's detection: a path of the plane out stops carrying data (from
+ * whatever state it was in: under loss it may be suspect already), or the
+ * plane goes down. */
+void mrd_drill_on_event(void *ud, const mrd_ev *ev)
 {
-	(void)d;
-	if (cur && cur->phase == PH_OUT && plane == cur->plane && !cur->t_detect)
+	(void)ud;
+	if (!cur || cur->phase != PH_OUT || cur->t_detect || ev->plane < 0 ||
+	    (unsigned)ev->plane != cur->plane)
+		return;
+	int hit = ev->kind == MRD_STORE_EV_PLANE_DOWN;
+	if (ev->from)
+		hit = ev->new_state == MRP_PATH_SUSPECT || ev->new_state == MRP_PATH_FAILED ||
+		      ev->new_state == MRP_PATH_DISABLED;
+	if (hit)
 		cur->t_detect = uv_hrtime();
 }
 
@@ -298,7 +308,7 @@ static void finish(drill *r)
 	snprintf(detail, sizeof(detail), "drill %" PRIu64 " %s%s: detection %s, redistribution %s%s%s",
 		 r->drill_id, json_is_true(json_object_get(rep, "pass")) ? "passed" : "failed",
 		 r->cancelled ? " (cancelled)" : "", det, red, r->reason[0] ? "; " : "", r->reason);
-	mrd_event(d, MRD_STORE_EV_DRILL_ENDED, plane, 0, -1, detail);
+	mrd_emit(&d->bus, MRD_STORE_EV_DRILL_ENDED, (int)r->plane, plane, 0, -1, detail);
 	free(text);
 	if (r->cl) {
 		mrd_ctl_clear_op(r->cl);
@@ -633,7 +643,7 @@ int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	snprintf(detail, sizeof(detail), "drill %" PRIu64 ": %s, %.3f s%s%s", r->drill_id,
 		 link ? "link down" : "administrative", dur, r->peer[0] ? ", perf to " : "",
 		 r->peer);
-	mrd_event(d, MRD_STORE_EV_DRILL_STARTED, name, 0, -1, detail);
+	mrd_emit(&d->bus, MRD_STORE_EV_DRILL_STARTED, (int)r->plane, name, 0, -1, detail);
 	if (d->store) {
 		mrd_store_drill row = {.id = r->drill_id, .plane = name, .kind = "plane-failover",
 				       .started_ts_ns = r->started_wall, .result_json = text};
@@ -714,7 +724,8 @@ void mrd_drill_init(mrd *d)
 		mrd_store_drill_update(d->store, &row);
 		char detail[200];
 		snprintf(detail, sizeof(detail), "drill %" PRIu64 " interrupted: %s", o->id, how);
-		mrd_event(d, MRD_STORE_EV_DRILL_RESTORED, o->plane, 0, -1, detail);
+		mrd_emit(&d->bus, MRD_STORE_EV_DRILL_RESTORED, mrd_ops_plane_find(d, o->plane), o->plane,
+			 0, -1, detail);
 		free(text);
 		free(o->result);
 	}

@@ -46,10 +46,25 @@ static void usage(FILE *f)
 
 /* ---- state store --------------------------------------------------------- */
 
-void mrd_record(mrd *d, mrd_store_event_kind kind, uint64_t conn_id, const char *detail)
+/* Subscriber of the event bus: the store's event log (a path's change of
+ * state only when it is a kind the log keeps). */
+static void store_on_event(void *ud, const mrd_ev *ev)
 {
-	/* The store and the control socket's monitors (ops.c). */
-	mrd_event(d, kind, NULL, conn_id <= UINT32_MAX ? (uint32_t)conn_id : 0, -1, detail);
+	mrd *d = ud;
+	if (!d->store || ev->kind < 0 || ev->stored)
+		return;
+	mrd_store_event(d->store, ev->ts_ns, (mrd_store_event_kind)ev->kind, ev->plane_name,
+			ev->conn ? ev->conn : MRD_STORE_NO_ID,
+			ev->path >= 0 ? (uint64_t)ev->path : MRD_STORE_NO_ID, ev->detail);
+}
+
+/* Subscriber of the event bus: the daemon's log at debug level (a path's
+ * change of state; the modules log the rest where it happens). */
+static void log_on_event(void *ud, const mrd_ev *ev)
+{
+	(void)ud;
+	if (ev->from)
+		mrd_debug("conn %08x path %d: %s", ev->conn, ev->path, ev->detail);
 }
 
 static void store_flush_work(uv_work_t *w)
@@ -86,7 +101,7 @@ static void store_open(mrd *d)
 	uv_timer_init(d->loop, &d->store_timer);
 	d->store_timer.data = d;
 	uv_timer_start(&d->store_timer, on_store_tick, 1000, 1000);
-	mrd_record(d, MRD_STORE_EV_DAEMON_STARTED, MRD_STORE_NO_ID, NULL);
+	mrd_emit(&d->bus, MRD_STORE_EV_DAEMON_STARTED, -1, NULL, 0, -1, NULL);
 }
 
 /* ---- stop ---------------------------------------------------------------- */
@@ -128,7 +143,7 @@ void mrd_stop(mrd *d)
 	d->stopping = 1;
 	mrd_info("stopping: closing %u connection(s)", mrd_peers_live(d));
 	mrd_notify_send(&d->notify, "STOPPING=1");
-	mrd_record(d, MRD_STORE_EV_DAEMON_STOPPED, MRD_STORE_NO_ID, "SIGTERM");
+	mrd_emit(&d->bus, MRD_STORE_EV_DAEMON_STOPPED, -1, NULL, 0, -1, "SIGTERM");
 	mrd_ctl_close(d);
 	mrd_apps_close(d); /* applications see EOF: their connections are reset */
 	mrd_peers_close_all(d);
@@ -237,6 +252,11 @@ void mrd_rh_update(mrd *d)
 static int start(mrd *d)
 {
 	int rv;
+	/* Who hears of events: the log, the store, the monitors, a drill. */
+	mrd_bus_subscribe(&d->bus, log_on_event, d);
+	mrd_bus_subscribe(&d->bus, store_on_event, d);
+	mrd_bus_subscribe(&d->bus, mrd_ctl_on_event, d);
+	mrd_bus_subscribe(&d->bus, mrd_drill_on_event, d);
 	if ((rv = mrd_peers_init(d)) < 0 || (rv = mrd_dp_init(&d->dp, d)) < 0)
 		return rv;
 	if ((rv = mrd_timer_init(&d->timer, d->loop, mrd_peer_on_timer, d)) < 0) {

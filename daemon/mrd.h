@@ -23,6 +23,7 @@
 #include "config.h"
 #include "ctl.h"
 #include "datapath.h"
+#include "event.h"
 #include "fdguard.h"
 #include "notify.h"
 #include "peer.h"
@@ -57,6 +58,7 @@ struct mrd {
 	uint64_t start_ns;
 	int stopping;
 	mrd_counters cnt;
+	mrd_bus bus; /* events: subscribers added by main.c (event.h) */
 
 	mrd_dp dp;
 	mrd_peers peers;
@@ -96,9 +98,6 @@ static inline void mrd_count_drop(mrd *d, int err)
 	if (err < 0 && -err < MRD_NERR)
 		d->cnt.drops[-err]++;
 }
-
-/* Queue an event in the store (no-op without one); wall-clock time. */
-void mrd_record(mrd *d, mrd_store_event_kind kind, uint64_t conn_id, const char *detail);
 
 /* Begin the graceful stop (SIGTERM, or the control socket). */
 void mrd_stop(mrd *d);

@@ -24,97 +24,11 @@ static struct {
 	int64_t ts[MRD_MAX_PLANES];
 } g;
 
-int64_t mrd_wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static json_t *conn_hex(uint32_t id)
 {
 	char b[16];
 	snprintf(b, sizeof(b), "%08" PRIx32, id);
 	return json_string(b);
-}
-
-/* ---- events -------------------------------------------------------------- */
-
-static void publish(mrd *d, const char *kind, const char *plane, uint32_t conn, int path,
-		    const char *detail, json_t *extra)
-{
-	if (!d->ctl.monitors) {
-		json_decref(extra);
-		return;
-	}
-	json_t *e = json_object();
-	json_object_set_new(e, "ts", json_real((double)mrd_wall_ns() / 1e9));
-	json_object_set_new(e, "kind", json_string(kind));
-	json_object_set_new(e, "plane", plane ? json_string(plane) : json_null());
-	json_object_set_new(e, "conn", conn ? conn_hex(conn) : json_null());
-	json_object_set_new(e, "path", path >= 0 ? json_integer(path) : json_null());
-	json_object_set_new(e, "detail", json_string(detail ? detail : ""));
-	if (extra)
-		json_object_update(e, extra);
-	json_decref(extra);
-	mrd_ctl_publish(d, e);
-	json_decref(e);
-}
-
-void mrd_event(mrd *d, mrd_store_event_kind kind, const char *plane, uint32_t conn, int path,
-	       const char *detail)
-{
-	if (d->store)
-		mrd_store_event(d->store, mrd_wall_ns(), kind, plane,
-				conn ? conn : MRD_STORE_NO_ID,
-				path >= 0 ? (uint64_t)path : MRD_STORE_NO_ID, detail);
-	publish(d, mrd_store_event_name(kind), plane, conn, path, detail, NULL);
-	if (kind == MRD_STORE_EV_PLANE_DOWN && plane) {
-		int i = mrd_ops_plane_find(d, plane);
-		if (i >= 0)
-			mrd_drill_note(d, (unsigned)i);
-	}
-}
-
-void mrd_event_path(mrd *d, const mrd_conn *c, const mrp_event *ev)
-{
-	const char *plane = ev->plane < c->npairs
-				    ? d->cfg.planes[c->pairs[ev->plane].lplane].name
-				    : NULL;
-	const char *from = mrp_path_state_name(ev->old_state);
-	const char *to = mrp_path_state_name(ev->new_state);
-	/* A drill's detection: a path of the plane stops carrying data (from
-	 * whatever state it was in: under loss it may be suspect already). */
-	if ((ev->new_state == MRP_PATH_SUSPECT || ev->new_state == MRP_PATH_FAILED ||
-	     ev->new_state == MRP_PATH_DISABLED) &&
-	    ev->plane < c->npairs)
-		mrd_drill_note(d, c->pairs[ev->plane].lplane);
-	char detail[96];
-	snprintf(detail, sizeof(detail), "%s -> %s, gen %u, sport %u", from, to, ev->gen,
-		 ev->sport);
-	mrd_debug("conn %08x path %u: %s", c->local_id, ev->path_id, detail);
-	/* Kept in the log: a failure, a re-port, and a path that carries data
-	 * again after one (or after a move or its plane coming back). The rest
-	 * (suspicion that clears, a new path's first probe, drains) only goes
-	 * to the monitors: the log is not flooded by every lost packet or
-	 * every connection's start. */
-	int kind = -1;
-	if (ev->new_state == MRP_PATH_FAILED)
-		kind = MRD_STORE_EV_PATH_FAILED;
-	else if (ev->old_state == MRP_PATH_FAILED && ev->new_state == MRP_PATH_PROBING)
-		kind = MRD_STORE_EV_PATH_REPORTED;
-	else if (ev->old_state == MRP_PATH_PROBING && ev->new_state == MRP_PATH_ACTIVE &&
-		 ev->gen > 1)
-		kind = MRD_STORE_EV_PATH_RECOVERED; /* after a re-port, a move or a plane up */
-	if (kind >= 0 && d->store)
-		mrd_store_event(d->store, mrd_wall_ns(), (mrd_store_event_kind)kind, plane,
-				c->local_id, ev->path_id, detail);
-	if (d->ctl.monitors)
-		publish(d, kind >= 0 ? mrd_store_event_name((mrd_store_event_kind)kind)
-				     : "path.state",
-			plane, c->local_id, ev->path_id, detail,
-			json_pack("{s:s, s:s, s:i, s:i}", "from", from, "to", to, "gen",
-				  (int)ev->gen, "sport", (int)ev->sport));
 }
 
 /* ---- drained planes ------------------------------------------------------- */
@@ -271,13 +185,16 @@ static void drain_apply(mrd *d, drain_req *r)
 	snprintf(detail, sizeof(detail), "by %s", r->who);
 	mrd_info("plane %s: %s %s", name, r->drain ? "drained" : "undrained", detail);
 	/* mrd_store_set_drained() logged the event with the flag; the
-	 * monitors hear of it here. Without a store, the log gets it too. */
-	if (d->store)
-		publish(d, r->drain ? "plane.drained" : "plane.restored", name, 0, -1, detail,
-			NULL);
-	else
-		mrd_event(d, r->drain ? MRD_STORE_EV_PLANE_DRAINED : MRD_STORE_EV_PLANE_RESTORED,
-			  name, 0, -1, detail);
+	 * monitors hear of it here. */
+	mrd_ev ev = {
+		.kind = r->drain ? MRD_STORE_EV_PLANE_DRAINED : MRD_STORE_EV_PLANE_RESTORED,
+		.plane = (int)r->plane,
+		.plane_name = name,
+		.path = -1,
+		.detail = detail,
+		.stored = d->store != NULL,
+	};
+	mrd_bus_emit(&d->bus, &ev);
 }
 
 static void drain_work(uv_work_t *w)
@@ -498,10 +415,10 @@ static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	mrd_peer_run(d);
 	mrp_path_info pi;
 	mrp_conn_path_info(c->eng, pid, &pi);
-	const char *plane = pi.plane < c->npairs ? d->cfg.planes[c->pairs[pi.plane].lplane].name
-						 : NULL;
+	int lplane = pi.plane < c->npairs ? (int)c->pairs[pi.plane].lplane : -1;
+	const char *plane = lplane >= 0 ? d->cfg.planes[lplane].name : NULL;
 	mrd_info("conn %08x path %u: %s", cid, pid, detail);
-	mrd_event(d, kind, plane, cid, pid, detail);
+	mrd_emit(&d->bus, kind, lplane, plane, cid, pid, detail);
 	json_t *res = json_pack("{s:o, s:i, s:s, s:s, s:i, s:i, s:s, s:s}", "conn", conn_hex(cid),
 				"path", (int)pid, "action", verb, "plane", plane ? plane : "",
 				"sport", (int)pi.sport, "gen", (int)pi.gen, "state",

@@ -1,11 +1,6 @@
 /*
  * Operations: what an operator does to a running daemon and sees of it.
  *
- *   events      one entry point for everything that happens (plane down/up,
- *               drained, a path changing state, a connection up/down, a
- *               drill): it is queued in the store's event log (when it is a
- *               kind the log keeps) and pushed to every `monitor`
- *               subscriber of the control socket as it happens;
  *   drain       an operator's drained planes: applied to every connection
  *               (MRP_PLANE_DRAIN), to each new connection as it is
  *               established, persisted in the store before the reply and
@@ -15,7 +10,8 @@
  *   history     the store's event log, drill reports and telemetry, read on
  *               a libuv worker (sqlite blocks) and sent back as JSON.
  *
- * The control commands are documented in docs/control-protocol.md. One
+ * Events (a drain, a steered path) go out on the event bus (event.h). The
+ * control commands are documented in docs/control-protocol.md. One
  * instance per process, as planes.c: the state lives in ops.c.
  */
 #ifndef MRD_OPS_H
@@ -26,6 +22,7 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "event.h"
 #include "store.h"
 
 typedef struct mrd mrd;
@@ -34,20 +31,6 @@ typedef struct mrd_ctl_client mrd_ctl_client;
 
 /* Reads the drained planes from the store (blocking: at start only). */
 void mrd_ops_init(mrd *d);
-
-/* Wall-clock unix time in ns (for the store and event timestamps). */
-int64_t mrd_wall_ns(void);
-
-/*
- * Something happened. kind is the store's event kind; plane NULL, conn 0 and
- * path < 0 mean none. Queued in the store and pushed to monitors.
- */
-void mrd_event(mrd *d, mrd_store_event_kind kind, const char *plane, uint32_t conn,
-	       int path, const char *detail);
-
-/* A path changed state (from mrp_conn_poll_event). Pushed to monitors; a
- * path that failed, was re-ported or recovered is also logged. */
-void mrd_event_path(mrd *d, const mrd_conn *c, const mrp_event *ev);
 
 /* Whether our plane is drained, by an operator (drain) or a drill. */
 bool mrd_ops_plane_drained(const mrd *d, unsigned plane);

@@ -520,9 +520,9 @@ static void conn_ended(mrd_conn *c, const char *why, uint64_t now)
 	mrd_info("conn %08x (%s %08x): %s", c->local_id,
 		 c->initiator ? "to" : "from", c->peer_id, why);
 	if (was == MRD_CONN_ESTABLISHED)
-		mrd_record(c->d, strstr(why, "reset") ? MRD_STORE_EV_CONN_RESET
-						      : MRD_STORE_EV_CONN_DOWN,
-			   c->local_id, why);
+		mrd_emit(&c->d->bus, strstr(why, "reset") ? MRD_STORE_EV_CONN_RESET
+							 : MRD_STORE_EV_CONN_DOWN,
+			 -1, NULL, c->local_id, -1, why);
 	const mrd_conn_ops *ops = c->ops;
 	void *ud = c->ud;
 	c->ops = NULL;
@@ -668,8 +668,12 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 		mrp_conn_path_steer(e, bad[i], 0, -1, now);
 	deliver_cq(c);
 	mrp_event ev;
-	while (mrp_conn_poll_event(e, &ev) == 1)
-		mrd_event_path(c->d, c, &ev); /* the log, the monitors, a drill */
+	while (mrp_conn_poll_event(e, &ev) == 1) {
+		/* the log, the monitors, a drill (the event bus) */
+		int lp = ev.plane < c->npairs ? (int)c->pairs[ev.plane].lplane : -1;
+		mrd_emit_path(&c->d->bus, lp, lp >= 0 ? c->d->cfg.planes[lp].name : NULL,
+			      c->local_id, &ev);
+	}
 	return sent;
 }
 
@@ -908,7 +912,7 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 	peer_instance(d, c->peer, hs->instance_id, 1, now);
 	mrd_info("conn %08x to %08x: established, %u plane pair(s), mtu %u", c->local_id,
 		 c->peer_id, c->npairs, c->mtu);
-	mrd_record(d, MRD_STORE_EV_CONN_UP, c->local_id, "initiator");
+	mrd_emit(&d->bus, MRD_STORE_EV_CONN_UP, -1, NULL, c->local_id, -1, "initiator");
 	if (c->ops && c->ops->established && c->ops->established(c) < 0) {
 		mrd_conn_close(c, 1);
 		mrd_conn_touch(c);
@@ -1134,7 +1138,7 @@ static int confirm(mrd *d, mrd_conn *c, uint64_t now)
 	mrd_info("conn %08x from %08x (%s): established, %u plane pair(s), mtu %u",
 		 c->local_id, c->peer_id, mrd_sockaddr_str(&c->peer->addr, buf, sizeof(buf)),
 		 c->npairs, c->mtu);
-	mrd_record(d, MRD_STORE_EV_CONN_UP, c->local_id, "acceptor");
+	mrd_emit(&d->bus, MRD_STORE_EV_CONN_UP, -1, NULL, c->local_id, -1, "acceptor");
 	if (c->ops && c->ops->established && c->ops->established(c) < 0) {
 		mrd_conn_close(c, 1);
 		return -1;

@@ -224,8 +224,8 @@ static int raw_up(const mrd_plane_state *s, const char **why)
 
 static void record(const mrd_plane_state *s, mrd_store_event_kind kind, const char *detail)
 {
-	/* The log and the monitors (ops.c). */
-	mrd_event(g.d, kind, g.d->cfg.planes[s->idx].name, 0, -1, detail);
+	/* The store's log, the monitors, a drill (the event bus). */
+	mrd_emit(&g.d->bus, kind, (int)s->idx, g.d->cfg.planes[s->idx].name, 0, -1, detail);
 }
 
 static void set_down(mrd_plane_state *s, const char *why)
