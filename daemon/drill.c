@@ -524,20 +524,13 @@ static double num_arg(json_t *args, const char *k, double dflt, int *bad)
 	return json_number_value(v);
 }
 
-int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+static void cmd_drill(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
 {
-	if (strcmp(cmd, "drill plane") != 0 && strcmp(cmd, "drill cancel") != 0)
-		return 0;
 	mrd *d = mrd_ctl_daemon(cl);
-	if (!mrd_ctl_may_act(cl)) {
-		mrd_ctl_error(cl, id, "permission", "%s changes state: root or uid %u only", cmd,
-			      (unsigned)geteuid());
-		return 1;
-	}
 	if (strcmp(cmd, "drill cancel") == 0) {
 		if (!cur || cur->phase == PH_DONE) {
 			mrd_ctl_error(cl, id, "not_found", "drill cancel: no drill is running");
-			return 1;
+			return;
 		}
 		drill *r = cur;
 		json_t *res = json_pack("{s:I, s:s}", "id", (json_int_t)r->drill_id, "plane",
@@ -551,7 +544,7 @@ int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 		if (r->phase != PH_PERSIST)
 			finish(r);
 		mrd_ctl_reply(cl, id, res);
-		return 1;
+		return;
 	}
 	json_t *jp = json_object_get(args, "plane"), *jpeer = json_object_get(args, "peer");
 	json_t *jl = json_object_get(args, "link");
@@ -566,53 +559,53 @@ int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 			      "drill plane: args.plane (a name) is required; peer a string, link "
 			      "a boolean, duration_s and auto_revert_s seconds in (0, %.0f]",
 			      DURATION_MAX_S);
-		return 1;
+		return;
 	}
 	int p = mrd_ops_plane_find(d, json_string_value(jp));
 	if (p < 0) {
 		mrd_ctl_error(cl, id, "not_found", "drill plane: no plane '%.40s'",
 			      json_string_value(jp));
-		return 1;
+		return;
 	}
 	const char *name = d->cfg.planes[p].name;
 	if (cur) {
 		mrd_ctl_error(cl, id, "busy", "drill plane: drill %" PRIu64 " of plane %s is running",
 			      cur->drill_id, d->cfg.planes[cur->plane].name);
-		return 1;
+		return;
 	}
 	if (!mrd_planes_up(d, (unsigned)p) || mrd_ops_plane_drained(d, (unsigned)p)) {
 		mrd_ctl_error(cl, id, "refused", "drill plane: %s is already out of service (%s)",
 			      name, mrd_planes_up(d, (unsigned)p) ? "drained" : "down");
-		return 1;
+		return;
 	}
 	if (mrd_ops_usable_planes(d) <= 1) {
 		mrd_ctl_error(cl, id, "refused",
 			      "drill plane: %s is the last usable plane: a drill would stop all "
 			      "traffic", name);
-		return 1;
+		return;
 	}
 	int link = json_is_true(jl);
 	const mrd_plane_state *ps = mrd_planes_get(d, (unsigned)p);
 	if (link && mrd_ctl_uid(cl) != 0) {
 		mrd_ctl_error(cl, id, "permission", "drill plane --link: root only");
-		return 1;
+		return;
 	}
 	if (link && (!ps || ps->ifindex <= 0)) {
 		mrd_ctl_error(cl, id, "refused",
 			      "drill plane --link: plane %s has no network interface of its own "
 			      "(it is not watched through netlink)", name);
-		return 1;
+		return;
 	}
 	drill *r = calloc(1, sizeof(*r));
 	if (!r) {
 		mrd_ctl_error(cl, id, "failed", "out of memory");
-		return 1;
+		return;
 	}
 	if (mrd_ctl_set_op(cl, cancel, r) < 0) {
 		free(r);
 		mrd_ctl_error(cl, id, "busy", "a ping, perf or drill is already running on this "
 					      "connection");
-		return 1;
+		return;
 	}
 	r->d = d;
 	r->cl = cl;
@@ -651,14 +644,23 @@ int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 		free(text);
 		r->w.data = r;
 		if (uv_queue_work(d->loop, &r->w, persist_work, persist_done) == 0)
-			return 1;
+			return;
 	} else {
 		free(text);
 		mrd_warn("drill %" PRIu64 ": no state database: a crash during the drill would "
 			 "leave the plane out", r->drill_id);
 	}
 	start_phases(r);
-	return 1;
+}
+
+static const mrd_ctl_cmd cmds[] = {
+	{"drill plane", cmd_drill, MRD_CTL_ACT, 1},
+	{"drill cancel", cmd_drill, MRD_CTL_ACT, 0},
+};
+
+int mrd_drill_register(mrd *d)
+{
+	return mrd_ctl_register(d, cmds, sizeof(cmds) / sizeof(cmds[0]));
 }
 
 /* ---- restart --------------------------------------------------------------- */

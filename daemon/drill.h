@@ -37,8 +37,9 @@ typedef struct mrd_ctl_client mrd_ctl_client;
  * start, after mrd_ops_init). */
 void mrd_drill_init(mrd *d);
 
-/* "drill plane": returns 1 when cmd is a drill command. */
-int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args);
+/* Add "drill plane" (long-running: it holds its client's operation slot)
+ * and "drill cancel" to the control socket's table. */
+int mrd_drill_register(mrd *d);
 
 /* Subscriber of the event bus (main.c): a path on the plane of the drill
  * became suspect, failed or disabled, or the plane went down. */

@@ -25,7 +25,9 @@
 #include "log.h"
 #include "mrd.h"
 #include "ops.h"
+#include "perf.h"
 #include "planes.h"
+#include "show.h"
 #include "telemetry.h"
 
 #define MRD_STOP_GRACE_MS 3000
@@ -263,6 +265,11 @@ static int start(mrd *d)
 		mrd_err("timerfd: %s", strerror(-rv));
 		return rv;
 	}
+	/* The control socket's commands, each table from the module that
+	 * owns them; then the socket. */
+	if (mrd_show_register(d) < 0 || mrd_perf_register(d) < 0 || mrd_ops_register(d) < 0 ||
+	    mrd_drill_register(d) < 0)
+		return -EINVAL;
 	if ((rv = mrd_ctl_init(d)) < 0)
 		return rv;
 	if ((rv = mrd_apps_init(d)) < 0)

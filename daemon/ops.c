@@ -688,41 +688,40 @@ static void cmd_history(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t 
 	}
 }
 
-/* ---- dispatch ------------------------------------------------------------ */
+/* ---- commands ------------------------------------------------------------ */
 
-static const struct {
-	const char *name;
-	int act; /* changes state: root or the daemon's uid only */
-} cmds[] = {
-	{"plane drain", 1},    {"plane undrain", 1},  {"path steer", 1},
-	{"path disable", 1},   {"path enable", 1},    {"path reset", 1},
-	{"history events", 0}, {"history drills", 0}, {"history paths", 0},
-	{"history planes", 0}, {"monitor", 0},
+static void do_drain(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	cmd_drain(cl, id, cmd, args, 1);
+}
+
+static void do_undrain(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	cmd_drain(cl, id, cmd, args, 0);
+}
+
+static void do_monitor(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	(void)cmd, (void)args;
+	mrd_ctl_subscribe(cl);
+	mrd_ctl_reply(cl, id, json_pack("{s:b}", "subscribed", 1));
+}
+
+static const mrd_ctl_cmd cmds[] = {
+	{"plane drain", do_drain, MRD_CTL_ACT, 0},
+	{"plane undrain", do_undrain, MRD_CTL_ACT, 0},
+	{"path steer", cmd_path, MRD_CTL_ACT, 0},
+	{"path disable", cmd_path, MRD_CTL_ACT, 0},
+	{"path enable", cmd_path, MRD_CTL_ACT, 0},
+	{"path reset", cmd_path, MRD_CTL_ACT, 0},
+	{"history events", cmd_history, MRD_CTL_READ, 0},
+	{"history drills", cmd_history, MRD_CTL_READ, 0},
+	{"history paths", cmd_history, MRD_CTL_READ, 0},
+	{"history planes", cmd_history, MRD_CTL_READ, 0},
+	{"monitor", do_monitor, MRD_CTL_READ, 0},
 };
 
-int mrd_ops_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+int mrd_ops_register(mrd *d)
 {
-	size_t k = 0, n = sizeof(cmds) / sizeof(cmds[0]);
-	while (k < n && strcmp(cmds[k].name, cmd) != 0)
-		k++;
-	if (k == n)
-		return 0;
-	if (cmds[k].act && !mrd_ctl_may_act(cl)) {
-		mrd_ctl_error(cl, id, "permission", "%s changes state: root or uid %u only", cmd,
-			      (unsigned)geteuid());
-		return 1;
-	}
-	if (strcmp(cmd, "plane drain") == 0)
-		cmd_drain(cl, id, cmd, args, 1);
-	else if (strcmp(cmd, "plane undrain") == 0)
-		cmd_drain(cl, id, cmd, args, 0);
-	else if (strncmp(cmd, "path ", 5) == 0)
-		cmd_path(cl, id, cmd, args);
-	else if (strncmp(cmd, "history ", 8) == 0)
-		cmd_history(cl, id, cmd, args);
-	else if (strcmp(cmd, "monitor") == 0) {
-		mrd_ctl_subscribe(cl);
-		mrd_ctl_reply(cl, id, json_pack("{s:b}", "subscribed", 1));
-	}
-	return 1;
+	return mrd_ctl_register(d, cmds, sizeof(cmds) / sizeof(cmds[0]));
 }

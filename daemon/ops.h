@@ -52,11 +52,8 @@ void mrd_ops_conn_established(mrd *d, mrd_conn *c, uint64_t now_ns);
 /* Look a plane up by name or index ("p1", "1"); -1 if none. */
 int mrd_ops_plane_find(const mrd *d, const char *s);
 
-/*
- * The control commands of this module ("plane drain", "path steer",
- * "history events", ...). Returns 1 when cmd is one of them (and the reply
- * has been or will be sent), 0 otherwise.
- */
-int mrd_ops_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args);
+/* Add the control commands of this module ("plane drain", "path steer",
+ * "history events", "monitor", ...) to the control socket's table. */
+int mrd_ops_register(mrd *d);
 
 #endif

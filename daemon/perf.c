@@ -5,8 +5,10 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 
+#include "ctl.h"
 #include "log.h"
 #include "mrd.h"
+#include "view.h"
 
 #define CTL_LEN 48
 #define CTL_MAGIC 0x4d525046u /* "MRPF" */
@@ -784,4 +786,100 @@ void mrd_perf_cancel(mrd_perf_op *op)
 		if (op->ep.c)
 			mrd_conn_close(op->ep.c, 0);
 	}
+}
+
+/* ---- control commands: ping and perf --------------------------------------- */
+
+/* One request of a control client, holding the client's operation slot
+ * until the run reports (req_done) or the client goes (req_cancel). */
+typedef struct perf_req {
+	mrd_ctl_client *cl;
+	json_t *id;
+	mrd_perf_op *op;
+} perf_req;
+
+static void req_done(void *ud, json_t *result, const char *err)
+{
+	perf_req *q = ud;
+	mrd_ctl_clear_op(q->cl);
+	if (err)
+		mrd_ctl_error(q->cl, q->id, "failed", "%s", err);
+	else
+		mrd_ctl_reply(q->cl, q->id, result);
+	json_decref(q->id);
+	free(q);
+}
+
+static void req_cancel(void *ud)
+{
+	perf_req *q = ud;
+	mrd_perf_cancel(q->op);
+	json_decref(q->id);
+	free(q);
+}
+
+static void cmd_run(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	mrd *d = mrd_ctl_daemon(cl);
+	const char *peer = NULL;
+	json_t *jp = json_object_get(args, "peer");
+	if (!json_is_string(jp) || !*(peer = json_string_value(jp))) {
+		mrd_ctl_error(cl, id, "bad_request", "%s: args.peer (\"ADDRESS[:PORT]\") is required",
+			      cmd);
+		return;
+	}
+	perf_req *q = calloc(1, sizeof(*q));
+	if (!q) {
+		mrd_ctl_error(cl, id, "failed", "out of memory");
+		return;
+	}
+	q->cl = cl;
+	q->id = id ? json_incref(id) : NULL;
+	char err[160];
+	int rv;
+	if (strcmp(cmd, "perf") == 0) {
+		json_t *js = json_object_get(args, "seconds"), *jm = json_object_get(args, "msg_size");
+		json_t *jb = json_object_get(args, "bytes");
+		double secs = js ? json_number_value(js) : 3.0;
+		json_int_t msz = jm ? (json_is_integer(jm) ? json_integer_value(jm) : -1)
+				    : MRD_PERF_MSG_DEFAULT;
+		json_int_t bytes = jb ? (json_is_integer(jb) ? json_integer_value(jb) : -1) : 0;
+		if ((js && !json_is_number(js)) || msz < 0 || msz > UINT32_MAX || bytes < 0) {
+			json_decref(q->id);
+			free(q);
+			mrd_ctl_error(cl, id, "bad_request", "perf: args.seconds must be a number, "
+				      "args.msg_size and args.bytes non-negative integers");
+			return;
+		}
+		rv = mrd_perf_start(d, peer, secs, (uint64_t)bytes, (uint32_t)msz, req_done, q,
+				    &q->op, err, sizeof(err));
+	} else {
+		json_t *jc = json_object_get(args, "count");
+		json_int_t count = jc ? (json_is_integer(jc) ? json_integer_value(jc) : -1) : 5;
+		if (count < 1 || count > 10000) {
+			json_decref(q->id);
+			free(q);
+			mrd_ctl_error(cl, id, "bad_request", "ping: args.count must be an integer 1-10000");
+			return;
+		}
+		rv = mrd_ping_start(d, peer, (unsigned)count, req_done, q, &q->op, err, sizeof(err));
+	}
+	if (rv < 0) {
+		json_decref(q->id);
+		free(q);
+		mrd_ctl_error(cl, id, "failed", "%s: %s", cmd, err);
+		return;
+	}
+	mrd_ctl_set_op(cl, req_cancel, q); /* cannot fail: the table refused a busy client */
+	mrd_peer_run(d);
+}
+
+static const mrd_ctl_cmd cmds[] = {
+	{"ping", cmd_run, MRD_CTL_ACT, 1},
+	{"perf", cmd_run, MRD_CTL_ACT, 1},
+};
+
+int mrd_perf_register(mrd *d)
+{
+	return mrd_ctl_register(d, cmds, sizeof(cmds) / sizeof(cmds[0]));
 }

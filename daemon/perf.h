@@ -55,4 +55,8 @@ int mrd_ping_start(mrd *d, const char *peer, unsigned count, mrd_perf_done_cb cb
 /* The requester went away: no callback; the run is closed and freed. */
 void mrd_perf_cancel(mrd_perf_op *op);
 
+/* Add the control commands ping and perf (long-running: each holds its
+ * client's operation slot) to the control socket's table. */
+int mrd_perf_register(mrd *d);
+
 #endif
