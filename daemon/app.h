@@ -11,7 +11,7 @@
  *
  * A session owns contexts (a sealed memfd with the SQ and CQ, a doorbell and
  * a wakeup socket pair whose daemon ends are its own: never blocking),
- * memory regions (the application's sealed memfds, mapped here too), listeners (service ids routed to it by mrd_service_lookup())
+ * memory regions (the application's sealed memfds, mapped here too), listeners (service ids routed to it by the connections' service registry, mrd_apps_service())
  * and connections (daemon connections, peer.h, whose ops route to it).
  * Everything an application sends or writes into shared memory is
  * validated and counted; an application that is impossible to serve (a bad

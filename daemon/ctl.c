@@ -490,6 +490,12 @@ static void client_pause(mrd_ctl_client *cl, const char *rest, size_t n)
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 
+static void after_input(mrd *d)
+{
+	if (d->ctl.after_input)
+		d->ctl.after_input(d->ctl.after_input_ud);
+}
+
 /* The replies drained (on_written): handle the held requests, then read
  * again unless they filled the queue once more. */
 static void client_resume(mrd_ctl_client *cl)
@@ -509,7 +515,7 @@ static void client_resume(mrd_ctl_client *cl)
 	}
 	cl->paused = 0;
 	uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
-	mrd_peer_run(cl->d);
+	after_input(cl->d);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -524,7 +530,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		client_pause(cl, buf->base + used, (size_t)n - used);
 	else if (!cl->closing && wq_size(cl) > CTL_WQ_PAUSE)
 		client_pause(cl, NULL, 0);
-	mrd_peer_run(cl->d);
+	after_input(cl->d);
 }
 
 static void on_connection(uv_stream_t *server, int status)

@@ -66,6 +66,10 @@ typedef struct mrd_ctl {
 	uint64_t clients_paused, clients_dropped; /* write-queue bound (ctl.c) */
 	unsigned monitors;          /* clients subscribed with `monitor` */
 	uint64_t events_pushed, events_dropped;
+	/* Called after each read from a client, its requests handled (main.c:
+	 * run the connections, so that what they posted leaves now). */
+	void (*after_input)(void *ud);
+	void *after_input_ud;
 	const mrd_ctl_cmd *tables[MRD_CTL_TABLES]; /* mrd_ctl_register() */
 	size_t ntables_len[MRD_CTL_TABLES];
 	unsigned ntables;

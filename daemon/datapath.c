@@ -127,10 +127,11 @@ static void sock_close(mrd_sock *s, int free_it)
 	s->fd = -1;
 }
 
-int mrd_dp_init(mrd_dp *dp, mrd *d)
+int mrd_dp_init(mrd_dp *dp, mrd *d, const mrd_dp_ops *ops)
 {
 	memset(dp, 0, sizeof(*dp));
 	dp->d = d;
+	dp->ops = *ops;
 	const char *e = getenv("MRD_NO_GSO");
 	dp->gso = !(e && *e == '1');
 	e = getenv("MRD_NO_GRO");
@@ -545,7 +546,8 @@ static int sock_read(mrd_sock *s, int rounds)
 				size_t l = len - off < gso ? len - off : gso;
 				pl->rx_pkts++;
 				pl->rx_bytes += l;
-				mrd_peer_input(pl->d, s, &src[i], m->msg_namelen, p + off, l, ce);
+				dp->ops.input(dp->ops.ud, s, &src[i], m->msg_namelen, p + off,
+					      l, ce);
 			}
 		}
 		if ((unsigned)r < batch)
@@ -572,7 +574,7 @@ static void on_after_io(uv_check_t *h)
 	if (!dp->rx_run)
 		return;
 	dp->rx_run = 0;
-	mrd_peer_run(dp->d);
+	dp->ops.run(dp->ops.ud);
 	for (int round = 1; round < RX_ROUNDS && dp->rx_more; round++) {
 		uint32_t more = dp->rx_more;
 		dp->rx_more = 0;
@@ -580,7 +582,7 @@ static void on_after_io(uv_check_t *h)
 			if ((more >> i & 1) && dp->planes[i].service.polling &&
 			    sock_read(&dp->planes[i].service, 1))
 				dp->rx_more |= 1u << i;
-		mrd_peer_run(dp->d);
+		dp->ops.run(dp->ops.ud);
 	}
 	dp->rx_more = 0; /* the rest: when the loop polls again */
 }
@@ -608,7 +610,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 	for (int round = 0; round < RX_ROUNDS && s->polling; round++) {
 		uint64_t before = s->plane->rx_pkts;
 		sock_read(s, 1);
-		mrd_peer_run(s->plane->d);
+		dp->ops.run(dp->ops.ud);
 		if (s->plane->rx_pkts == before)
 			break;
 	}
@@ -624,7 +626,7 @@ static void on_spin(uv_idle_t *h)
 			uint64_t b = dp->planes[i].rx_pkts;
 			sock_read(&dp->planes[i].service, 1);
 			if (dp->planes[i].rx_pkts != b)
-				mrd_peer_run(d);
+				dp->ops.run(dp->ops.ud);
 		}
 	/* The timerfd stays armed: its late expiry finds nothing due. */
 	if (mrd_timer_next(&d->timer) <= uv_hrtime())

@@ -69,6 +69,16 @@ struct mrd_dp_plane {
 	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes, bind_fails;
 };
 
+/* What the datapath hands up, set at init by main.c: each datagram read
+ * (input) and, once a batch of them has been handed over, the call that
+ * runs the connections (run). */
+typedef struct mrd_dp_ops {
+	void (*input)(void *ud, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
+		      const uint8_t *data, size_t len, int ce);
+	void (*run)(void *ud);
+	void *ud;
+} mrd_dp_ops;
+
 typedef struct mrd_dp_txent {
 	mrd_sock *sock;
 	mrd_sockaddr dst;
@@ -78,6 +88,7 @@ typedef struct mrd_dp_txent {
 
 typedef struct mrd_dp {
 	mrd *d;
+	mrd_dp_ops ops;
 	unsigned nplanes;
 	mrd_dp_plane planes[MRD_MAX_PLANES];
 	int gso, gro, host_ecn;
@@ -105,9 +116,9 @@ typedef struct mrd_dp {
 	uint64_t spin_until;
 } mrd_dp;
 
-/* Open every plane's service socket. Returns 0 or -errno after logging the
- * plane, address and error. */
-int mrd_dp_init(mrd_dp *dp, mrd *d);
+/* Open every plane's service socket; what is read goes to ops. Returns 0
+ * or -errno after logging the plane, address and error. */
+int mrd_dp_init(mrd_dp *dp, mrd *d, const mrd_dp_ops *ops);
 
 /* Close every socket (handles are freed in their close callbacks). */
 void mrd_dp_close(mrd_dp *dp);

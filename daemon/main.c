@@ -251,6 +251,42 @@ void mrd_rh_update(mrd *d)
 
 /* ---- main ---------------------------------------------------------------- */
 
+/* ---- wiring: what the lower layers hand up ------------------------------- */
+
+static void dp_input(void *ud, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
+		     const uint8_t *data, size_t len, int ce)
+{
+	mrd_peer_input(ud, s, src, srclen, data, len, ce);
+}
+
+static void run_conns(void *ud)
+{
+	mrd_peer_run(ud);
+}
+
+static void plane_changed(void *ud, unsigned plane, int up)
+{
+	mrd *d = ud;
+	mrd_rh_update(d);
+	mrd_peers_plane_event(d, plane, up ? MRP_PLANE_UP : MRP_PLANE_DOWN);
+}
+
+static void conn_established(void *ud, mrd_conn *c, uint64_t now_ns)
+{
+	mrd_ops_conn_established(ud, c, now_ns); /* a drained plane takes no data */
+}
+
+static void conn_freed(void *ud, mrd_conn *c)
+{
+	(void)ud;
+	mrd_telemetry_conn_free(c);
+}
+
+static const mrd_conn_ops *apps_service(void *ud, uint32_t service_id)
+{
+	return mrd_apps_service(ud, service_id); /* a service an application listens on */
+}
+
 static int start(mrd *d)
 {
 	int rv;
@@ -259,7 +295,12 @@ static int start(mrd *d)
 	mrd_bus_subscribe(&d->bus, store_on_event, d);
 	mrd_bus_subscribe(&d->bus, mrd_ctl_on_event, d);
 	mrd_bus_subscribe(&d->bus, mrd_drill_on_event, d);
-	if ((rv = mrd_peers_init(d)) < 0 || (rv = mrd_dp_init(&d->dp, d)) < 0)
+	if ((rv = mrd_peers_init(d)) < 0)
+		return rv;
+	mrd_peers_set_hooks(d, &(mrd_peer_hooks){conn_established, conn_freed, d});
+	mrd_peers_add_service(d, mrd_perf_service, d); /* PERF and ECHO */
+	mrd_peers_add_service(d, apps_service, d);
+	if ((rv = mrd_dp_init(&d->dp, d, &(mrd_dp_ops){dp_input, run_conns, d})) < 0)
 		return rv;
 	if ((rv = mrd_timer_init(&d->timer, d->loop, mrd_peer_on_timer, d)) < 0) {
 		mrd_err("timerfd: %s", strerror(-rv));
@@ -270,13 +311,16 @@ static int start(mrd *d)
 	if (mrd_show_register(d) < 0 || mrd_perf_register(d) < 0 || mrd_ops_register(d) < 0 ||
 	    mrd_drill_register(d) < 0)
 		return -EINVAL;
+	d->ctl.after_input = run_conns;
+	d->ctl.after_input_ud = d;
 	if ((rv = mrd_ctl_init(d)) < 0)
 		return rv;
 	if ((rv = mrd_apps_init(d)) < 0)
 		return rv;
 	mrd_notify_init(&d->notify, d->loop);
 	store_open(d);
-	mrd_planes_init(d); /* without netlink the planes are just not watched */
+	/* without netlink the planes are just not watched */
+	mrd_planes_init(d, &(mrd_planes_ops){plane_changed, d});
 	mrd_rh_update(d);   /* the planes' speeds are known from here */
 	/* Operations: drained planes and interrupted drills from the store,
 	 * then the telemetry sampler. */

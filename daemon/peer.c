@@ -7,10 +7,8 @@
 
 #include "log.h"
 #include "mrd.h"
-#include "ops.h"
 #include "planes.h"
 #include "svcpolicy.h"
-#include "telemetry.h"
 
 /* Every engine error code has its slot in the drop counters. */
 #define MRD_ERR_FITS(name, val, msg) \
@@ -84,6 +82,32 @@ const char *mrd_conn_state_name(const mrd_conn *c)
 	case MRD_CONN_ENDED: return "ended";
 	}
 	return "?";
+}
+
+void mrd_peers_set_hooks(mrd *d, const mrd_peer_hooks *hooks)
+{
+	d->peers.hooks = *hooks;
+}
+
+int mrd_peers_add_service(mrd *d, mrd_service_fn fn, void *ud)
+{
+	mrd_peers *p = &d->peers;
+	if (p->nservices >= MRD_SERVICES_MAX)
+		return -1;
+	p->services[p->nservices].fn = fn;
+	p->services[p->nservices].ud = ud;
+	p->nservices++;
+	return 0;
+}
+
+static const mrd_conn_ops *service_lookup(const mrd_peers *p, uint32_t service_id)
+{
+	for (unsigned i = 0; i < p->nservices; i++) {
+		const mrd_conn_ops *ops = p->services[i].fn(p->services[i].ud, service_id);
+		if (ops)
+			return ops;
+	}
+	return NULL;
 }
 
 int mrd_peers_init(mrd *d)
@@ -227,7 +251,8 @@ static void conn_free(mrd_conn *c)
 	p->nconns--;
 	c->peer->nconns--;
 	mrp_conn_del(c->eng);
-	mrd_telemetry_conn_free(c);
+	if (p->hooks.freed)
+		p->hooks.freed(p->hooks.ud, c);
 	free(c);
 }
 
@@ -493,8 +518,9 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	for (unsigned i = 0; i < c->npairs; i++)
 		if (!mrd_planes_up(d, c->pairs[i].lplane))
 			mrp_conn_plane_event(c->eng, i, MRP_PLANE_DOWN, now);
-	/* And a drained plane (by an operator or a drill) takes no data. */
-	mrd_ops_conn_established(d, c, now);
+	/* And the layers above (a drained plane takes no data). */
+	if (d->peers.hooks.established)
+		d->peers.hooks.established(d->peers.hooks.ud, c, now);
 	return rv;
 }
 
@@ -1026,7 +1052,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		return;
 	}
 	/* 3. Service (and whether it answers this peer: svcpolicy.h). */
-	const mrd_conn_ops *ops = d->stopping ? NULL : mrd_service_lookup(d, hs->service_id);
+	const mrd_conn_ops *ops = d->stopping ? NULL : service_lookup(&d->peers, hs->service_id);
 	int pol = ops ? mrd_svc_allowed(d, hs->service_id, src) : MRD_SVC_OK;
 	if (pol == MRD_SVC_REFUSED) {
 		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_REFUSED, hs->service_id);

@@ -84,9 +84,22 @@ typedef struct mrd_conn_ops {
 	uint16_t (*max_streams)(mrd *d, uint32_t service_id);
 } mrd_conn_ops;
 
-/* Who answers CONNECTs for a service id: returns the ops, or NULL for
- * REJECT NO_SERVICE. Implemented by perf.c for the daemon's services. */
-const mrd_conn_ops *mrd_service_lookup(mrd *d, uint32_t service_id);
+/* The service registry: who answers CONNECTs for a service id. Each
+ * lookup registered at start (main.c: the daemon's own services, then the
+ * applications' listeners) returns the ops for service_id or NULL; the
+ * first that knows it answers, none: REJECT NO_SERVICE. */
+typedef const mrd_conn_ops *(*mrd_service_fn)(void *ud, uint32_t service_id);
+#define MRD_SERVICES_MAX 4
+
+/* What the layers above hear of connections, set at start by main.c (a
+ * NULL member: nobody listens). */
+typedef struct mrd_peer_hooks {
+	/* The engine exists and the connection is established. */
+	void (*established)(void *ud, mrd_conn *c, uint64_t now_ns);
+	/* The connection is about to be freed. */
+	void (*freed)(void *ud, mrd_conn *c);
+	void *ud;
+} mrd_peer_hooks;
 
 /* A pair of planes a connection's paths use: engine plane i is our plane
  * lplane talking to the peer's address raddr (its service port). */
@@ -171,9 +184,20 @@ typedef struct mrd_peers {
 	mrd_budget answers, retries, accepts;
 	mrd_cookie_keys cookies; /* SPEC 9.7 */
 	mrd_memacct memacct;     /* engine memory of every connection */
+	mrd_peer_hooks hooks;
+	struct {
+		mrd_service_fn fn;
+		void *ud;
+	} services[MRD_SERVICES_MAX];
+	unsigned nservices;
 } mrd_peers;
 
 int mrd_peers_init(mrd *d);
+
+/* Set after mrd_peers_init(), before anything connects. */
+void mrd_peers_set_hooks(mrd *d, const mrd_peer_hooks *hooks);
+/* Returns 0, or -1 when the registry is full. */
+int mrd_peers_add_service(mrd *d, mrd_service_fn fn, void *ud);
 void mrd_peers_free(mrd *d);
 
 /* One datagram from the datapath. */

@@ -353,11 +353,12 @@ static const mrd_conn_ops srv_ops = {
 	.resolve = srv_resolve,
 };
 
-const mrd_conn_ops *mrd_service_lookup(mrd *d, uint32_t service_id)
+const mrd_conn_ops *mrd_perf_service(void *ud, uint32_t service_id)
 {
+	(void)ud;
 	if (service_id == MRD_SVC_PERF || service_id == MRD_SVC_ECHO)
 		return &srv_ops;
-	return mrd_apps_service(d, service_id); /* a service an application listens on */
+	return NULL;
 }
 
 /* ---- initiator ----------------------------------------------------------- */

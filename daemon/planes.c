@@ -10,7 +10,6 @@
 
 #include <libmnl/libmnl.h>
 
-#include "ops.h"
 #include <linux/ethtool.h>
 #include <linux/ethtool_netlink.h>
 #include <linux/genetlink.h>
@@ -236,8 +235,7 @@ static void set_down(mrd_plane_state *s, const char *why)
 	s->changed_ns = uv_hrtime();
 	snprintf(s->reason, sizeof(s->reason), "%s", why);
 	/* The engine first: the log and the store follow. */
-	mrd_rh_update(d);
-	mrd_peers_plane_event(d, s->idx, MRP_PLANE_DOWN);
+	g.ops.changed(g.ops.ud, s->idx, 0);
 	char detail[96];
 	snprintf(detail, sizeof(detail), "%s (%s)", why, s->ifname[0] ? s->ifname : "-");
 	mrd_warn("plane %s: down: %s", d->cfg.planes[s->idx].name, detail);
@@ -252,8 +250,7 @@ static void set_up(mrd_plane_state *s)
 	s->changed_ns = uv_hrtime();
 	s->reason[0] = 0;
 	read_speed(s);
-	mrd_rh_update(d);
-	mrd_peers_plane_event(d, s->idx, MRP_PLANE_UP);
+	g.ops.changed(g.ops.ud, s->idx, 1);
 	char detail[96];
 	snprintf(detail, sizeof(detail), "link up (%s), %llu Mbit/s (%s)",
 		 s->ifname[0] ? s->ifname : "-", (unsigned long long)(s->speed_bps / 1000000),
@@ -580,9 +577,10 @@ static void log_plane(const mrd_plane_state *s)
 			 s->ifname, s->link_mtu);
 }
 
-int mrd_planes_init(mrd *d)
+int mrd_planes_init(mrd *d, const mrd_planes_ops *ops)
 {
 	memset(&g, 0, sizeof(g));
+	g.ops = *ops;
 	memset(addr_seen, 0, sizeof(addr_seen));
 	nlinks = 0;
 	g.d = d;

@@ -64,8 +64,16 @@ typedef struct mrd_plane_state {
 	uv_timer_t debounce;       /* data = this */
 } mrd_plane_state;
 
+/* What the planes hand up, set at init by main.c: a plane went down or
+ * came up (the engine is told before the log and the event). */
+typedef struct mrd_planes_ops {
+	void (*changed)(void *ud, unsigned plane, int up);
+	void *ud;
+} mrd_planes_ops;
+
 typedef struct mrd_planes {
 	mrd *d;
+	mrd_planes_ops ops;
 	struct mnl_socket *nl; /* NULL when netlink is unavailable */
 	uv_poll_t poll;
 	uint8_t polling, timers;
@@ -78,7 +86,7 @@ typedef struct mrd_planes {
 
 /* Open the netlink socket, read the current state and start watching.
  * Without netlink (a failure is logged) every plane stays up. Returns 0. */
-int mrd_planes_init(mrd *d);
+int mrd_planes_init(mrd *d, const mrd_planes_ops *ops);
 
 /* Stop watching (handles are freed in their close callbacks). */
 void mrd_planes_close(mrd *d);
