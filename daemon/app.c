@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "datapath.h"
 #include "localsock.h"
 #include "log.h"
 #include "mrd.h"
+#include "peer.h"
 #include "planes.h"
 
 #define SQ_BUDGET 256        /* SQEs of one context per pass (fairness) */
@@ -582,7 +584,7 @@ static app_listener *listener_by_service(mrd_apps *a, uint32_t service_id)
 
 static int op_established(mrd_conn *c)
 {
-	mrd_apps *a = &c->d->apps;
+	mrd_apps *a = c->d->apps;
 	app_conn *ac = c->ud;
 	mrc_msg_event ev;
 	memset(&ev, 0, sizeof(ev));
@@ -681,7 +683,7 @@ static uint8_t *op_resolve(mrd_conn *c, uint32_t rkey, uint64_t addr, uint64_t l
 			   unsigned access, int *pnak)
 {
 	app_conn *ac = c->ud;
-	app_region *r = ac ? rkey_find(&c->d->apps, rkey) : NULL;
+	app_region *r = ac ? rkey_find(c->d->apps, rkey) : NULL;
 	if (!r || r->s != ac->s) {
 		*pnak = MRP_NAK_INVALID_RKEY;
 		return NULL;
@@ -699,7 +701,7 @@ static uint8_t *op_resolve(mrd_conn *c, uint32_t rkey, uint64_t addr, uint64_t l
 
 static uint16_t op_max_streams(mrd *d, uint32_t service_id)
 {
-	app_listener *l = listener_by_service(&d->apps, service_id);
+	app_listener *l = listener_by_service(d->apps, service_id);
 	return l ? l->nstreams : 0;
 }
 
@@ -713,7 +715,7 @@ static const mrd_conn_ops app_ops = {
 
 const mrd_conn_ops *mrd_apps_service(mrd *d, uint32_t service_id)
 {
-	return listener_by_service(&d->apps, service_id) ? &app_ops : NULL;
+	return listener_by_service(d->apps, service_id) ? &app_ops : NULL;
 }
 
 /* ---- contexts: the submission ring -------------------------------------------- */
@@ -1260,7 +1262,7 @@ static void req_hello(app_session *s, const mrc_msg_hdr *h, const mrc_hello_req 
 		.max_conns = s->max_conns,
 		.max_listeners = s->max_listeners,
 		.max_region_bytes = s->max_region_bytes,
-		.nplanes = d->dp.nplanes,
+		.nplanes = d->dp->nplanes,
 		.mtu = cp.mtu,
 		.max_msg = MRP_MSG_MAX,
 	};
@@ -1466,7 +1468,7 @@ static void req_connect(app_session *s, const mrc_msg_hdr *h, const mrc_connect_
 		bad_req(s, h, MRD_APP_BAD_NOENT, MRC_ERR_NOENT);
 		return;
 	}
-	uint32_t all = d->dp.nplanes >= 32 ? UINT32_MAX : (1u << d->dp.nplanes) - 1;
+	uint32_t all = d->dp->nplanes >= 32 ? UINT32_MAX : (1u << d->dp->nplanes) - 1;
 	mrd_sockaddr to;
 	memset(&to, 0, sizeof(to));
 	socklen_t tolen = 0;
@@ -1576,9 +1578,9 @@ static void req_devinfo(app_session *s, const mrc_msg_hdr *h, const mrc_devinfo_
 	mrp_conn_params cp;
 	mrd_config_conn_params(&d->cfg, &cp);
 	mrc_devinfo_rep rep = {.port = d->cfg.port, .mtu = cp.mtu, .max_msg = MRP_MSG_MAX};
-	unsigned n = d->dp.nplanes < MRC_DEVINFO_PLANES ? d->dp.nplanes : MRC_DEVINFO_PLANES;
+	unsigned n = d->dp->nplanes < MRC_DEVINFO_PLANES ? d->dp->nplanes : MRC_DEVINFO_PLANES;
 	for (unsigned i = 0; i < n; i++) {
-		const mrd_sockaddr *sa = &d->dp.planes[i].local;
+		const mrd_sockaddr *sa = &d->dp->planes[i].local;
 		mrc_devinfo_plane *p = &rep.planes[i];
 		if (sa->sa.sa_family == AF_INET) {
 			p->family = 4;
@@ -1980,7 +1982,7 @@ static void on_accept(uv_poll_t *p, int status, int events)
 
 int mrd_apps_init(mrd *d)
 {
-	mrd_apps *a = &d->apps;
+	mrd_apps *a = d->apps;
 	const char *path = d->cfg.app_socket;
 	memset(a, 0, sizeof(*a));
 	a->d = d;
@@ -2039,7 +2041,7 @@ int mrd_apps_init(mrd *d)
 
 void mrd_apps_close(mrd *d)
 {
-	mrd_apps *a = &d->apps;
+	mrd_apps *a = d->apps;
 	if (!a->d)
 		return; /* never initialised */
 	while (a->sessions)
@@ -2072,7 +2074,7 @@ void mrd_apps_close(mrd *d)
 
 json_t *mrd_apps_json(mrd *d)
 {
-	mrd_apps *a = &d->apps;
+	mrd_apps *a = d->apps;
 	const mrd_apps_counters *k = &a->cnt;
 	json_t *o = json_object();
 	json_object_set_new(o, "sessions", json_integer(a->nsessions));

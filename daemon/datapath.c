@@ -466,7 +466,7 @@ void mrd_dp_flush(mrd_dp *dp)
 static int sock_read(mrd_sock *s, int rounds)
 {
 	mrd_dp_plane *pl = s->plane;
-	mrd_dp *dp = &pl->d->dp;
+	mrd_dp *dp = pl->d->dp;
 	unsigned batch = dp->gro ? RX_BATCH_GRO : RX_BATCH;
 	size_t slot = dp->gro ? dp->rxslot : MRD_DP_PKT_MAX;
 	struct mmsghdr msgs[RX_BATCH];
@@ -593,7 +593,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 	mrd_sock *s = h->data;
 	if (status < 0)
 		return;
-	mrd_dp *dp = &s->plane->d->dp;
+	mrd_dp *dp = s->plane->d->dp;
 	if (s->is_service && dp->after_io_init) {
 		uint64_t before = s->plane->rx_pkts;
 		if (sock_read(s, 1))

@@ -16,9 +16,11 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "datapath.h"
 #include "log.h"
 #include "mrd.h"
 #include "ops.h"
+#include "peer.h"
 #include "perf.h"
 #include "planes.h"
 
@@ -119,17 +121,17 @@ out:
 static void tx_counts(const drill *r, uint64_t *tot, uint64_t *oth)
 {
 	*tot = *oth = 0;
-	for (unsigned i = 0; i < r->d->dp.nplanes; i++) {
-		*tot += r->d->dp.planes[i].tx_bytes;
+	for (unsigned i = 0; i < r->d->dp->nplanes; i++) {
+		*tot += r->d->dp->planes[i].tx_bytes;
 		if (i != r->plane)
-			*oth += r->d->dp.planes[i].tx_bytes;
+			*oth += r->d->dp->planes[i].tx_bytes;
 	}
 }
 
 static void conn_losses(const mrd *d, uint64_t *retx, uint64_t *lost)
 {
 	*retx = *lost = 0;
-	for (const mrd_conn *c = d->peers.all; c; c = c->next) {
+	for (const mrd_conn *c = d->peers->all; c; c = c->next) {
 		if (!c->eng)
 			continue;
 		mrp_conn_stats st;

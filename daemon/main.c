@@ -21,10 +21,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app.h"
+#include "datapath.h"
 #include "drill.h"
+#include "fdguard.h"
 #include "log.h"
 #include "mrd.h"
 #include "ops.h"
+#include "peer.h"
 #include "perf.h"
 #include "planes.h"
 #include "show.h"
@@ -118,8 +122,8 @@ static void close_all(mrd *d)
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 	uv_close((uv_handle_t *)&d->sig_hup, NULL);
-	mrd_dp_flush(&d->dp);
-	mrd_dp_close(&d->dp);
+	mrd_dp_flush(d->dp);
+	mrd_dp_close(d->dp);
 	mrd_timer_close(&d->timer, NULL);
 	mrd_notify_close(&d->notify);
 	mrd_planes_close(d);
@@ -138,7 +142,8 @@ static void on_stop_tick(uv_timer_t *t)
 	}
 }
 
-void mrd_stop(mrd *d)
+/* Begin the graceful stop (SIGTERM). */
+static void mrd_stop(mrd *d)
 {
 	if (d->stopping)
 		return;
@@ -232,7 +237,10 @@ static uint64_t rh_capacity(const mrd *d)
 	return sum;
 }
 
-void mrd_rh_update(mrd *d)
+/* Set the rate-hint allocator's capacity from the planes (at start, and
+ * on every plane up or down): the sum of the link speeds of the planes
+ * that are up, MRD_RH_UNKNOWN_BPS for one whose speed is unknown. */
+static void mrd_rh_update(mrd *d)
 {
 	uint64_t cap = rh_capacity(d);
 	if (!d->rh) {
@@ -300,7 +308,7 @@ static int start(mrd *d)
 	mrd_peers_set_hooks(d, &(mrd_peer_hooks){conn_established, conn_freed, d});
 	mrd_peers_add_service(d, mrd_perf_service, d); /* PERF and ECHO */
 	mrd_peers_add_service(d, apps_service, d);
-	if ((rv = mrd_dp_init(&d->dp, d, &(mrd_dp_ops){dp_input, run_conns, d})) < 0)
+	if ((rv = mrd_dp_init(d->dp, d, &(mrd_dp_ops){dp_input, run_conns, d})) < 0)
 		return rv;
 	if ((rv = mrd_timer_init(&d->timer, d->loop, mrd_peer_on_timer, d)) < 0) {
 		mrd_err("timerfd: %s", strerror(-rv));
@@ -369,7 +377,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	static mrd daemon; /* large (send/receive queues are heap, the rest is not) */
+	/* The state of the modules above the daemon's context (mrd.h). */
+	static mrd_dp dp;
+	static mrd_peers peers;
+	static mrd_apps apps;
+	static mrd_fdguard fdg;
 	mrd *d = &daemon;
+	d->dp = &dp;
+	d->peers = &peers;
+	d->apps = &apps;
+	d->fdg = &fdg;
 	char err[512];
 	if (mrd_config_load(&d->cfg, path, err, sizeof(err)) < 0) {
 		fprintf(stderr, "metarocd: %s\n", err);
@@ -395,7 +412,7 @@ int main(int argc, char **argv)
 		/* Close what was opened so the loop can finish. */
 		mrd_ctl_close(d);
 		mrd_apps_close(d);
-		mrd_dp_close(&d->dp);
+		mrd_dp_close(d->dp);
 		if (d->timer.heap || d->timer.fd > 0)
 			mrd_timer_close(&d->timer, NULL);
 		uv_run(d->loop, UV_RUN_DEFAULT);
@@ -403,7 +420,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	mrd_info("metarocd 0.1.0 running: instance %016llx, %u plane(s), port %u",
-		 (unsigned long long)d->instance_id, d->dp.nplanes, d->cfg.port);
+		 (unsigned long long)d->instance_id, d->dp->nplanes, d->cfg.port);
 	mrd_notify_send(&d->notify, "READY=1\nSTATUS=running");
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	mrd_peers_free(d);

@@ -8,9 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datapath.h"
 #include "drill.h"
 #include "mrd.h"
 #include "ops.h"
+#include "peer.h"
 #include "planes.h"
 #include "telemetry.h"
 
@@ -83,7 +85,7 @@ static const struct {
 static void paths(FILE *f, mrd *d, int which)
 {
 	family(f, pfam[which].name, pfam[which].type, pfam[which].help);
-	for (const mrd_conn *c = d->peers.all; c; c = c->next) {
+	for (const mrd_conn *c = d->peers->all; c; c = c->next) {
 		if (!c->eng || c->state != MRD_CONN_ESTABLISHED)
 			continue;
 		char conn[16], path[8];
@@ -154,8 +156,8 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 	};
 	for (unsigned k = 0; k < sizeof(plf) / sizeof(plf[0]); k++) {
 		family(f, plf[k].name, plf[k].type, plf[k].help);
-		for (unsigned i = 0; i < d->dp.nplanes; i++) {
-			const mrd_dp_plane *pl = &d->dp.planes[i];
+		for (unsigned i = 0; i < d->dp->nplanes; i++) {
+			const mrd_dp_plane *pl = &d->dp->planes[i];
 			const mrd_plane_state *ps = mrd_planes_get(d, i);
 			uint64_t v = 0;
 			switch (k) {
@@ -188,7 +190,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 
 	/* Connections and peers. */
 	uint64_t n[4] = {0};
-	for (const mrd_conn *c = d->peers.all; c; c = c->next)
+	for (const mrd_conn *c = d->peers->all; c; c = c->next)
 		n[c->state]++;
 	static const char *const states[] = {"connecting", "half_open", "established", "ended"};
 	family(f, "metaroce_connections", "gauge", "Connections now, by state.");
@@ -197,7 +199,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 		label(f, "state", states[i], 1);
 		fprintf(f, "} %" PRIu64 "\n", n[i]);
 	}
-	one(f, "metaroce_peers", "gauge", "Peer daemons known.", d->peers.npeers);
+	one(f, "metaroce_peers", "gauge", "Peer daemons known.", d->peers->npeers);
 	one(f, "metaroce_connections_opened_total", "counter", "Connections established.",
 	    d->cnt.conns_opened);
 	one(f, "metaroce_connections_failed_total", "counter",

@@ -13,6 +13,7 @@
 #include "drill.h"
 #include "log.h"
 #include "mrd.h"
+#include "peer.h"
 #include "planes.h"
 
 static struct {
@@ -151,7 +152,7 @@ typedef struct drain_req {
 static unsigned count_conns(mrd *d, unsigned plane)
 {
 	unsigned n = 0;
-	for (const mrd_conn *c = d->peers.all; c; c = c->next) {
+	for (const mrd_conn *c = d->peers->all; c; c = c->next) {
 		if (!c->eng || c->state == MRD_CONN_ENDED)
 			continue;
 		for (unsigned i = 0; i < c->npairs; i++)

@@ -39,17 +39,9 @@
 #include "cookie.h"
 #include "membudget.h"
 #include "conn.h"
-#include "error.h"
 #include "datapath.h"
+#include "mrd.h"
 #include "timer.h"
-
-/* Drop counters are indexed by -MRP_ERR_*: one slot per code of the
- * engine's error table (proto/error.h) and slot 0, unused. */
-enum {
-#define MRD_ERR_ONE(name, val, msg) +1
-	MRD_NERR = 1 MRP_ERRNO_MAP(MRD_ERR_ONE)
-#undef MRD_ERR_ONE
-};
 
 typedef struct mrd mrd;
 typedef struct mrd_conn mrd_conn;

@@ -8,6 +8,7 @@
 #include "ctl.h"
 #include "log.h"
 #include "mrd.h"
+#include "peer.h"
 #include "view.h"
 
 #define CTL_LEN 48

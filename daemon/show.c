@@ -9,11 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app.h"
 #include "ctl.h"
+#include "datapath.h"
+#include "fdguard.h"
 #include "log.h"
 #include "metrics.h"
 #include "mrd.h"
 #include "ops.h"
+#include "peer.h"
 #include "planes.h"
 #include "telemetry.h"
 #include "view.h"
@@ -32,18 +36,18 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(o, "uptime_s", json_real(mrd_age_s(d->start_ns, now)));
 	json_object_set_new(o, "config", json_string(d->config_path));
 	json_object_set_new(o, "service_port", mrd_json_u64(d->cfg.port));
-	json_object_set_new(o, "planes", mrd_json_u64(d->dp.nplanes));
+	json_object_set_new(o, "planes", mrd_json_u64(d->dp->nplanes));
 	json_object_set_new(o, "state", json_string(d->stopping ? "stopping" : "running"));
 	json_object_set_new(o, "log_level", json_string(mrd_log_level_name(mrd_log_level)));
 	uint64_t n[4] = {0};
-	for (const mrd_conn *c = d->peers.all; c; c = c->next)
+	for (const mrd_conn *c = d->peers->all; c; c = c->next)
 		n[c->state]++;
 	json_object_set_new(o, "conns", json_pack("{s:I, s:I, s:I, s:I}",
 		"connecting", (json_int_t)n[MRD_CONN_CONNECTING],
 		"half_open", (json_int_t)n[MRD_CONN_HALF_OPEN],
 		"established", (json_int_t)n[MRD_CONN_ESTABLISHED],
 		"ended", (json_int_t)n[MRD_CONN_ENDED]));
-	json_object_set_new(o, "peers", mrd_json_u64(d->peers.npeers));
+	json_object_set_new(o, "peers", mrd_json_u64(d->peers->npeers));
 	const mrd_counters *k = &d->cnt;
 	json_t *cn = json_object();
 	json_t *drops = json_object();
@@ -53,9 +57,9 @@ static json_t *cmd_status(mrd *d)
 		total += k->drops[i];
 	}
 	uint64_t txp = 0, txb = 0;
-	for (unsigned i = 0; i < d->dp.nplanes; i++) {
-		txp += d->dp.planes[i].tx_pkts;
-		txb += d->dp.planes[i].tx_bytes;
+	for (unsigned i = 0; i < d->dp->nplanes; i++) {
+		txp += d->dp->planes[i].tx_pkts;
+		txb += d->dp->planes[i].tx_bytes;
 	}
 	json_object_set_new(cn, "rx_pkts", mrd_json_u64(k->rx_pkts));
 	json_object_set_new(cn, "rx_bytes", mrd_json_u64(k->rx_bytes));
@@ -73,16 +77,16 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "ctl_requests", mrd_json_u64(d->ctl.requests));
 	json_object_set_new(cn, "ctl_errors", mrd_json_u64(d->ctl.errors));
 	json_object_set_new(cn, "ctl_clients_paused", mrd_json_u64(d->ctl.clients_paused));
-	json_object_set_new(cn, "engine_memory", mrd_json_u64(d->peers.memacct.used));
-	json_object_set_new(cn, "engine_memory_refused", mrd_json_u64(d->peers.memacct.refused));
-	json_object_set_new(cn, "fds_open", mrd_json_u64(d->fdg.open));
-	json_object_set_new(cn, "fds_limit", mrd_json_u64(d->fdg.limit));
-	json_object_set_new(cn, "fds_near_limit", mrd_json_u64(d->fdg.near_limit));
-	json_object_set_new(cn, "sport_idle_closed", mrd_json_u64(d->fdg.idle_closed));
+	json_object_set_new(cn, "engine_memory", mrd_json_u64(d->peers->memacct.used));
+	json_object_set_new(cn, "engine_memory_refused", mrd_json_u64(d->peers->memacct.refused));
+	json_object_set_new(cn, "fds_open", mrd_json_u64(d->fdg->open));
+	json_object_set_new(cn, "fds_limit", mrd_json_u64(d->fdg->limit));
+	json_object_set_new(cn, "fds_near_limit", mrd_json_u64(d->fdg->near_limit));
+	json_object_set_new(cn, "sport_idle_closed", mrd_json_u64(d->fdg->idle_closed));
 	json_object_set_new(cn, "ctl_clients_dropped", mrd_json_u64(d->ctl.clients_dropped));
 	json_object_set_new(o, "counters", cn);
 	json_object_set_new(o, "apps", mrd_apps_json(d));
-	const mrd_dp *dp = &d->dp;
+	const mrd_dp *dp = d->dp;
 	json_object_set_new(o, "datapath", json_pack("{s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"gso", dp->gso, "gro", dp->gro, "host_ecn", dp->host_ecn,
 		"rx_host_ce", (json_int_t)dp->rx_host_ce,
@@ -95,8 +99,8 @@ static json_t *cmd_status(mrd *d)
 static json_t *cmd_planes(mrd *d)
 {
 	json_t *a = json_array();
-	for (unsigned i = 0; i < d->dp.nplanes; i++) {
-		const mrd_dp_plane *pl = &d->dp.planes[i];
+	for (unsigned i = 0; i < d->dp->nplanes; i++) {
+		const mrd_dp_plane *pl = &d->dp->planes[i];
 		const mrd_plane *cp = &d->cfg.planes[i];
 		mrd_sockaddr s = pl->local;
 		if (s.sa.sa_family == AF_INET6)
@@ -150,7 +154,7 @@ static json_t *cmd_peers(mrd *d)
 {
 	uint64_t now = uv_hrtime();
 	json_t *a = json_array();
-	for (const mrd_peer *p = d->peers.list; p; p = p->next) {
+	for (const mrd_peer *p = d->peers->list; p; p = p->next) {
 		json_t *o = json_object();
 		json_object_set_new(o, "address", mrd_json_addr(&p->addr));
 		json_object_set_new(o, "instance_id",
@@ -167,7 +171,7 @@ static json_t *cmd_peers(mrd *d)
 static json_t *cmd_conns(mrd *d)
 {
 	json_t *a = json_array();
-	for (const mrd_conn *c = d->peers.all; c; c = c->next)
+	for (const mrd_conn *c = d->peers->all; c; c = c->next)
 		json_array_append_new(a, mrd_json_conn(c));
 	return a;
 }
@@ -222,7 +226,7 @@ static void do_paths(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 		mrd_ctl_error(cl, id, "not_found", "no connection %08x", want);
 	} else {
 		json_t *a = json_array();
-		for (const mrd_conn *c = d->peers.all; c; c = c->next) {
+		for (const mrd_conn *c = d->peers->all; c; c = c->next) {
 			if (want && c->local_id != want)
 				continue;
 			json_t *p = mrd_json_paths(c);

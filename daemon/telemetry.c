@@ -9,10 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datapath.h"
 #include "log.h"
 #include "metrics.h"
 #include "mrd.h"
 #include "ops.h"
+#include "peer.h"
 #include "planes.h"
 
 /* Folding raw samples into minutes: about once a minute. */
@@ -200,7 +202,7 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 		dt = 0;
 	g.st.ticks++;
 	unsigned budget = d->cfg.telemetry_max_paths;
-	for (mrd_conn *c = d->peers.all; c; c = c->next) {
+	for (mrd_conn *c = d->peers->all; c; c = c->next) {
 		if (!c->eng || c->state != MRD_CONN_ESTABLISHED)
 			continue;
 		/* Past the budget, a connection keeps no sampler state at all:
@@ -266,8 +268,8 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 			}
 		}
 	}
-	for (unsigned i = 0; i < d->dp.nplanes; i++) {
-		const mrd_dp_plane *pl = &d->dp.planes[i];
+	for (unsigned i = 0; i < d->dp->nplanes; i++) {
+		const mrd_dp_plane *pl = &d->dp->planes[i];
 		uint64_t dtx = delta(pl->tx_bytes, g.tx[i]), drx = delta(pl->rx_bytes, g.rx[i]);
 		g.tx[i] = pl->tx_bytes;
 		g.rx[i] = pl->rx_bytes;
@@ -338,9 +340,9 @@ static void on_tick(uv_timer_t *t)
 int mrd_telemetry_init(mrd *d)
 {
 	g.d = d;
-	for (unsigned i = 0; i < d->dp.nplanes; i++) {
-		g.tx[i] = d->dp.planes[i].tx_bytes;
-		g.rx[i] = d->dp.planes[i].rx_bytes;
+	for (unsigned i = 0; i < d->dp->nplanes; i++) {
+		g.tx[i] = d->dp->planes[i].tx_bytes;
+		g.rx[i] = d->dp->planes[i].rx_bytes;
 	}
 	g.last_ns = uv_hrtime();
 	/* The first fold a minute after start, not at once: starting must not
@@ -377,7 +379,7 @@ static json_t *ring_json(const ring *r, const float *v)
 json_t *mrd_telemetry_recent(mrd *d)
 {
 	json_t *paths = json_array(), *planes = json_array();
-	for (mrd_conn *c = d->peers.all; c; c = c->next) {
+	for (mrd_conn *c = d->peers->all; c; c = c->next) {
 		tel_conn *t = c->tel;
 		if (!t || !c->eng || c->state != MRD_CONN_ESTABLISHED)
 			continue;
@@ -397,7 +399,7 @@ json_t *mrd_telemetry_recent(mrd *d)
 						 ring_json(r, r->tx_bps)));
 		}
 	}
-	for (unsigned i = 0; i < d->dp.nplanes; i++) {
+	for (unsigned i = 0; i < d->dp->nplanes; i++) {
 		const ring *r = &g.planes[i];
 		json_array_append_new(planes,
 				      json_pack("{s:s, s:o, s:o}", "plane", d->cfg.planes[i].name,

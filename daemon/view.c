@@ -4,7 +4,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "datapath.h"
 #include "mrd.h"
+#include "peer.h"
 
 json_t *mrd_json_hex32(uint32_t v)
 {
@@ -102,7 +104,7 @@ json_t *mrd_json_paths(const mrd_conn *c)
 		json_object_set_new(o, "sport", mrd_json_u64(pi.sport));
 		if (pi.plane < c->npairs) {
 			const mrd_pair *pr = &c->pairs[pi.plane];
-			mrd_sockaddr l = d->dp.planes[pr->lplane].local;
+			mrd_sockaddr l = d->dp->planes[pr->lplane].local;
 			if (l.sa.sa_family == AF_INET6)
 				l.in6.sin6_port = htons(pi.sport);
 			else
