@@ -188,16 +188,8 @@ static void on_sighup(uv_signal_t *s, int signum)
 		mrd_info("reload: no change");
 	if (diff & MRD_CONFIG_LIVE) {
 		/* Take every live key; keep what only a restart can change. */
-		mrd_config keep = d->cfg;
+		mrd_config_keep_restart(&next, &d->cfg);
 		d->cfg = next;
-		d->cfg.port = keep.port;
-		memcpy(d->cfg.control_socket, keep.control_socket, sizeof(keep.control_socket));
-		memcpy(d->cfg.control_group, keep.control_group, sizeof(keep.control_group));
-		memcpy(d->cfg.app_socket, keep.app_socket, sizeof(keep.app_socket));
-		memcpy(d->cfg.app_group, keep.app_group, sizeof(keep.app_group));
-		memcpy(d->cfg.state_db, keep.state_db, sizeof(keep.state_db));
-		d->cfg.nplanes = keep.nplanes;
-		memcpy(d->cfg.planes, keep.planes, sizeof(keep.planes));
 		mrd_log_level = d->cfg.log_level;
 		mrd_info("reload: applied %s (connection settings apply to new connections)", live);
 	}
@@ -368,7 +360,7 @@ int main(int argc, char **argv)
 		case 'f': break;
 		case 'v': verbose = 1; break;
 		case 'h': usage(stdout); return 0;
-		case 'V': printf("metarocd 0.1.0\n"); return 0;
+		case 'V': printf("metarocd %s\n", MRD_VERSION); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -419,7 +411,7 @@ int main(int argc, char **argv)
 		mrd_peers_free(d);
 		return 1;
 	}
-	mrd_info("metarocd 0.1.0 running: instance %016llx, %u plane(s), port %u",
+	mrd_info("metarocd " MRD_VERSION " running: instance %016llx, %u plane(s), port %u",
 		 (unsigned long long)d->instance_id, d->dp->nplanes, d->cfg.port);
 	mrd_notify_send(&d->notify, "READY=1\nSTATUS=running");
 	uv_run(d->loop, UV_RUN_DEFAULT);

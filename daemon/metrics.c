@@ -16,10 +16,6 @@
 #include "planes.h"
 #include "telemetry.h"
 
-#ifndef MRD_VERSION_STRING
-#define MRD_VERSION_STRING "0.1.0"
-#endif
-
 /* A label value: backslash, double quote and newline escaped. */
 static void label(FILE *f, const char *name, const char *v, int first)
 {
@@ -129,7 +125,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 
 	family(f, "metaroce_info", "gauge", "Version and instance of the daemon (always 1).");
 	fputs("metaroce_info{", f);
-	label(f, "version", MRD_VERSION_STRING, 1);
+	label(f, "version", MRD_VERSION, 1);
 	char inst[24];
 	snprintf(inst, sizeof(inst), "%016" PRIx64, d->instance_id);
 	label(f, "instance", inst, 0);

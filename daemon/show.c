@@ -22,15 +22,11 @@
 #include "telemetry.h"
 #include "view.h"
 
-#ifndef MRD_VERSION_STRING
-#define MRD_VERSION_STRING "0.1.0"
-#endif
-
 static json_t *cmd_status(mrd *d)
 {
 	uint64_t now = uv_hrtime();
 	json_t *o = json_object();
-	json_object_set_new(o, "version", json_string(MRD_VERSION_STRING));
+	json_object_set_new(o, "version", json_string(MRD_VERSION));
 	json_object_set_new(o, "pid", mrd_json_u64((uint64_t)getpid()));
 	json_object_set_new(o, "instance_id", mrd_json_hex64(d->instance_id));
 	json_object_set_new(o, "uptime_s", json_real(mrd_age_s(d->start_ns, now)));
