@@ -806,7 +806,7 @@ static int sqe_post(app_ctx *x, const mrc_sqe *q)
 	uint64_t now = uv_hrtime();
 	int rv;
 	if (op == MRC_OP_RECV) {
-		rv = mrp_conn_post_recv(ac->c->eng, q->stream, eid, daddr, q->len, now);
+		rv = mrd_conn_post_recv(ac->c, q->stream, eid, daddr, q->len, now);
 	} else {
 		mrp_wr wr = {
 			.wr_id = eid,
@@ -818,7 +818,7 @@ static int sqe_post(app_ctx *x, const mrc_sqe *q)
 			.rkey = q->rkey,
 			.imm = q->imm,
 		};
-		rv = mrp_conn_post_send(ac->c->eng, &wr, now);
+		rv = mrd_conn_post_send(ac->c, &wr, now);
 	}
 	if (rv < 0) {
 		x->free[x->nfree++] = slot;

@@ -132,10 +132,10 @@ static void conn_losses(const mrd *d, uint64_t *retx, uint64_t *lost)
 {
 	*retx = *lost = 0;
 	for (const mrd_conn *c = d->peers->all; c; c = c->next) {
-		if (!c->eng)
+		if (!mrd_conn_has_engine(c))
 			continue;
 		mrp_conn_stats st;
-		mrp_conn_get_stats(c->eng, &st);
+		mrd_conn_get_stats(c, &st);
 		*retx += st.retx_pkts;
 		*lost += st.lost_pkts;
 	}

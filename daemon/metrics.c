@@ -82,13 +82,13 @@ static void paths(FILE *f, mrd *d, int which)
 {
 	family(f, pfam[which].name, pfam[which].type, pfam[which].help);
 	for (const mrd_conn *c = d->peers->all; c; c = c->next) {
-		if (!c->eng || c->state != MRD_CONN_ESTABLISHED)
+		if (!mrd_conn_has_engine(c) || c->state != MRD_CONN_ESTABLISHED)
 			continue;
 		char conn[16], path[8];
 		snprintf(conn, sizeof(conn), "%08" PRIx32, c->local_id);
 		for (unsigned i = 0; i < c->max_paths; i++) {
 			mrp_path_info pi;
-			if (mrp_conn_path_info(c->eng, i, &pi) < 0)
+			if (mrd_conn_path_info(c, i, &pi) < 0)
 				continue;
 			unsigned lp = pi.plane < c->npairs ? c->pairs[pi.plane].lplane : 0;
 			snprintf(path, sizeof(path), "%u", pi.id);

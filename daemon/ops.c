@@ -95,7 +95,7 @@ void mrd_ops_conn_established(mrd *d, mrd_conn *c, uint64_t now_ns)
 {
 	for (unsigned i = 0; i < c->npairs; i++)
 		if (mrd_ops_plane_drained(d, c->pairs[i].lplane))
-			mrp_conn_plane_event(c->eng, i, MRP_PLANE_DRAIN, now_ns);
+			mrd_conn_plane_event(c, i, MRP_PLANE_DRAIN, now_ns);
 }
 
 int mrd_ops_plane_find(const mrd *d, const char *s)
@@ -153,7 +153,7 @@ static unsigned count_conns(mrd *d, unsigned plane)
 {
 	unsigned n = 0;
 	for (const mrd_conn *c = d->peers->all; c; c = c->next) {
-		if (!c->eng || c->state == MRD_CONN_ENDED)
+		if (!mrd_conn_has_engine(c) || c->state == MRD_CONN_ENDED)
 			continue;
 		for (unsigned i = 0; i < c->npairs; i++)
 			if (c->pairs[i].lplane == plane) {
@@ -338,11 +338,11 @@ static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	uint16_t pid = (uint16_t)json_integer_value(jp);
 	mrd_conn *c = mrd_conn_find(d, cid);
 	mrp_path_info before;
-	if (!c || !c->eng || c->state != MRD_CONN_ESTABLISHED) {
+	if (!c || !mrd_conn_has_engine(c) || c->state != MRD_CONN_ESTABLISHED) {
 		mrd_ctl_error(cl, id, "not_found", "%s: no established connection %08x", cmd, cid);
 		return;
 	}
-	if (pid >= c->max_paths || mrp_conn_path_info(c->eng, pid, &before) < 0) {
+	if (pid >= c->max_paths || mrd_conn_path_info(c, pid, &before) < 0) {
 		mrd_ctl_error(cl, id, "not_found", "%s: connection %08x has no path %u", cmd, cid,
 			      pid);
 		return;
@@ -352,11 +352,11 @@ static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	char detail[128];
 	mrd_store_event_kind kind;
 	if (strcmp(verb, "disable") == 0) {
-		rv = mrp_conn_path_disable(c->eng, pid, now);
+		rv = mrd_conn_path_disable(c, pid, now);
 		kind = MRD_STORE_EV_PATH_DISABLED;
 		snprintf(detail, sizeof(detail), "disabled by uid %u", (unsigned)mrd_ctl_uid(cl));
 	} else if (strcmp(verb, "enable") == 0) {
-		rv = mrp_conn_path_enable(c->eng, pid, now);
+		rv = mrd_conn_path_enable(c, pid, now);
 		kind = MRD_STORE_EV_PATH_ENABLED;
 		snprintf(detail, sizeof(detail), "enabled by uid %u", (unsigned)mrd_ctl_uid(cl));
 	} else {
@@ -389,10 +389,10 @@ static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 			}
 		}
 		/* reset: a new random source port on the same plane. */
-		rv = mrp_conn_path_steer(c->eng, pid, (uint16_t)sport, pair, now);
+		rv = mrd_conn_path_steer(c, pid, (uint16_t)sport, pair, now);
 		kind = MRD_STORE_EV_PATH_STEERED;
 		mrp_path_info after;
-		mrp_conn_path_info(c->eng, pid, &after);
+		mrd_conn_path_info(c, pid, &after);
 		const char *pn0 = before.plane < c->npairs
 					  ? d->cfg.planes[c->pairs[before.plane].lplane].name
 					  : "?";
@@ -415,7 +415,7 @@ static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	mrd_conn_touch(c);
 	mrd_peer_run(d);
 	mrp_path_info pi;
-	mrp_conn_path_info(c->eng, pid, &pi);
+	mrd_conn_path_info(c, pid, &pi);
 	int lplane = pi.plane < c->npairs ? (int)c->pairs[pi.plane].lplane : -1;
 	const char *plane = lplane >= 0 ? d->cfg.planes[lplane].name : NULL;
 	mrd_info("conn %08x path %u: %s", cid, pid, detail);

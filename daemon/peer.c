@@ -1401,3 +1401,57 @@ void mrd_peers_free(mrd *d)
 	free(p->buckets);
 	p->buckets = NULL;
 }
+
+/* ---- the engine's calls for the other modules (peer.h) ------------------- */
+
+int mrd_conn_has_engine(const mrd_conn *c)
+{
+	return c->eng != NULL;
+}
+
+int mrd_conn_post_send(mrd_conn *c, const mrp_wr *wr, uint64_t now_ns)
+{
+	return mrp_conn_post_send(c->eng, wr, now_ns);
+}
+
+int mrd_conn_post_recv(mrd_conn *c, uint16_t stream, uint64_t wr_id, uint8_t *buf,
+		       uint32_t len, uint64_t now_ns)
+{
+	return mrp_conn_post_recv(c->eng, stream, wr_id, buf, len, now_ns);
+}
+
+int mrd_conn_plane_event(mrd_conn *c, unsigned plane, int event, uint64_t now_ns)
+{
+	return mrp_conn_plane_event(c->eng, plane, event, now_ns);
+}
+
+int mrd_conn_path_disable(mrd_conn *c, uint16_t path_id, uint64_t now_ns)
+{
+	return mrp_conn_path_disable(c->eng, path_id, now_ns);
+}
+
+int mrd_conn_path_enable(mrd_conn *c, uint16_t path_id, uint64_t now_ns)
+{
+	return mrp_conn_path_enable(c->eng, path_id, now_ns);
+}
+
+int mrd_conn_path_probe(mrd_conn *c, uint16_t path_id, uint64_t now_ns)
+{
+	return mrp_conn_path_probe(c->eng, path_id, now_ns);
+}
+
+int mrd_conn_path_steer(mrd_conn *c, uint16_t path_id, uint16_t sport, int plane,
+			uint64_t now_ns)
+{
+	return mrp_conn_path_steer(c->eng, path_id, sport, plane, now_ns);
+}
+
+int mrd_conn_path_info(const mrd_conn *c, unsigned i, mrp_path_info *out)
+{
+	return mrp_conn_path_info(c->eng, i, out);
+}
+
+void mrd_conn_get_stats(const mrd_conn *c, mrp_conn_stats *out)
+{
+	mrp_conn_get_stats(c->eng, out);
+}

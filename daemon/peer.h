@@ -226,6 +226,23 @@ int mrd_conn_connect_opts(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
 			  const mrd_conn_opts *opts, mrd_conn **pc, char *err,
 			  size_t errlen);
 
+/* The engine of a connection is peer.c's: the other modules reach it only
+ * through these calls (each the mrp_conn_* call of the same name, on the
+ * connection's engine). mrd_conn_has_engine(): whether it exists yet (and
+ * still: it goes when the connection is freed). */
+int mrd_conn_has_engine(const mrd_conn *c);
+int mrd_conn_post_send(mrd_conn *c, const mrp_wr *wr, uint64_t now_ns);
+int mrd_conn_post_recv(mrd_conn *c, uint16_t stream, uint64_t wr_id, uint8_t *buf,
+		       uint32_t len, uint64_t now_ns);
+int mrd_conn_plane_event(mrd_conn *c, unsigned plane, int event, uint64_t now_ns);
+int mrd_conn_path_disable(mrd_conn *c, uint16_t path_id, uint64_t now_ns);
+int mrd_conn_path_enable(mrd_conn *c, uint16_t path_id, uint64_t now_ns);
+int mrd_conn_path_probe(mrd_conn *c, uint16_t path_id, uint64_t now_ns);
+int mrd_conn_path_steer(mrd_conn *c, uint16_t path_id, uint16_t sport, int plane,
+			uint64_t now_ns);
+int mrd_conn_path_info(const mrd_conn *c, unsigned i, mrp_path_info *out);
+void mrd_conn_get_stats(const mrd_conn *c, mrp_conn_stats *out);
+
 /* Work was posted: service the connection at the next mrd_peer_run(). */
 void mrd_conn_touch(mrd_conn *c);
 

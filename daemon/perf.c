@@ -164,7 +164,7 @@ static int ctl_send(endpoint *ep, uint32_t type, uint64_t a, uint64_t b, uint64_
 	put64(p + 40, 0);
 	mrp_wr wr = {.wr_id = TAG_CTL_TX | i, .opcode = MRP_WR_SEND, .stream = STREAM_CTL,
 		     .local = p, .len = CTL_LEN};
-	int rv = mrp_conn_post_send(ep->c->eng, &wr, uv_hrtime());
+	int rv = mrd_conn_post_send(ep->c, &wr, uv_hrtime());
 	if (rv < 0)
 		return rv;
 	ep->tx_busy++;
@@ -174,7 +174,7 @@ static int ctl_send(endpoint *ep, uint32_t type, uint64_t a, uint64_t b, uint64_
 
 static int ctl_post_rx(endpoint *ep, uint32_t i)
 {
-	return mrp_conn_post_recv(ep->c->eng, STREAM_CTL, TAG_CTL_RX | i, ep->rx[i], CTL_LEN,
+	return mrd_conn_post_recv(ep->c, STREAM_CTL, TAG_CTL_RX | i, ep->rx[i], CTL_LEN,
 				  uv_hrtime());
 }
 
@@ -265,7 +265,7 @@ static void srv_hello(mrd_conn *c, server *s, const ctlmsg *m)
 		if (getrandom(&s->rkey, sizeof(s->rkey), 0) != sizeof(s->rkey))
 			s->rkey = 0;
 	for (uint32_t i = 0; i < NRECV; i++)
-		mrp_conn_post_recv(c->eng, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
+		mrd_conn_post_recv(c, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
 	ctl_send(&s->ep, T_READY, s->rkey, REGION_BASE, MRD_PERF_REGION_BYTES);
 	mrd_info("conn %08x: perf receiver ready: %u MiB region, %u-byte messages",
 		 c->local_id, MRD_PERF_REGION_BYTES >> 20, s->msg_size);
@@ -298,7 +298,7 @@ static void srv_completion(mrd_conn *c, const mrp_cqe *e)
 			}
 		}
 		s->expect_k++;
-		mrp_conn_post_recv(c->eng, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
+		mrd_conn_post_recv(c, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
 		return;
 	}
 	ctlmsg m;
@@ -416,7 +416,7 @@ static void op_post_data(mrd_perf_op *op, uint64_t now)
 			.rkey = op->rkey,
 			.imm = (uint32_t)k,
 		};
-		int rv = mrp_conn_post_send(c->eng, &wr, now);
+		int rv = mrd_conn_post_send(c, &wr, now);
 		if (rv < 0) {
 			op->free_bufs[op->nfree++] = b;
 			snprintf(op->error, sizeof(op->error), "post: %s", mrp_strerror(rv));
@@ -441,11 +441,11 @@ static size_t ping_answered(const mrd_perf_op *op, unsigned i)
 static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
 {
 	mrd_conn *c = op->ep.c;
-	if (!c || !c->eng)
+	if (!c || !mrd_conn_has_engine(c))
 		return;
 	for (unsigned i = 0; i < c->max_paths && i < MRP_MAX_PATHS; i++) {
 		mrp_path_info pi;
-		if (mrp_conn_path_info(c->eng, i, &pi) < 0)
+		if (mrd_conn_path_info(c, i, &pi) < 0)
 			continue;
 		/* One PROBE at most is out on a path: an answer while one of
 		 * ours is out is ours; one without is the engine's own (the
@@ -458,7 +458,7 @@ static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
 					      json_real((double)pi.probe_rtt_ns / 1e3));
 		}
 		op->probe_seen[i] = pi.probes_answered;
-		if (again && mrp_conn_path_probe(c->eng, (uint16_t)i, now) == 0)
+		if (again && mrd_conn_path_probe(c, (uint16_t)i, now) == 0)
 			op->probe_sent[i]++;
 	}
 	mrd_conn_touch(c);
@@ -489,7 +489,7 @@ static json_t *ping_probe_json(const mrd_perf_op *op)
 		json_t *o = json_object();
 		json_object_set_new(o, "path", json_integer(i));
 		mrp_path_info pi;
-		if (c && c->eng && mrp_conn_path_info(c->eng, i, &pi) == 0) {
+		if (c && mrd_conn_has_engine(c) && mrd_conn_path_info(c, i, &pi) == 0) {
 			json_object_set_new(o, "plane", json_integer(pi.plane));
 			json_object_set_new(o, "sport", json_integer(pi.sport));
 			json_object_set_new(o, "state", json_string(mrp_path_state_name(pi.state)));

@@ -203,7 +203,7 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 	g.st.ticks++;
 	unsigned budget = d->cfg.telemetry_max_paths;
 	for (mrd_conn *c = d->peers->all; c; c = c->next) {
-		if (!c->eng || c->state != MRD_CONN_ESTABLISHED)
+		if (!mrd_conn_has_engine(c) || c->state != MRD_CONN_ESTABLISHED)
 			continue;
 		/* Past the budget, a connection keeps no sampler state at all:
 		 * the memory follows telemetry.max_paths, not the number of
@@ -211,7 +211,7 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 		if (!budget) {
 			for (unsigned i = 0; i < c->max_paths; i++) {
 				mrp_path_info pi;
-				g.st.paths_skipped += mrp_conn_path_info(c->eng, i, &pi) == 0;
+				g.st.paths_skipped += mrd_conn_path_info(c, i, &pi) == 0;
 			}
 			mrd_telemetry_conn_free(c);
 			continue;
@@ -221,7 +221,7 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 			continue;
 		for (unsigned i = 0; i < c->max_paths && i < t->n; i++) {
 			mrp_path_info pi;
-			if (mrp_conn_path_info(c->eng, i, &pi) < 0) {
+			if (mrd_conn_path_info(c, i, &pi) < 0) {
 				t->p[i].valid = 0;
 				continue;
 			}
@@ -381,11 +381,11 @@ json_t *mrd_telemetry_recent(mrd *d)
 	json_t *paths = json_array(), *planes = json_array();
 	for (mrd_conn *c = d->peers->all; c; c = c->next) {
 		tel_conn *t = c->tel;
-		if (!t || !c->eng || c->state != MRD_CONN_ESTABLISHED)
+		if (!t || !mrd_conn_has_engine(c) || c->state != MRD_CONN_ESTABLISHED)
 			continue;
 		for (unsigned i = 0; i < t->n; i++) {
 			mrp_path_info pi;
-			if (!t->p[i].valid || mrp_conn_path_info(c->eng, i, &pi) < 0)
+			if (!t->p[i].valid || mrd_conn_path_info(c, i, &pi) < 0)
 				continue;
 			char id[16];
 			snprintf(id, sizeof(id), "%08" PRIx32, c->local_id);

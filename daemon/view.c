@@ -60,7 +60,7 @@ json_t *mrd_json_conn(const mrd_conn *c)
 		if (c->drops[i])
 			json_object_set_new(drops, mrp_err_name(-i), mrd_json_u64(c->drops[i]));
 	json_object_set_new(o, "drops", drops);
-	if (c->eng) {
+	if (mrd_conn_has_engine(c)) {
 		json_t *m = json_object();
 		json_object_set_new(m, "bytes", mrd_json_u64(c->mem.used));
 		json_object_set_new(m, "peak", mrd_json_u64(c->mem.peak));
@@ -68,9 +68,9 @@ json_t *mrd_json_conn(const mrd_conn *c)
 		json_object_set_new(m, "refused", mrd_json_u64(c->mem.refused));
 		json_object_set_new(o, "memory", m);
 	}
-	if (c->eng) {
+	if (mrd_conn_has_engine(c)) {
 		mrp_conn_stats st;
-		mrp_conn_get_stats(c->eng, &st);
+		mrd_conn_get_stats(c, &st);
 		json_t *s = json_object();
 #define S(f) json_object_set_new(s, #f, mrd_json_u64(st.f))
 		S(tx_pkts); S(tx_bytes); S(rx_pkts); S(rx_bytes); S(retx_pkts); S(lost_pkts);
@@ -88,12 +88,12 @@ json_t *mrd_json_conn(const mrd_conn *c)
 json_t *mrd_json_paths(const mrd_conn *c)
 {
 	json_t *a = json_array();
-	if (!c->eng)
+	if (!mrd_conn_has_engine(c))
 		return a;
 	const mrd *d = c->d;
 	for (unsigned i = 0; i < c->max_paths; i++) {
 		mrp_path_info pi;
-		if (mrp_conn_path_info(c->eng, i, &pi) < 0)
+		if (mrd_conn_path_info(c, i, &pi) < 0)
 			continue;
 		json_t *o = json_object();
 		json_object_set_new(o, "conn", mrd_json_hex32(c->local_id));

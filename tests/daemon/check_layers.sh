@@ -11,8 +11,9 @@
 # is printed on every run so none is hidden, and an entry that no longer
 # matches an include fails the check, so the list can only shrink.
 #
-# Two checks, as in tests/proto/check_no_io.sh: the sources (the includes
-# spelled out) and, given the compiled library, the symbols each object
+# Three checks, two as in tests/proto/check_no_io.sh: the sources (the
+# includes spelled out; and no file but peer.c touching a connection's
+# engine, c->eng) and, given the compiled library, the symbols each object
 # imports, which also catches a function declared in a lower header but
 # defined in a higher file (a forwarder that reaches up unseen by includes).
 # An exception of the second kind is written "file -> symbol()".
@@ -94,6 +95,16 @@ for f in "$dir"/*.c "$dir"/*.h; do
 		fi
 	done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]+"([^"]+)".*/\1/p' "$f")
 done
+
+# The engine of a connection (mrd_conn.eng) has one owner, peer.c: the
+# other files go through peer.h's mrd_conn_* calls. Comment lines skipped.
+eng=$(grep -nE '(->|\.)eng\b' "$dir"/*.c 2>/dev/null | grep -v "^$dir/peer\.c:" |
+	grep -vE '^\S+:[0-9]+:\s*(\*|/\*|//)' || true)
+if [ -n "$eng" ]; then
+	echo "VIOLATION: only peer.c touches a connection's engine (->eng); use peer.h's calls:"
+	sed "s|^$dir/|daemon/|" <<<"$eng"
+	fail=1
+fi
 
 # 2. Symbols: which object defines what, and what each object imports.
 nsyms=0

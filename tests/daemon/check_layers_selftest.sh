@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proves check_layers.sh can fail: in a fake daemon of three layers, a low
 # file that includes a higher header, a low object that calls a function
-# defined in a higher one, a file the table does not place and an allowed
+# defined in a higher one, a file other than peer.c that touches c->eng, a
+# file the table does not place and an allowed
 # exception that no longer occurs must each be rejected and named; a clean
 # tree passes, and an allowed exception passes but is printed.
 set -u
@@ -83,6 +84,11 @@ printf 'int up(void) { return 3; }\n' >>"$tmp/sym/top.c"
 lib "$tmp/sym"
 expect_fail "an upward call" "$tmp/sym" "$tmp/none" "lo.c" "up()" "top.c"
 
+# A file other than peer.c touches a connection's engine.
+mk "$tmp/eng"; printf 'struct c { int *eng; };\nint poke(struct c *c) { return *c->eng; }\n' >>"$tmp/eng/mid.c"
+lib "$tmp/eng"
+expect_fail "an engine touched outside peer.c" "$tmp/eng" "$tmp/none" "only peer.c" "daemon/mid.c"
+
 # A file with no layer.
 mk "$tmp/new"; printf 'int stray(void) { return 0; }\n' >"$tmp/new/stray.c"; lib "$tmp/new"
 expect_fail "a file the table does not place" "$tmp/new" "$tmp/none" "stray.c has no layer"
@@ -90,5 +96,5 @@ expect_fail "a file the table does not place" "$tmp/new" "$tmp/none" "stray.c ha
 # An exception that no longer occurs.
 expect_fail "a stale exception" "$tmp/good" "$tmp/allow1" "STALE" "lo.c -> mid.h"
 
-[ $fail -eq 0 ] && echo "layers selftest: upward includes and calls, unplaced files and stale exceptions caught; clean tree accepted"
+[ $fail -eq 0 ] && echo "layers selftest: upward includes and calls, an engine touched outside peer.c, unplaced files and stale exceptions caught; clean tree accepted"
 exit $fail
