@@ -155,10 +155,7 @@ int cmd_drill_plane(cli *c, int argc, char **argv)
 	json_t *r;
 	if ((rv = cli_result("drill plane", msg, &r)))
 		return rv;
-	if (c->json)
-		cli_print_json(r);
-	else
-		print_report(r);
+	cli_show(c, r, &(cli_view){.text = print_report});
 	int pass = json_is_true(json_object_get(r, "pass"));
 	json_decref(r);
 	return pass ? CLI_OK : CLI_FAILED;

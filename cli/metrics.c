@@ -4,6 +4,11 @@
 
 #include "cli.h"
 
+static void text(json_t *r)
+{
+	fputs(json_string_value(json_object_get(r, "text")), stdout);
+}
+
 int cmd_metrics(cli *c, int argc, char **argv)
 {
 	(void)argv;
@@ -15,10 +20,7 @@ int cmd_metrics(cli *c, int argc, char **argv)
 	int rv = cli_request(c, "metrics", NULL, 10, &r);
 	if (rv)
 		return rv;
-	if (c->json)
-		cli_print_json(r);
-	else
-		fputs(json_string_value(json_object_get(r, "text")), stdout);
+	cli_show(c, r, &(cli_view){.text = text});
 	json_decref(r);
 	return CLI_OK;
 }

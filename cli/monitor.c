@@ -63,12 +63,8 @@ int cmd_monitor(cli *c, int argc, char **argv)
 		if (rv)
 			break;
 		json_t *e = json_object_get(msg, "event");
-		if (e) {
-			if (c->json)
-				cli_print_json(e);
-			else
-				human(e);
-		}
+		if (e)
+			cli_show(c, e, &(cli_view){.text = human});
 		json_decref(msg);
 	}
 	close(fd);

@@ -5,6 +5,30 @@
 
 #include "cli.h"
 
+static void text(json_t *r)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(r, "rtt_us"), i, v)
+		printf("reply from %s: seq=%zu rtt=%.1f us\n",
+		       json_string_value(json_object_get(r, "peer")), i, json_real_value(v));
+	printf("rtt min/avg/max = %.1f/%.1f/%.1f us, handshake %.1f us\n",
+	       json_real_value(json_object_get(r, "min_us")),
+	       json_real_value(json_object_get(r, "avg_us")),
+	       json_real_value(json_object_get(r, "max_us")),
+	       json_real_value(json_object_get(r, "handshake_us")));
+	printf("PROBE round trips per path:\n");
+	static const char *const pcols[] = {"path:PATH", "plane:PLANE", "sport:SPORT",
+		"state", "sent:SENT", "answered:ANSWERED", "min_us:MIN US", "avg_us:AVG US",
+		"max_us:MAX US"};
+	cli_print_table(json_object_get(r, "probes"), pcols,
+			(int)(sizeof(pcols) / sizeof(pcols[0])));
+	static const char *const cols[] = {"id:PATH", "plane_name:PLANE", "local", "remote",
+		"state", "srtt_us:SRTT US", "min_rtt_us:MIN RTT US"};
+	cli_print_table(json_object_get(r, "paths"), cols,
+			(int)(sizeof(cols) / sizeof(cols[0])));
+}
+
 int cmd_ping(cli *c, int argc, char **argv)
 {
 	long count = 5;
@@ -22,30 +46,7 @@ int cmd_ping(cli *c, int argc, char **argv)
 			     30, &r);
 	if (rv)
 		return rv;
-	if (c->json) {
-		cli_print_json(r);
-	} else {
-		size_t i;
-		json_t *v;
-		json_array_foreach(json_object_get(r, "rtt_us"), i, v)
-			printf("reply from %s: seq=%zu rtt=%.1f us\n",
-			       json_string_value(json_object_get(r, "peer")), i, json_real_value(v));
-		printf("rtt min/avg/max = %.1f/%.1f/%.1f us, handshake %.1f us\n",
-		       json_real_value(json_object_get(r, "min_us")),
-		       json_real_value(json_object_get(r, "avg_us")),
-		       json_real_value(json_object_get(r, "max_us")),
-		       json_real_value(json_object_get(r, "handshake_us")));
-		printf("PROBE round trips per path:\n");
-		static const char *const pcols[] = {"path:PATH", "plane:PLANE", "sport:SPORT",
-			"state", "sent:SENT", "answered:ANSWERED", "min_us:MIN US", "avg_us:AVG US",
-			"max_us:MAX US"};
-		cli_print_table(json_object_get(r, "probes"), pcols,
-				(int)(sizeof(pcols) / sizeof(pcols[0])));
-		static const char *const cols[] = {"id:PATH", "plane_name:PLANE", "local", "remote",
-			"state", "srtt_us:SRTT US", "min_rtt_us:MIN RTT US"};
-		cli_print_table(json_object_get(r, "paths"), cols,
-				(int)(sizeof(cols) / sizeof(cols[0])));
-	}
+	cli_show(c, r, &(cli_view){.text = text});
 	json_decref(r);
 	return CLI_OK;
 }
