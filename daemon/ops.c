@@ -16,15 +16,6 @@
 #include "peer.h"
 #include "planes.h"
 
-static struct {
-	uint8_t drained[MRD_MAX_PLANES]; /* the operator's, persisted */
-	uint8_t drill[MRD_MAX_PLANES];   /* out for a drill (drill.c) */
-	uint8_t applied[MRD_MAX_PLANES]; /* what the engines were told */
-	uint8_t pending[MRD_MAX_PLANES]; /* a change being written to the store */
-	char by[MRD_MAX_PLANES][48];
-	int64_t ts[MRD_MAX_PLANES];
-} g;
-
 static json_t *conn_hex(uint32_t id)
 {
 	char b[16];
@@ -36,33 +27,29 @@ static json_t *conn_hex(uint32_t id)
 
 bool mrd_ops_plane_drained(const mrd *d, unsigned plane)
 {
-	(void)d;
-	return plane < MRD_MAX_PLANES && (g.drained[plane] || g.drill[plane]);
+	return plane < MRD_MAX_PLANES && (d->ops->drained[plane] || d->ops->drill[plane]);
 }
 
 bool mrd_ops_plane_operator_drained(const mrd *d, unsigned plane)
 {
-	(void)d;
-	return plane < MRD_MAX_PLANES && g.drained[plane];
+	return plane < MRD_MAX_PLANES && d->ops->drained[plane];
 }
 
 const char *mrd_ops_plane_admin(const mrd *d, unsigned plane)
 {
-	(void)d;
 	if (plane >= MRD_MAX_PLANES)
 		return "in-service";
-	return g.drained[plane] ? "drained" : g.drill[plane] ? "drill" : "in-service";
+	return d->ops->drained[plane] ? "drained" : d->ops->drill[plane] ? "drill" : "in-service";
 }
 
 const char *mrd_ops_drained_by(const mrd *d, unsigned plane, int64_t *pts)
 {
-	(void)d;
-	if (plane >= MRD_MAX_PLANES || !g.drained[plane]) {
+	if (plane >= MRD_MAX_PLANES || !d->ops->drained[plane]) {
 		*pts = 0;
 		return "";
 	}
-	*pts = g.ts[plane];
-	return g.by[plane];
+	*pts = d->ops->ts[plane];
+	return d->ops->by[plane];
 }
 
 unsigned mrd_ops_usable_planes(const mrd *d)
@@ -76,10 +63,10 @@ unsigned mrd_ops_usable_planes(const mrd *d)
 /* Tell the engines when the effective state changed. */
 static void apply(mrd *d, unsigned plane)
 {
-	uint8_t want = g.drained[plane] || g.drill[plane];
-	if (want == g.applied[plane])
+	uint8_t want = d->ops->drained[plane] || d->ops->drill[plane];
+	if (want == d->ops->applied[plane])
 		return;
-	g.applied[plane] = want;
+	d->ops->applied[plane] = want;
 	mrd_peers_plane_event(d, plane, want ? MRP_PLANE_DRAIN : MRP_PLANE_UNDRAIN);
 }
 
@@ -87,7 +74,7 @@ void mrd_ops_drill_hold(mrd *d, unsigned plane, int on)
 {
 	if (plane >= d->cfg.nplanes)
 		return;
-	g.drill[plane] = (uint8_t)!!on;
+	d->ops->drill[plane] = (uint8_t)!!on;
 	apply(d, plane);
 }
 
@@ -117,13 +104,13 @@ static int restore_row(const mrd_store_plane_row *r, void *ud)
 	int i = mrd_ops_plane_find(d, r->name);
 	if (i < 0 || !r->drained || strcmp(d->cfg.planes[i].name, r->name) != 0)
 		return 0;
-	g.drained[i] = 1;
-	g.applied[i] = 1; /* no connection exists yet: new ones get it */
-	snprintf(g.by[i], sizeof(g.by[i]), "%s", r->drained_by ? r->drained_by : "");
-	g.ts[i] = r->drained_ts_ns;
+	d->ops->drained[i] = 1;
+	d->ops->applied[i] = 1; /* no connection exists yet: new ones get it */
+	snprintf(d->ops->by[i], sizeof(d->ops->by[i]), "%s", r->drained_by ? r->drained_by : "");
+	d->ops->ts[i] = r->drained_ts_ns;
 	mrd_info("plane %s: drained (by %s; kept from the state database): "
 		 "it carries no data until 'metaroce-ctl plane undrain %s'",
-		 r->name, g.by[i][0] ? g.by[i] : "?", r->name);
+		 r->name, d->ops->by[i][0] ? d->ops->by[i] : "?", r->name);
 	return 0;
 }
 
@@ -168,7 +155,7 @@ static json_t *drain_result(mrd *d, unsigned plane, int changed, int persisted)
 {
 	return json_pack("{s:s, s:i, s:b, s:b, s:b, s:s, s:i, s:i}", "plane",
 			 d->cfg.planes[plane].name, "index", (int)plane, "drained",
-			 g.drained[plane], "changed", changed, "persisted", persisted,
+			 d->ops->drained[plane], "changed", changed, "persisted", persisted,
 			 "admin_state", mrd_ops_plane_admin(d, plane), "conns",
 			 (int)count_conns(d, plane), "usable_planes",
 			 (int)mrd_ops_usable_planes(d));
@@ -177,9 +164,9 @@ static json_t *drain_result(mrd *d, unsigned plane, int changed, int persisted)
 static void drain_apply(mrd *d, drain_req *r)
 {
 	unsigned p = r->plane;
-	g.drained[p] = (uint8_t)r->drain;
-	snprintf(g.by[p], sizeof(g.by[p]), "%s", r->drain ? r->who : "");
-	g.ts[p] = r->drain ? r->ts : 0;
+	d->ops->drained[p] = (uint8_t)r->drain;
+	snprintf(d->ops->by[p], sizeof(d->ops->by[p]), "%s", r->drain ? r->who : "");
+	d->ops->ts[p] = r->drain ? r->ts : 0;
 	apply(d, p);
 	const char *name = d->cfg.planes[p].name;
 	char detail[96];
@@ -212,7 +199,7 @@ static void drain_done(uv_work_t *w, int status)
 {
 	drain_req *r = w->data;
 	mrd *d = r->d;
-	g.pending[r->plane] = 0;
+	d->ops->pending[r->plane] = 0;
 	if (status < 0 || r->rc < 0) {
 		/* Not durable, so not done: the operator retries. */
 		if (!mrd_ctl_gone(r->cl))
@@ -263,17 +250,17 @@ static void cmd_drain(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *a
 		mrd_ctl_error(cl, id, "bad_request", "%s: args.force must be true or false", cmd);
 		return;
 	}
-	if (g.pending[p]) {
+	if (d->ops->pending[p]) {
 		mrd_ctl_error(cl, id, "busy", "%s: a change of plane %s is being recorded", cmd,
 			      d->cfg.planes[p].name);
 		return;
 	}
-	if (g.drained[p] == drain) {
+	if (d->ops->drained[p] == drain) {
 		mrd_ctl_reply(cl, id, drain_result(d, (unsigned)p, 0, d->store != NULL));
 		return;
 	}
 	if (drain && !json_is_true(jf) && mrd_planes_up(d, (unsigned)p) &&
-	    !g.drill[p] && mrd_ops_usable_planes(d) <= 1) {
+	    !d->ops->drill[p] && mrd_ops_usable_planes(d) <= 1) {
 		mrd_ctl_error(cl, id, "refused",
 			      "%s is the last usable plane: draining it stops "
 			      "all traffic (use force to do it anyway)", d->cfg.planes[p].name);
@@ -301,11 +288,11 @@ static void cmd_drain(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *a
 		return;
 	}
 	r->w.data = r;
-	g.pending[p] = 1;
+	d->ops->pending[p] = 1;
 	mrd_ctl_hold(cl);
 	int rv = uv_queue_work(d->loop, &r->w, drain_work, drain_done);
 	if (rv < 0) {
-		g.pending[p] = 0;
+		d->ops->pending[p] = 0;
 		mrd_ctl_release(cl);
 		mrd_ctl_error(cl, id, "failed", "%s: %s", cmd, uv_strerror(rv));
 		json_decref(r->id);

@@ -11,8 +11,8 @@
  *               a libuv worker (sqlite blocks) and sent back as JSON.
  *
  * Events (a drain, a steered path) go out on the event bus (event.h). The
- * control commands are documented in docs/control-protocol.md. One
- * instance per process, as planes.c: the state lives in ops.c.
+ * control commands are documented in docs/control-protocol.md. The state
+ * is struct mrd_ops, owned by main.c and reached as d->ops.
  */
 #ifndef MRD_OPS_H
 #define MRD_OPS_H
@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "conn.h"
 #include "event.h"
 #include "store.h"
@@ -28,6 +29,16 @@
 typedef struct mrd mrd;
 typedef struct mrd_conn mrd_conn;
 typedef struct mrd_ctl_client mrd_ctl_client;
+
+/* The drained planes, per plane index (MRD_MAX_PLANES of config.h). */
+typedef struct mrd_ops {
+	uint8_t drained[MRD_MAX_PLANES]; /* the operator's, persisted */
+	uint8_t drill[MRD_MAX_PLANES];   /* out for a drill (drill.c) */
+	uint8_t applied[MRD_MAX_PLANES]; /* what the engines were told */
+	uint8_t pending[MRD_MAX_PLANES]; /* a change being written to the store */
+	char by[MRD_MAX_PLANES][48];
+	int64_t ts[MRD_MAX_PLANES];
+} mrd_ops;
 
 /* Reads the drained planes from the store (blocking: at start only). */
 void mrd_ops_init(mrd *d);
