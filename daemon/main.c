@@ -375,12 +375,14 @@ int main(int argc, char **argv)
 	static mrd_apps apps;
 	static mrd_fdguard fdg;
 	static mrd_ops ops;
+	static mrd_telemetry telemetry;
 	mrd *d = &daemon;
 	d->dp = &dp;
 	d->peers = &peers;
 	d->apps = &apps;
 	d->fdg = &fdg;
 	d->ops = &ops;
+	d->telemetry = &telemetry;
 	char err[512];
 	if (mrd_config_load(&d->cfg, path, err, sizeof(err)) < 0) {
 		fprintf(stderr, "metarocd: %s\n", err);

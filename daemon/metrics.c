@@ -217,7 +217,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 	    d->ctl.monitors);
 	one(f, "metaroce_monitor_events_dropped_total", "counter",
 	    "Events not sent to a monitor that read too slowly.", d->ctl.events_dropped);
-	const mrd_tel_stats *t = mrd_telemetry_stats();
+	const mrd_tel_stats *t = mrd_telemetry_stats(d);
 	one(f, "metaroce_telemetry_path_samples_total", "counter", "Path samples taken.",
 	    t->path_samples);
 	one(f, "metaroce_telemetry_paths_skipped_total", "counter",
