@@ -375,6 +375,7 @@ int main(int argc, char **argv)
 	static mrd_apps apps;
 	static mrd_fdguard fdg;
 	static mrd_ops ops;
+	static mrd_planes planes;
 	static mrd_telemetry telemetry;
 	mrd *d = &daemon;
 	d->dp = &dp;
@@ -382,6 +383,7 @@ int main(int argc, char **argv)
 	d->apps = &apps;
 	d->fdg = &fdg;
 	d->ops = &ops;
+	d->planes = &planes;
 	d->telemetry = &telemetry;
 	char err[512];
 	if (mrd_config_load(&d->cfg, path, err, sizeof(err)) < 0) {

@@ -30,6 +30,7 @@ typedef struct mrd_peers mrd_peers;       /* peer.h */
 typedef struct mrd_apps mrd_apps;         /* app.h */
 typedef struct mrd_fdguard mrd_fdguard;   /* fdguard.h */
 typedef struct mrd_ops mrd_ops;           /* ops.h */
+typedef struct mrd_planes mrd_planes;     /* planes.h */
 typedef struct mrd_telemetry mrd_telemetry; /* telemetry.h */
 
 /* Drop counters are indexed by -MRP_ERR_*: one slot per code of the
@@ -75,6 +76,7 @@ struct mrd {
 	mrd_apps *apps;
 	mrd_fdguard *fdg;
 	mrd_ops *ops;
+	mrd_planes *planes;
 	mrd_telemetry *telemetry;
 
 	mrd_timer timer;

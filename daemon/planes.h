@@ -80,9 +80,15 @@ typedef struct mrd_planes {
 	unsigned nplanes;
 	mrd_plane_state st[MRD_MAX_PLANES];
 	uint64_t msgs, overruns, resyncs, errors;
+	int inited; /* between mrd_planes_init() and mrd_planes_close() */
+	/* Links seen in dumps and notifications (planes.c). */
+	struct mrd_plane_link *links;
+	unsigned nlinks;
+	uint8_t addr_seen[MRD_MAX_PLANES]; /* the address was on the interface once */
 } mrd_planes;
 
-/* One per process (the daemon's; struct mrd does not embed it yet). */
+/* The watcher's state: owned by main.c, reached as d->planes. Before
+ * mrd_planes_init() (and after mrd_planes_close()) every plane is up. */
 
 /* Open the netlink socket, read the current state and start watching.
  * Without netlink (a failure is logged) every plane stays up. Returns 0. */
