@@ -65,12 +65,10 @@ typedef struct drill {
 	char perf_err[160];
 } drill;
 
-static drill *cur;
-static uint64_t ndrills;
 
-uint64_t mrd_drill_count(void)
+uint64_t mrd_drill_count(const mrd *d)
 {
-	return ndrills;
+	return d->drills->count;
 }
 
 /* ---- the link, through rtnetlink ------------------------------------------ */
@@ -151,7 +149,8 @@ static double gbps(uint64_t bytes, uint64_t ns)
  * plane goes down. */
 void mrd_drill_on_event(void *ud, const mrd_ev *ev)
 {
-	(void)ud;
+	mrd *d = ud;
+	drill *cur = d->drills->cur;
 	if (!cur || cur->phase != PH_OUT || cur->t_detect || ev->plane < 0 ||
 	    (unsigned)ev->plane != cur->plane)
 		return;
@@ -319,7 +318,7 @@ static void finish(drill *r)
 	} else {
 		json_decref(rep);
 	}
-	cur = NULL;
+	r->d->drills->cur = NULL;
 	uv_close((uv_handle_t *)&r->timer, drill_closed);
 }
 
@@ -530,11 +529,11 @@ static void cmd_drill(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *a
 {
 	mrd *d = mrd_ctl_daemon(cl);
 	if (strcmp(cmd, "drill cancel") == 0) {
-		if (!cur || cur->phase == PH_DONE) {
+		if (!d->drills->cur || d->drills->cur->phase == PH_DONE) {
 			mrd_ctl_error(cl, id, "not_found", "drill cancel: no drill is running");
 			return;
 		}
-		drill *r = cur;
+		drill *r = d->drills->cur;
 		json_t *res = json_pack("{s:I, s:s}", "id", (json_int_t)r->drill_id, "plane",
 					d->cfg.planes[r->plane].name);
 		r->cancelled = 1;
@@ -570,9 +569,9 @@ static void cmd_drill(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *a
 		return;
 	}
 	const char *name = d->cfg.planes[p].name;
-	if (cur) {
+	if (d->drills->cur) {
 		mrd_ctl_error(cl, id, "busy", "drill plane: drill %" PRIu64 " of plane %s is running",
-			      cur->drill_id, d->cfg.planes[cur->plane].name);
+			      d->drills->cur->drill_id, d->cfg.planes[d->drills->cur->plane].name);
 		return;
 	}
 	if (!mrd_planes_up(d, (unsigned)p) || mrd_ops_plane_drained(d, (unsigned)p)) {
@@ -622,11 +621,11 @@ static void cmd_drill(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *a
 	r->duration_s = dur;
 	r->auto_revert_s = rev;
 	r->started_wall = mrd_wall_ns();
-	r->drill_id = d->store ? mrd_store_drill_id_new(d->store) : ndrills + 1;
+	r->drill_id = d->store ? mrd_store_drill_id_new(d->store) : d->drills->count + 1;
 	uv_timer_init(d->loop, &r->timer);
 	r->timer.data = r;
-	cur = r;
-	ndrills++;
+	d->drills->cur = r;
+	d->drills->count++;
 	/* Persisted first: a daemon that dies while the plane is out finds
 	 * this row at its next start and gives the plane back. */
 	json_t *state = json_pack("{s:s, s:s, s:s, s:i}", "state", "running", "action",

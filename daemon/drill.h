@@ -45,7 +45,13 @@ int mrd_drill_register(mrd *d);
  * became suspect, failed or disabled, or the plane went down. */
 void mrd_drill_on_event(void *ud, const mrd_ev *ev);
 
+/* The drills' state: owned by main.c, reached as d->drills. */
+typedef struct mrd_drills {
+	struct drill *cur; /* the one running (one at a time), NULL */
+	uint64_t count;    /* drills run since the daemon started */
+} mrd_drills;
+
 /* Drills run since the daemon started. */
-uint64_t mrd_drill_count(void);
+uint64_t mrd_drill_count(const mrd *d);
 
 #endif

@@ -376,6 +376,7 @@ int main(int argc, char **argv)
 	static mrd_fdguard fdg;
 	static mrd_ops ops;
 	static mrd_planes planes;
+	static mrd_drills drills;
 	static mrd_telemetry telemetry;
 	mrd *d = &daemon;
 	d->dp = &dp;
@@ -384,6 +385,7 @@ int main(int argc, char **argv)
 	d->fdg = &fdg;
 	d->ops = &ops;
 	d->planes = &planes;
+	d->drills = &drills;
 	d->telemetry = &telemetry;
 	char err[512];
 	if (mrd_config_load(&d->cfg, path, err, sizeof(err)) < 0) {

@@ -225,7 +225,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 	one(f, "metaroce_telemetry_rows_folded_total", "counter",
 	    "Raw samples folded into 1-minute aggregates.", t->rows_folded);
 	one(f, "metaroce_drills_total", "counter", "Failover drills run since start.",
-	    mrd_drill_count());
+	    mrd_drill_count(d));
 	mrd_store_stats ss = {0};
 	if (d->store)
 		mrd_store_get_stats(d->store, &ss);

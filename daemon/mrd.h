@@ -31,6 +31,7 @@ typedef struct mrd_apps mrd_apps;         /* app.h */
 typedef struct mrd_fdguard mrd_fdguard;   /* fdguard.h */
 typedef struct mrd_ops mrd_ops;           /* ops.h */
 typedef struct mrd_planes mrd_planes;     /* planes.h */
+typedef struct mrd_drills mrd_drills;     /* drill.h */
 typedef struct mrd_telemetry mrd_telemetry; /* telemetry.h */
 
 /* Drop counters are indexed by -MRP_ERR_*: one slot per code of the
@@ -77,6 +78,7 @@ struct mrd {
 	mrd_fdguard *fdg;
 	mrd_ops *ops;
 	mrd_planes *planes;
+	mrd_drills *drills;
 	mrd_telemetry *telemetry;
 
 	mrd_timer timer;
