@@ -26,8 +26,11 @@ typedef struct cli {
 
 typedef struct cli_cmd {
 	const char *name; /* "status", "show paths": exact match */
-	int (*fn)(cli *c, int argc, char **argv); /* argv: what follows the name */
-	const char *help;
+	/* argv: what follows the name. Bad arguments: return CLI_USAGE and
+	 * print nothing: the usage comes from this table. */
+	int (*fn)(cli *c, int argc, char **argv);
+	const char *help;   /* the arguments, two spaces, what it does */
+	const char *detail; /* more lines of usage (each "  ...\n"), or NULL */
 } cli_cmd;
 
 /* Send one request; on success return 0 and *presult (a new reference);

@@ -23,10 +23,8 @@ static const char *const cols[] = {"id", "peer", "role", "state", "service", "mt
 int cmd_show_conns(cli *c, int argc, char **argv)
 {
 	(void)argv;
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl show conns\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "show conns", NULL, 10, &r);
 	if (rv)

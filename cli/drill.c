@@ -90,12 +90,8 @@ int cmd_drill_plane(cli *c, int argc, char **argv)
 		else
 			bad = 1;
 	}
-	if (bad) {
-		fprintf(stderr, "usage: metaroce-ctl drill plane PLANE [--peer PEER] [--duration D] "
-				"[--link] [--auto-revert D] [--json]\n"
-				"  D: 500ms, 5s, 2m (duration default 5s, at most 10m)\n");
+	if (bad)
 		return CLI_USAGE;
-	}
 	json_t *args = json_pack("{s:s, s:f, s:b}", "plane", argv[0], "duration_s", dur, "link",
 				 link);
 	if (peer)

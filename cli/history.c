@@ -98,11 +98,8 @@ static int history(cli *c, const char *what, int argc, char **argv)
 		else
 			bad = 1;
 	}
-	if (bad) {
-		fprintf(stderr, "usage: metaroce-ctl %s [--since DURATION] [--limit N]\n"
-				"  DURATION: 30s, 10m, 2h, 7d (default 1h)\n", cmd);
+	if (bad)
 		return CLI_USAGE;
-	}
 	json_t *args = json_pack("{s:f}", "since_s", since);
 	if (limit)
 		json_object_set_new(args, "limit", json_integer(limit));

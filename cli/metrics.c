@@ -12,10 +12,8 @@ static void text(json_t *r)
 int cmd_metrics(cli *c, int argc, char **argv)
 {
 	(void)argv;
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl metrics\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "metrics", NULL, 10, &r);
 	if (rv)

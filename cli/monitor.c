@@ -39,10 +39,8 @@ static void human(json_t *e)
 int cmd_monitor(cli *c, int argc, char **argv)
 {
 	(void)argv;
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl monitor\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	int fd = cli_open(c);
 	if (fd < 0)
 		return CLI_UNREACHABLE;

@@ -44,9 +44,6 @@ static int path_cmd(cli *c, const char *cmd, int argc, char **argv, int steer)
 	}
 	if (bad) {
 		json_decref(args);
-		fprintf(stderr, "usage: metaroce-ctl %s CONN PATH%s\n"
-				"  CONN: connection id (hex, as in show conns); PATH: path id\n",
-			cmd, steer ? " (--port N | --plane PLANE)" : "");
 		return CLI_USAGE;
 	}
 	json_t *r;

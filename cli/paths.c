@@ -60,7 +60,6 @@ int cmd_show_paths(cli *c, int argc, char **argv)
 	}
 	if (bad) {
 		json_decref(args);
-		fprintf(stderr, "usage: metaroce-ctl show paths [--conn ID] [--watch]\n");
 		return CLI_USAGE;
 	}
 	if (watch)

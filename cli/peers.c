@@ -6,10 +6,8 @@
 int cmd_show_peers(cli *c, int argc, char **argv)
 {
 	(void)argv;
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl show peers\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "show peers", NULL, 10, &r);
 	if (rv)

@@ -49,11 +49,8 @@ int cmd_perf(cli *c, int argc, char **argv)
 		else
 			bad = 1;
 	}
-	if (bad) {
-		fprintf(stderr, "usage: metaroce-ctl perf PEER [--seconds N] [--msg-size BYTES]\n"
-				"  PEER: ADDRESS[:PORT]; N in (0, 3600], default 3\n");
+	if (bad)
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "perf", json_pack("{s:s, s:f, s:I}", "peer", argv[0],
 						   "seconds", secs, "msg_size", (json_int_t)msg),

@@ -35,11 +35,8 @@ int cmd_ping(cli *c, int argc, char **argv)
 	char *end = NULL;
 	if (argc == 3 && (strcmp(argv[1], "-c") == 0 || strcmp(argv[1], "--count") == 0))
 		count = strtol(argv[2], &end, 10);
-	if ((argc != 1 && argc != 3) || (end && (*end || count < 1 || count > 10000))) {
-		fprintf(stderr, "usage: metaroce-ctl ping PEER [-c COUNT]  (PEER: ADDRESS[:PORT], "
-				"COUNT 1-10000)\n");
+	if ((argc != 1 && argc != 3) || (end && (*end || count < 1 || count > 10000)))
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "ping", json_pack("{s:s, s:I}", "peer", argv[0], "count",
 						   (json_int_t)count),

@@ -30,10 +30,8 @@ static int drain(cli *c, int argc, char **argv, int on)
 		else
 			plane = NULL, i = argc;
 	}
-	if (!plane) {
-		fprintf(stderr, "usage: metaroce-ctl %s PLANE%s\n", cmd, on ? " [--force]" : "");
+	if (!plane)
 		return CLI_USAGE;
-	}
 	json_t *args = json_pack("{s:s}", "plane", plane);
 	if (force)
 		json_object_set_new(args, "force", json_true());

@@ -53,10 +53,8 @@ int cmd_show_planes(cli *c, int argc, char **argv)
 {
 	if (argc == 1 && strcmp(argv[0], "--watch") == 0)
 		return cli_watch(c, "show planes", NULL, render);
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl show planes [--watch]\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "show planes", NULL, 10, &r);
 	if (rv)

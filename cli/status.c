@@ -26,10 +26,8 @@ static void text(json_t *r)
 int cmd_status(cli *c, int argc, char **argv)
 {
 	(void)argv;
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl status\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "status", NULL, 10, &r);
 	if (rv)
