@@ -26,6 +26,7 @@
 #include "drill.h"
 #include "fdguard.h"
 #include "log.h"
+#include "metrics.h"
 #include "mrd.h"
 #include "ops.h"
 #include "peer.h"
@@ -326,7 +327,7 @@ static int start(mrd *d)
 	 * then the telemetry sampler. */
 	mrd_ops_init(d);
 	mrd_drill_init(d);
-	mrd_telemetry_init(d);
+	mrd_telemetry_init(d, mrd_metrics_render); /* the textfile is the metrics */
 	mrd_fdguard_start(d);
 	uv_timer_init(d->loop, &d->stop_timer);
 	d->stop_timer.data = d;

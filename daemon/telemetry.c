@@ -11,7 +11,6 @@
 
 #include "datapath.h"
 #include "log.h"
-#include "metrics.h"
 #include "mrd.h"
 #include "ops.h"
 #include "peer.h"
@@ -296,7 +295,7 @@ static void on_tick(uv_timer_t *t)
 	}
 	if (d->cfg.telemetry_textfile[0] && !tl->textfile.busy) {
 		/* Rendered here (it reads the loop's state), written there. */
-		tl->textfile.text = mrd_metrics_render(d, &tl->textfile.len);
+		tl->textfile.text = tl->render(d, &tl->textfile.len);
 		if (tl->textfile.text) {
 			snprintf(tl->textfile.path, sizeof(tl->textfile.path), "%s",
 				 d->cfg.telemetry_textfile);
@@ -311,10 +310,11 @@ static void on_tick(uv_timer_t *t)
 	}
 }
 
-int mrd_telemetry_init(mrd *d)
+int mrd_telemetry_init(mrd *d, mrd_tel_render_fn render)
 {
 	mrd_telemetry *tl = d->telemetry;
 	tl->d = d;
+	tl->render = render;
 	tl->prune.tl = tl;
 	tl->textfile.tl = tl;
 	for (unsigned i = 0; i < d->dp->nplanes; i++) {

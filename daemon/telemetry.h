@@ -19,8 +19,9 @@
  *
  * The last MRD_TEL_RECENT samples of each path and plane are also kept in
  * memory for `show ... --watch` sparklines. With telemetry.textfile set,
- * the metrics (metrics.h) are written to that file each interval, on a
- * worker, through a temporary file and rename().
+ * the metrics (the renderer main.c hands in: metrics.h) are written to
+ * that file each interval, on a worker, through a temporary file and
+ * rename().
  */
 #ifndef MRD_TELEMETRY_H
 #define MRD_TELEMETRY_H
@@ -57,6 +58,9 @@ typedef struct mrd_tel_ring {
 
 typedef struct mrd_telemetry mrd_telemetry;
 
+/* The text of the textfile (malloc'd, *plen its length), NULL on failure. */
+typedef char *(*mrd_tel_render_fn)(mrd *d, size_t *plen);
+
 /* A job on a libuv worker: folding old samples, or the textfile. */
 typedef struct mrd_tel_work {
 	uv_work_t w;
@@ -75,6 +79,7 @@ typedef struct mrd_tel_work {
 /* The sampler's state: owned by main.c, reached as d->telemetry. */
 struct mrd_telemetry {
 	mrd *d;
+	mrd_tel_render_fn render;
 	int on;
 	uv_timer_t timer;
 	uint64_t last_ns;      /* uv_hrtime() of the last sample */
@@ -85,7 +90,7 @@ struct mrd_telemetry {
 	mrd_tel_stats st;
 };
 
-int mrd_telemetry_init(mrd *d);
+int mrd_telemetry_init(mrd *d, mrd_tel_render_fn render);
 void mrd_telemetry_close(mrd *d);
 
 /* The connection goes away: drop its sampler state. */
