@@ -26,8 +26,11 @@ typedef struct cli {
 
 typedef struct cli_cmd {
 	const char *name; /* "status", "show paths": exact match */
-	int (*fn)(cli *c, int argc, char **argv); /* argv: what follows the name */
-	const char *help;
+	/* argv: what follows the name. Bad arguments: return CLI_USAGE and
+	 * print nothing: the usage comes from this table. */
+	int (*fn)(cli *c, int argc, char **argv);
+	const char *help;   /* the arguments, two spaces, what it does */
+	const char *detail; /* more lines of usage (each "  ...\n"), or NULL */
 } cli_cmd;
 
 /* Send one request; on success return 0 and *presult (a new reference);
@@ -52,6 +55,22 @@ double cli_duration(const char *s);
 
 /* Print result as one JSON line (-j). */
 void cli_print_json(json_t *result);
+
+/*
+ * The one output path of every command: with -j, r goes out whole as one
+ * JSON line (as the daemon sent it); otherwise as text through the view:
+ * first text(r) when set (sentences, or reshaping r's rows for the table),
+ * then the table of cols over r's member `rows` (r itself when rows is
+ * NULL) when cols is set. The commands never test -j themselves.
+ */
+typedef struct cli_view {
+	void (*text)(json_t *r);
+	const char *rows;
+	const char *const *cols;
+	int ncols;
+} cli_view;
+void cli_show(const cli *c, json_t *r, const cli_view *v);
+#define CLI_NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Aligned table of an array of objects: cols[i] is "key" or "key:Header";
  * values are printed as they are (strings bare, numbers as numbers). */

@@ -182,6 +182,18 @@ void cli_print_json(json_t *result)
 	}
 }
 
+void cli_show(const cli *c, json_t *r, const cli_view *v)
+{
+	if (c->json) {
+		cli_print_json(r);
+		return;
+	}
+	if (v->text)
+		v->text(r);
+	if (v->cols)
+		cli_print_table(v->rows ? json_object_get(r, v->rows) : r, v->cols, v->ncols);
+}
+
 static void value_str(json_t *v, char *buf, size_t len)
 {
 	if (json_is_string(v))

@@ -90,12 +90,8 @@ int cmd_drill_plane(cli *c, int argc, char **argv)
 		else
 			bad = 1;
 	}
-	if (bad) {
-		fprintf(stderr, "usage: metaroce-ctl drill plane PLANE [--peer PEER] [--duration D] "
-				"[--link] [--auto-revert D] [--json]\n"
-				"  D: 500ms, 5s, 2m (duration default 5s, at most 10m)\n");
+	if (bad)
 		return CLI_USAGE;
-	}
 	json_t *args = json_pack("{s:s, s:f, s:b}", "plane", argv[0], "duration_s", dur, "link",
 				 link);
 	if (peer)
@@ -155,10 +151,7 @@ int cmd_drill_plane(cli *c, int argc, char **argv)
 	json_t *r;
 	if ((rv = cli_result("drill plane", msg, &r)))
 		return rv;
-	if (c->json)
-		cli_print_json(r);
-	else
-		print_report(r);
+	cli_show(c, r, &(cli_view){.text = print_report});
 	int pass = json_is_true(json_object_get(r, "pass"));
 	json_decref(r);
 	return pass ? CLI_OK : CLI_FAILED;

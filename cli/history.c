@@ -31,6 +31,55 @@ static void put_time(json_t *rows)
 	}
 }
 
+/* Text: the rows with a readable time, and a note on stderr when the
+ * daemon cut the list at the limit. */
+static json_t *rows_of(json_t *r)
+{
+	json_t *rows = json_object_get(r, "rows");
+	put_time(rows);
+	if (json_is_true(json_object_get(r, "truncated")))
+		fprintf(stderr, "metaroce-ctl: more rows than the limit: showing the oldest %zu; "
+				"use a shorter --since or a larger --limit\n", json_array_size(rows));
+	return rows;
+}
+
+static void plain_rows(json_t *r)
+{
+	rows_of(r);
+}
+
+/* A drill's report lifted into its row for the table. */
+static void drill_rows(json_t *r)
+{
+	size_t i;
+	json_t *o;
+	json_array_foreach(rows_of(r), i, o) {
+		json_t *rep = json_object_get(o, "report");
+		json_object_set_new(o, "pass", json_incref(json_object_get(rep, "pass")));
+		json_object_set_new(o, "action", json_incref(json_object_get(rep, "action")));
+		json_object_set_new(o, "detection_ms",
+				    json_incref(json_object_get(rep, "detection_ms")));
+		json_object_set_new(o, "redistribution_ms",
+				    json_incref(json_object_get(rep, "redistribution_ms")));
+		json_object_set_new(o, "state", json_incref(json_object_get(rep, "state")));
+	}
+}
+
+static const char *const events_cols[] = {"time:TIME (UTC)", "kind", "plane", "conn", "path",
+	"detail"};
+static const char *const drills_cols[] = {"id", "time:STARTED (UTC)", "plane", "action",
+	"detection_ms:DETECT MS", "redistribution_ms:REDIST MS", "pass", "state"};
+static const char *const paths_cols[] = {"time:TIME (UTC)", "resolution:RES", "conn", "path",
+	"plane", "sport", "state", "srtt_us:SRTT US", "ecn_fraction:ECN", "lost_pkts:LOST",
+	"retx_pkts:RETX", "utilization:UTIL", "tx_bytes_per_s:TX B/S"};
+static const char *const planes_cols[] = {"time:TIME (UTC)", "resolution:RES", "plane",
+	"state", "tx_bytes_per_s:TX B/S", "rx_bytes_per_s:RX B/S", "utilization:UTIL"};
+
+static const cli_view events_view = {plain_rows, "rows", events_cols, CLI_NCOLS(events_cols)};
+static const cli_view drills_view = {drill_rows, "rows", drills_cols, CLI_NCOLS(drills_cols)};
+static const cli_view paths_view = {plain_rows, "rows", paths_cols, CLI_NCOLS(paths_cols)};
+static const cli_view planes_view = {plain_rows, "rows", planes_cols, CLI_NCOLS(planes_cols)};
+
 static int history(cli *c, const char *what, int argc, char **argv)
 {
 	char cmd[32];
@@ -49,11 +98,8 @@ static int history(cli *c, const char *what, int argc, char **argv)
 		else
 			bad = 1;
 	}
-	if (bad) {
-		fprintf(stderr, "usage: metaroce-ctl %s [--since DURATION] [--limit N]\n"
-				"  DURATION: 30s, 10m, 2h, 7d (default 1h)\n", cmd);
+	if (bad)
 		return CLI_USAGE;
-	}
 	json_t *args = json_pack("{s:f}", "since_s", since);
 	if (limit)
 		json_object_set_new(args, "limit", json_integer(limit));
@@ -61,48 +107,11 @@ static int history(cli *c, const char *what, int argc, char **argv)
 	int rv = cli_request(c, cmd, args, 60, &r);
 	if (rv)
 		return rv;
-	json_t *rows = json_object_get(r, "rows");
-	if (c->json) {
-		cli_print_json(r);
-	} else if (strcmp(what, "events") == 0) {
-		static const char *const cols[] = {"time:TIME (UTC)", "kind", "plane", "conn",
-						   "path", "detail"};
-		put_time(rows);
-		cli_print_table(rows, cols, 6);
-	} else if (strcmp(what, "drills") == 0) {
-		size_t i;
-		json_t *o;
-		put_time(rows);
-		json_array_foreach(rows, i, o) {
-			json_t *rep = json_object_get(o, "report");
-			json_object_set_new(o, "pass", json_incref(json_object_get(rep, "pass")));
-			json_object_set_new(o, "action", json_incref(json_object_get(rep, "action")));
-			json_object_set_new(o, "detection_ms",
-					    json_incref(json_object_get(rep, "detection_ms")));
-			json_object_set_new(o, "redistribution_ms",
-					    json_incref(json_object_get(rep, "redistribution_ms")));
-			json_object_set_new(o, "state", json_incref(json_object_get(rep, "state")));
-		}
-		static const char *const cols[] = {"id", "time:STARTED (UTC)", "plane", "action",
-			"detection_ms:DETECT MS", "redistribution_ms:REDIST MS", "pass", "state"};
-		cli_print_table(rows, cols, 8);
-	} else if (strcmp(what, "paths") == 0) {
-		static const char *const cols[] = {"time:TIME (UTC)", "resolution:RES", "conn",
-			"path", "plane", "sport", "state", "srtt_us:SRTT US", "ecn_fraction:ECN",
-			"lost_pkts:LOST", "retx_pkts:RETX", "utilization:UTIL",
-			"tx_bytes_per_s:TX B/S"};
-		put_time(rows);
-		cli_print_table(rows, cols, 13);
-	} else {
-		static const char *const cols[] = {"time:TIME (UTC)", "resolution:RES", "plane",
-			"state", "tx_bytes_per_s:TX B/S", "rx_bytes_per_s:RX B/S",
-			"utilization:UTIL"};
-		put_time(rows);
-		cli_print_table(rows, cols, 7);
-	}
-	if (!c->json && json_is_true(json_object_get(r, "truncated")))
-		fprintf(stderr, "metaroce-ctl: more rows than the limit: showing the oldest %zu; "
-				"use a shorter --since or a larger --limit\n", json_array_size(rows));
+	const cli_view *v = strcmp(what, "events") == 0   ? &events_view
+			    : strcmp(what, "drills") == 0 ? &drills_view
+			    : strcmp(what, "paths") == 0  ? &paths_view
+							  : &planes_view;
+	cli_show(c, r, v);
 	json_decref(r);
 	return CLI_OK;
 }

@@ -14,28 +14,36 @@
 #define MRC_DEFAULT_SOCKET "/run/metaroce/metarocd.sock"
 #endif
 
+#define PATH_DETAIL "  CONN: connection id (hex, as in show conns); PATH: path id\n"
+#define HISTORY_DETAIL "  D: 30s, 10m, 2h, 7d (default 1h)\n"
+
+/* The one place of every command's usage: `metaroce-ctl`, `COMMAND --help`
+ * and a command given bad arguments all print it from here. */
 static const cli_cmd commands[] = {
-	{"status", cmd_status, "daemon state and counters"},
-	{"show planes", cmd_show_planes, "[--watch]  planes: link and admin state, sockets"},
-	{"show peers", cmd_show_peers, "peer daemons"},
-	{"show conns", cmd_show_conns, "connections"},
-	{"show paths", cmd_show_paths, "[--conn ID] [--watch]  paths of every (or one) connection"},
-	{"ping", cmd_ping, "PEER [-c COUNT]  round trips to a peer daemon"},
-	{"perf", cmd_perf, "PEER [--seconds N] [--msg-size BYTES]  verified bulk transfer"},
-	{"plane drain", cmd_plane_drain, "PLANE [--force]  take a plane out of service (kept)"},
-	{"plane undrain", cmd_plane_undrain, "PLANE  put a drained plane back in service"},
-	{"path steer", cmd_path_steer, "CONN PATH (--port N | --plane P)  move a path"},
-	{"path disable", cmd_path_disable, "CONN PATH  take a path out of service"},
-	{"path enable", cmd_path_enable, "CONN PATH  put a disabled path back"},
-	{"path reset", cmd_path_reset, "CONN PATH  move a path to a random new source port"},
+	{"status", cmd_status, "daemon state and counters", NULL},
+	{"show planes", cmd_show_planes, "[--watch]  planes: link and admin state, sockets", NULL},
+	{"show peers", cmd_show_peers, "peer daemons", NULL},
+	{"show conns", cmd_show_conns, "connections", NULL},
+	{"show paths", cmd_show_paths, "[--conn ID] [--watch]  paths of every (or one) connection", NULL},
+	{"ping", cmd_ping, "PEER [-c COUNT]  round trips to a peer daemon",
+	 "  PEER: ADDRESS[:PORT]; COUNT 1-10000\n"},
+	{"perf", cmd_perf, "PEER [--seconds N] [--msg-size BYTES]  verified bulk transfer",
+	 "  PEER: ADDRESS[:PORT]; N in (0, 3600], default 3\n"},
+	{"plane drain", cmd_plane_drain, "PLANE [--force]  take a plane out of service (kept)", NULL},
+	{"plane undrain", cmd_plane_undrain, "PLANE  put a drained plane back in service", NULL},
+	{"path steer", cmd_path_steer, "CONN PATH (--port N | --plane P)  move a path", PATH_DETAIL},
+	{"path disable", cmd_path_disable, "CONN PATH  take a path out of service", PATH_DETAIL},
+	{"path enable", cmd_path_enable, "CONN PATH  put a disabled path back", PATH_DETAIL},
+	{"path reset", cmd_path_reset, "CONN PATH  move a path to a random new source port", PATH_DETAIL},
 	{"drill plane", cmd_drill_plane,
-	 "PLANE [--peer PEER] [--duration D] [--link] [--auto-revert D]  failover drill"},
-	{"history events", cmd_history_events, "[--since D] [--limit N]  the event log"},
-	{"history drills", cmd_history_drills, "[--since D] [--limit N]  drill reports"},
-	{"history paths", cmd_history_paths, "[--since D] [--limit N]  path telemetry"},
-	{"history planes", cmd_history_planes, "[--since D] [--limit N]  plane telemetry"},
-	{"metrics", cmd_metrics, "counters and gauges, Prometheus text format"},
-	{"monitor", cmd_monitor, "events as they happen (one JSON object a line with -j)"},
+	 "PLANE [--peer PEER] [--duration D] [--link] [--auto-revert D] [--json]  failover drill",
+	 "  D: 500ms, 5s, 2m (duration default 5s, at most 10m)\n"},
+	{"history events", cmd_history_events, "[--since D] [--limit N]  the event log", HISTORY_DETAIL},
+	{"history drills", cmd_history_drills, "[--since D] [--limit N]  drill reports", HISTORY_DETAIL},
+	{"history paths", cmd_history_paths, "[--since D] [--limit N]  path telemetry", HISTORY_DETAIL},
+	{"history planes", cmd_history_planes, "[--since D] [--limit N]  plane telemetry", HISTORY_DETAIL},
+	{"metrics", cmd_metrics, "counters and gauges, Prometheus text format", NULL},
+	{"monitor", cmd_monitor, "events as they happen (one JSON object a line with -j)", NULL},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -72,14 +80,23 @@ static int is_help(const char *s)
 	return strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0;
 }
 
+static void cmd_usage(FILE *f, const cli_cmd *k)
+{
+	fprintf(f, "usage: metaroce-ctl [-s SOCKET] [-j] %s %s\n%s", k->name, k->help,
+		k->detail ? k->detail : "");
+}
+
 static int run(const cli_cmd *k, cli *c, int argc, char **argv)
 {
 	for (int i = 0; i < argc; i++)
 		if (is_help(argv[i])) {
-			printf("usage: metaroce-ctl [-s SOCKET] [-j] %s %s\n", k->name, k->help);
+			cmd_usage(stdout, k);
 			return CLI_OK;
 		}
-	return k->fn(c, argc, argv);
+	int rv = k->fn(c, argc, argv);
+	if (rv == CLI_USAGE)
+		cmd_usage(stderr, k);
+	return rv;
 }
 
 int main(int argc, char **argv)

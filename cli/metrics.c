@@ -4,21 +4,21 @@
 
 #include "cli.h"
 
+static void text(json_t *r)
+{
+	fputs(json_string_value(json_object_get(r, "text")), stdout);
+}
+
 int cmd_metrics(cli *c, int argc, char **argv)
 {
 	(void)argv;
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl metrics\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "metrics", NULL, 10, &r);
 	if (rv)
 		return rv;
-	if (c->json)
-		cli_print_json(r);
-	else
-		fputs(json_string_value(json_object_get(r, "text")), stdout);
+	cli_show(c, r, &(cli_view){.text = text});
 	json_decref(r);
 	return CLI_OK;
 }

@@ -39,10 +39,8 @@ static void human(json_t *e)
 int cmd_monitor(cli *c, int argc, char **argv)
 {
 	(void)argv;
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl monitor\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	int fd = cli_open(c);
 	if (fd < 0)
 		return CLI_UNREACHABLE;
@@ -63,12 +61,8 @@ int cmd_monitor(cli *c, int argc, char **argv)
 		if (rv)
 			break;
 		json_t *e = json_object_get(msg, "event");
-		if (e) {
-			if (c->json)
-				cli_print_json(e);
-			else
-				human(e);
-		}
+		if (e)
+			cli_show(c, e, &(cli_view){.text = human});
 		json_decref(msg);
 	}
 	close(fd);

@@ -6,6 +6,18 @@
 
 #include "cli.h"
 
+static void text(json_t *r)
+{
+	printf("conn %s path %lld: %s; now plane %s, sport %lld, gen %lld, %s\n",
+	       json_string_value(json_object_get(r, "conn")),
+	       (long long)json_integer_value(json_object_get(r, "path")),
+	       json_string_value(json_object_get(r, "detail")),
+	       json_string_value(json_object_get(r, "plane")),
+	       (long long)json_integer_value(json_object_get(r, "sport")),
+	       (long long)json_integer_value(json_object_get(r, "gen")),
+	       json_string_value(json_object_get(r, "state")));
+}
+
 static int path_cmd(cli *c, const char *cmd, int argc, char **argv, int steer)
 {
 	char *end;
@@ -32,26 +44,13 @@ static int path_cmd(cli *c, const char *cmd, int argc, char **argv, int steer)
 	}
 	if (bad) {
 		json_decref(args);
-		fprintf(stderr, "usage: metaroce-ctl %s CONN PATH%s\n"
-				"  CONN: connection id (hex, as in show conns); PATH: path id\n",
-			cmd, steer ? " (--port N | --plane PLANE)" : "");
 		return CLI_USAGE;
 	}
 	json_t *r;
 	int rv = cli_request(c, cmd, args, 10, &r);
 	if (rv)
 		return rv;
-	if (c->json)
-		cli_print_json(r);
-	else
-		printf("conn %s path %lld: %s; now plane %s, sport %lld, gen %lld, %s\n",
-		       json_string_value(json_object_get(r, "conn")),
-		       (long long)json_integer_value(json_object_get(r, "path")),
-		       json_string_value(json_object_get(r, "detail")),
-		       json_string_value(json_object_get(r, "plane")),
-		       (long long)json_integer_value(json_object_get(r, "sport")),
-		       (long long)json_integer_value(json_object_get(r, "gen")),
-		       json_string_value(json_object_get(r, "state")));
+	cli_show(c, r, &(cli_view){.text = text});
 	json_decref(r);
 	return CLI_OK;
 }

@@ -4,23 +4,16 @@
 
 #include "cli.h"
 
-static int render(cli *c, json_t *rows, json_t *recent)
+/* Sparklines of each path's recent smoothed RTT and sending rate
+ * (utilization of the link when its speed is known). */
+static void sparks(json_t *w)
 {
-	if (c->json) {
-		json_t *o = json_pack("{s:O, s:O}", "paths", rows, "recent",
-				      json_object_get(recent, "paths"));
-		cli_print_json(o);
-		json_decref(o);
-		return CLI_OK;
-	}
-	/* Sparklines of each path's recent smoothed RTT and sending rate
-	 * (utilization of the link when its speed is known). */
 	size_t i;
 	json_t *o;
-	json_array_foreach(rows, i, o) {
+	json_array_foreach(json_object_get(w, "paths"), i, o) {
 		size_t k;
 		json_t *p;
-		json_array_foreach(json_object_get(recent, "paths"), k, p) {
+		json_array_foreach(json_object_get(w, "recent"), k, p) {
 			if (!json_equal(json_object_get(p, "conn"), json_object_get(o, "conn")) ||
 			    !json_equal(json_object_get(p, "path"), json_object_get(o, "id")))
 				continue;
@@ -36,11 +29,20 @@ static int render(cli *c, json_t *rows, json_t *recent)
 			json_object_set_new(o, "util_spark", json_string(b));
 		}
 	}
-	static const char *const cols[] = {"conn", "id:PATH", "plane_name:PLANE", "state",
-		"sport", "srtt_us:SRTT US", "rtt_spark:RTT (RECENT)",
-		"util_spark:UTIL/RATE (RECENT)", "tx_pkts:TX PKTS", "retx_pkts:RETX",
-		"lost_pkts:LOST", "ce_pkts:CE"};
-	cli_print_table(rows, cols, (int)(sizeof(cols) / sizeof(cols[0])));
+}
+
+static const char *const wcols[] = {"conn", "id:PATH", "plane_name:PLANE", "state", "sport",
+	"srtt_us:SRTT US", "rtt_spark:RTT (RECENT)", "util_spark:UTIL/RATE (RECENT)",
+	"tx_pkts:TX PKTS", "retx_pkts:RETX", "lost_pkts:LOST", "ce_pkts:CE"};
+
+/* One frame of --watch: {"paths": rows, "recent": the recent samples}. */
+static int render(cli *c, json_t *rows, json_t *recent)
+{
+	json_t *w = json_object(), *rp = json_object_get(recent, "paths");
+	json_object_set(w, "paths", rows);
+	json_object_set(w, "recent", rp ? rp : json_null());
+	cli_show(c, w, &(cli_view){sparks, "paths", wcols, CLI_NCOLS(wcols)});
+	json_decref(w);
 	return CLI_OK;
 }
 
@@ -58,7 +60,6 @@ int cmd_show_paths(cli *c, int argc, char **argv)
 	}
 	if (bad) {
 		json_decref(args);
-		fprintf(stderr, "usage: metaroce-ctl show paths [--conn ID] [--watch]\n");
 		return CLI_USAGE;
 	}
 	if (watch)
@@ -71,10 +72,7 @@ int cmd_show_paths(cli *c, int argc, char **argv)
 		"state", "local", "remote", "cwnd", "inflight", "srtt_us:SRTT US",
 		"min_rtt_us:MIN RTT US", "tx_pkts:TX PKTS", "retx_pkts:RETX",
 		"lost_pkts:LOST", "ce_pkts:CE", "rx_pkts:RX PKTS"};
-	if (c->json)
-		cli_print_json(r);
-	else
-		cli_print_table(r, cols, (int)(sizeof(cols) / sizeof(cols[0])));
+	cli_show(c, r, &(cli_view){NULL, NULL, cols, CLI_NCOLS(cols)});
 	json_decref(r);
 	return CLI_OK;
 }

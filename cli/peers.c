@@ -6,20 +6,15 @@
 int cmd_show_peers(cli *c, int argc, char **argv)
 {
 	(void)argv;
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl show peers\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "show peers", NULL, 10, &r);
 	if (rv)
 		return rv;
 	static const char *const cols[] = {"address", "instance_id:INSTANCE", "conns",
 		"conns_total:TOTAL", "restarts", "last_seen_s:LAST SEEN (S)"};
-	if (c->json)
-		cli_print_json(r);
-	else
-		cli_print_table(r, cols, (int)(sizeof(cols) / sizeof(cols[0])));
+	cli_show(c, r, &(cli_view){NULL, NULL, cols, CLI_NCOLS(cols)});
 	json_decref(r);
 	return CLI_OK;
 }

@@ -4,6 +4,19 @@
 
 #include "cli.h"
 
+static void text(json_t *r)
+{
+	printf("plane %s: %s%s (%lld connection(s) on it, %lld usable plane(s) left)%s\n",
+	       json_string_value(json_object_get(r, "plane")),
+	       json_is_true(json_object_get(r, "drained")) ? "drained" : "in service",
+	       json_is_true(json_object_get(r, "changed")) ? "" : " already",
+	       (long long)json_integer_value(json_object_get(r, "conns")),
+	       (long long)json_integer_value(json_object_get(r, "usable_planes")),
+	       json_is_true(json_object_get(r, "persisted"))
+		       ? ""
+		       : "; NOT persisted: the daemon has no state database");
+}
+
 static int drain(cli *c, int argc, char **argv, int on)
 {
 	const char *cmd = on ? "plane drain" : "plane undrain";
@@ -17,10 +30,8 @@ static int drain(cli *c, int argc, char **argv, int on)
 		else
 			plane = NULL, i = argc;
 	}
-	if (!plane) {
-		fprintf(stderr, "usage: metaroce-ctl %s PLANE%s\n", cmd, on ? " [--force]" : "");
+	if (!plane)
 		return CLI_USAGE;
-	}
 	json_t *args = json_pack("{s:s}", "plane", plane);
 	if (force)
 		json_object_set_new(args, "force", json_true());
@@ -29,18 +40,7 @@ static int drain(cli *c, int argc, char **argv, int on)
 	int rv = cli_request(c, cmd, args, 30, &r);
 	if (rv)
 		return rv;
-	if (c->json)
-		cli_print_json(r);
-	else
-		printf("plane %s: %s%s (%lld connection(s) on it, %lld usable plane(s) left)%s\n",
-		       json_string_value(json_object_get(r, "plane")),
-		       json_is_true(json_object_get(r, "drained")) ? "drained" : "in service",
-		       json_is_true(json_object_get(r, "changed")) ? "" : " already",
-		       (long long)json_integer_value(json_object_get(r, "conns")),
-		       (long long)json_integer_value(json_object_get(r, "usable_planes")),
-		       json_is_true(json_object_get(r, "persisted"))
-			       ? ""
-			       : "; NOT persisted: the daemon has no state database");
+	cli_show(c, r, &(cli_view){.text = text});
 	json_decref(r);
 	return CLI_OK;
 }

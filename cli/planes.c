@@ -9,22 +9,15 @@ static const char *const cols[] = {"index:#", "name", "address", "mtu",
 	"rx_pkts:RX PKTS", "tx_pkts:TX PKTS", "bind_fails:BIND FAILS"};
 #define NCOLS (int)(sizeof(cols) / sizeof(cols[0]))
 
-static int render(cli *c, json_t *rows, json_t *recent)
+/* Sparklines of each plane's recent transmit rate and utilization. */
+static void sparks(json_t *w)
 {
-	if (c->json) {
-		json_t *o = json_pack("{s:O, s:O}", "planes", rows, "recent",
-				      json_object_get(recent, "planes"));
-		cli_print_json(o);
-		json_decref(o);
-		return CLI_OK;
-	}
-	/* Sparklines of each plane's recent transmit rate and utilization. */
 	size_t i;
 	json_t *o;
-	json_array_foreach(rows, i, o) {
+	json_array_foreach(json_object_get(w, "planes"), i, o) {
 		size_t k;
 		json_t *p;
-		json_array_foreach(json_object_get(recent, "planes"), k, p) {
+		json_array_foreach(json_object_get(w, "recent"), k, p) {
 			if (!json_equal(json_object_get(p, "plane"), json_object_get(o, "name")))
 				continue;
 			char b[128];
@@ -39,10 +32,20 @@ static int render(cli *c, json_t *rows, json_t *recent)
 			json_object_set_new(o, "util_spark", json_string(b));
 		}
 	}
-	static const char *const wcols[] = {"index:#", "name", "oper_state:OPER",
-		"admin_state:ADMIN", "tx_mbps:TX MBIT/S", "tx_spark:TX (RECENT)",
-		"util_spark:UTIL (RECENT)", "rx_pkts:RX PKTS", "tx_pkts:TX PKTS"};
-	cli_print_table(rows, wcols, (int)(sizeof(wcols) / sizeof(wcols[0])));
+}
+
+static const char *const wcols[] = {"index:#", "name", "oper_state:OPER", "admin_state:ADMIN",
+	"tx_mbps:TX MBIT/S", "tx_spark:TX (RECENT)", "util_spark:UTIL (RECENT)",
+	"rx_pkts:RX PKTS", "tx_pkts:TX PKTS"};
+
+/* One frame of --watch: {"planes": rows, "recent": the recent samples}. */
+static int render(cli *c, json_t *rows, json_t *recent)
+{
+	json_t *w = json_object(), *rp = json_object_get(recent, "planes");
+	json_object_set(w, "planes", rows);
+	json_object_set(w, "recent", rp ? rp : json_null());
+	cli_show(c, w, &(cli_view){sparks, "planes", wcols, CLI_NCOLS(wcols)});
+	json_decref(w);
 	return CLI_OK;
 }
 
@@ -50,18 +53,13 @@ int cmd_show_planes(cli *c, int argc, char **argv)
 {
 	if (argc == 1 && strcmp(argv[0], "--watch") == 0)
 		return cli_watch(c, "show planes", NULL, render);
-	if (argc) {
-		fprintf(stderr, "usage: metaroce-ctl show planes [--watch]\n");
+	if (argc)
 		return CLI_USAGE;
-	}
 	json_t *r;
 	int rv = cli_request(c, "show planes", NULL, 10, &r);
 	if (rv)
 		return rv;
-	if (c->json)
-		cli_print_json(r);
-	else
-		cli_print_table(r, cols, NCOLS);
+	cli_show(c, r, &(cli_view){NULL, NULL, cols, NCOLS});
 	json_decref(r);
 	return CLI_OK;
 }

@@ -11,8 +11,10 @@
  *
  * A session owns contexts (a sealed memfd with the SQ and CQ, a doorbell and
  * a wakeup socket pair whose daemon ends are its own: never blocking),
- * memory regions (the application's sealed memfds, mapped here too), listeners (service ids routed to it by mrd_service_lookup())
- * and connections (daemon connections, peer.h, whose ops route to it).
+ * memory regions (the application's sealed memfds, mapped here too),
+ * listeners (service ids routed to it by the connections' service
+ * registry through mrd_apps_service()) and connections (daemon
+ * connections, peer.h, whose ops route to it).
  * Everything an application sends or writes into shared memory is
  * validated and counted; an application that is impossible to serve (a bad
  * header, an SQ tail beyond its ring, garbage again and again) loses its

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "datapath.h"
+#include "addr.h"
 
 #define MRD_BUDGET_BUCKETS 256
 

@@ -1880,6 +1880,28 @@ static void diff_map(const key *table, const void *a, const void *b,
 	}
 }
 
+static void keep_map(const key *table, void *next, const void *cur, mrd_config *cn,
+		     const mrd_config *cc)
+{
+	for (const key *k = table; k->name; k++) {
+		if (k->type == V_SECTION) {
+			keep_map(k->sub, (char *)next + k->off, (const char *)cur + k->off, cn, cc);
+		} else if (k->type == V_PLANES) {
+			/* The planes' sockets are bound at start: the whole
+			 * list (its length too) stays. */
+			cn->nplanes = cc->nplanes;
+			memcpy(cn->planes, cc->planes, sizeof(cn->planes));
+		} else if (!(k->flags & F_LIVE)) {
+			memcpy((char *)next + k->off, (const char *)cur + k->off, k->size);
+		}
+	}
+}
+
+void mrd_config_keep_restart(mrd_config *next, const mrd_config *cur)
+{
+	keep_map(top_keys, next, cur, next, cur);
+}
+
 int mrd_config_diff(const mrd_config *cur, const mrd_config *next, char *live,
 		    size_t livelen, char *restart, size_t restartlen)
 {

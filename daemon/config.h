@@ -190,6 +190,11 @@ void mrd_config_free(mrd_config *c);
 int mrd_config_diff(const mrd_config *cur, const mrd_config *next, char *live,
 		    size_t livelen, char *restart, size_t restartlen);
 
+/* For a reload: give next the running values (cur) of every key the table
+ * does not mark live (those mrd_config_diff() lists under restart: the
+ * service's port, sockets, groups and state database, and the planes). */
+void mrd_config_keep_restart(mrd_config *next, const mrd_config *cur);
+
 /* Print the configuration as YAML that mrd_config_parse() reads back into
  * the same configuration (for `metarocd --check-config -v`). */
 void mrd_config_dump(const mrd_config *c, FILE *f);

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "datapath.h"
+#include "addr.h"
 
 #define MRD_COOKIE_ROTATE_NS 30000000000ull /* 30 s */
 #define MRD_COOKIE_REUSE_NS 20000000000ull  /* initiator: reuse for 20 s */

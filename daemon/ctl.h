@@ -10,7 +10,15 @@
  * reply while the connection stays open. Who may do what comes from the
  * peer's credentials (SO_PEERCRED): read-only commands for root, the
  * daemon's own uid and members of the control group; commands that act
- * (ping, perf) for root and the daemon's own uid.
+ * (ping, perf, drain, drills...) for root and the daemon's own uid.
+ *
+ * The socket knows no command itself: each module that owns commands
+ * registers a table of them (mrd_ctl_cmd: name, handler, permission,
+ * whether it is long-running), and main.c calls those registrations at
+ * start. The table is the one place that checks permission and the one
+ * place that refuses a second long-running operation on a connection; a
+ * long-running handler takes the client's operation slot with
+ * mrd_ctl_set_op(), whose cancel function is called if the client goes.
  */
 #ifndef MRD_CTL_H
 #define MRD_CTL_H
@@ -19,12 +27,32 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "event.h"
+
 typedef struct mrd mrd;
 typedef struct mrd_conn mrd_conn;
 typedef struct mrd_ctl_client mrd_ctl_client;
 
 #define MRD_CTL_LINE_MAX (64 * 1024)
 #define MRD_CTL_VERSION 1
+#define MRD_CTL_TABLES 8 /* modules that register commands */
+
+typedef enum mrd_ctl_perm {
+	MRD_CTL_READ, /* root, the daemon's uid, the control group */
+	MRD_CTL_ACT,  /* changes state: root or the daemon's uid only */
+} mrd_ctl_perm;
+
+/* One command. fn replies (now or later) with mrd_ctl_reply() or
+ * mrd_ctl_error(); id may be NULL, args NULL or an object. */
+typedef struct mrd_ctl_cmd {
+	const char *name; /* "show planes": the request's cmd */
+	void (*fn)(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args);
+	mrd_ctl_perm perm;
+	/* Lasts beyond the request (ping, perf, a drill): refused with busy
+	 * while the client runs one already; fn takes the slot with
+	 * mrd_ctl_set_op() when it starts. */
+	int long_running;
+} mrd_ctl_cmd;
 
 typedef struct mrd_ctl {
 	mrd *d;
@@ -38,7 +66,18 @@ typedef struct mrd_ctl {
 	uint64_t clients_paused, clients_dropped; /* write-queue bound (ctl.c) */
 	unsigned monitors;          /* clients subscribed with `monitor` */
 	uint64_t events_pushed, events_dropped;
+	/* Called after each read from a client, its requests handled (main.c:
+	 * run the connections, so that what they posted leaves now). */
+	void (*after_input)(void *ud);
+	void *after_input_ud;
+	const mrd_ctl_cmd *tables[MRD_CTL_TABLES]; /* mrd_ctl_register() */
+	size_t ntables_len[MRD_CTL_TABLES];
+	unsigned ntables;
 } mrd_ctl;
+
+/* Add a module's commands (cmds stays the caller's: a static table). A
+ * name already registered is refused. Returns 0 or -1 (logged). */
+int mrd_ctl_register(mrd *d, const mrd_ctl_cmd *cmds, size_t n);
 
 /* Create the socket and listen. Returns 0 or -errno (logged). */
 int mrd_ctl_init(mrd *d);
@@ -47,7 +86,7 @@ int mrd_ctl_init(mrd *d);
  * remove the socket file. */
 void mrd_ctl_close(mrd *d);
 
-/* For the modules that add commands (ops.c, drill.c). */
+/* For the handlers of commands. */
 
 /* Send the reply (result is stolen) or an error; a client that has gone is
  * skipped. */
@@ -67,16 +106,13 @@ void mrd_ctl_release(mrd_ctl_client *cl);
 int mrd_ctl_gone(const mrd_ctl_client *cl);
 /* Make the client a subscriber of events (monitor). */
 void mrd_ctl_subscribe(mrd_ctl_client *cl);
-/* Push one event object (a new reference is taken) to every subscriber, as
- * {"v": 1, "event": {...}} on its own line. */
-void mrd_ctl_publish(mrd *d, json_t *event);
-/* An operation that lasts (a drill) and must be cancelled when the client
- * goes: cancel(ud) is called from client_close. One per client. */
+/* Subscriber of the event bus (ud: the daemon): each event goes to every
+ * `monitor` client as {"v": 1, "event": {...}} on its own line. */
+void mrd_ctl_on_event(void *ud, const mrd_ev *ev);
+/* The client's one long-running operation (ping, perf, a drill), cancelled
+ * when the client goes: cancel(ud) is called from client_close. Returns -1
+ * when the slot is taken. mrd_ctl_clear_op() when it ends. */
 int mrd_ctl_set_op(mrd_ctl_client *cl, void (*cancel)(void *ud), void *ud);
 void mrd_ctl_clear_op(mrd_ctl_client *cl);
-
-/* JSON views shared with perf.c: one connection, its paths. */
-json_t *mrd_json_conn(const mrd_conn *c);
-json_t *mrd_json_paths(const mrd_conn *c);
 
 #endif

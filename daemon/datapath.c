@@ -37,79 +37,6 @@
 #define SO_MEMINFO 55
 #endif
 
-/* ---- addresses ----------------------------------------------------------- */
-
-socklen_t mrd_sockaddr_len(const mrd_sockaddr *a)
-{
-	return a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in);
-}
-
-const char *mrd_sockaddr_str(const mrd_sockaddr *a, char *buf, size_t len)
-{
-	char ip[INET6_ADDRSTRLEN] = "?";
-	if (a->sa.sa_family == AF_INET) {
-		inet_ntop(AF_INET, &a->in.sin_addr, ip, sizeof(ip));
-		snprintf(buf, len, "%s:%u", ip, ntohs(a->in.sin_port));
-	} else if (a->sa.sa_family == AF_INET6) {
-		inet_ntop(AF_INET6, &a->in6.sin6_addr, ip, sizeof(ip));
-		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->in6.sin6_port));
-	} else {
-		snprintf(buf, len, "?");
-	}
-	return buf;
-}
-
-int mrd_sockaddr_parse(mrd_sockaddr *a, socklen_t *plen, const char *s,
-		       uint16_t default_port)
-{
-	char host[INET6_ADDRSTRLEN + 2];
-	const char *port = NULL;
-	memset(a, 0, sizeof(*a));
-	if (s[0] == '[') {
-		const char *e = strchr(s, ']');
-		if (!e || (size_t)(e - s - 1) >= sizeof(host))
-			return -1;
-		memcpy(host, s + 1, (size_t)(e - s - 1));
-		host[e - s - 1] = '\0';
-		if (e[1] == ':')
-			port = e + 2;
-		else if (e[1])
-			return -1;
-	} else {
-		const char *c = strchr(s, ':');
-		if (c && strchr(c + 1, ':'))
-			c = NULL; /* a bare IPv6 address */
-		size_t n = c ? (size_t)(c - s) : strlen(s);
-		if (n >= sizeof(host))
-			return -1;
-		memcpy(host, s, n);
-		host[n] = '\0';
-		if (c)
-			port = c + 1;
-	}
-	unsigned long p = default_port;
-	if (port) {
-		char *end;
-		errno = 0;
-		p = strtoul(port, &end, 10);
-		if (!*port || *end || errno || p == 0 || p > 65535)
-			return -1;
-	}
-	if (inet_pton(AF_INET, host, &a->in.sin_addr) == 1) {
-		a->in.sin_family = AF_INET;
-		a->in.sin_port = htons((uint16_t)p);
-		*plen = sizeof(a->in);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, host, &a->in6.sin6_addr) == 1) {
-		a->in6.sin6_family = AF_INET6;
-		a->in6.sin6_port = htons((uint16_t)p);
-		*plen = sizeof(a->in6);
-		return 0;
-	}
-	return -1;
-}
-
 static void set_port(mrd_sockaddr *a, uint16_t port)
 {
 	if (a->sa.sa_family == AF_INET6)
@@ -200,10 +127,11 @@ static void sock_close(mrd_sock *s, int free_it)
 	s->fd = -1;
 }
 
-int mrd_dp_init(mrd_dp *dp, mrd *d)
+int mrd_dp_init(mrd_dp *dp, mrd *d, const mrd_dp_ops *ops)
 {
 	memset(dp, 0, sizeof(*dp));
 	dp->d = d;
+	dp->ops = *ops;
 	const char *e = getenv("MRD_NO_GSO");
 	dp->gso = !(e && *e == '1');
 	e = getenv("MRD_NO_GRO");
@@ -538,7 +466,7 @@ void mrd_dp_flush(mrd_dp *dp)
 static int sock_read(mrd_sock *s, int rounds)
 {
 	mrd_dp_plane *pl = s->plane;
-	mrd_dp *dp = &pl->d->dp;
+	mrd_dp *dp = pl->d->dp;
 	unsigned batch = dp->gro ? RX_BATCH_GRO : RX_BATCH;
 	size_t slot = dp->gro ? dp->rxslot : MRD_DP_PKT_MAX;
 	struct mmsghdr msgs[RX_BATCH];
@@ -618,7 +546,8 @@ static int sock_read(mrd_sock *s, int rounds)
 				size_t l = len - off < gso ? len - off : gso;
 				pl->rx_pkts++;
 				pl->rx_bytes += l;
-				mrd_peer_input(pl->d, s, &src[i], m->msg_namelen, p + off, l, ce);
+				dp->ops.input(dp->ops.ud, s, &src[i], m->msg_namelen, p + off,
+					      l, ce);
 			}
 		}
 		if ((unsigned)r < batch)
@@ -645,7 +574,7 @@ static void on_after_io(uv_check_t *h)
 	if (!dp->rx_run)
 		return;
 	dp->rx_run = 0;
-	mrd_peer_run(dp->d);
+	dp->ops.run(dp->ops.ud);
 	for (int round = 1; round < RX_ROUNDS && dp->rx_more; round++) {
 		uint32_t more = dp->rx_more;
 		dp->rx_more = 0;
@@ -653,7 +582,7 @@ static void on_after_io(uv_check_t *h)
 			if ((more >> i & 1) && dp->planes[i].service.polling &&
 			    sock_read(&dp->planes[i].service, 1))
 				dp->rx_more |= 1u << i;
-		mrd_peer_run(dp->d);
+		dp->ops.run(dp->ops.ud);
 	}
 	dp->rx_more = 0; /* the rest: when the loop polls again */
 }
@@ -664,7 +593,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 	mrd_sock *s = h->data;
 	if (status < 0)
 		return;
-	mrd_dp *dp = &s->plane->d->dp;
+	mrd_dp *dp = s->plane->d->dp;
 	if (s->is_service && dp->after_io_init) {
 		uint64_t before = s->plane->rx_pkts;
 		if (sock_read(s, 1))
@@ -681,7 +610,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 	for (int round = 0; round < RX_ROUNDS && s->polling; round++) {
 		uint64_t before = s->plane->rx_pkts;
 		sock_read(s, 1);
-		mrd_peer_run(s->plane->d);
+		dp->ops.run(dp->ops.ud);
 		if (s->plane->rx_pkts == before)
 			break;
 	}
@@ -697,7 +626,7 @@ static void on_spin(uv_idle_t *h)
 			uint64_t b = dp->planes[i].rx_pkts;
 			sock_read(&dp->planes[i].service, 1);
 			if (dp->planes[i].rx_pkts != b)
-				mrd_peer_run(d);
+				dp->ops.run(dp->ops.ud);
 		}
 	/* The timerfd stays armed: its late expiry finds nothing due. */
 	if (mrd_timer_next(&d->timer) <= uv_hrtime())

@@ -37,6 +37,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "addr.h"
 #include "config.h"
 
 typedef struct mrd mrd;
@@ -45,13 +46,6 @@ typedef struct mrd_dp_plane mrd_dp_plane;
 #define MRD_DP_TXQ 64          /* packets queued before a flush */
 #define MRD_DP_PKT_MAX (MRP_DATA_HDR_LEN + MRP_MTU_MAX)
 #define MRD_DP_POOL_MAX 1024   /* source-port sockets per plane */
-
-typedef union mrd_sockaddr {
-	struct sockaddr sa;
-	struct sockaddr_in in;
-	struct sockaddr_in6 in6;
-	struct sockaddr_storage ss;
-} mrd_sockaddr;
 
 typedef struct mrd_sock {
 	uv_poll_t poll;    /* data = this */
@@ -75,6 +69,16 @@ struct mrd_dp_plane {
 	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes, bind_fails;
 };
 
+/* What the datapath hands up, set at init by main.c: each datagram read
+ * (input) and, once a batch of them has been handed over, the call that
+ * runs the connections (run). */
+typedef struct mrd_dp_ops {
+	void (*input)(void *ud, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
+		      const uint8_t *data, size_t len, int ce);
+	void (*run)(void *ud);
+	void *ud;
+} mrd_dp_ops;
+
 typedef struct mrd_dp_txent {
 	mrd_sock *sock;
 	mrd_sockaddr dst;
@@ -84,6 +88,7 @@ typedef struct mrd_dp_txent {
 
 typedef struct mrd_dp {
 	mrd *d;
+	mrd_dp_ops ops;
 	unsigned nplanes;
 	mrd_dp_plane planes[MRD_MAX_PLANES];
 	int gso, gro, host_ecn;
@@ -111,9 +116,9 @@ typedef struct mrd_dp {
 	uint64_t spin_until;
 } mrd_dp;
 
-/* Open every plane's service socket. Returns 0 or -errno after logging the
- * plane, address and error. */
-int mrd_dp_init(mrd_dp *dp, mrd *d);
+/* Open every plane's service socket; what is read goes to ops. Returns 0
+ * or -errno after logging the plane, address and error. */
+int mrd_dp_init(mrd_dp *dp, mrd *d, const mrd_dp_ops *ops);
 
 /* Close every socket (handles are freed in their close callbacks). */
 void mrd_dp_close(mrd_dp *dp);
@@ -162,15 +167,5 @@ void mrd_dp_busy(mrd_dp *dp, uint64_t now);
 
 /* Send everything queued. */
 void mrd_dp_flush(mrd_dp *dp);
-
-/* "127.0.0.1:19791", "[::1]:19791" */
-const char *mrd_sockaddr_str(const mrd_sockaddr *a, char *buf, size_t len);
-
-/* Parse "ADDR", "ADDR:PORT" or "[ADDR6]:PORT" (default_port if none).
- * Returns 0 or -1. */
-int mrd_sockaddr_parse(mrd_sockaddr *a, socklen_t *plen, const char *s,
-		       uint16_t default_port);
-
-socklen_t mrd_sockaddr_len(const mrd_sockaddr *a);
 
 #endif

@@ -16,9 +16,11 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "datapath.h"
 #include "log.h"
 #include "mrd.h"
 #include "ops.h"
+#include "peer.h"
 #include "perf.h"
 #include "planes.h"
 
@@ -63,12 +65,10 @@ typedef struct drill {
 	char perf_err[160];
 } drill;
 
-static drill *cur;
-static uint64_t ndrills;
 
-uint64_t mrd_drill_count(void)
+uint64_t mrd_drill_count(const mrd *d)
 {
-	return ndrills;
+	return d->drills->count;
 }
 
 /* ---- the link, through rtnetlink ------------------------------------------ */
@@ -119,21 +119,21 @@ out:
 static void tx_counts(const drill *r, uint64_t *tot, uint64_t *oth)
 {
 	*tot = *oth = 0;
-	for (unsigned i = 0; i < r->d->dp.nplanes; i++) {
-		*tot += r->d->dp.planes[i].tx_bytes;
+	for (unsigned i = 0; i < r->d->dp->nplanes; i++) {
+		*tot += r->d->dp->planes[i].tx_bytes;
 		if (i != r->plane)
-			*oth += r->d->dp.planes[i].tx_bytes;
+			*oth += r->d->dp->planes[i].tx_bytes;
 	}
 }
 
 static void conn_losses(const mrd *d, uint64_t *retx, uint64_t *lost)
 {
 	*retx = *lost = 0;
-	for (const mrd_conn *c = d->peers.all; c; c = c->next) {
-		if (!c->eng)
+	for (const mrd_conn *c = d->peers->all; c; c = c->next) {
+		if (!mrd_conn_has_engine(c))
 			continue;
 		mrp_conn_stats st;
-		mrp_conn_get_stats(c->eng, &st);
+		mrd_conn_get_stats(c, &st);
 		*retx += st.retx_pkts;
 		*lost += st.lost_pkts;
 	}
@@ -144,10 +144,21 @@ static double gbps(uint64_t bytes, uint64_t ns)
 	return ns ? (double)bytes * 8 / (double)ns : 0; /* bits per ns = Gbit/s */
 }
 
-void mrd_drill_note(mrd *d, unsigned plane)
+/* A drill's detection: a path of the plane out stops carrying data (from
+ * whatever state it was in: under loss it may be suspect already), or the
+ * plane goes down. */
+void mrd_drill_on_event(void *ud, const mrd_ev *ev)
 {
-	(void)d;
-	if (cur && cur->phase == PH_OUT && plane == cur->plane && !cur->t_detect)
+	mrd *d = ud;
+	drill *cur = d->drills->cur;
+	if (!cur || cur->phase != PH_OUT || cur->t_detect || ev->plane < 0 ||
+	    (unsigned)ev->plane != cur->plane)
+		return;
+	int hit = ev->kind == MRD_STORE_EV_PLANE_DOWN;
+	if (ev->from)
+		hit = ev->new_state == MRP_PATH_SUSPECT || ev->new_state == MRP_PATH_FAILED ||
+		      ev->new_state == MRP_PATH_DISABLED;
+	if (hit)
 		cur->t_detect = uv_hrtime();
 }
 
@@ -298,7 +309,7 @@ static void finish(drill *r)
 	snprintf(detail, sizeof(detail), "drill %" PRIu64 " %s%s: detection %s, redistribution %s%s%s",
 		 r->drill_id, json_is_true(json_object_get(rep, "pass")) ? "passed" : "failed",
 		 r->cancelled ? " (cancelled)" : "", det, red, r->reason[0] ? "; " : "", r->reason);
-	mrd_event(d, MRD_STORE_EV_DRILL_ENDED, plane, 0, -1, detail);
+	mrd_emit(&d->bus, MRD_STORE_EV_DRILL_ENDED, (int)r->plane, plane, 0, -1, detail);
 	free(text);
 	if (r->cl) {
 		mrd_ctl_clear_op(r->cl);
@@ -307,7 +318,7 @@ static void finish(drill *r)
 	} else {
 		json_decref(rep);
 	}
-	cur = NULL;
+	r->d->drills->cur = NULL;
 	uv_close((uv_handle_t *)&r->timer, drill_closed);
 }
 
@@ -514,22 +525,15 @@ static double num_arg(json_t *args, const char *k, double dflt, int *bad)
 	return json_number_value(v);
 }
 
-int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+static void cmd_drill(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
 {
-	if (strcmp(cmd, "drill plane") != 0 && strcmp(cmd, "drill cancel") != 0)
-		return 0;
 	mrd *d = mrd_ctl_daemon(cl);
-	if (!mrd_ctl_may_act(cl)) {
-		mrd_ctl_error(cl, id, "permission", "%s changes state: root or uid %u only", cmd,
-			      (unsigned)geteuid());
-		return 1;
-	}
 	if (strcmp(cmd, "drill cancel") == 0) {
-		if (!cur || cur->phase == PH_DONE) {
+		if (!d->drills->cur || d->drills->cur->phase == PH_DONE) {
 			mrd_ctl_error(cl, id, "not_found", "drill cancel: no drill is running");
-			return 1;
+			return;
 		}
-		drill *r = cur;
+		drill *r = d->drills->cur;
 		json_t *res = json_pack("{s:I, s:s}", "id", (json_int_t)r->drill_id, "plane",
 					d->cfg.planes[r->plane].name);
 		r->cancelled = 1;
@@ -541,7 +545,7 @@ int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 		if (r->phase != PH_PERSIST)
 			finish(r);
 		mrd_ctl_reply(cl, id, res);
-		return 1;
+		return;
 	}
 	json_t *jp = json_object_get(args, "plane"), *jpeer = json_object_get(args, "peer");
 	json_t *jl = json_object_get(args, "link");
@@ -556,53 +560,53 @@ int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 			      "drill plane: args.plane (a name) is required; peer a string, link "
 			      "a boolean, duration_s and auto_revert_s seconds in (0, %.0f]",
 			      DURATION_MAX_S);
-		return 1;
+		return;
 	}
 	int p = mrd_ops_plane_find(d, json_string_value(jp));
 	if (p < 0) {
 		mrd_ctl_error(cl, id, "not_found", "drill plane: no plane '%.40s'",
 			      json_string_value(jp));
-		return 1;
+		return;
 	}
 	const char *name = d->cfg.planes[p].name;
-	if (cur) {
+	if (d->drills->cur) {
 		mrd_ctl_error(cl, id, "busy", "drill plane: drill %" PRIu64 " of plane %s is running",
-			      cur->drill_id, d->cfg.planes[cur->plane].name);
-		return 1;
+			      d->drills->cur->drill_id, d->cfg.planes[d->drills->cur->plane].name);
+		return;
 	}
 	if (!mrd_planes_up(d, (unsigned)p) || mrd_ops_plane_drained(d, (unsigned)p)) {
 		mrd_ctl_error(cl, id, "refused", "drill plane: %s is already out of service (%s)",
 			      name, mrd_planes_up(d, (unsigned)p) ? "drained" : "down");
-		return 1;
+		return;
 	}
 	if (mrd_ops_usable_planes(d) <= 1) {
 		mrd_ctl_error(cl, id, "refused",
 			      "drill plane: %s is the last usable plane: a drill would stop all "
 			      "traffic", name);
-		return 1;
+		return;
 	}
 	int link = json_is_true(jl);
 	const mrd_plane_state *ps = mrd_planes_get(d, (unsigned)p);
 	if (link && mrd_ctl_uid(cl) != 0) {
 		mrd_ctl_error(cl, id, "permission", "drill plane --link: root only");
-		return 1;
+		return;
 	}
 	if (link && (!ps || ps->ifindex <= 0)) {
 		mrd_ctl_error(cl, id, "refused",
 			      "drill plane --link: plane %s has no network interface of its own "
 			      "(it is not watched through netlink)", name);
-		return 1;
+		return;
 	}
 	drill *r = calloc(1, sizeof(*r));
 	if (!r) {
 		mrd_ctl_error(cl, id, "failed", "out of memory");
-		return 1;
+		return;
 	}
 	if (mrd_ctl_set_op(cl, cancel, r) < 0) {
 		free(r);
 		mrd_ctl_error(cl, id, "busy", "a ping, perf or drill is already running on this "
 					      "connection");
-		return 1;
+		return;
 	}
 	r->d = d;
 	r->cl = cl;
@@ -617,11 +621,11 @@ int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	r->duration_s = dur;
 	r->auto_revert_s = rev;
 	r->started_wall = mrd_wall_ns();
-	r->drill_id = d->store ? mrd_store_drill_id_new(d->store) : ndrills + 1;
+	r->drill_id = d->store ? mrd_store_drill_id_new(d->store) : d->drills->count + 1;
 	uv_timer_init(d->loop, &r->timer);
 	r->timer.data = r;
-	cur = r;
-	ndrills++;
+	d->drills->cur = r;
+	d->drills->count++;
 	/* Persisted first: a daemon that dies while the plane is out finds
 	 * this row at its next start and gives the plane back. */
 	json_t *state = json_pack("{s:s, s:s, s:s, s:i}", "state", "running", "action",
@@ -633,7 +637,7 @@ int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	snprintf(detail, sizeof(detail), "drill %" PRIu64 ": %s, %.3f s%s%s", r->drill_id,
 		 link ? "link down" : "administrative", dur, r->peer[0] ? ", perf to " : "",
 		 r->peer);
-	mrd_event(d, MRD_STORE_EV_DRILL_STARTED, name, 0, -1, detail);
+	mrd_emit(&d->bus, MRD_STORE_EV_DRILL_STARTED, (int)r->plane, name, 0, -1, detail);
 	if (d->store) {
 		mrd_store_drill row = {.id = r->drill_id, .plane = name, .kind = "plane-failover",
 				       .started_ts_ns = r->started_wall, .result_json = text};
@@ -641,14 +645,23 @@ int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 		free(text);
 		r->w.data = r;
 		if (uv_queue_work(d->loop, &r->w, persist_work, persist_done) == 0)
-			return 1;
+			return;
 	} else {
 		free(text);
 		mrd_warn("drill %" PRIu64 ": no state database: a crash during the drill would "
 			 "leave the plane out", r->drill_id);
 	}
 	start_phases(r);
-	return 1;
+}
+
+static const mrd_ctl_cmd cmds[] = {
+	{"drill plane", cmd_drill, MRD_CTL_ACT, 1},
+	{"drill cancel", cmd_drill, MRD_CTL_ACT, 0},
+};
+
+int mrd_drill_register(mrd *d)
+{
+	return mrd_ctl_register(d, cmds, sizeof(cmds) / sizeof(cmds[0]));
 }
 
 /* ---- restart --------------------------------------------------------------- */
@@ -714,7 +727,8 @@ void mrd_drill_init(mrd *d)
 		mrd_store_drill_update(d->store, &row);
 		char detail[200];
 		snprintf(detail, sizeof(detail), "drill %" PRIu64 " interrupted: %s", o->id, how);
-		mrd_event(d, MRD_STORE_EV_DRILL_RESTORED, o->plane, 0, -1, detail);
+		mrd_emit(&d->bus, MRD_STORE_EV_DRILL_RESTORED, mrd_ops_plane_find(d, o->plane), o->plane,
+			 0, -1, detail);
 		free(text);
 		free(o->result);
 	}

@@ -28,6 +28,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "event.h"
+
 typedef struct mrd mrd;
 typedef struct mrd_ctl_client mrd_ctl_client;
 
@@ -35,14 +37,21 @@ typedef struct mrd_ctl_client mrd_ctl_client;
  * start, after mrd_ops_init). */
 void mrd_drill_init(mrd *d);
 
-/* "drill plane": returns 1 when cmd is a drill command. */
-int mrd_drill_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args);
+/* Add "drill plane" (long-running: it holds its client's operation slot)
+ * and "drill cancel" to the control socket's table. */
+int mrd_drill_register(mrd *d);
 
-/* Hook from ops.c: a path on our plane became suspect, failed or
- * disabled, or the plane went down. */
-void mrd_drill_note(mrd *d, unsigned plane);
+/* Subscriber of the event bus (main.c): a path on the plane of the drill
+ * became suspect, failed or disabled, or the plane went down. */
+void mrd_drill_on_event(void *ud, const mrd_ev *ev);
+
+/* The drills' state: owned by main.c, reached as d->drills. */
+typedef struct mrd_drills {
+	struct drill *cur; /* the one running (one at a time), NULL */
+	uint64_t count;    /* drills run since the daemon started */
+} mrd_drills;
 
 /* Drills run since the daemon started. */
-uint64_t mrd_drill_count(void);
+uint64_t mrd_drill_count(const mrd *d);
 
 #endif

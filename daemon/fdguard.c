@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "datapath.h"
 #include "log.h"
 #include "mrd.h"
 
@@ -46,7 +47,7 @@ static uint64_t count_open(void)
 static void on_tick(uv_timer_t *t)
 {
 	mrd *d = t->data;
-	mrd_fdguard *g = &d->fdg;
+	mrd_fdguard *g = d->fdg;
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		g->limit = rl.rlim_cur == RLIM_INFINITY ? UINT32_MAX : (uint64_t)rl.rlim_cur;
@@ -56,8 +57,8 @@ static void on_tick(uv_timer_t *t)
 	 * source-port sockets; the pool of each plane gets a share of the rest. */
 	uint64_t reserve = g->limit / 4 > 128 ? g->limit / 4 : 128;
 	uint64_t room = g->limit > reserve ? g->limit - reserve : 0;
-	uint64_t cap = d->dp.nplanes ? room / d->dp.nplanes : room;
-	mrd_dp_set_pool_cap(&d->dp, (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap));
+	uint64_t cap = d->dp->nplanes ? room / d->dp->nplanes : room;
+	mrd_dp_set_pool_cap(d->dp, (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap));
 	int near = g->limit && g->open * 10 >= g->limit * 9;
 	if (near) {
 		g->near_limit++;
@@ -67,12 +68,12 @@ static void on_tick(uv_timer_t *t)
 				 "sockets", (unsigned long long)g->open, (unsigned long long)g->limit);
 		}
 	}
-	g->idle_closed += mrd_dp_pool_sweep(&d->dp, now, near ? 1000000000ull : g->idle_ns);
+	g->idle_closed += mrd_dp_pool_sweep(d->dp, now, near ? 1000000000ull : g->idle_ns);
 }
 
 void mrd_fdguard_start(mrd *d)
 {
-	mrd_fdguard *g = &d->fdg;
+	mrd_fdguard *g = d->fdg;
 	memset(g, 0, sizeof(*g));
 	const char *e = getenv("MRD_SPORT_IDLE_S");
 	long s = e ? strtol(e, NULL, 10) : MRD_FD_SPORT_IDLE_S;
@@ -87,9 +88,9 @@ void mrd_fdguard_start(mrd *d)
 
 void mrd_fdguard_close(mrd *d)
 {
-	if (!d->fdg.started)
+	if (!d->fdg->started)
 		return;
-	d->fdg.started = 0;
-	uv_timer_stop(&d->fdg.timer);
-	uv_close((uv_handle_t *)&d->fdg.timer, NULL);
+	d->fdg->started = 0;
+	uv_timer_stop(&d->fdg->timer);
+	uv_close((uv_handle_t *)&d->fdg->timer, NULL);
 }

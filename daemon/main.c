@@ -21,11 +21,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app.h"
+#include "datapath.h"
 #include "drill.h"
+#include "fdguard.h"
 #include "log.h"
+#include "metrics.h"
 #include "mrd.h"
 #include "ops.h"
+#include "peer.h"
+#include "perf.h"
 #include "planes.h"
+#include "show.h"
 #include "telemetry.h"
 
 #define MRD_STOP_GRACE_MS 3000
@@ -46,10 +53,25 @@ static void usage(FILE *f)
 
 /* ---- state store --------------------------------------------------------- */
 
-void mrd_record(mrd *d, mrd_store_event_kind kind, uint64_t conn_id, const char *detail)
+/* Subscriber of the event bus: the store's event log (a path's change of
+ * state only when it is a kind the log keeps). */
+static void store_on_event(void *ud, const mrd_ev *ev)
 {
-	/* The store and the control socket's monitors (ops.c). */
-	mrd_event(d, kind, NULL, conn_id <= UINT32_MAX ? (uint32_t)conn_id : 0, -1, detail);
+	mrd *d = ud;
+	if (!d->store || ev->kind < 0 || ev->stored)
+		return;
+	mrd_store_event(d->store, ev->ts_ns, (mrd_store_event_kind)ev->kind, ev->plane_name,
+			ev->conn ? ev->conn : MRD_STORE_NO_ID,
+			ev->path >= 0 ? (uint64_t)ev->path : MRD_STORE_NO_ID, ev->detail);
+}
+
+/* Subscriber of the event bus: the daemon's log at debug level (a path's
+ * change of state; the modules log the rest where it happens). */
+static void log_on_event(void *ud, const mrd_ev *ev)
+{
+	(void)ud;
+	if (ev->from)
+		mrd_debug("conn %08x path %d: %s", ev->conn, ev->path, ev->detail);
 }
 
 static void store_flush_work(uv_work_t *w)
@@ -86,7 +108,7 @@ static void store_open(mrd *d)
 	uv_timer_init(d->loop, &d->store_timer);
 	d->store_timer.data = d;
 	uv_timer_start(&d->store_timer, on_store_tick, 1000, 1000);
-	mrd_record(d, MRD_STORE_EV_DAEMON_STARTED, MRD_STORE_NO_ID, NULL);
+	mrd_emit(&d->bus, MRD_STORE_EV_DAEMON_STARTED, -1, NULL, 0, -1, NULL);
 }
 
 /* ---- stop ---------------------------------------------------------------- */
@@ -101,8 +123,8 @@ static void close_all(mrd *d)
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 	uv_close((uv_handle_t *)&d->sig_hup, NULL);
-	mrd_dp_flush(&d->dp);
-	mrd_dp_close(&d->dp);
+	mrd_dp_flush(d->dp);
+	mrd_dp_close(d->dp);
 	mrd_timer_close(&d->timer, NULL);
 	mrd_notify_close(&d->notify);
 	mrd_planes_close(d);
@@ -121,14 +143,15 @@ static void on_stop_tick(uv_timer_t *t)
 	}
 }
 
-void mrd_stop(mrd *d)
+/* Begin the graceful stop (SIGTERM). */
+static void mrd_stop(mrd *d)
 {
 	if (d->stopping)
 		return;
 	d->stopping = 1;
 	mrd_info("stopping: closing %u connection(s)", mrd_peers_live(d));
 	mrd_notify_send(&d->notify, "STOPPING=1");
-	mrd_record(d, MRD_STORE_EV_DAEMON_STOPPED, MRD_STORE_NO_ID, "SIGTERM");
+	mrd_emit(&d->bus, MRD_STORE_EV_DAEMON_STOPPED, -1, NULL, 0, -1, "SIGTERM");
 	mrd_ctl_close(d);
 	mrd_apps_close(d); /* applications see EOF: their connections are reset */
 	mrd_peers_close_all(d);
@@ -166,16 +189,8 @@ static void on_sighup(uv_signal_t *s, int signum)
 		mrd_info("reload: no change");
 	if (diff & MRD_CONFIG_LIVE) {
 		/* Take every live key; keep what only a restart can change. */
-		mrd_config keep = d->cfg;
+		mrd_config_keep_restart(&next, &d->cfg);
 		d->cfg = next;
-		d->cfg.port = keep.port;
-		memcpy(d->cfg.control_socket, keep.control_socket, sizeof(keep.control_socket));
-		memcpy(d->cfg.control_group, keep.control_group, sizeof(keep.control_group));
-		memcpy(d->cfg.app_socket, keep.app_socket, sizeof(keep.app_socket));
-		memcpy(d->cfg.app_group, keep.app_group, sizeof(keep.app_group));
-		memcpy(d->cfg.state_db, keep.state_db, sizeof(keep.state_db));
-		d->cfg.nplanes = keep.nplanes;
-		memcpy(d->cfg.planes, keep.planes, sizeof(keep.planes));
 		mrd_log_level = d->cfg.log_level;
 		mrd_info("reload: applied %s (connection settings apply to new connections)", live);
 	}
@@ -215,7 +230,10 @@ static uint64_t rh_capacity(const mrd *d)
 	return sum;
 }
 
-void mrd_rh_update(mrd *d)
+/* Set the rate-hint allocator's capacity from the planes (at start, and
+ * on every plane up or down): the sum of the link speeds of the planes
+ * that are up, MRD_RH_UNKNOWN_BPS for one whose speed is unknown. */
+static void mrd_rh_update(mrd *d)
 {
 	uint64_t cap = rh_capacity(d);
 	if (!d->rh) {
@@ -234,28 +252,82 @@ void mrd_rh_update(mrd *d)
 
 /* ---- main ---------------------------------------------------------------- */
 
+/* ---- wiring: what the lower layers hand up ------------------------------- */
+
+static void dp_input(void *ud, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
+		     const uint8_t *data, size_t len, int ce)
+{
+	mrd_peer_input(ud, s, src, srclen, data, len, ce);
+}
+
+static void run_conns(void *ud)
+{
+	mrd_peer_run(ud);
+}
+
+static void plane_changed(void *ud, unsigned plane, int up)
+{
+	mrd *d = ud;
+	mrd_rh_update(d);
+	mrd_peers_plane_event(d, plane, up ? MRP_PLANE_UP : MRP_PLANE_DOWN);
+}
+
+static void conn_established(void *ud, mrd_conn *c, uint64_t now_ns)
+{
+	mrd_ops_conn_established(ud, c, now_ns); /* a drained plane takes no data */
+}
+
+static void conn_freed(void *ud, mrd_conn *c)
+{
+	(void)ud;
+	mrd_telemetry_conn_free(c);
+}
+
+static const mrd_conn_ops *apps_service(void *ud, uint32_t service_id)
+{
+	return mrd_apps_service(ud, service_id); /* a service an application listens on */
+}
+
 static int start(mrd *d)
 {
 	int rv;
-	if ((rv = mrd_peers_init(d)) < 0 || (rv = mrd_dp_init(&d->dp, d)) < 0)
+	/* Who hears of events: the log, the store, the monitors, a drill. */
+	mrd_bus_subscribe(&d->bus, log_on_event, d);
+	mrd_bus_subscribe(&d->bus, store_on_event, d);
+	mrd_bus_subscribe(&d->bus, mrd_ctl_on_event, d);
+	mrd_bus_subscribe(&d->bus, mrd_drill_on_event, d);
+	if ((rv = mrd_peers_init(d)) < 0)
+		return rv;
+	mrd_peers_set_hooks(d, &(mrd_peer_hooks){conn_established, conn_freed, d});
+	mrd_peers_add_service(d, mrd_perf_service, d); /* PERF and ECHO */
+	mrd_peers_add_service(d, apps_service, d);
+	if ((rv = mrd_dp_init(d->dp, d, &(mrd_dp_ops){dp_input, run_conns, d})) < 0)
 		return rv;
 	if ((rv = mrd_timer_init(&d->timer, d->loop, mrd_peer_on_timer, d)) < 0) {
 		mrd_err("timerfd: %s", strerror(-rv));
 		return rv;
 	}
+	/* The control socket's commands, each table from the module that
+	 * owns them; then the socket. */
+	if (mrd_show_register(d) < 0 || mrd_perf_register(d) < 0 || mrd_ops_register(d) < 0 ||
+	    mrd_drill_register(d) < 0)
+		return -EINVAL;
+	d->ctl.after_input = run_conns;
+	d->ctl.after_input_ud = d;
 	if ((rv = mrd_ctl_init(d)) < 0)
 		return rv;
 	if ((rv = mrd_apps_init(d)) < 0)
 		return rv;
 	mrd_notify_init(&d->notify, d->loop);
 	store_open(d);
-	mrd_planes_init(d); /* without netlink the planes are just not watched */
+	/* without netlink the planes are just not watched */
+	mrd_planes_init(d, &(mrd_planes_ops){plane_changed, d});
 	mrd_rh_update(d);   /* the planes' speeds are known from here */
 	/* Operations: drained planes and interrupted drills from the store,
 	 * then the telemetry sampler. */
 	mrd_ops_init(d);
 	mrd_drill_init(d);
-	mrd_telemetry_init(d);
+	mrd_telemetry_init(d, mrd_metrics_render); /* the textfile is the metrics */
 	mrd_fdguard_start(d);
 	uv_timer_init(d->loop, &d->stop_timer);
 	d->stop_timer.data = d;
@@ -289,7 +361,7 @@ int main(int argc, char **argv)
 		case 'f': break;
 		case 'v': verbose = 1; break;
 		case 'h': usage(stdout); return 0;
-		case 'V': printf("metarocd 0.1.0\n"); return 0;
+		case 'V': printf("metarocd %s\n", MRD_VERSION); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -298,7 +370,24 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	static mrd daemon; /* large (send/receive queues are heap, the rest is not) */
+	/* The state of the modules above the daemon's context (mrd.h). */
+	static mrd_dp dp;
+	static mrd_peers peers;
+	static mrd_apps apps;
+	static mrd_fdguard fdg;
+	static mrd_ops ops;
+	static mrd_planes planes;
+	static mrd_drills drills;
+	static mrd_telemetry telemetry;
 	mrd *d = &daemon;
+	d->dp = &dp;
+	d->peers = &peers;
+	d->apps = &apps;
+	d->fdg = &fdg;
+	d->ops = &ops;
+	d->planes = &planes;
+	d->drills = &drills;
+	d->telemetry = &telemetry;
 	char err[512];
 	if (mrd_config_load(&d->cfg, path, err, sizeof(err)) < 0) {
 		fprintf(stderr, "metarocd: %s\n", err);
@@ -324,15 +413,15 @@ int main(int argc, char **argv)
 		/* Close what was opened so the loop can finish. */
 		mrd_ctl_close(d);
 		mrd_apps_close(d);
-		mrd_dp_close(&d->dp);
+		mrd_dp_close(d->dp);
 		if (d->timer.heap || d->timer.fd > 0)
 			mrd_timer_close(&d->timer, NULL);
 		uv_run(d->loop, UV_RUN_DEFAULT);
 		mrd_peers_free(d);
 		return 1;
 	}
-	mrd_info("metarocd 0.1.0 running: instance %016llx, %u plane(s), port %u",
-		 (unsigned long long)d->instance_id, d->dp.nplanes, d->cfg.port);
+	mrd_info("metarocd " MRD_VERSION " running: instance %016llx, %u plane(s), port %u",
+		 (unsigned long long)d->instance_id, d->dp->nplanes, d->cfg.port);
 	mrd_notify_send(&d->notify, "READY=1\nSTATUS=running");
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	mrd_peers_free(d);

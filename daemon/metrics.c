@@ -8,15 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datapath.h"
 #include "drill.h"
 #include "mrd.h"
 #include "ops.h"
+#include "peer.h"
 #include "planes.h"
 #include "telemetry.h"
-
-#ifndef MRD_VERSION_STRING
-#define MRD_VERSION_STRING "0.1.0"
-#endif
 
 /* A label value: backslash, double quote and newline escaped. */
 static void label(FILE *f, const char *name, const char *v, int first)
@@ -83,14 +81,14 @@ static const struct {
 static void paths(FILE *f, mrd *d, int which)
 {
 	family(f, pfam[which].name, pfam[which].type, pfam[which].help);
-	for (const mrd_conn *c = d->peers.all; c; c = c->next) {
-		if (!c->eng || c->state != MRD_CONN_ESTABLISHED)
+	for (const mrd_conn *c = d->peers->all; c; c = c->next) {
+		if (!mrd_conn_has_engine(c) || c->state != MRD_CONN_ESTABLISHED)
 			continue;
 		char conn[16], path[8];
 		snprintf(conn, sizeof(conn), "%08" PRIx32, c->local_id);
 		for (unsigned i = 0; i < c->max_paths; i++) {
 			mrp_path_info pi;
-			if (mrp_conn_path_info(c->eng, i, &pi) < 0)
+			if (mrd_conn_path_info(c, i, &pi) < 0)
 				continue;
 			unsigned lp = pi.plane < c->npairs ? c->pairs[pi.plane].lplane : 0;
 			snprintf(path, sizeof(path), "%u", pi.id);
@@ -127,7 +125,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 
 	family(f, "metaroce_info", "gauge", "Version and instance of the daemon (always 1).");
 	fputs("metaroce_info{", f);
-	label(f, "version", MRD_VERSION_STRING, 1);
+	label(f, "version", MRD_VERSION, 1);
 	char inst[24];
 	snprintf(inst, sizeof(inst), "%016" PRIx64, d->instance_id);
 	label(f, "instance", inst, 0);
@@ -154,8 +152,8 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 	};
 	for (unsigned k = 0; k < sizeof(plf) / sizeof(plf[0]); k++) {
 		family(f, plf[k].name, plf[k].type, plf[k].help);
-		for (unsigned i = 0; i < d->dp.nplanes; i++) {
-			const mrd_dp_plane *pl = &d->dp.planes[i];
+		for (unsigned i = 0; i < d->dp->nplanes; i++) {
+			const mrd_dp_plane *pl = &d->dp->planes[i];
 			const mrd_plane_state *ps = mrd_planes_get(d, i);
 			uint64_t v = 0;
 			switch (k) {
@@ -188,7 +186,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 
 	/* Connections and peers. */
 	uint64_t n[4] = {0};
-	for (const mrd_conn *c = d->peers.all; c; c = c->next)
+	for (const mrd_conn *c = d->peers->all; c; c = c->next)
 		n[c->state]++;
 	static const char *const states[] = {"connecting", "half_open", "established", "ended"};
 	family(f, "metaroce_connections", "gauge", "Connections now, by state.");
@@ -197,7 +195,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 		label(f, "state", states[i], 1);
 		fprintf(f, "} %" PRIu64 "\n", n[i]);
 	}
-	one(f, "metaroce_peers", "gauge", "Peer daemons known.", d->peers.npeers);
+	one(f, "metaroce_peers", "gauge", "Peer daemons known.", d->peers->npeers);
 	one(f, "metaroce_connections_opened_total", "counter", "Connections established.",
 	    d->cnt.conns_opened);
 	one(f, "metaroce_connections_failed_total", "counter",
@@ -219,7 +217,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 	    d->ctl.monitors);
 	one(f, "metaroce_monitor_events_dropped_total", "counter",
 	    "Events not sent to a monitor that read too slowly.", d->ctl.events_dropped);
-	const mrd_tel_stats *t = mrd_telemetry_stats();
+	const mrd_tel_stats *t = mrd_telemetry_stats(d);
 	one(f, "metaroce_telemetry_path_samples_total", "counter", "Path samples taken.",
 	    t->path_samples);
 	one(f, "metaroce_telemetry_paths_skipped_total", "counter",
@@ -227,7 +225,7 @@ char *mrd_metrics_render(mrd *d, size_t *plen)
 	one(f, "metaroce_telemetry_rows_folded_total", "counter",
 	    "Raw samples folded into 1-minute aggregates.", t->rows_folded);
 	one(f, "metaroce_drills_total", "counter", "Failover drills run since start.",
-	    mrd_drill_count());
+	    mrd_drill_count(d));
 	mrd_store_stats ss = {0};
 	if (d->store)
 		mrd_store_get_stats(d->store, &ss);

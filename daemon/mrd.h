@@ -1,17 +1,14 @@
 /*
- * metarocd: the daemon object and what every module of it shares.
+ * metarocd: the daemon's context, what every module of it shares.
  *
- * One struct mrd per process owns the libuv loop's handles (through the
- * module structs embedded in it), the configuration and the daemon-wide
- * counters. Modules:
- *   datapath.c  UDP sockets of the planes, batched I/O (GSO/GRO), ECN
- *   peer.c      handshake, peers, connections, dispatch of datagrams
- *   timer.c     engine deadlines (timerfd, ns)
- *   perf.c      built-in services: perf (bulk transfer, verified) and echo
- *   ctl.c       control socket (newline-delimited JSON, docs/control-protocol.md)
- *   app.c       application sessions of libmetaroce (libclient/abi.h)
- *   notify.c    sd_notify and the watchdog
- *   main.c      options, signals, reload, startup and shutdown
+ * One struct mrd per process holds the libuv loop, the configuration, the
+ * daemon-wide counters, the event bus and the modules of the layers up to
+ * the control socket (docs/ARCHITECTURE.md, "Layers of the daemon"): this
+ * header belongs to that layer (plumbing) and includes nothing above it.
+ * The modules of the higher layers (datapath, connections, applications,
+ * the file-descriptor guard) are reached through pointers to types this
+ * header leaves incomplete: main.c owns their state, and a module that uses
+ * one includes its header, which the layer check sees.
  */
 #ifndef MRD_H
 #define MRD_H
@@ -19,24 +16,36 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "app.h"
 #include "config.h"
 #include "ctl.h"
-#include "datapath.h"
-#include "fdguard.h"
+#include "error.h"
+#include "event.h"
 #include "notify.h"
-#include "peer.h"
 #include "ratehint.h"
 #include "store.h"
 #include "timer.h"
+
+typedef struct mrd_dp mrd_dp;             /* datapath.h */
+typedef struct mrd_peers mrd_peers;       /* peer.h */
+typedef struct mrd_apps mrd_apps;         /* app.h */
+typedef struct mrd_fdguard mrd_fdguard;   /* fdguard.h */
+typedef struct mrd_ops mrd_ops;           /* ops.h */
+typedef struct mrd_planes mrd_planes;     /* planes.h */
+typedef struct mrd_drills mrd_drills;     /* drill.h */
+typedef struct mrd_telemetry mrd_telemetry; /* telemetry.h */
+
+/* Drop counters are indexed by -MRP_ERR_*: one slot per code of the
+ * engine's error table (proto/error.h) and slot 0, unused. */
+enum {
+#define MRD_ERR_ONE(name, val, msg) +1
+	MRD_NERR = 1 MRP_ERRNO_MAP(MRD_ERR_ONE)
+#undef MRD_ERR_ONE
+};
 
 /* Reserved service ids of the daemon's own services (peer.c dispatches
  * CONNECTs for them to perf.c). Application services use other ids. */
 #define MRD_SVC_PERF 0x50455246u /* "PERF" */
 #define MRD_SVC_ECHO 0x4543484fu /* "ECHO" */
-
-/* Drop counters are indexed by -MRP_ERR_*; the engine's table ends at -17. */
-#define MRD_NERR 18
 
 typedef struct mrd_counters {
 	uint64_t drops[MRD_NERR]; /* datagrams dropped, by mrp_err_name(-i) */
@@ -60,14 +69,21 @@ struct mrd {
 	uint64_t start_ns;
 	int stopping;
 	mrd_counters cnt;
+	mrd_bus bus; /* events: subscribers added by main.c (event.h) */
 
-	mrd_dp dp;
-	mrd_peers peers;
+	/* Owned by main.c (the layers above this header). */
+	mrd_dp *dp;
+	mrd_peers *peers;
+	mrd_apps *apps;
+	mrd_fdguard *fdg;
+	mrd_ops *ops;
+	mrd_planes *planes;
+	mrd_drills *drills;
+	mrd_telemetry *telemetry;
+
 	mrd_timer timer;
 	mrd_notify notify;
 	mrd_ctl ctl;
-	mrd_apps apps;
-	mrd_fdguard fdg;
 
 	/* State store (store.h): NULL when the database cannot be opened (the
 	 * daemon runs on without history). Records are queued on the loop and
@@ -88,10 +104,6 @@ struct mrd {
 	mrp_rh *rh;
 };
 
-/* Set the rate-hint allocator's capacity from the planes (at start, and
- * on every plane up or down): the sum of the link speeds of the planes
- * that are up, MRD_RH_UNKNOWN_BPS for one whose speed is unknown. */
-void mrd_rh_update(mrd *d);
 
 /* Count a dropped datagram under an engine error name. */
 static inline void mrd_count_drop(mrd *d, int err)
@@ -100,10 +112,5 @@ static inline void mrd_count_drop(mrd *d, int err)
 		d->cnt.drops[-err]++;
 }
 
-/* Queue an event in the store (no-op without one); wall-clock time. */
-void mrd_record(mrd *d, mrd_store_event_kind kind, uint64_t conn_id, const char *detail);
-
-/* Begin the graceful stop (SIGTERM, or the control socket). */
-void mrd_stop(mrd *d);
 
 #endif

@@ -13,23 +13,8 @@
 #include "drill.h"
 #include "log.h"
 #include "mrd.h"
+#include "peer.h"
 #include "planes.h"
-
-static struct {
-	uint8_t drained[MRD_MAX_PLANES]; /* the operator's, persisted */
-	uint8_t drill[MRD_MAX_PLANES];   /* out for a drill (drill.c) */
-	uint8_t applied[MRD_MAX_PLANES]; /* what the engines were told */
-	uint8_t pending[MRD_MAX_PLANES]; /* a change being written to the store */
-	char by[MRD_MAX_PLANES][48];
-	int64_t ts[MRD_MAX_PLANES];
-} g;
-
-int64_t mrd_wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static json_t *conn_hex(uint32_t id)
 {
@@ -38,116 +23,33 @@ static json_t *conn_hex(uint32_t id)
 	return json_string(b);
 }
 
-/* ---- events -------------------------------------------------------------- */
-
-static void publish(mrd *d, const char *kind, const char *plane, uint32_t conn, int path,
-		    const char *detail, json_t *extra)
-{
-	if (!d->ctl.monitors) {
-		json_decref(extra);
-		return;
-	}
-	json_t *e = json_object();
-	json_object_set_new(e, "ts", json_real((double)mrd_wall_ns() / 1e9));
-	json_object_set_new(e, "kind", json_string(kind));
-	json_object_set_new(e, "plane", plane ? json_string(plane) : json_null());
-	json_object_set_new(e, "conn", conn ? conn_hex(conn) : json_null());
-	json_object_set_new(e, "path", path >= 0 ? json_integer(path) : json_null());
-	json_object_set_new(e, "detail", json_string(detail ? detail : ""));
-	if (extra)
-		json_object_update(e, extra);
-	json_decref(extra);
-	mrd_ctl_publish(d, e);
-	json_decref(e);
-}
-
-void mrd_event(mrd *d, mrd_store_event_kind kind, const char *plane, uint32_t conn, int path,
-	       const char *detail)
-{
-	if (d->store)
-		mrd_store_event(d->store, mrd_wall_ns(), kind, plane,
-				conn ? conn : MRD_STORE_NO_ID,
-				path >= 0 ? (uint64_t)path : MRD_STORE_NO_ID, detail);
-	publish(d, mrd_store_event_name(kind), plane, conn, path, detail, NULL);
-	if (kind == MRD_STORE_EV_PLANE_DOWN && plane) {
-		int i = mrd_ops_plane_find(d, plane);
-		if (i >= 0)
-			mrd_drill_note(d, (unsigned)i);
-	}
-}
-
-void mrd_event_path(mrd *d, const mrd_conn *c, const mrp_event *ev)
-{
-	const char *plane = ev->plane < c->npairs
-				    ? d->cfg.planes[c->pairs[ev->plane].lplane].name
-				    : NULL;
-	const char *from = mrp_path_state_name(ev->old_state);
-	const char *to = mrp_path_state_name(ev->new_state);
-	/* A drill's detection: a path of the plane stops carrying data (from
-	 * whatever state it was in: under loss it may be suspect already). */
-	if ((ev->new_state == MRP_PATH_SUSPECT || ev->new_state == MRP_PATH_FAILED ||
-	     ev->new_state == MRP_PATH_DISABLED) &&
-	    ev->plane < c->npairs)
-		mrd_drill_note(d, c->pairs[ev->plane].lplane);
-	char detail[96];
-	snprintf(detail, sizeof(detail), "%s -> %s, gen %u, sport %u", from, to, ev->gen,
-		 ev->sport);
-	mrd_debug("conn %08x path %u: %s", c->local_id, ev->path_id, detail);
-	/* Kept in the log: a failure, a re-port, and a path that carries data
-	 * again after one (or after a move or its plane coming back). The rest
-	 * (suspicion that clears, a new path's first probe, drains) only goes
-	 * to the monitors: the log is not flooded by every lost packet or
-	 * every connection's start. */
-	int kind = -1;
-	if (ev->new_state == MRP_PATH_FAILED)
-		kind = MRD_STORE_EV_PATH_FAILED;
-	else if (ev->old_state == MRP_PATH_FAILED && ev->new_state == MRP_PATH_PROBING)
-		kind = MRD_STORE_EV_PATH_REPORTED;
-	else if (ev->old_state == MRP_PATH_PROBING && ev->new_state == MRP_PATH_ACTIVE &&
-		 ev->gen > 1)
-		kind = MRD_STORE_EV_PATH_RECOVERED; /* after a re-port, a move or a plane up */
-	if (kind >= 0 && d->store)
-		mrd_store_event(d->store, mrd_wall_ns(), (mrd_store_event_kind)kind, plane,
-				c->local_id, ev->path_id, detail);
-	if (d->ctl.monitors)
-		publish(d, kind >= 0 ? mrd_store_event_name((mrd_store_event_kind)kind)
-				     : "path.state",
-			plane, c->local_id, ev->path_id, detail,
-			json_pack("{s:s, s:s, s:i, s:i}", "from", from, "to", to, "gen",
-				  (int)ev->gen, "sport", (int)ev->sport));
-}
-
 /* ---- drained planes ------------------------------------------------------- */
 
 bool mrd_ops_plane_drained(const mrd *d, unsigned plane)
 {
-	(void)d;
-	return plane < MRD_MAX_PLANES && (g.drained[plane] || g.drill[plane]);
+	return plane < MRD_MAX_PLANES && (d->ops->drained[plane] || d->ops->drill[plane]);
 }
 
 bool mrd_ops_plane_operator_drained(const mrd *d, unsigned plane)
 {
-	(void)d;
-	return plane < MRD_MAX_PLANES && g.drained[plane];
+	return plane < MRD_MAX_PLANES && d->ops->drained[plane];
 }
 
 const char *mrd_ops_plane_admin(const mrd *d, unsigned plane)
 {
-	(void)d;
 	if (plane >= MRD_MAX_PLANES)
 		return "in-service";
-	return g.drained[plane] ? "drained" : g.drill[plane] ? "drill" : "in-service";
+	return d->ops->drained[plane] ? "drained" : d->ops->drill[plane] ? "drill" : "in-service";
 }
 
 const char *mrd_ops_drained_by(const mrd *d, unsigned plane, int64_t *pts)
 {
-	(void)d;
-	if (plane >= MRD_MAX_PLANES || !g.drained[plane]) {
+	if (plane >= MRD_MAX_PLANES || !d->ops->drained[plane]) {
 		*pts = 0;
 		return "";
 	}
-	*pts = g.ts[plane];
-	return g.by[plane];
+	*pts = d->ops->ts[plane];
+	return d->ops->by[plane];
 }
 
 unsigned mrd_ops_usable_planes(const mrd *d)
@@ -161,10 +63,10 @@ unsigned mrd_ops_usable_planes(const mrd *d)
 /* Tell the engines when the effective state changed. */
 static void apply(mrd *d, unsigned plane)
 {
-	uint8_t want = g.drained[plane] || g.drill[plane];
-	if (want == g.applied[plane])
+	uint8_t want = d->ops->drained[plane] || d->ops->drill[plane];
+	if (want == d->ops->applied[plane])
 		return;
-	g.applied[plane] = want;
+	d->ops->applied[plane] = want;
 	mrd_peers_plane_event(d, plane, want ? MRP_PLANE_DRAIN : MRP_PLANE_UNDRAIN);
 }
 
@@ -172,7 +74,7 @@ void mrd_ops_drill_hold(mrd *d, unsigned plane, int on)
 {
 	if (plane >= d->cfg.nplanes)
 		return;
-	g.drill[plane] = (uint8_t)!!on;
+	d->ops->drill[plane] = (uint8_t)!!on;
 	apply(d, plane);
 }
 
@@ -180,7 +82,7 @@ void mrd_ops_conn_established(mrd *d, mrd_conn *c, uint64_t now_ns)
 {
 	for (unsigned i = 0; i < c->npairs; i++)
 		if (mrd_ops_plane_drained(d, c->pairs[i].lplane))
-			mrp_conn_plane_event(c->eng, i, MRP_PLANE_DRAIN, now_ns);
+			mrd_conn_plane_event(c, i, MRP_PLANE_DRAIN, now_ns);
 }
 
 int mrd_ops_plane_find(const mrd *d, const char *s)
@@ -202,13 +104,13 @@ static int restore_row(const mrd_store_plane_row *r, void *ud)
 	int i = mrd_ops_plane_find(d, r->name);
 	if (i < 0 || !r->drained || strcmp(d->cfg.planes[i].name, r->name) != 0)
 		return 0;
-	g.drained[i] = 1;
-	g.applied[i] = 1; /* no connection exists yet: new ones get it */
-	snprintf(g.by[i], sizeof(g.by[i]), "%s", r->drained_by ? r->drained_by : "");
-	g.ts[i] = r->drained_ts_ns;
+	d->ops->drained[i] = 1;
+	d->ops->applied[i] = 1; /* no connection exists yet: new ones get it */
+	snprintf(d->ops->by[i], sizeof(d->ops->by[i]), "%s", r->drained_by ? r->drained_by : "");
+	d->ops->ts[i] = r->drained_ts_ns;
 	mrd_info("plane %s: drained (by %s; kept from the state database): "
 		 "it carries no data until 'metaroce-ctl plane undrain %s'",
-		 r->name, g.by[i][0] ? g.by[i] : "?", r->name);
+		 r->name, d->ops->by[i][0] ? d->ops->by[i] : "?", r->name);
 	return 0;
 }
 
@@ -237,8 +139,8 @@ typedef struct drain_req {
 static unsigned count_conns(mrd *d, unsigned plane)
 {
 	unsigned n = 0;
-	for (const mrd_conn *c = d->peers.all; c; c = c->next) {
-		if (!c->eng || c->state == MRD_CONN_ENDED)
+	for (const mrd_conn *c = d->peers->all; c; c = c->next) {
+		if (!mrd_conn_has_engine(c) || c->state == MRD_CONN_ENDED)
 			continue;
 		for (unsigned i = 0; i < c->npairs; i++)
 			if (c->pairs[i].lplane == plane) {
@@ -253,7 +155,7 @@ static json_t *drain_result(mrd *d, unsigned plane, int changed, int persisted)
 {
 	return json_pack("{s:s, s:i, s:b, s:b, s:b, s:s, s:i, s:i}", "plane",
 			 d->cfg.planes[plane].name, "index", (int)plane, "drained",
-			 g.drained[plane], "changed", changed, "persisted", persisted,
+			 d->ops->drained[plane], "changed", changed, "persisted", persisted,
 			 "admin_state", mrd_ops_plane_admin(d, plane), "conns",
 			 (int)count_conns(d, plane), "usable_planes",
 			 (int)mrd_ops_usable_planes(d));
@@ -262,22 +164,25 @@ static json_t *drain_result(mrd *d, unsigned plane, int changed, int persisted)
 static void drain_apply(mrd *d, drain_req *r)
 {
 	unsigned p = r->plane;
-	g.drained[p] = (uint8_t)r->drain;
-	snprintf(g.by[p], sizeof(g.by[p]), "%s", r->drain ? r->who : "");
-	g.ts[p] = r->drain ? r->ts : 0;
+	d->ops->drained[p] = (uint8_t)r->drain;
+	snprintf(d->ops->by[p], sizeof(d->ops->by[p]), "%s", r->drain ? r->who : "");
+	d->ops->ts[p] = r->drain ? r->ts : 0;
 	apply(d, p);
 	const char *name = d->cfg.planes[p].name;
 	char detail[96];
 	snprintf(detail, sizeof(detail), "by %s", r->who);
 	mrd_info("plane %s: %s %s", name, r->drain ? "drained" : "undrained", detail);
 	/* mrd_store_set_drained() logged the event with the flag; the
-	 * monitors hear of it here. Without a store, the log gets it too. */
-	if (d->store)
-		publish(d, r->drain ? "plane.drained" : "plane.restored", name, 0, -1, detail,
-			NULL);
-	else
-		mrd_event(d, r->drain ? MRD_STORE_EV_PLANE_DRAINED : MRD_STORE_EV_PLANE_RESTORED,
-			  name, 0, -1, detail);
+	 * monitors hear of it here. */
+	mrd_ev ev = {
+		.kind = r->drain ? MRD_STORE_EV_PLANE_DRAINED : MRD_STORE_EV_PLANE_RESTORED,
+		.plane = (int)r->plane,
+		.plane_name = name,
+		.path = -1,
+		.detail = detail,
+		.stored = d->store != NULL,
+	};
+	mrd_bus_emit(&d->bus, &ev);
 }
 
 static void drain_work(uv_work_t *w)
@@ -294,7 +199,7 @@ static void drain_done(uv_work_t *w, int status)
 {
 	drain_req *r = w->data;
 	mrd *d = r->d;
-	g.pending[r->plane] = 0;
+	d->ops->pending[r->plane] = 0;
 	if (status < 0 || r->rc < 0) {
 		/* Not durable, so not done: the operator retries. */
 		if (!mrd_ctl_gone(r->cl))
@@ -345,17 +250,17 @@ static void cmd_drain(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *a
 		mrd_ctl_error(cl, id, "bad_request", "%s: args.force must be true or false", cmd);
 		return;
 	}
-	if (g.pending[p]) {
+	if (d->ops->pending[p]) {
 		mrd_ctl_error(cl, id, "busy", "%s: a change of plane %s is being recorded", cmd,
 			      d->cfg.planes[p].name);
 		return;
 	}
-	if (g.drained[p] == drain) {
+	if (d->ops->drained[p] == drain) {
 		mrd_ctl_reply(cl, id, drain_result(d, (unsigned)p, 0, d->store != NULL));
 		return;
 	}
 	if (drain && !json_is_true(jf) && mrd_planes_up(d, (unsigned)p) &&
-	    !g.drill[p] && mrd_ops_usable_planes(d) <= 1) {
+	    !d->ops->drill[p] && mrd_ops_usable_planes(d) <= 1) {
 		mrd_ctl_error(cl, id, "refused",
 			      "%s is the last usable plane: draining it stops "
 			      "all traffic (use force to do it anyway)", d->cfg.planes[p].name);
@@ -383,11 +288,11 @@ static void cmd_drain(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *a
 		return;
 	}
 	r->w.data = r;
-	g.pending[p] = 1;
+	d->ops->pending[p] = 1;
 	mrd_ctl_hold(cl);
 	int rv = uv_queue_work(d->loop, &r->w, drain_work, drain_done);
 	if (rv < 0) {
-		g.pending[p] = 0;
+		d->ops->pending[p] = 0;
 		mrd_ctl_release(cl);
 		mrd_ctl_error(cl, id, "failed", "%s: %s", cmd, uv_strerror(rv));
 		json_decref(r->id);
@@ -420,11 +325,11 @@ static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	uint16_t pid = (uint16_t)json_integer_value(jp);
 	mrd_conn *c = mrd_conn_find(d, cid);
 	mrp_path_info before;
-	if (!c || !c->eng || c->state != MRD_CONN_ESTABLISHED) {
+	if (!c || !mrd_conn_has_engine(c) || c->state != MRD_CONN_ESTABLISHED) {
 		mrd_ctl_error(cl, id, "not_found", "%s: no established connection %08x", cmd, cid);
 		return;
 	}
-	if (pid >= c->max_paths || mrp_conn_path_info(c->eng, pid, &before) < 0) {
+	if (pid >= c->max_paths || mrd_conn_path_info(c, pid, &before) < 0) {
 		mrd_ctl_error(cl, id, "not_found", "%s: connection %08x has no path %u", cmd, cid,
 			      pid);
 		return;
@@ -434,11 +339,11 @@ static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	char detail[128];
 	mrd_store_event_kind kind;
 	if (strcmp(verb, "disable") == 0) {
-		rv = mrp_conn_path_disable(c->eng, pid, now);
+		rv = mrd_conn_path_disable(c, pid, now);
 		kind = MRD_STORE_EV_PATH_DISABLED;
 		snprintf(detail, sizeof(detail), "disabled by uid %u", (unsigned)mrd_ctl_uid(cl));
 	} else if (strcmp(verb, "enable") == 0) {
-		rv = mrp_conn_path_enable(c->eng, pid, now);
+		rv = mrd_conn_path_enable(c, pid, now);
 		kind = MRD_STORE_EV_PATH_ENABLED;
 		snprintf(detail, sizeof(detail), "enabled by uid %u", (unsigned)mrd_ctl_uid(cl));
 	} else {
@@ -471,10 +376,10 @@ static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 			}
 		}
 		/* reset: a new random source port on the same plane. */
-		rv = mrp_conn_path_steer(c->eng, pid, (uint16_t)sport, pair, now);
+		rv = mrd_conn_path_steer(c, pid, (uint16_t)sport, pair, now);
 		kind = MRD_STORE_EV_PATH_STEERED;
 		mrp_path_info after;
-		mrp_conn_path_info(c->eng, pid, &after);
+		mrd_conn_path_info(c, pid, &after);
 		const char *pn0 = before.plane < c->npairs
 					  ? d->cfg.planes[c->pairs[before.plane].lplane].name
 					  : "?";
@@ -497,11 +402,11 @@ static void cmd_path(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *ar
 	mrd_conn_touch(c);
 	mrd_peer_run(d);
 	mrp_path_info pi;
-	mrp_conn_path_info(c->eng, pid, &pi);
-	const char *plane = pi.plane < c->npairs ? d->cfg.planes[c->pairs[pi.plane].lplane].name
-						 : NULL;
+	mrd_conn_path_info(c, pid, &pi);
+	int lplane = pi.plane < c->npairs ? (int)c->pairs[pi.plane].lplane : -1;
+	const char *plane = lplane >= 0 ? d->cfg.planes[lplane].name : NULL;
 	mrd_info("conn %08x path %u: %s", cid, pid, detail);
-	mrd_event(d, kind, plane, cid, pid, detail);
+	mrd_emit(&d->bus, kind, lplane, plane, cid, pid, detail);
 	json_t *res = json_pack("{s:o, s:i, s:s, s:s, s:i, s:i, s:s, s:s}", "conn", conn_hex(cid),
 				"path", (int)pid, "action", verb, "plane", plane ? plane : "",
 				"sport", (int)pi.sport, "gen", (int)pi.gen, "state",
@@ -771,41 +676,40 @@ static void cmd_history(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t 
 	}
 }
 
-/* ---- dispatch ------------------------------------------------------------ */
+/* ---- commands ------------------------------------------------------------ */
 
-static const struct {
-	const char *name;
-	int act; /* changes state: root or the daemon's uid only */
-} cmds[] = {
-	{"plane drain", 1},    {"plane undrain", 1},  {"path steer", 1},
-	{"path disable", 1},   {"path enable", 1},    {"path reset", 1},
-	{"history events", 0}, {"history drills", 0}, {"history paths", 0},
-	{"history planes", 0}, {"monitor", 0},
+static void do_drain(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	cmd_drain(cl, id, cmd, args, 1);
+}
+
+static void do_undrain(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	cmd_drain(cl, id, cmd, args, 0);
+}
+
+static void do_monitor(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	(void)cmd, (void)args;
+	mrd_ctl_subscribe(cl);
+	mrd_ctl_reply(cl, id, json_pack("{s:b}", "subscribed", 1));
+}
+
+static const mrd_ctl_cmd cmds[] = {
+	{"plane drain", do_drain, MRD_CTL_ACT, 0},
+	{"plane undrain", do_undrain, MRD_CTL_ACT, 0},
+	{"path steer", cmd_path, MRD_CTL_ACT, 0},
+	{"path disable", cmd_path, MRD_CTL_ACT, 0},
+	{"path enable", cmd_path, MRD_CTL_ACT, 0},
+	{"path reset", cmd_path, MRD_CTL_ACT, 0},
+	{"history events", cmd_history, MRD_CTL_READ, 0},
+	{"history drills", cmd_history, MRD_CTL_READ, 0},
+	{"history paths", cmd_history, MRD_CTL_READ, 0},
+	{"history planes", cmd_history, MRD_CTL_READ, 0},
+	{"monitor", do_monitor, MRD_CTL_READ, 0},
 };
 
-int mrd_ops_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+int mrd_ops_register(mrd *d)
 {
-	size_t k = 0, n = sizeof(cmds) / sizeof(cmds[0]);
-	while (k < n && strcmp(cmds[k].name, cmd) != 0)
-		k++;
-	if (k == n)
-		return 0;
-	if (cmds[k].act && !mrd_ctl_may_act(cl)) {
-		mrd_ctl_error(cl, id, "permission", "%s changes state: root or uid %u only", cmd,
-			      (unsigned)geteuid());
-		return 1;
-	}
-	if (strcmp(cmd, "plane drain") == 0)
-		cmd_drain(cl, id, cmd, args, 1);
-	else if (strcmp(cmd, "plane undrain") == 0)
-		cmd_drain(cl, id, cmd, args, 0);
-	else if (strncmp(cmd, "path ", 5) == 0)
-		cmd_path(cl, id, cmd, args);
-	else if (strncmp(cmd, "history ", 8) == 0)
-		cmd_history(cl, id, cmd, args);
-	else if (strcmp(cmd, "monitor") == 0) {
-		mrd_ctl_subscribe(cl);
-		mrd_ctl_reply(cl, id, json_pack("{s:b}", "subscribed", 1));
-	}
-	return 1;
+	return mrd_ctl_register(d, cmds, sizeof(cmds) / sizeof(cmds[0]));
 }

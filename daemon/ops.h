@@ -1,11 +1,6 @@
 /*
  * Operations: what an operator does to a running daemon and sees of it.
  *
- *   events      one entry point for everything that happens (plane down/up,
- *               drained, a path changing state, a connection up/down, a
- *               drill): it is queued in the store's event log (when it is a
- *               kind the log keeps) and pushed to every `monitor`
- *               subscriber of the control socket as it happens;
  *   drain       an operator's drained planes: applied to every connection
  *               (MRP_PLANE_DRAIN), to each new connection as it is
  *               established, persisted in the store before the reply and
@@ -15,8 +10,9 @@
  *   history     the store's event log, drill reports and telemetry, read on
  *               a libuv worker (sqlite blocks) and sent back as JSON.
  *
- * The control commands are documented in docs/control-protocol.md. One
- * instance per process, as planes.c: the state lives in ops.c.
+ * Events (a drain, a steered path) go out on the event bus (event.h). The
+ * control commands are documented in docs/control-protocol.md. The state
+ * is struct mrd_ops, owned by main.c and reached as d->ops.
  */
 #ifndef MRD_OPS_H
 #define MRD_OPS_H
@@ -25,29 +21,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "conn.h"
+#include "event.h"
 #include "store.h"
 
 typedef struct mrd mrd;
 typedef struct mrd_conn mrd_conn;
 typedef struct mrd_ctl_client mrd_ctl_client;
 
+/* The drained planes, per plane index (MRD_MAX_PLANES of config.h). */
+typedef struct mrd_ops {
+	uint8_t drained[MRD_MAX_PLANES]; /* the operator's, persisted */
+	uint8_t drill[MRD_MAX_PLANES];   /* out for a drill (drill.c) */
+	uint8_t applied[MRD_MAX_PLANES]; /* what the engines were told */
+	uint8_t pending[MRD_MAX_PLANES]; /* a change being written to the store */
+	char by[MRD_MAX_PLANES][48];
+	int64_t ts[MRD_MAX_PLANES];
+} mrd_ops;
+
 /* Reads the drained planes from the store (blocking: at start only). */
 void mrd_ops_init(mrd *d);
-
-/* Wall-clock unix time in ns (for the store and event timestamps). */
-int64_t mrd_wall_ns(void);
-
-/*
- * Something happened. kind is the store's event kind; plane NULL, conn 0 and
- * path < 0 mean none. Queued in the store and pushed to monitors.
- */
-void mrd_event(mrd *d, mrd_store_event_kind kind, const char *plane, uint32_t conn,
-	       int path, const char *detail);
-
-/* A path changed state (from mrp_conn_poll_event). Pushed to monitors; a
- * path that failed, was re-ported or recovered is also logged. */
-void mrd_event_path(mrd *d, const mrd_conn *c, const mrp_event *ev);
 
 /* Whether our plane is drained, by an operator (drain) or a drill. */
 bool mrd_ops_plane_drained(const mrd *d, unsigned plane);
@@ -69,11 +63,8 @@ void mrd_ops_conn_established(mrd *d, mrd_conn *c, uint64_t now_ns);
 /* Look a plane up by name or index ("p1", "1"); -1 if none. */
 int mrd_ops_plane_find(const mrd *d, const char *s);
 
-/*
- * The control commands of this module ("plane drain", "path steer",
- * "history events", ...). Returns 1 when cmd is one of them (and the reply
- * has been or will be sent), 0 otherwise.
- */
-int mrd_ops_handle(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args);
+/* Add the control commands of this module ("plane drain", "path steer",
+ * "history events", "monitor", ...) to the control socket's table. */
+int mrd_ops_register(mrd *d);
 
 #endif

@@ -5,12 +5,17 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "datapath.h"
 #include "log.h"
 #include "mrd.h"
-#include "ops.h"
 #include "planes.h"
 #include "svcpolicy.h"
-#include "telemetry.h"
+
+/* Every engine error code has its slot in the drop counters. */
+#define MRD_ERR_FITS(name, val, msg) \
+	_Static_assert(-(val) > 0 && -(val) < MRD_NERR, "MRP_ERR_" #name " outside drops[]");
+MRP_ERRNO_MAP(MRD_ERR_FITS)
+#undef MRD_ERR_FITS
 
 #define HS_TRIES 10                   /* CONNECT transmissions (SPEC 9.3) */
 #define HS_FIRST_NS 1000000ull        /* first retransmission after 1 ms */
@@ -81,9 +86,35 @@ const char *mrd_conn_state_name(const mrd_conn *c)
 	return "?";
 }
 
+void mrd_peers_set_hooks(mrd *d, const mrd_peer_hooks *hooks)
+{
+	d->peers->hooks = *hooks;
+}
+
+int mrd_peers_add_service(mrd *d, mrd_service_fn fn, void *ud)
+{
+	mrd_peers *p = d->peers;
+	if (p->nservices >= MRD_SERVICES_MAX)
+		return -1;
+	p->services[p->nservices].fn = fn;
+	p->services[p->nservices].ud = ud;
+	p->nservices++;
+	return 0;
+}
+
+static const mrd_conn_ops *service_lookup(const mrd_peers *p, uint32_t service_id)
+{
+	for (unsigned i = 0; i < p->nservices; i++) {
+		const mrd_conn_ops *ops = p->services[i].fn(p->services[i].ud, service_id);
+		if (ops)
+			return ops;
+	}
+	return NULL;
+}
+
 int mrd_peers_init(mrd *d)
 {
-	mrd_peers *p = &d->peers;
+	mrd_peers *p = d->peers;
 	memset(p, 0, sizeof(*p));
 	p->nbuckets = 1024;
 	p->buckets = calloc(p->nbuckets, sizeof(*p->buckets));
@@ -106,7 +137,7 @@ static uint32_t hash_id(const mrd_peers *p, uint32_t id)
 
 mrd_conn *mrd_conn_find(mrd *d, uint32_t id)
 {
-	mrd_peers *p = &d->peers;
+	mrd_peers *p = d->peers;
 	for (mrd_conn *c = p->buckets[hash_id(p, id)]; c; c = c->hnext)
 		if (c->local_id == id)
 			return c;
@@ -135,7 +166,7 @@ static void hash_grow(mrd_peers *p)
 
 static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int create)
 {
-	mrd_peers *p = &d->peers;
+	mrd_peers *p = d->peers;
 	for (mrd_peer *pe = p->list; pe; pe = pe->next)
 		if (pe->alen == alen && memcmp(&pe->addr, a, alen) == 0)
 			return pe;
@@ -168,7 +199,7 @@ static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int cre
 
 static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
 {
-	mrd_peers *p = &d->peers;
+	mrd_peers *p = d->peers;
 	if (p->nconns >= MAX_CONNS)
 		return NULL;
 	mrd_conn *c = calloc(1, sizeof(*c));
@@ -202,7 +233,7 @@ static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
 static void conn_free(mrd_conn *c)
 {
 	mrd *d = c->d;
-	mrd_peers *p = &d->peers;
+	mrd_peers *p = d->peers;
 	mrd_timer_set(&d->timer, &c->tent, MRD_NEVER);
 	for (mrd_conn **pp = &p->buckets[hash_id(p, c->local_id)]; *pp; pp = &(*pp)->hnext)
 		if (*pp == c) {
@@ -222,7 +253,8 @@ static void conn_free(mrd_conn *c)
 	p->nconns--;
 	c->peer->nconns--;
 	mrp_conn_del(c->eng);
-	mrd_telemetry_conn_free(c);
+	if (p->hooks.freed)
+		p->hooks.freed(p->hooks.ud, c);
 	free(c);
 }
 
@@ -230,7 +262,7 @@ void mrd_conn_touch(mrd_conn *c)
 {
 	if (c->dirty || c->in_service)
 		return;
-	mrd_peers *p = &c->d->peers;
+	mrd_peers *p = c->d->peers;
 	c->dirty = 1;
 	c->dnext = NULL;
 	if (p->dirty_tail)
@@ -251,7 +283,7 @@ void mrd_conn_detach(mrd_conn *c)
 /* REJECT and NAK UNKNOWN_CONN. */
 static int answer_allowed(mrd *d, const mrd_sockaddr *src)
 {
-	if (mrd_budget_take(&d->peers.answers, src, uv_hrtime()))
+	if (mrd_budget_take(&d->peers->answers, src, uv_hrtime()))
 		return 1;
 	d->cnt.answers_limited++;
 	return 0;
@@ -260,7 +292,7 @@ static int answer_allowed(mrd *d, const mrd_sockaddr *src)
 /* ACCEPT, first or resent: only to sources that proved their address. */
 static int accept_allowed(mrd *d, const mrd_sockaddr *src)
 {
-	if (mrd_budget_take(&d->peers.accepts, src, uv_hrtime()))
+	if (mrd_budget_take(&d->peers->accepts, src, uv_hrtime()))
 		return 1;
 	d->cnt.accepts_limited++;
 	return 0;
@@ -313,7 +345,7 @@ static void send_pkt(mrd *d, mrd_sock *s, const mrd_sockaddr *to, socklen_t tole
 		mrd_warn("cannot encode %s: %s", mrp_op_name(k->hdr.opcode), mrp_strerror((int)n));
 		return;
 	}
-	mrd_dp_send_now(&d->dp, s, to, tolen, buf, (uint32_t)n);
+	mrd_dp_send_now(d->dp, s, to, tolen, buf, (uint32_t)n);
 }
 
 static void send_reject(mrd *d, mrd_sock *s, const mrd_sockaddr *to, socklen_t tolen,
@@ -360,14 +392,14 @@ static void send_nak_unknown(mrd *d, mrd_sock *s, const mrd_sockaddr *to, sockle
 static void send_retry(mrd *d, mrd_sock *s, const mrd_sockaddr *to, socklen_t tolen,
 		       const mrp_pkt *connect, uint64_t now)
 {
-	if (!mrd_budget_take(&d->peers.retries, to, now)) {
+	if (!mrd_budget_take(&d->peers->retries, to, now)) {
 		d->cnt.retries_limited++;
 		return;
 	}
 	mrp_pkt k;
 	memset(&k, 0, sizeof(k));
 	hdr_init(&k.hdr, MRP_OP_RETRY, connect->hdr.src_conn_id, 0, connect->u.hs.hs_token);
-	k.u.retry.cookie = mrd_cookie_make(&d->peers.cookies, to, connect->u.hs.instance_id, now);
+	k.u.retry.cookie = mrd_cookie_make(&d->peers->cookies, to, connect->u.hs.instance_id, now);
 	k.u.retry.service_id = connect->u.hs.service_id;
 	d->cnt.retries_tx++;
 	send_pkt(d, s, to, tolen, &k);
@@ -376,8 +408,8 @@ static void send_retry(mrd *d, mrd_sock *s, const mrd_sockaddr *to, socklen_t to
 /* The plane whose service socket sends our CONNECT to `to`. */
 static int plane_for(const mrd *d, int family)
 {
-	for (unsigned i = 0; i < d->dp.nplanes; i++)
-		if (d->dp.planes[i].local.sa.sa_family == family)
+	for (unsigned i = 0; i < d->dp->nplanes; i++)
+		if (d->dp->planes[i].local.sa.sa_family == family)
 			return (int)i;
 	return -1;
 }
@@ -399,8 +431,8 @@ static unsigned make_pairs(mrd_conn *c, const mrp_hs *hs, unsigned hs_plane)
 			pr->raddr.in.sin_port = htons(hs->service_port);
 		return c->npairs;
 	}
-	for (unsigned i = 0; i < d->dp.nplanes; i++) {
-		int fam = d->dp.planes[i].local.sa.sa_family;
+	for (unsigned i = 0; i < d->dp->nplanes; i++) {
+		int fam = d->dp->planes[i].local.sa.sa_family;
 		if (c->opt_planes && !(c->opt_planes & (1u << i)))
 			continue;
 		for (unsigned k = 0; k < hs->num_addrs; k++) {
@@ -478,10 +510,10 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	mrp_mr_ops mr = {.resolve = mr_resolve, .ud = c};
 	/* Its own allocator, within the connection's and the daemon's memory
 	 * budgets (membudget.h; limits read at creation, like the rest). */
-	d->peers.memacct.limit = d->cfg.memory;
-	mrd_membudget_init(&c->mem, &d->peers.memacct, d->cfg.conn_memory);
+	d->peers->memacct.limit = d->cfg.memory;
+	mrd_membudget_init(&c->mem, &d->peers->memacct, d->cfg.conn_memory);
 	mrp_mem mem = mrd_membudget_mem(&c->mem);
-	int rv = mrp_conn_new(&c->eng, &cp, &mem, &d->peers.rng, &mr, now);
+	int rv = mrp_conn_new(&c->eng, &cp, &mem, &d->peers->rng, &mr, now);
 	if (rv < 0) {
 		mrd_warn("conn %08x: engine: %s", c->local_id, mrp_strerror(rv));
 		return rv;
@@ -490,8 +522,9 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	for (unsigned i = 0; i < c->npairs; i++)
 		if (!mrd_planes_up(d, c->pairs[i].lplane))
 			mrp_conn_plane_event(c->eng, i, MRP_PLANE_DOWN, now);
-	/* And a drained plane (by an operator or a drill) takes no data. */
-	mrd_ops_conn_established(d, c, now);
+	/* And the layers above (a drained plane takes no data). */
+	if (d->peers->hooks.established)
+		d->peers->hooks.established(d->peers->hooks.ud, c, now);
 	return rv;
 }
 
@@ -503,7 +536,7 @@ static void conn_ended(mrd_conn *c, const char *why, uint64_t now)
 		return;
 	int was = c->state;
 	if (was == MRD_CONN_HALF_OPEN) {
-		c->d->peers.nhalf--;
+		c->d->peers->nhalf--;
 		c->peer->nhalf--;
 	}
 	c->state = MRD_CONN_ENDED;
@@ -517,9 +550,9 @@ static void conn_ended(mrd_conn *c, const char *why, uint64_t now)
 	mrd_info("conn %08x (%s %08x): %s", c->local_id,
 		 c->initiator ? "to" : "from", c->peer_id, why);
 	if (was == MRD_CONN_ESTABLISHED)
-		mrd_record(c->d, strstr(why, "reset") ? MRD_STORE_EV_CONN_RESET
-						      : MRD_STORE_EV_CONN_DOWN,
-			   c->local_id, why);
+		mrd_emit(&c->d->bus, strstr(why, "reset") ? MRD_STORE_EV_CONN_RESET
+							 : MRD_STORE_EV_CONN_DOWN,
+			 -1, NULL, c->local_id, -1, why);
 	const mrd_conn_ops *ops = c->ops;
 	void *ud = c->ud;
 	c->ops = NULL;
@@ -580,7 +613,7 @@ static void peer_instance(mrd *d, mrd_peer *pe, uint64_t inst, int authenticated
 	if (pe->have_instance && pe->instance_id != inst &&
 	    (authenticated || !pe->chal_round_ns || now - pe->chal_round_ns >= MRD_CHAL_GAP_NS)) {
 		unsigned n = 0;
-		for (mrd_conn *c = d->peers.all; c; c = c->next)
+		for (mrd_conn *c = d->peers->all; c; c = c->next)
 			if (c->peer == pe && c->peer_instance != inst &&
 			    c->state == MRD_CONN_ESTABLISHED && mrd_chal_start(&c->chal, now)) {
 				n++;
@@ -634,7 +667,7 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 	uint16_t bad[8];
 	unsigned nbad = 0;
 	while (sent < WRITE_BUDGET) {
-		uint8_t *slot = mrd_dp_tx_slot(&d->dp);
+		uint8_t *slot = mrd_dp_tx_slot(d->dp);
 		mrp_tx_info ti;
 		ssize_t n = mrp_conn_write_pkt(e, &ti, slot, MRD_DP_PKT_MAX, now);
 		if (n <= 0) {
@@ -648,7 +681,7 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 			continue;
 		const mrd_pair *pr = &c->pairs[ti.plane];
 		int err = 0;
-		mrd_sock *s = mrd_dp_sport(&d->dp, pr->lplane, ti.sport, &err);
+		mrd_sock *s = mrd_dp_sport(d->dp, pr->lplane, ti.sport, &err);
 		if (!s) {
 			/* Another socket holds this port: drop the packet (the
 			 * engine sees a loss) and move the path to another
@@ -659,20 +692,24 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 				bad[nbad++] = ti.path_id;
 			continue;
 		}
-		mrd_dp_tx_commit(&d->dp, s, &pr->raddr, pr->rlen, (uint32_t)n);
+		mrd_dp_tx_commit(d->dp, s, &pr->raddr, pr->rlen, (uint32_t)n);
 	}
 	for (unsigned i = 0; i < nbad; i++)
 		mrp_conn_path_steer(e, bad[i], 0, -1, now);
 	deliver_cq(c);
 	mrp_event ev;
-	while (mrp_conn_poll_event(e, &ev) == 1)
-		mrd_event_path(c->d, c, &ev); /* the log, the monitors, a drill */
+	while (mrp_conn_poll_event(e, &ev) == 1) {
+		/* the log, the monitors, a drill (the event bus) */
+		int lp = ev.plane < c->npairs ? (int)c->pairs[ev.plane].lplane : -1;
+		mrd_emit_path(&c->d->bus, lp, lp >= 0 ? c->d->cfg.planes[lp].name : NULL,
+			      c->local_id, &ev);
+	}
 	return sent;
 }
 
 static void send_connect(mrd_conn *c)
 {
-	mrd_dp_send_now(&c->d->dp, c->hs_sock, &c->hs_addr, c->hs_alen, c->hs_pkt, c->hs_len);
+	mrd_dp_send_now(c->d->dp, c->hs_sock, &c->hs_addr, c->hs_alen, c->hs_pkt, c->hs_len);
 }
 
 /* Service one connection and schedule its next deadline. May free it. */
@@ -749,7 +786,7 @@ static void conn_service(mrd_conn *c, uint64_t now)
 
 void mrd_peer_run(mrd *d)
 {
-	mrd_peers *p = &d->peers;
+	mrd_peers *p = d->peers;
 	uint64_t now = uv_hrtime();
 	while (p->dirty) {
 		mrd_conn *c = p->dirty;
@@ -759,14 +796,14 @@ void mrd_peer_run(mrd *d)
 		c->dirty = 0;
 		conn_service(c, now);
 	}
-	mrd_dp_flush(&d->dp);
+	mrd_dp_flush(d->dp);
 	mrd_timer_rearm(&d->timer);
 }
 
 void mrd_peer_on_timer(mrd_timer *t)
 {
 	mrd *d = t->data;
-	mrd_dp_drain(&d->dp);
+	mrd_dp_drain(d->dp);
 	uint64_t now = uv_hrtime();
 	mrd_timer_ent *e;
 	/* Bounded: a connection rescheduled at `now` waits for the next
@@ -812,7 +849,7 @@ int mrd_conn_connect_opts(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
 	c->service_id = service_id;
 	c->ops = ops;
 	c->ud = ud;
-	c->hs_sock = &d->dp.planes[plane].service;
+	c->hs_sock = &d->dp->planes[plane].service;
 	c->hs_addr = *to;
 	c->hs_alen = tolen;
 	mrp_conn_params cp;
@@ -905,7 +942,7 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 	peer_instance(d, c->peer, hs->instance_id, 1, now);
 	mrd_info("conn %08x to %08x: established, %u plane pair(s), mtu %u", c->local_id,
 		 c->peer_id, c->npairs, c->mtu);
-	mrd_record(d, MRD_STORE_EV_CONN_UP, c->local_id, "initiator");
+	mrd_emit(&d->bus, MRD_STORE_EV_CONN_UP, -1, NULL, c->local_id, -1, "initiator");
 	if (c->ops && c->ops->established && c->ops->established(c) < 0) {
 		mrd_conn_close(c, 1);
 		mrd_conn_touch(c);
@@ -979,7 +1016,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		       const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_hs *hs = &pkt->u.hs;
-	mrd_peers *p = &d->peers;
+	mrd_peers *p = d->peers;
 	unsigned plane = s->plane->idx;
 	d->cnt.connects_rx++;
 	/* 0. Address validation (SPEC 9.7): nothing is kept, and nothing but
@@ -1004,7 +1041,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		    c->peer_instance == hs->instance_id && c->hs_alen == srclen &&
 		    memcmp(&c->hs_addr, src, srclen) == 0) {
 			if (c->state != MRD_CONN_ENDED && accept_allowed(d, src))
-				mrd_dp_send_now(&d->dp, s, src, srclen, c->hs_pkt, c->hs_len);
+				mrd_dp_send_now(d->dp, s, src, srclen, c->hs_pkt, c->hs_len);
 			return;
 		}
 	uint32_t dst = pkt->hdr.src_conn_id;
@@ -1019,7 +1056,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		return;
 	}
 	/* 3. Service (and whether it answers this peer: svcpolicy.h). */
-	const mrd_conn_ops *ops = d->stopping ? NULL : mrd_service_lookup(d, hs->service_id);
+	const mrd_conn_ops *ops = d->stopping ? NULL : service_lookup(d->peers, hs->service_id);
 	int pol = ops ? mrd_svc_allowed(d, hs->service_id, src) : MRD_SVC_OK;
 	if (pol == MRD_SVC_REFUSED) {
 		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_REFUSED, hs->service_id);
@@ -1109,7 +1146,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	}
 	c->hs_len = (uint16_t)n;
 	d->cnt.accepts_tx++;
-	mrd_dp_send_now(&d->dp, s, src, srclen, c->hs_pkt, c->hs_len);
+	mrd_dp_send_now(d->dp, s, src, srclen, c->hs_pkt, c->hs_len);
 	mrd_timer_set(&d->timer, &c->tent, c->created_ns + HALF_OPEN_NS);
 	char buf[64];
 	mrd_debug("conn %08x: CONNECT %08x from %s service %08x: half-open", c->local_id,
@@ -1120,7 +1157,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
  * connection (SPEC 9.4). */
 static int confirm(mrd *d, mrd_conn *c, uint64_t now)
 {
-	d->peers.nhalf--;
+	d->peers->nhalf--;
 	c->peer->nhalf--;
 	c->state = MRD_CONN_ESTABLISHED;
 	c->established_ns = now;
@@ -1131,7 +1168,7 @@ static int confirm(mrd *d, mrd_conn *c, uint64_t now)
 	mrd_info("conn %08x from %08x (%s): established, %u plane pair(s), mtu %u",
 		 c->local_id, c->peer_id, mrd_sockaddr_str(&c->peer->addr, buf, sizeof(buf)),
 		 c->npairs, c->mtu);
-	mrd_record(d, MRD_STORE_EV_CONN_UP, c->local_id, "acceptor");
+	mrd_emit(&d->bus, MRD_STORE_EV_CONN_UP, -1, NULL, c->local_id, -1, "acceptor");
 	if (c->ops && c->ops->established && c->ops->established(c) < 0) {
 		mrd_conn_close(c, 1);
 		return -1;
@@ -1321,7 +1358,7 @@ void mrd_conn_close(mrd_conn *c, int abort)
 
 void mrd_peers_close_all(mrd *d)
 {
-	for (mrd_conn *c = d->peers.all; c; c = c->next)
+	for (mrd_conn *c = d->peers->all; c; c = c->next)
 		if (c->state != MRD_CONN_ENDED)
 			mrd_conn_close(c, 0);
 	mrd_peer_run(d);
@@ -1330,7 +1367,7 @@ void mrd_peers_close_all(mrd *d)
 void mrd_peers_plane_event(mrd *d, unsigned plane, int event)
 {
 	uint64_t now = uv_hrtime();
-	for (mrd_conn *c = d->peers.all; c; c = c->next) {
+	for (mrd_conn *c = d->peers->all; c; c = c->next) {
 		if (!c->eng || c->state == MRD_CONN_ENDED)
 			continue;
 		for (unsigned i = 0; i < c->npairs; i++)
@@ -1345,14 +1382,14 @@ void mrd_peers_plane_event(mrd *d, unsigned plane, int event)
 uint32_t mrd_peers_live(const mrd *d)
 {
 	uint32_t n = 0;
-	for (const mrd_conn *c = d->peers.all; c; c = c->next)
+	for (const mrd_conn *c = d->peers->all; c; c = c->next)
 		n += c->state != MRD_CONN_ENDED;
 	return n;
 }
 
 void mrd_peers_free(mrd *d)
 {
-	mrd_peers *p = &d->peers;
+	mrd_peers *p = d->peers;
 	while (p->all) {
 		mrd_conn *c = p->all;
 		if (c->state != MRD_CONN_ENDED)
@@ -1366,4 +1403,58 @@ void mrd_peers_free(mrd *d)
 	}
 	free(p->buckets);
 	p->buckets = NULL;
+}
+
+/* ---- the engine's calls for the other modules (peer.h) ------------------- */
+
+int mrd_conn_has_engine(const mrd_conn *c)
+{
+	return c->eng != NULL;
+}
+
+int mrd_conn_post_send(mrd_conn *c, const mrp_wr *wr, uint64_t now_ns)
+{
+	return mrp_conn_post_send(c->eng, wr, now_ns);
+}
+
+int mrd_conn_post_recv(mrd_conn *c, uint16_t stream, uint64_t wr_id, uint8_t *buf,
+		       uint32_t len, uint64_t now_ns)
+{
+	return mrp_conn_post_recv(c->eng, stream, wr_id, buf, len, now_ns);
+}
+
+int mrd_conn_plane_event(mrd_conn *c, unsigned plane, int event, uint64_t now_ns)
+{
+	return mrp_conn_plane_event(c->eng, plane, event, now_ns);
+}
+
+int mrd_conn_path_disable(mrd_conn *c, uint16_t path_id, uint64_t now_ns)
+{
+	return mrp_conn_path_disable(c->eng, path_id, now_ns);
+}
+
+int mrd_conn_path_enable(mrd_conn *c, uint16_t path_id, uint64_t now_ns)
+{
+	return mrp_conn_path_enable(c->eng, path_id, now_ns);
+}
+
+int mrd_conn_path_probe(mrd_conn *c, uint16_t path_id, uint64_t now_ns)
+{
+	return mrp_conn_path_probe(c->eng, path_id, now_ns);
+}
+
+int mrd_conn_path_steer(mrd_conn *c, uint16_t path_id, uint16_t sport, int plane,
+			uint64_t now_ns)
+{
+	return mrp_conn_path_steer(c->eng, path_id, sport, plane, now_ns);
+}
+
+int mrd_conn_path_info(const mrd_conn *c, unsigned i, mrp_path_info *out)
+{
+	return mrp_conn_path_info(c->eng, i, out);
+}
+
+void mrd_conn_get_stats(const mrd_conn *c, mrp_conn_stats *out)
+{
+	mrp_conn_get_stats(c->eng, out);
 }

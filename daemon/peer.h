@@ -40,6 +40,7 @@
 #include "membudget.h"
 #include "conn.h"
 #include "datapath.h"
+#include "mrd.h"
 #include "timer.h"
 
 typedef struct mrd mrd;
@@ -75,9 +76,22 @@ typedef struct mrd_conn_ops {
 	uint16_t (*max_streams)(mrd *d, uint32_t service_id);
 } mrd_conn_ops;
 
-/* Who answers CONNECTs for a service id: returns the ops, or NULL for
- * REJECT NO_SERVICE. Implemented by perf.c for the daemon's services. */
-const mrd_conn_ops *mrd_service_lookup(mrd *d, uint32_t service_id);
+/* The service registry: who answers CONNECTs for a service id. Each
+ * lookup registered at start (main.c: the daemon's own services, then the
+ * applications' listeners) returns the ops for service_id or NULL; the
+ * first that knows it answers, none: REJECT NO_SERVICE. */
+typedef const mrd_conn_ops *(*mrd_service_fn)(void *ud, uint32_t service_id);
+#define MRD_SERVICES_MAX 4
+
+/* What the layers above hear of connections, set at start by main.c (a
+ * NULL member: nobody listens). */
+typedef struct mrd_peer_hooks {
+	/* The engine exists and the connection is established. */
+	void (*established)(void *ud, mrd_conn *c, uint64_t now_ns);
+	/* The connection is about to be freed. */
+	void (*freed)(void *ud, mrd_conn *c);
+	void *ud;
+} mrd_peer_hooks;
 
 /* A pair of planes a connection's paths use: engine plane i is our plane
  * lplane talking to the peer's address raddr (its service port). */
@@ -137,7 +151,7 @@ struct mrd_conn {
 	char end_reason[48];
 	const mrd_conn_ops *ops;
 	void *ud;                 /* the service's state */
-	uint64_t drops[18];       /* datagrams of this connection dropped, by -MRP_ERR_* */
+	uint64_t drops[MRD_NERR]; /* datagrams of this connection dropped, by -MRP_ERR_* */
 	uint64_t sport_fails;
 	/* initiator options (mrd_conn_opts): 0 = the configuration's */
 	uint16_t opt_paths;       /* initial paths per plane */
@@ -162,9 +176,20 @@ typedef struct mrd_peers {
 	mrd_budget answers, retries, accepts;
 	mrd_cookie_keys cookies; /* SPEC 9.7 */
 	mrd_memacct memacct;     /* engine memory of every connection */
+	mrd_peer_hooks hooks;
+	struct {
+		mrd_service_fn fn;
+		void *ud;
+	} services[MRD_SERVICES_MAX];
+	unsigned nservices;
 } mrd_peers;
 
 int mrd_peers_init(mrd *d);
+
+/* Set after mrd_peers_init(), before anything connects. */
+void mrd_peers_set_hooks(mrd *d, const mrd_peer_hooks *hooks);
+/* Returns 0, or -1 when the registry is full. */
+int mrd_peers_add_service(mrd *d, mrd_service_fn fn, void *ud);
 void mrd_peers_free(mrd *d);
 
 /* One datagram from the datapath. */
@@ -200,6 +225,23 @@ int mrd_conn_connect_opts(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
 			  uint32_t service_id, const mrd_conn_ops *ops, void *ud,
 			  const mrd_conn_opts *opts, mrd_conn **pc, char *err,
 			  size_t errlen);
+
+/* The engine of a connection is peer.c's: the other modules reach it only
+ * through these calls (each the mrp_conn_* call of the same name, on the
+ * connection's engine). mrd_conn_has_engine(): whether it exists yet (and
+ * still: it goes when the connection is freed). */
+int mrd_conn_has_engine(const mrd_conn *c);
+int mrd_conn_post_send(mrd_conn *c, const mrp_wr *wr, uint64_t now_ns);
+int mrd_conn_post_recv(mrd_conn *c, uint16_t stream, uint64_t wr_id, uint8_t *buf,
+		       uint32_t len, uint64_t now_ns);
+int mrd_conn_plane_event(mrd_conn *c, unsigned plane, int event, uint64_t now_ns);
+int mrd_conn_path_disable(mrd_conn *c, uint16_t path_id, uint64_t now_ns);
+int mrd_conn_path_enable(mrd_conn *c, uint16_t path_id, uint64_t now_ns);
+int mrd_conn_path_probe(mrd_conn *c, uint16_t path_id, uint64_t now_ns);
+int mrd_conn_path_steer(mrd_conn *c, uint16_t path_id, uint16_t sport, int plane,
+			uint64_t now_ns);
+int mrd_conn_path_info(const mrd_conn *c, unsigned i, mrp_path_info *out);
+void mrd_conn_get_stats(const mrd_conn *c, mrp_conn_stats *out);
 
 /* Work was posted: service the connection at the next mrd_peer_run(). */
 void mrd_conn_touch(mrd_conn *c);

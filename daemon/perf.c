@@ -5,8 +5,11 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 
+#include "ctl.h"
 #include "log.h"
 #include "mrd.h"
+#include "peer.h"
+#include "view.h"
 
 #define CTL_LEN 48
 #define CTL_MAGIC 0x4d525046u /* "MRPF" */
@@ -161,7 +164,7 @@ static int ctl_send(endpoint *ep, uint32_t type, uint64_t a, uint64_t b, uint64_
 	put64(p + 40, 0);
 	mrp_wr wr = {.wr_id = TAG_CTL_TX | i, .opcode = MRP_WR_SEND, .stream = STREAM_CTL,
 		     .local = p, .len = CTL_LEN};
-	int rv = mrp_conn_post_send(ep->c->eng, &wr, uv_hrtime());
+	int rv = mrd_conn_post_send(ep->c, &wr, uv_hrtime());
 	if (rv < 0)
 		return rv;
 	ep->tx_busy++;
@@ -171,7 +174,7 @@ static int ctl_send(endpoint *ep, uint32_t type, uint64_t a, uint64_t b, uint64_
 
 static int ctl_post_rx(endpoint *ep, uint32_t i)
 {
-	return mrp_conn_post_recv(ep->c->eng, STREAM_CTL, TAG_CTL_RX | i, ep->rx[i], CTL_LEN,
+	return mrd_conn_post_recv(ep->c, STREAM_CTL, TAG_CTL_RX | i, ep->rx[i], CTL_LEN,
 				  uv_hrtime());
 }
 
@@ -262,7 +265,7 @@ static void srv_hello(mrd_conn *c, server *s, const ctlmsg *m)
 		if (getrandom(&s->rkey, sizeof(s->rkey), 0) != sizeof(s->rkey))
 			s->rkey = 0;
 	for (uint32_t i = 0; i < NRECV; i++)
-		mrp_conn_post_recv(c->eng, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
+		mrd_conn_post_recv(c, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
 	ctl_send(&s->ep, T_READY, s->rkey, REGION_BASE, MRD_PERF_REGION_BYTES);
 	mrd_info("conn %08x: perf receiver ready: %u MiB region, %u-byte messages",
 		 c->local_id, MRD_PERF_REGION_BYTES >> 20, s->msg_size);
@@ -295,7 +298,7 @@ static void srv_completion(mrd_conn *c, const mrp_cqe *e)
 			}
 		}
 		s->expect_k++;
-		mrp_conn_post_recv(c->eng, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
+		mrd_conn_post_recv(c, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
 		return;
 	}
 	ctlmsg m;
@@ -351,11 +354,12 @@ static const mrd_conn_ops srv_ops = {
 	.resolve = srv_resolve,
 };
 
-const mrd_conn_ops *mrd_service_lookup(mrd *d, uint32_t service_id)
+const mrd_conn_ops *mrd_perf_service(void *ud, uint32_t service_id)
 {
+	(void)ud;
 	if (service_id == MRD_SVC_PERF || service_id == MRD_SVC_ECHO)
 		return &srv_ops;
-	return mrd_apps_service(d, service_id); /* a service an application listens on */
+	return NULL;
 }
 
 /* ---- initiator ----------------------------------------------------------- */
@@ -412,7 +416,7 @@ static void op_post_data(mrd_perf_op *op, uint64_t now)
 			.rkey = op->rkey,
 			.imm = (uint32_t)k,
 		};
-		int rv = mrp_conn_post_send(c->eng, &wr, now);
+		int rv = mrd_conn_post_send(c, &wr, now);
 		if (rv < 0) {
 			op->free_bufs[op->nfree++] = b;
 			snprintf(op->error, sizeof(op->error), "post: %s", mrp_strerror(rv));
@@ -437,11 +441,11 @@ static size_t ping_answered(const mrd_perf_op *op, unsigned i)
 static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
 {
 	mrd_conn *c = op->ep.c;
-	if (!c || !c->eng)
+	if (!c || !mrd_conn_has_engine(c))
 		return;
 	for (unsigned i = 0; i < c->max_paths && i < MRP_MAX_PATHS; i++) {
 		mrp_path_info pi;
-		if (mrp_conn_path_info(c->eng, i, &pi) < 0)
+		if (mrd_conn_path_info(c, i, &pi) < 0)
 			continue;
 		/* One PROBE at most is out on a path: an answer while one of
 		 * ours is out is ours; one without is the engine's own (the
@@ -454,7 +458,7 @@ static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
 					      json_real((double)pi.probe_rtt_ns / 1e3));
 		}
 		op->probe_seen[i] = pi.probes_answered;
-		if (again && mrp_conn_path_probe(c->eng, (uint16_t)i, now) == 0)
+		if (again && mrd_conn_path_probe(c, (uint16_t)i, now) == 0)
 			op->probe_sent[i]++;
 	}
 	mrd_conn_touch(c);
@@ -485,7 +489,7 @@ static json_t *ping_probe_json(const mrd_perf_op *op)
 		json_t *o = json_object();
 		json_object_set_new(o, "path", json_integer(i));
 		mrp_path_info pi;
-		if (c && c->eng && mrp_conn_path_info(c->eng, i, &pi) == 0) {
+		if (c && mrd_conn_has_engine(c) && mrd_conn_path_info(c, i, &pi) == 0) {
 			json_object_set_new(o, "plane", json_integer(pi.plane));
 			json_object_set_new(o, "sport", json_integer(pi.sport));
 			json_object_set_new(o, "state", json_string(mrp_path_state_name(pi.state)));
@@ -784,4 +788,100 @@ void mrd_perf_cancel(mrd_perf_op *op)
 		if (op->ep.c)
 			mrd_conn_close(op->ep.c, 0);
 	}
+}
+
+/* ---- control commands: ping and perf --------------------------------------- */
+
+/* One request of a control client, holding the client's operation slot
+ * until the run reports (req_done) or the client goes (req_cancel). */
+typedef struct perf_req {
+	mrd_ctl_client *cl;
+	json_t *id;
+	mrd_perf_op *op;
+} perf_req;
+
+static void req_done(void *ud, json_t *result, const char *err)
+{
+	perf_req *q = ud;
+	mrd_ctl_clear_op(q->cl);
+	if (err)
+		mrd_ctl_error(q->cl, q->id, "failed", "%s", err);
+	else
+		mrd_ctl_reply(q->cl, q->id, result);
+	json_decref(q->id);
+	free(q);
+}
+
+static void req_cancel(void *ud)
+{
+	perf_req *q = ud;
+	mrd_perf_cancel(q->op);
+	json_decref(q->id);
+	free(q);
+}
+
+static void cmd_run(mrd_ctl_client *cl, json_t *id, const char *cmd, json_t *args)
+{
+	mrd *d = mrd_ctl_daemon(cl);
+	const char *peer = NULL;
+	json_t *jp = json_object_get(args, "peer");
+	if (!json_is_string(jp) || !*(peer = json_string_value(jp))) {
+		mrd_ctl_error(cl, id, "bad_request", "%s: args.peer (\"ADDRESS[:PORT]\") is required",
+			      cmd);
+		return;
+	}
+	perf_req *q = calloc(1, sizeof(*q));
+	if (!q) {
+		mrd_ctl_error(cl, id, "failed", "out of memory");
+		return;
+	}
+	q->cl = cl;
+	q->id = id ? json_incref(id) : NULL;
+	char err[160];
+	int rv;
+	if (strcmp(cmd, "perf") == 0) {
+		json_t *js = json_object_get(args, "seconds"), *jm = json_object_get(args, "msg_size");
+		json_t *jb = json_object_get(args, "bytes");
+		double secs = js ? json_number_value(js) : 3.0;
+		json_int_t msz = jm ? (json_is_integer(jm) ? json_integer_value(jm) : -1)
+				    : MRD_PERF_MSG_DEFAULT;
+		json_int_t bytes = jb ? (json_is_integer(jb) ? json_integer_value(jb) : -1) : 0;
+		if ((js && !json_is_number(js)) || msz < 0 || msz > UINT32_MAX || bytes < 0) {
+			json_decref(q->id);
+			free(q);
+			mrd_ctl_error(cl, id, "bad_request", "perf: args.seconds must be a number, "
+				      "args.msg_size and args.bytes non-negative integers");
+			return;
+		}
+		rv = mrd_perf_start(d, peer, secs, (uint64_t)bytes, (uint32_t)msz, req_done, q,
+				    &q->op, err, sizeof(err));
+	} else {
+		json_t *jc = json_object_get(args, "count");
+		json_int_t count = jc ? (json_is_integer(jc) ? json_integer_value(jc) : -1) : 5;
+		if (count < 1 || count > 10000) {
+			json_decref(q->id);
+			free(q);
+			mrd_ctl_error(cl, id, "bad_request", "ping: args.count must be an integer 1-10000");
+			return;
+		}
+		rv = mrd_ping_start(d, peer, (unsigned)count, req_done, q, &q->op, err, sizeof(err));
+	}
+	if (rv < 0) {
+		json_decref(q->id);
+		free(q);
+		mrd_ctl_error(cl, id, "failed", "%s: %s", cmd, err);
+		return;
+	}
+	mrd_ctl_set_op(cl, req_cancel, q); /* cannot fail: the table refused a busy client */
+	mrd_peer_run(d);
+}
+
+static const mrd_ctl_cmd cmds[] = {
+	{"ping", cmd_run, MRD_CTL_ACT, 1},
+	{"perf", cmd_run, MRD_CTL_ACT, 1},
+};
+
+int mrd_perf_register(mrd *d)
+{
+	return mrd_ctl_register(d, cmds, sizeof(cmds) / sizeof(cmds[0]));
 }

@@ -29,6 +29,7 @@
 
 typedef struct mrd mrd;
 typedef struct mrd_perf_op mrd_perf_op;
+typedef struct mrd_conn_ops mrd_conn_ops;
 
 /* The outcome: result (a new reference, the callee owns it) or err. */
 typedef void (*mrd_perf_done_cb)(void *ud, json_t *result, const char *err);
@@ -52,7 +53,15 @@ int mrd_perf_start(mrd *d, const char *peer, double seconds, uint64_t max_bytes,
 int mrd_ping_start(mrd *d, const char *peer, unsigned count, mrd_perf_done_cb cb,
 		   void *ud, mrd_perf_op **pop, char *err, size_t errlen);
 
+/* The service lookup of PERF and ECHO for the connections' registry
+ * (mrd_peers_add_service): their ops, NULL for another service id. */
+const mrd_conn_ops *mrd_perf_service(void *ud, uint32_t service_id);
+
 /* The requester went away: no callback; the run is closed and freed. */
 void mrd_perf_cancel(mrd_perf_op *op);
+
+/* Add the control commands ping and perf (long-running: each holds its
+ * client's operation slot) to the control socket's table. */
+int mrd_perf_register(mrd *d);
 
 #endif

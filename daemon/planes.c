@@ -10,7 +10,6 @@
 
 #include <libmnl/libmnl.h>
 
-#include "ops.h"
 #include <linux/ethtool.h>
 #include <linux/ethtool_netlink.h>
 #include <linux/genetlink.h>
@@ -27,45 +26,35 @@
 #define DUMP_TIMEOUT_S 2
 #define LINKS_MAX 4096        /* links remembered (flags, name) */
 
-/* The daemon's watcher: one per process (struct mrd does not embed it). */
-static mrd_planes g;
-static int g_inited;
-
 /* Links seen in dumps and notifications: what an address-mapped plane
  * needs when its address shows up on an interface. */
-typedef struct link_ent {
+typedef struct mrd_plane_link {
 	int ifindex;
 	uint8_t up;
 	uint32_t mtu;
 	char name[IFNAMSIZ];
 } link_ent;
 
-static link_ent *links;
-static unsigned nlinks;
-
-/* Per-plane bookkeeping not shown to others. */
-static uint8_t addr_seen[MRD_MAX_PLANES]; /* the address was on the interface once */
-
-static link_ent *link_find(int ifindex, int create)
+static link_ent *link_find(mrd_planes *P, int ifindex, int create)
 {
-	for (unsigned i = 0; i < nlinks; i++)
-		if (links[i].ifindex == ifindex)
-			return &links[i];
-	if (!create || nlinks >= LINKS_MAX)
+	for (unsigned i = 0; i < P->nlinks; i++)
+		if (P->links[i].ifindex == ifindex)
+			return &P->links[i];
+	if (!create || P->nlinks >= LINKS_MAX)
 		return NULL;
-	if (!links && !(links = calloc(LINKS_MAX, sizeof(*links))))
+	if (!P->links && !(P->links = calloc(LINKS_MAX, sizeof(*P->links))))
 		return NULL;
-	link_ent *l = &links[nlinks++];
+	link_ent *l = &P->links[P->nlinks++];
 	memset(l, 0, sizeof(*l));
 	l->ifindex = ifindex;
 	return l;
 }
 
-static void link_forget(int ifindex)
+static void link_forget(mrd_planes *P, int ifindex)
 {
-	for (unsigned i = 0; i < nlinks; i++)
-		if (links[i].ifindex == ifindex) {
-			links[i] = links[--nlinks];
+	for (unsigned i = 0; i < P->nlinks; i++)
+		if (P->links[i].ifindex == ifindex) {
+			P->links[i] = P->links[--P->nlinks];
 			return;
 		}
 }
@@ -182,7 +171,8 @@ static uint32_t speed_sysfs(const char *ifname)
 
 static void read_speed(mrd_plane_state *s)
 {
-	const mrd_plane *cp = &g.d->cfg.planes[s->idx];
+	mrd_planes *P = s->owner;
+	const mrd_plane *cp = &P->d->cfg.planes[s->idx];
 	if (cp->link_speed_bps) {
 		s->speed_bps = cp->link_speed_bps;
 		s->speed_source = "config";
@@ -204,12 +194,13 @@ static void read_speed(mrd_plane_state *s)
 /* The plane's state from what netlink says; *why says why it is down. */
 static int raw_up(const mrd_plane_state *s, const char **why)
 {
-	const mrd_plane *cp = &g.d->cfg.planes[s->idx];
+	mrd_planes *P = s->owner;
+	const mrd_plane *cp = &P->d->cfg.planes[s->idx];
 	if (cp->interface[0] && s->ifindex <= 0) {
 		*why = "interface not found";
 		return 0;
 	}
-	if (addr_seen[s->idx] && !s->addr_present) {
+	if (P->addr_seen[s->idx] && !s->addr_present) {
 		*why = "address removed";
 		return 0;
 	}
@@ -224,20 +215,21 @@ static int raw_up(const mrd_plane_state *s, const char **why)
 
 static void record(const mrd_plane_state *s, mrd_store_event_kind kind, const char *detail)
 {
-	/* The log and the monitors (ops.c). */
-	mrd_event(g.d, kind, g.d->cfg.planes[s->idx].name, 0, -1, detail);
+	mrd_planes *P = s->owner;
+	/* The store's log, the monitors, a drill (the event bus). */
+	mrd_emit(&P->d->bus, kind, (int)s->idx, P->d->cfg.planes[s->idx].name, 0, -1, detail);
 }
 
 static void set_down(mrd_plane_state *s, const char *why)
 {
-	mrd *d = g.d;
+	mrd_planes *P = s->owner;
+	mrd *d = P->d;
 	s->up = 0;
 	s->downs++;
 	s->changed_ns = uv_hrtime();
 	snprintf(s->reason, sizeof(s->reason), "%s", why);
 	/* The engine first: the log and the store follow. */
-	mrd_rh_update(d);
-	mrd_peers_plane_event(d, s->idx, MRP_PLANE_DOWN);
+	P->ops.changed(P->ops.ud, s->idx, 0);
 	char detail[96];
 	snprintf(detail, sizeof(detail), "%s (%s)", why, s->ifname[0] ? s->ifname : "-");
 	mrd_warn("plane %s: down: %s", d->cfg.planes[s->idx].name, detail);
@@ -246,14 +238,14 @@ static void set_down(mrd_plane_state *s, const char *why)
 
 static void set_up(mrd_plane_state *s)
 {
-	mrd *d = g.d;
+	mrd_planes *P = s->owner;
+	mrd *d = P->d;
 	s->up = 1;
 	s->ups++;
 	s->changed_ns = uv_hrtime();
 	s->reason[0] = 0;
 	read_speed(s);
-	mrd_rh_update(d);
-	mrd_peers_plane_event(d, s->idx, MRP_PLANE_UP);
+	P->ops.changed(P->ops.ud, s->idx, 1);
 	char detail[96];
 	snprintf(detail, sizeof(detail), "link up (%s), %llu Mbit/s (%s)",
 		 s->ifname[0] ? s->ifname : "-", (unsigned long long)(s->speed_bps / 1000000),
@@ -275,6 +267,7 @@ static void on_debounce(uv_timer_t *t)
 /* Apply what netlink now says: down at once, up after the debounce. */
 static void evaluate(mrd_plane_state *s)
 {
+	mrd_planes *P = s->owner;
 	const char *why = NULL;
 	if (!raw_up(s, &why)) {
 		if (s->pending) {
@@ -282,7 +275,7 @@ static void evaluate(mrd_plane_state *s)
 			s->pending = 0;
 			s->flaps++;
 			mrd_info("plane %s: %s again while coming up (flap)",
-				 g.d->cfg.planes[s->idx].name, why);
+				 P->d->cfg.planes[s->idx].name, why);
 		}
 		if (s->up)
 			set_down(s, why);
@@ -294,15 +287,15 @@ static void evaluate(mrd_plane_state *s)
 	}
 }
 
-static void evaluate_all(void)
+static void evaluate_all(mrd_planes *P)
 {
-	for (unsigned i = 0; i < g.nplanes; i++)
-		evaluate(&g.st[i]);
+	for (unsigned i = 0; i < P->nplanes; i++)
+		evaluate(&P->st[i]);
 }
 
 /* ---- rtnetlink messages -------------------------------------------------- */
 
-static void on_link(const struct nlmsghdr *nlh)
+static void on_link(mrd_planes *P, const struct nlmsghdr *nlh)
 {
 	const struct ifinfomsg *ifi = mnl_nlmsg_get_payload(nlh);
 	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*ifi)))
@@ -319,9 +312,9 @@ static void on_link(const struct nlmsghdr *nlh)
 	int gone = nlh->nlmsg_type == RTM_DELLINK;
 	uint8_t up = !gone && (ifi->ifi_flags & IFF_UP) && (ifi->ifi_flags & IFF_RUNNING);
 	if (gone) {
-		link_forget(ifi->ifi_index);
+		link_forget(P, ifi->ifi_index);
 	} else {
-		link_ent *l = link_find(ifi->ifi_index, 1);
+		link_ent *l = link_find(P, ifi->ifi_index, 1);
 		if (l) {
 			l->up = up;
 			if (mtu)
@@ -330,9 +323,9 @@ static void on_link(const struct nlmsghdr *nlh)
 				snprintf(l->name, sizeof(l->name), "%s", name);
 		}
 	}
-	for (unsigned i = 0; i < g.nplanes; i++) {
-		mrd_plane_state *s = &g.st[i];
-		const mrd_plane *cp = &g.d->cfg.planes[i];
+	for (unsigned i = 0; i < P->nplanes; i++) {
+		mrd_plane_state *s = &P->st[i];
+		const mrd_plane *cp = &P->d->cfg.planes[i];
 		if (cp->interface[0] && name && strcmp(cp->interface, name) == 0) {
 			s->ifindex = gone ? 0 : ifi->ifi_index; /* also a re-created one */
 			s->seen = 1;
@@ -351,7 +344,7 @@ static void on_link(const struct nlmsghdr *nlh)
 	}
 }
 
-static void on_addr(const struct nlmsghdr *nlh)
+static void on_addr(mrd_planes *P, const struct nlmsghdr *nlh)
 {
 	const struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(nlh);
 	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*ifa)))
@@ -373,9 +366,9 @@ static void on_addr(const struct nlmsghdr *nlh)
 		return;
 	const uint8_t *bytes = mnl_attr_get_payload(at);
 	int gone = nlh->nlmsg_type == RTM_DELADDR;
-	for (unsigned i = 0; i < g.nplanes; i++) {
-		mrd_plane_state *s = &g.st[i];
-		const mrd_plane *cp = &g.d->cfg.planes[i];
+	for (unsigned i = 0; i < P->nplanes; i++) {
+		mrd_plane_state *s = &P->st[i];
+		const mrd_plane *cp = &P->d->cfg.planes[i];
 		if (cp->address.family != ifa->ifa_family || memcmp(cp->address.bytes, bytes, alen))
 			continue;
 		int idx = (int)ifa->ifa_index;
@@ -387,10 +380,10 @@ static void on_addr(const struct nlmsghdr *nlh)
 			continue;
 		}
 		s->addr_present = 1;
-		addr_seen[i] = 1;
+		P->addr_seen[i] = 1;
 		if (!cp->interface[0] && s->ifindex != idx) {
 			s->ifindex = idx;
-			const link_ent *l = link_find(idx, 0);
+			const link_ent *l = link_find(P, idx, 0);
 			s->link_up = l ? l->up : 1;
 			s->link_mtu = l ? l->mtu : 0;
 			if (l)
@@ -403,16 +396,16 @@ static void on_addr(const struct nlmsghdr *nlh)
 
 static int nl_msg_cb(const struct nlmsghdr *nlh, void *data)
 {
-	(void)data;
-	g.msgs++;
+	mrd_planes *P = data;
+	P->msgs++;
 	switch (nlh->nlmsg_type) {
 	case RTM_NEWLINK:
 	case RTM_DELLINK:
-		on_link(nlh);
+		on_link(P, nlh);
 		break;
 	case RTM_NEWADDR:
 	case RTM_DELADDR:
-		on_addr(nlh);
+		on_addr(P, nlh);
 		break;
 	}
 	return MNL_CB_OK;
@@ -420,7 +413,7 @@ static int nl_msg_cb(const struct nlmsghdr *nlh, void *data)
 
 /* ---- dumps --------------------------------------------------------------- */
 
-static int dump_one(struct mnl_socket *nl, char *buf, int type, uint32_t seq)
+static int dump_one(mrd_planes *P, struct mnl_socket *nl, char *buf, int type, uint32_t seq)
 {
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = (uint16_t)type;
@@ -440,7 +433,7 @@ static int dump_one(struct mnl_socket *nl, char *buf, int type, uint32_t seq)
 		ssize_t n = mnl_socket_recvfrom(nl, buf, NL_BUF);
 		if (n < 0)
 			return -errno;
-		int rv = mnl_cb_run(buf, (size_t)n, seq, portid, nl_msg_cb, NULL);
+		int rv = mnl_cb_run(buf, (size_t)n, seq, portid, nl_msg_cb, P);
 		if (rv < 0)
 			return -errno;
 		if (rv == MNL_CB_STOP)
@@ -450,14 +443,14 @@ static int dump_one(struct mnl_socket *nl, char *buf, int type, uint32_t seq)
 
 /* Read the whole state again (start, overrun). The notifications still
  * queued on the watching socket are older than the dump: discard them. */
-static int resync(void)
+static int resync(mrd_planes *P)
 {
 	char *buf = malloc(NL_BUF);
 	if (!buf)
 		return -ENOMEM;
 	/* Bounded: under a storm of notifications the dump is read anyway. */
-	for (int i = 0; g.nl && i < 4096; i++)
-		if (mnl_socket_recvfrom(g.nl, buf, NL_BUF) < 0 && errno != ENOBUFS)
+	for (int i = 0; P->nl && i < 4096; i++)
+		if (mnl_socket_recvfrom(P->nl, buf, NL_BUF) < 0 && errno != ENOBUFS)
 			break;
 	struct mnl_socket *nl = mnl_socket_open(NETLINK_ROUTE);
 	int rv = nl ? 0 : -errno;
@@ -468,39 +461,39 @@ static int resync(void)
 			rv = -errno;
 	}
 	if (rv == 0) {
-		nlinks = 0;
-		for (unsigned i = 0; i < g.nplanes; i++) {
-			g.st[i].seen = 0;
-			g.st[i].addr_present = 0;
-			if (g.d->cfg.planes[i].interface[0])
-				g.st[i].ifindex = 0;
+		P->nlinks = 0;
+		for (unsigned i = 0; i < P->nplanes; i++) {
+			P->st[i].seen = 0;
+			P->st[i].addr_present = 0;
+			if (P->d->cfg.planes[i].interface[0])
+				P->st[i].ifindex = 0;
 		}
 		uint32_t seq = (uint32_t)time(NULL);
-		if ((rv = dump_one(nl, buf, RTM_GETLINK, seq)) == 0)
-			rv = dump_one(nl, buf, RTM_GETADDR, seq + 1);
+		if ((rv = dump_one(P, nl, buf, RTM_GETLINK, seq)) == 0)
+			rv = dump_one(P, nl, buf, RTM_GETADDR, seq + 1);
 		/* An address-mapped plane whose address is gone is unmapped
 		 * (addr_seen keeps it down until the address is back). */
-		for (unsigned i = 0; i < g.nplanes; i++) {
-			mrd_plane_state *s = &g.st[i];
-			if (!g.d->cfg.planes[i].interface[0] && !s->addr_present)
+		for (unsigned i = 0; i < P->nplanes; i++) {
+			mrd_plane_state *s = &P->st[i];
+			if (!P->d->cfg.planes[i].interface[0] && !s->addr_present)
 				s->ifindex = 0;
 		}
 	}
 	if (nl)
 		mnl_socket_close(nl);
 	free(buf);
-	g.resyncs++;
+	P->resyncs++;
 	return rv;
 }
 
 /* ---- the watching socket ------------------------------------------------- */
 
 /* Notifications were lost: read the whole state again. */
-static void overrun(void)
+static void overrun(mrd_planes *P)
 {
 	static uint64_t last_ns, quiet;
 	uint64_t now = uv_hrtime();
-	g.overruns++;
+	P->overruns++;
 	if (now - last_ns >= 1000000000ull || !last_ns) {
 		mrd_warn("planes: netlink overrun: notifications lost; reading the state "
 			 "again (%llu overrun(s) not logged before)", (unsigned long long)quiet);
@@ -509,14 +502,15 @@ static void overrun(void)
 	} else {
 		quiet++;
 	}
-	int rv = resync();
+	int rv = resync(P);
 	if (rv < 0)
 		mrd_warn("planes: resync: %s", strerror(-rv));
-	evaluate_all();
+	evaluate_all(P);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
 {
+	mrd_planes *P = h->data;
 	(void)events;
 	if (status < 0) {
 		/* libuv stops the handle on POLLERR: a pending socket error,
@@ -524,13 +518,13 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		 * clears it), read the state again and watch again. */
 		int err = 0;
 		socklen_t len = sizeof(err);
-		getsockopt(mnl_socket_get_fd(g.nl), SOL_SOCKET, SO_ERROR, &err, &len);
+		getsockopt(mnl_socket_get_fd(P->nl), SOL_SOCKET, SO_ERROR, &err, &len);
 		if (err != ENOBUFS) {
-			g.errors++;
+			P->errors++;
 			mrd_warn("planes: netlink socket: %s; reading the state again",
 				 strerror(err ? err : EIO));
 		}
-		overrun();
+		overrun(P);
 		uv_poll_start(h, UV_READABLE, on_poll);
 		return;
 	}
@@ -538,27 +532,28 @@ static void on_poll(uv_poll_t *h, int status, int events)
 	if (!buf)
 		return;
 	for (int i = 0; i < NL_READS_PER_POLL; i++) {
-		ssize_t n = mnl_socket_recvfrom(g.nl, buf, NL_BUF);
+		ssize_t n = mnl_socket_recvfrom(P->nl, buf, NL_BUF);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 				break;
 			if (errno == ENOBUFS) {
-				overrun();
+				overrun(P);
 				break;
 			}
-			g.errors++;
+			P->errors++;
 			break;
 		}
-		if (mnl_cb_run(buf, (size_t)n, 0, 0, nl_msg_cb, NULL) < 0)
-			g.errors++;
-		evaluate_all();
+		if (mnl_cb_run(buf, (size_t)n, 0, 0, nl_msg_cb, P) < 0)
+			P->errors++;
+		evaluate_all(P);
 	}
 	free(buf);
 }
 
 static void log_plane(const mrd_plane_state *s)
 {
-	const mrd_plane *cp = &g.d->cfg.planes[s->idx];
+	mrd_planes *P = s->owner;
+	const mrd_plane *cp = &P->d->cfg.planes[s->idx];
 	const char *why = NULL;
 	int up = raw_up(s, &why);
 	if (s->ifindex <= 0 && up) {
@@ -580,26 +575,28 @@ static void log_plane(const mrd_plane_state *s)
 			 s->ifname, s->link_mtu);
 }
 
-int mrd_planes_init(mrd *d)
+int mrd_planes_init(mrd *d, const mrd_planes_ops *ops)
 {
-	memset(&g, 0, sizeof(g));
-	memset(addr_seen, 0, sizeof(addr_seen));
-	nlinks = 0;
-	g.d = d;
-	g.nplanes = d->cfg.nplanes;
-	for (unsigned i = 0; i < g.nplanes; i++) {
-		mrd_plane_state *s = &g.st[i];
-		s->owner = &g;
+	mrd_planes *P = d->planes;
+	memset(P, 0, sizeof(*P));
+	P->ops = *ops;
+	memset(P->addr_seen, 0, sizeof(P->addr_seen));
+	P->nlinks = 0;
+	P->d = d;
+	P->nplanes = d->cfg.nplanes;
+	for (unsigned i = 0; i < P->nplanes; i++) {
+		mrd_plane_state *s = &P->st[i];
+		s->owner = P;
 		s->idx = i;
 		s->up = 1;
 		s->speed_source = "unknown";
 		uv_timer_init(d->loop, &s->debounce);
 		s->debounce.data = s;
 	}
-	g.timers = 1;
-	g_inited = 1;
-	g.nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	int rv = g.nl ? 0 : -errno;
+	P->timers = 1;
+	P->inited = 1;
+	P->nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int rv = P->nl ? 0 : -errno;
 	if (rv == 0) {
 		/* MRD_NETLINK_RCVBUF (bytes) is for tests that provoke an
 		 * overrun; root may go beyond net.core.rmem_max. */
@@ -607,32 +604,32 @@ int mrd_planes_init(mrd *d)
 		const char *e = getenv("MRD_NETLINK_RCVBUF");
 		if (e && atoi(e) > 0)
 			sz = atoi(e);
-		int fd = mnl_socket_get_fd(g.nl);
+		int fd = mnl_socket_get_fd(P->nl);
 		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
 			setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-		if (mnl_socket_bind(g.nl, RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR,
+		if (mnl_socket_bind(P->nl, RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR,
 				    MNL_SOCKET_AUTOPID) < 0)
 			rv = -errno;
 	}
-	if (rv == 0 && (rv = resync()) == 0) {
-		rv = uv_poll_init(d->loop, &g.poll, mnl_socket_get_fd(g.nl));
+	if (rv == 0 && (rv = resync(P)) == 0) {
+		rv = uv_poll_init(d->loop, &P->poll, mnl_socket_get_fd(P->nl));
 		if (rv == 0) {
-			g.poll.data = &g;
-			uv_poll_start(&g.poll, UV_READABLE, on_poll);
-			g.polling = 1;
+			P->poll.data = P;
+			uv_poll_start(&P->poll, UV_READABLE, on_poll);
+			P->polling = 1;
 		}
 	}
 	if (rv < 0) {
 		mrd_warn("planes: netlink: %s: plane links are not watched", strerror(-rv));
-		if (g.nl)
-			mnl_socket_close(g.nl);
-		g.nl = NULL;
+		if (P->nl)
+			mnl_socket_close(P->nl);
+		P->nl = NULL;
 	}
 	/* The state at start is taken as it is: no debounce, no events. */
-	for (unsigned i = 0; i < g.nplanes; i++) {
-		mrd_plane_state *s = &g.st[i];
+	for (unsigned i = 0; i < P->nplanes; i++) {
+		mrd_plane_state *s = &P->st[i];
 		const char *why = NULL;
-		s->up = (uint8_t)(g.nl ? raw_up(s, &why) : 1);
+		s->up = (uint8_t)(P->nl ? raw_up(s, &why) : 1);
 		if (!s->up)
 			snprintf(s->reason, sizeof(s->reason), "%s", why);
 		s->changed_ns = uv_hrtime();
@@ -644,66 +641,66 @@ int mrd_planes_init(mrd *d)
 
 static void on_poll_closed(uv_handle_t *h)
 {
-	(void)h;
-	if (g.nl)
-		mnl_socket_close(g.nl); /* after libuv let go of the fd */
-	g.nl = NULL;
+	mrd_planes *P = h->data;
+	if (P->nl)
+		mnl_socket_close(P->nl); /* after libuv let go of the fd */
+	P->nl = NULL;
 }
 
 void mrd_planes_close(mrd *d)
 {
-	(void)d;
-	if (!g_inited)
+	mrd_planes *P = d->planes;
+	if (!P->inited)
 		return;
-	if (g.timers) {
-		for (unsigned i = 0; i < g.nplanes; i++)
-			uv_close((uv_handle_t *)&g.st[i].debounce, NULL);
-		g.timers = 0;
+	if (P->timers) {
+		for (unsigned i = 0; i < P->nplanes; i++)
+			uv_close((uv_handle_t *)&P->st[i].debounce, NULL);
+		P->timers = 0;
 	}
-	if (g.polling) {
-		g.polling = 0;
-		uv_close((uv_handle_t *)&g.poll, on_poll_closed);
-	} else if (g.nl) {
-		mnl_socket_close(g.nl);
-		g.nl = NULL;
+	if (P->polling) {
+		P->polling = 0;
+		uv_close((uv_handle_t *)&P->poll, on_poll_closed);
+	} else if (P->nl) {
+		mnl_socket_close(P->nl);
+		P->nl = NULL;
 	}
-	free(links);
-	links = NULL;
-	nlinks = 0;
-	g_inited = 0;
+	free(P->links);
+	P->links = NULL;
+	P->nlinks = 0;
+	P->inited = 0;
 }
 
 int mrd_planes_up(const mrd *d, unsigned plane)
 {
-	(void)d;
-	return !g_inited || plane >= g.nplanes || g.st[plane].up;
+	mrd_planes *P = d->planes;
+	return !P->inited || plane >= P->nplanes || P->st[plane].up;
 }
 
 uint64_t mrd_planes_speed(const mrd *d, unsigned plane)
 {
-	(void)d;
-	return g_inited && plane < g.nplanes ? g.st[plane].speed_bps : 0;
+	mrd_planes *P = d->planes;
+	return P->inited && plane < P->nplanes ? P->st[plane].speed_bps : 0;
 }
 
 const char *mrd_planes_state_name(const mrd *d, unsigned plane)
 {
-	(void)d;
-	if (!g_inited || plane >= g.nplanes)
+	mrd_planes *P = d->planes;
+	if (!P->inited || plane >= P->nplanes)
 		return "unwatched";
-	const mrd_plane_state *s = &g.st[plane];
+	const mrd_plane_state *s = &P->st[plane];
 	if (!s->up)
 		return "down";
-	return s->ifindex > 0 && g.nl ? "up" : "unwatched";
+	return s->ifindex > 0 && P->nl ? "up" : "unwatched";
 }
 
 const mrd_plane_state *mrd_planes_get(const mrd *d, unsigned plane)
 {
-	(void)d;
-	return g_inited && plane < g.nplanes ? &g.st[plane] : NULL;
+	mrd_planes *P = d->planes;
+	return P->inited && plane < P->nplanes ? &P->st[plane] : NULL;
 }
 
 const mrd_planes *mrd_planes_watch(const mrd *d)
 {
-	(void)d;
-	return g_inited ? &g : NULL;
+	mrd_planes *P = d->planes;
+	return P->inited ? P : NULL;
 }

@@ -64,21 +64,35 @@ typedef struct mrd_plane_state {
 	uv_timer_t debounce;       /* data = this */
 } mrd_plane_state;
 
+/* What the planes hand up, set at init by main.c: a plane went down or
+ * came up (the engine is told before the log and the event). */
+typedef struct mrd_planes_ops {
+	void (*changed)(void *ud, unsigned plane, int up);
+	void *ud;
+} mrd_planes_ops;
+
 typedef struct mrd_planes {
 	mrd *d;
+	mrd_planes_ops ops;
 	struct mnl_socket *nl; /* NULL when netlink is unavailable */
 	uv_poll_t poll;
 	uint8_t polling, timers;
 	unsigned nplanes;
 	mrd_plane_state st[MRD_MAX_PLANES];
 	uint64_t msgs, overruns, resyncs, errors;
+	int inited; /* between mrd_planes_init() and mrd_planes_close() */
+	/* Links seen in dumps and notifications (planes.c). */
+	struct mrd_plane_link *links;
+	unsigned nlinks;
+	uint8_t addr_seen[MRD_MAX_PLANES]; /* the address was on the interface once */
 } mrd_planes;
 
-/* One per process (the daemon's; struct mrd does not embed it yet). */
+/* The watcher's state: owned by main.c, reached as d->planes. Before
+ * mrd_planes_init() (and after mrd_planes_close()) every plane is up. */
 
 /* Open the netlink socket, read the current state and start watching.
  * Without netlink (a failure is logged) every plane stays up. Returns 0. */
-int mrd_planes_init(mrd *d);
+int mrd_planes_init(mrd *d, const mrd_planes_ops *ops);
 
 /* Stop watching (handles are freed in their close callbacks). */
 void mrd_planes_close(mrd *d);

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datapath.h"
+#include "addr.h"
 
 #define MRD_PREFIX_MAX 16
 #define MRD_PREFIX_TEXT 512 /* the text of a list, NUL included */

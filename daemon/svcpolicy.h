@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "datapath.h"
+#include "addr.h"
 
 typedef struct mrd mrd;
 

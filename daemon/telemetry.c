@@ -9,21 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datapath.h"
 #include "log.h"
-#include "metrics.h"
 #include "mrd.h"
 #include "ops.h"
+#include "peer.h"
 #include "planes.h"
 
 /* Folding raw samples into minutes: about once a minute. */
 #define PRUNE_EVERY_NS (60ull * 1000000000ull)
-
-typedef struct ring {
-	uint8_t n, head; /* head: the next slot written */
-	float srtt_us[MRD_TEL_RECENT];
-	float util[MRD_TEL_RECENT];
-	float tx_bps[MRD_TEL_RECENT]; /* bytes/s */
-} ring;
 
 /* What one path looked like at the previous sample. */
 typedef struct tel_path {
@@ -31,7 +25,7 @@ typedef struct tel_path {
 	uint64_t last_ns; /* when last sampled: a path skipped for the
 			   * max_paths budget spans more than one interval */
 	mrd_tel_counters last;
-	ring r;
+	mrd_tel_ring r;
 } tel_path;
 
 /* Hung on mrd_conn.tel: one entry per path slot. */
@@ -40,37 +34,13 @@ typedef struct tel_conn {
 	tel_path p[];
 } tel_conn;
 
-typedef struct work {
-	uv_work_t w;
-	int busy;
-	/* prune */
-	int64_t now, retention_s;
-	int rc;
-	/* textfile */
-	char *text;
-	size_t len;
-	char path[MRD_PATH_MAX + 1];
-	int err;
-} work;
-
-static struct {
-	mrd *d;
-	int on;
-	uv_timer_t timer;
-	uint64_t last_ns;      /* uv_hrtime() of the last sample */
-	uint64_t next_prune_ns;
-	uint64_t tx[MRD_MAX_PLANES], rx[MRD_MAX_PLANES];
-	ring planes[MRD_MAX_PLANES];
-	work prune, textfile;
-	mrd_tel_stats st;
-} g;
-
-const mrd_tel_stats *mrd_telemetry_stats(void)
+const mrd_tel_stats *mrd_telemetry_stats(const mrd *d)
 {
-	return &g.st;
+	const mrd_telemetry *tl = d->telemetry;
+	return &tl->st;
 }
 
-static void ring_push(ring *r, double srtt_us, double util, double tx)
+static void ring_push(mrd_tel_ring *r, double srtt_us, double util, double tx)
 {
 	r->srtt_us[r->head] = (float)srtt_us;
 	r->util[r->head] = (float)util;
@@ -108,30 +78,32 @@ static tel_conn *conn_state(mrd_conn *c)
 
 static void prune_work(uv_work_t *w)
 {
-	work *k = w->data;
-	mrd_store_flush(g.d->store);
-	k->rc = mrd_store_prune(g.d->store, k->now, k->retention_s);
+	mrd_tel_work *k = w->data;
+	mrd_telemetry *tl = k->tl;
+	mrd_store_flush(tl->d->store);
+	k->rc = mrd_store_prune(tl->d->store, k->now, k->retention_s);
 }
 
 static void prune_done(uv_work_t *w, int status)
 {
-	work *k = w->data;
+	mrd_tel_work *k = w->data;
+	mrd_telemetry *tl = k->tl;
 	k->busy = 0;
 	if (status < 0 || k->rc < 0) {
-		g.st.prune_errors++;
+		tl->st.prune_errors++;
 		mrd_warn("state store: folding old samples failed: %s",
-			 status < 0 ? uv_strerror(status) : mrd_store_errmsg(g.d->store));
+			 status < 0 ? uv_strerror(status) : mrd_store_errmsg(tl->d->store));
 		return;
 	}
-	g.st.prunes++;
-	g.st.rows_folded += (uint64_t)k->rc;
+	tl->st.prunes++;
+	tl->st.rows_folded += (uint64_t)k->rc;
 }
 
 /* Write the whole file beside the target and rename it over: a reader
  * (node_exporter) sees the old file or the new one, never half of one. */
 static void textfile_work(uv_work_t *w)
 {
-	work *k = w->data;
+	mrd_tel_work *k = w->data;
 	char tmp[MRD_PATH_MAX + 16];
 	k->err = 0;
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", k->path) >= (int)sizeof(tmp)) {
@@ -164,20 +136,21 @@ static void textfile_work(uv_work_t *w)
 
 static void textfile_done(uv_work_t *w, int status)
 {
-	work *k = w->data;
+	mrd_tel_work *k = w->data;
+	mrd_telemetry *tl = k->tl;
 	k->busy = 0;
 	free(k->text);
 	k->text = NULL;
 	if (status < 0 || k->err) {
 		/* Logged once per change of error, not every interval. */
-		if (!g.st.textfile_errors++ || k->err != k->rc)
+		if (!tl->st.textfile_errors++ || k->err != k->rc)
 			mrd_warn("telemetry.textfile %s: %s", k->path,
 				 status < 0 ? uv_strerror(status) : strerror(k->err));
 		k->rc = k->err;
 		return;
 	}
 	k->rc = 0;
-	g.st.textfile_writes++;
+	tl->st.textfile_writes++;
 }
 
 /* ---- the sampler ----------------------------------------------------------- */
@@ -193,15 +166,16 @@ static const char *plane_state(mrd *d, unsigned i)
 
 static void sample(mrd *d, uint64_t now, int64_t wall)
 {
-	double dt = (double)(now - g.last_ns) / 1e9;
-	int first = g.last_ns == 0;
-	g.last_ns = now;
+	mrd_telemetry *tl = d->telemetry;
+	double dt = (double)(now - tl->last_ns) / 1e9;
+	int first = tl->last_ns == 0;
+	tl->last_ns = now;
 	if (first || dt <= 0)
 		dt = 0;
-	g.st.ticks++;
+	tl->st.ticks++;
 	unsigned budget = d->cfg.telemetry_max_paths;
-	for (mrd_conn *c = d->peers.all; c; c = c->next) {
-		if (!c->eng || c->state != MRD_CONN_ESTABLISHED)
+	for (mrd_conn *c = d->peers->all; c; c = c->next) {
+		if (!mrd_conn_has_engine(c) || c->state != MRD_CONN_ESTABLISHED)
 			continue;
 		/* Past the budget, a connection keeps no sampler state at all:
 		 * the memory follows telemetry.max_paths, not the number of
@@ -209,7 +183,7 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 		if (!budget) {
 			for (unsigned i = 0; i < c->max_paths; i++) {
 				mrp_path_info pi;
-				g.st.paths_skipped += mrp_conn_path_info(c->eng, i, &pi) == 0;
+				tl->st.paths_skipped += mrd_conn_path_info(c, i, &pi) == 0;
 			}
 			mrd_telemetry_conn_free(c);
 			continue;
@@ -219,12 +193,12 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 			continue;
 		for (unsigned i = 0; i < c->max_paths && i < t->n; i++) {
 			mrp_path_info pi;
-			if (mrp_conn_path_info(c->eng, i, &pi) < 0) {
+			if (mrd_conn_path_info(c, i, &pi) < 0) {
 				t->p[i].valid = 0;
 				continue;
 			}
 			if (!budget) {
-				g.st.paths_skipped++;
+				tl->st.paths_skipped++;
 				continue;
 			}
 			budget--;
@@ -262,21 +236,21 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 					.tx_bytes_per_s = (uint64_t)x.tx_bytes_per_s,
 				};
 				if (mrd_store_path_sample(d->store, &row) == 0)
-					g.st.path_samples++;
+					tl->st.path_samples++;
 			}
 		}
 	}
-	for (unsigned i = 0; i < d->dp.nplanes; i++) {
-		const mrd_dp_plane *pl = &d->dp.planes[i];
-		uint64_t dtx = delta(pl->tx_bytes, g.tx[i]), drx = delta(pl->rx_bytes, g.rx[i]);
-		g.tx[i] = pl->tx_bytes;
-		g.rx[i] = pl->rx_bytes;
+	for (unsigned i = 0; i < d->dp->nplanes; i++) {
+		const mrd_dp_plane *pl = &d->dp->planes[i];
+		uint64_t dtx = delta(pl->tx_bytes, tl->tx[i]), drx = delta(pl->rx_bytes, tl->rx[i]);
+		tl->tx[i] = pl->tx_bytes;
+		tl->rx[i] = pl->rx_bytes;
 		if (dt <= 0)
 			continue;
 		double tx = (double)dtx / dt, rx = (double)drx / dt;
 		uint64_t speed = mrd_planes_speed(d, i);
 		double util = speed ? tx * 8 / (double)speed : 0;
-		ring_push(&g.planes[i], 0, util, tx);
+		ring_push(&tl->planes[i], 0, util, tx);
 		if (d->store) {
 			mrd_store_plane_sample_row row = {
 				.ts_ns = wall,
@@ -287,7 +261,7 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 				.utilization = util,
 			};
 			if (mrd_store_plane_sample(d->store, &row) == 0)
-				g.st.plane_samples++;
+				tl->st.plane_samples++;
 		}
 	}
 }
@@ -295,15 +269,16 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 static void on_tick(uv_timer_t *t)
 {
 	mrd *d = t->data;
+	mrd_telemetry *tl = d->telemetry;
 	uint64_t now = uv_hrtime();
 	int64_t wall = mrd_wall_ns();
 	sample(d, now, wall);
 	/* Live reload: follow the interval. */
 	uint64_t ms = d->cfg.telemetry_interval_ns / 1000000;
-	if (ms != uv_timer_get_repeat(&g.timer))
-		uv_timer_set_repeat(&g.timer, ms ? ms : 1);
-	if (d->store && now >= g.next_prune_ns && !g.prune.busy) {
-		g.next_prune_ns = now + PRUNE_EVERY_NS;
+	if (ms != uv_timer_get_repeat(&tl->timer))
+		uv_timer_set_repeat(&tl->timer, ms ? ms : 1);
+	if (d->store && now >= tl->next_prune_ns && !tl->prune.busy) {
+		tl->next_prune_ns = now + PRUNE_EVERY_NS;
 		mrd_store_limits lim;
 		mrd_store_limits_default(&lim);
 		uint64_t hist = d->cfg.telemetry_history_ns;
@@ -311,60 +286,64 @@ static void on_tick(uv_timer_t *t)
 			hist = d->cfg.telemetry_retention_ns;
 		lim.agg_retention_s = (int64_t)(hist / 1000000000ull);
 		mrd_store_set_limits(d->store, &lim);
-		g.prune.now = wall;
-		g.prune.retention_s = (int64_t)(d->cfg.telemetry_retention_ns / 1000000000ull);
-		g.prune.w.data = &g.prune;
-		g.prune.busy = 1;
-		if (uv_queue_work(d->loop, &g.prune.w, prune_work, prune_done) < 0)
-			g.prune.busy = 0;
+		tl->prune.now = wall;
+		tl->prune.retention_s = (int64_t)(d->cfg.telemetry_retention_ns / 1000000000ull);
+		tl->prune.w.data = &tl->prune;
+		tl->prune.busy = 1;
+		if (uv_queue_work(d->loop, &tl->prune.w, prune_work, prune_done) < 0)
+			tl->prune.busy = 0;
 	}
-	if (d->cfg.telemetry_textfile[0] && !g.textfile.busy) {
+	if (d->cfg.telemetry_textfile[0] && !tl->textfile.busy) {
 		/* Rendered here (it reads the loop's state), written there. */
-		g.textfile.text = mrd_metrics_render(d, &g.textfile.len);
-		if (g.textfile.text) {
-			snprintf(g.textfile.path, sizeof(g.textfile.path), "%s",
+		tl->textfile.text = tl->render(d, &tl->textfile.len);
+		if (tl->textfile.text) {
+			snprintf(tl->textfile.path, sizeof(tl->textfile.path), "%s",
 				 d->cfg.telemetry_textfile);
-			g.textfile.w.data = &g.textfile;
-			g.textfile.busy = 1;
-			if (uv_queue_work(d->loop, &g.textfile.w, textfile_work, textfile_done) < 0) {
-				g.textfile.busy = 0;
-				free(g.textfile.text);
-				g.textfile.text = NULL;
+			tl->textfile.w.data = &tl->textfile;
+			tl->textfile.busy = 1;
+			if (uv_queue_work(d->loop, &tl->textfile.w, textfile_work, textfile_done) < 0) {
+				tl->textfile.busy = 0;
+				free(tl->textfile.text);
+				tl->textfile.text = NULL;
 			}
 		}
 	}
 }
 
-int mrd_telemetry_init(mrd *d)
+int mrd_telemetry_init(mrd *d, mrd_tel_render_fn render)
 {
-	g.d = d;
-	for (unsigned i = 0; i < d->dp.nplanes; i++) {
-		g.tx[i] = d->dp.planes[i].tx_bytes;
-		g.rx[i] = d->dp.planes[i].rx_bytes;
+	mrd_telemetry *tl = d->telemetry;
+	tl->d = d;
+	tl->render = render;
+	tl->prune.tl = tl;
+	tl->textfile.tl = tl;
+	for (unsigned i = 0; i < d->dp->nplanes; i++) {
+		tl->tx[i] = d->dp->planes[i].tx_bytes;
+		tl->rx[i] = d->dp->planes[i].rx_bytes;
 	}
-	g.last_ns = uv_hrtime();
+	tl->last_ns = uv_hrtime();
 	/* The first fold a minute after start, not at once: starting must not
 	 * wait for a large database to be folded. */
-	g.next_prune_ns = g.last_ns + PRUNE_EVERY_NS;
-	uv_timer_init(d->loop, &g.timer);
-	g.timer.data = d;
+	tl->next_prune_ns = tl->last_ns + PRUNE_EVERY_NS;
+	uv_timer_init(d->loop, &tl->timer);
+	tl->timer.data = d;
 	uint64_t ms = d->cfg.telemetry_interval_ns / 1000000;
-	uv_timer_start(&g.timer, on_tick, ms ? ms : 1, ms ? ms : 1);
-	g.on = 1;
+	uv_timer_start(&tl->timer, on_tick, ms ? ms : 1, ms ? ms : 1);
+	tl->on = 1;
 	return 0;
 }
 
 void mrd_telemetry_close(mrd *d)
 {
-	(void)d;
-	if (!g.on)
+	mrd_telemetry *tl = d->telemetry;
+	if (!tl->on)
 		return;
-	g.on = 0;
-	uv_timer_stop(&g.timer);
-	uv_close((uv_handle_t *)&g.timer, NULL);
+	tl->on = 0;
+	uv_timer_stop(&tl->timer);
+	uv_close((uv_handle_t *)&tl->timer, NULL);
 }
 
-static json_t *ring_json(const ring *r, const float *v)
+static json_t *ring_json(const mrd_tel_ring *r, const float *v)
 {
 	json_t *a = json_array();
 	for (unsigned k = 0; k < r->n; k++) {
@@ -376,19 +355,20 @@ static json_t *ring_json(const ring *r, const float *v)
 
 json_t *mrd_telemetry_recent(mrd *d)
 {
+	mrd_telemetry *tl = d->telemetry;
 	json_t *paths = json_array(), *planes = json_array();
-	for (mrd_conn *c = d->peers.all; c; c = c->next) {
+	for (mrd_conn *c = d->peers->all; c; c = c->next) {
 		tel_conn *t = c->tel;
-		if (!t || !c->eng || c->state != MRD_CONN_ESTABLISHED)
+		if (!t || !mrd_conn_has_engine(c) || c->state != MRD_CONN_ESTABLISHED)
 			continue;
 		for (unsigned i = 0; i < t->n; i++) {
 			mrp_path_info pi;
-			if (!t->p[i].valid || mrp_conn_path_info(c->eng, i, &pi) < 0)
+			if (!t->p[i].valid || mrd_conn_path_info(c, i, &pi) < 0)
 				continue;
 			char id[16];
 			snprintf(id, sizeof(id), "%08" PRIx32, c->local_id);
 			unsigned lp = pi.plane < c->npairs ? c->pairs[pi.plane].lplane : 0;
-			const ring *r = &t->p[i].r;
+			const mrd_tel_ring *r = &t->p[i].r;
 			json_array_append_new(
 				paths, json_pack("{s:s, s:i, s:s, s:o, s:o, s:o}", "conn", id, "path",
 						 (int)pi.id, "plane", d->cfg.planes[lp].name,
@@ -397,8 +377,8 @@ json_t *mrd_telemetry_recent(mrd *d)
 						 ring_json(r, r->tx_bps)));
 		}
 	}
-	for (unsigned i = 0; i < d->dp.nplanes; i++) {
-		const ring *r = &g.planes[i];
+	for (unsigned i = 0; i < d->dp->nplanes; i++) {
+		const mrd_tel_ring *r = &tl->planes[i];
 		json_array_append_new(planes,
 				      json_pack("{s:s, s:o, s:o}", "plane", d->cfg.planes[i].name,
 						"utilization", ring_json(r, r->util),

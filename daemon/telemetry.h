@@ -19,8 +19,9 @@
  *
  * The last MRD_TEL_RECENT samples of each path and plane are also kept in
  * memory for `show ... --watch` sparklines. With telemetry.textfile set,
- * the metrics (metrics.h) are written to that file each interval, on a
- * worker, through a temporary file and rename().
+ * the metrics (the renderer main.c hands in: metrics.h) are written to
+ * that file each interval, on a worker, through a temporary file and
+ * rename().
  */
 #ifndef MRD_TELEMETRY_H
 #define MRD_TELEMETRY_H
@@ -28,6 +29,9 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include <uv.h>
+
+#include "config.h"
 #include "sample.h"
 
 typedef struct mrd mrd;
@@ -44,7 +48,49 @@ typedef struct mrd_tel_stats {
 	uint64_t textfile_writes, textfile_errors;
 } mrd_tel_stats;
 
-int mrd_telemetry_init(mrd *d);
+/* The last MRD_TEL_RECENT samples of a path or plane. */
+typedef struct mrd_tel_ring {
+	uint8_t n, head; /* head: the next slot written */
+	float srtt_us[MRD_TEL_RECENT];
+	float util[MRD_TEL_RECENT];
+	float tx_bps[MRD_TEL_RECENT]; /* bytes/s */
+} mrd_tel_ring;
+
+typedef struct mrd_telemetry mrd_telemetry;
+
+/* The text of the textfile (malloc'd, *plen its length), NULL on failure. */
+typedef char *(*mrd_tel_render_fn)(mrd *d, size_t *plen);
+
+/* A job on a libuv worker: folding old samples, or the textfile. */
+typedef struct mrd_tel_work {
+	uv_work_t w;
+	mrd_telemetry *tl;
+	int busy;
+	/* prune */
+	int64_t now, retention_s;
+	int rc;
+	/* textfile */
+	char *text;
+	size_t len;
+	char path[MRD_PATH_MAX + 1];
+	int err;
+} mrd_tel_work;
+
+/* The sampler's state: owned by main.c, reached as d->telemetry. */
+struct mrd_telemetry {
+	mrd *d;
+	mrd_tel_render_fn render;
+	int on;
+	uv_timer_t timer;
+	uint64_t last_ns;      /* uv_hrtime() of the last sample */
+	uint64_t next_prune_ns;
+	uint64_t tx[MRD_MAX_PLANES], rx[MRD_MAX_PLANES];
+	mrd_tel_ring planes[MRD_MAX_PLANES];
+	mrd_tel_work prune, textfile;
+	mrd_tel_stats st;
+};
+
+int mrd_telemetry_init(mrd *d, mrd_tel_render_fn render);
 void mrd_telemetry_close(mrd *d);
 
 /* The connection goes away: drop its sampler state. */
@@ -56,6 +102,6 @@ void mrd_telemetry_conn_free(mrd_conn *c);
  * first. */
 json_t *mrd_telemetry_recent(mrd *d);
 
-const mrd_tel_stats *mrd_telemetry_stats(void);
+const mrd_tel_stats *mrd_telemetry_stats(const mrd *d);
 
 #endif

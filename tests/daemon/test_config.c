@@ -1157,6 +1157,43 @@ static void test_load(void **state)
 
 /* ---- reload ------------------------------------------------------------------ */
 
+/* A reload keeps the running value of every key the table marks
+ * restart-only and takes the rest: afterwards only live keys differ. */
+static void test_keep_restart(void **state)
+{
+	mrd_config a, b;
+	char live[512], restart[512];
+
+	(void)state;
+	parse_ok(&a, full_yaml);
+	b = a;
+	b.log_level = MRD_LOG_WARN;
+	b.rto_min_ns++;
+	b.max_paths_per_plane = 9;
+	b.port = 1;
+	snprintf(b.control_socket, sizeof(b.control_socket), "/x");
+	snprintf(b.control_group, sizeof(b.control_group), "adm");
+	snprintf(b.app_socket, sizeof(b.app_socket), "/z");
+	snprintf(b.app_group, sizeof(b.app_group), "app");
+	snprintf(b.state_db, sizeof(b.state_db), "/y");
+	b.planes[1].mtu = 4000;
+	b.nplanes = 1;
+	assert_int_equal(mrd_config_diff(&a, &b, live, sizeof(live), restart, sizeof(restart)),
+			 MRD_CONFIG_LIVE | MRD_CONFIG_RESTART);
+	mrd_config_keep_restart(&b, &a);
+	assert_int_equal(mrd_config_diff(&a, &b, live, sizeof(live), restart, sizeof(restart)),
+			 MRD_CONFIG_LIVE);
+	assert_string_equal(live, "service.log_level, paths.max_per_plane, timers.rto_min");
+	assert_string_equal(restart, "");
+	assert_int_equal(b.port, a.port);
+	assert_string_equal(b.control_socket, a.control_socket);
+	assert_string_equal(b.app_group, a.app_group);
+	assert_int_equal(b.nplanes, a.nplanes);
+	assert_int_equal(b.planes[1].mtu, a.planes[1].mtu);
+	assert_int_equal(b.log_level, MRD_LOG_WARN);
+	assert_int_equal(b.max_paths_per_plane, 9);
+}
+
 static void test_diff(void **state)
 {
 	mrd_config a, b;
@@ -1501,6 +1538,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_apps),
 		cmocka_unit_test(test_load),
 		cmocka_unit_test(test_diff),
+		cmocka_unit_test(test_keep_restart),
 		cmocka_unit_test(test_diff_from_files),
 		cmocka_unit_test(test_dump),
 		cmocka_unit_test(test_conn_params),
