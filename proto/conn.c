@@ -1902,8 +1902,12 @@ static int rx_read_req(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 				       ? nak : MRP_NAK_INVALID_RKEY;
 		}
 	}
-	if (c->rd_resp >= c->p.rd_dest_max)
-		return MRP_NAK_RNR; /* responder resources in use: retried */
+	/* Responder resources in use: retried. A READ that must wait for
+	 * earlier messages of its stream (dm > 0) may not take the last one:
+	 * held READs filling every slot while the READ they wait for is NAKed
+	 * RNR would wait for each other until the retries run out. */
+	if (c->rd_resp >= c->p.rd_dest_max || (dm > 0 && c->rd_resp + 1 >= c->p.rd_dest_max))
+		return MRP_NAK_RNR;
 	uint32_t mtu = c->p.mtu;
 	uint32_t npkts = d->msg_len > mtu ? (d->msg_len + mtu - 1) / mtu : 1;
 	txmsg *m = txmsg_alloc(c, npkts);

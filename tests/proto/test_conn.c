@@ -2124,6 +2124,46 @@ static void test_read_out_of_bounds(void **state)
 	run_bad_read(MRP_ACCESS_REMOTE_READ, 0, (8 << 20) - 100, MRP_WC_REM_BOUNDS);
 }
 
+/* The first READ_REQ of a stream arrives late (its first transmission
+ * 300 us behind the others): the READs after it must wait for it, and,
+ * with room for 2 READs at the responder, they must not take both places
+ * -- the late one would be NAKed RNR until its retries ran out while they
+ * waited for it. All six complete, in order, byte for byte. */
+static int late_first_read(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			   uint64_t *delay, int *ce)
+{
+	int rv = default_policy(n, from, ti, pkt, delay, ce);
+	/* msn (bytes 32-35 of the data header) 0, not a retransmission */
+	if (from == 0 && pkt[1] == MRP_OP_READ_REQ && !(pkt[3] & MRP_F_RETX) &&
+	    pkt[32] == 0 && pkt[33] == 0 && pkt[34] == 0 && pkt[35] == 0)
+		*delay += 300000;
+	return rv;
+}
+
+static void test_read_late_first_no_deadlock(void **state)
+{
+	(void)state;
+	net n;
+	read_net(&n, 16, 2);
+	n.policy = late_first_read;
+	fill_pattern(n.mr[1].base, 1 << 20, 5);
+	enum { NR = 6 };
+	static uint8_t dst[NR][5000];
+	memset(dst, 0, sizeof(dst));
+	for (int i = 0; i < NR; i++)
+		assert_int_equal(post_read(&n, (uint64_t)i, 0, dst[i], sizeof(dst[i]), 8000u * i), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, NR };
+	assert_true(net_run_until(&n, have_cqes, &w, 2000000000ull));
+	for (int i = 0; i < NR; i++) {
+		assert_int_equal(log[0].e[i].status, MRP_WC_SUCCESS);
+		assert_int_equal(log[0].e[i].wr_id, (uint64_t)i);
+		assert_memory_equal(dst[i], n.mr[1].base + 8000u * i, sizeof(dst[i]));
+	}
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
 /* The responder holds at most rd_dest_max READs: with 2 and a requester
  * that may have 12 out, the others are NAKed RNR and retried, and all
  * complete; with rd_max 3 the requester never has more than 3 out
@@ -2301,6 +2341,7 @@ int main(void)
 		cmocka_unit_test(test_read_bad_rkey),
 		cmocka_unit_test(test_read_out_of_bounds),
 		cmocka_unit_test(test_read_responder_limit),
+		cmocka_unit_test(test_read_late_first_no_deadlock),
 		cmocka_unit_test(test_read_not_negotiated),
 		cmocka_unit_test(test_read_alloc_failures),
 		cmocka_unit_test(test_read_region_revoked),
