@@ -171,6 +171,7 @@ typedef struct path {
 	uint32_t probe_seq;
 	uint32_t rx_pending;   /* receive side */
 	uint32_t pack_seq;
+	uint32_t ctl_unproven; /* ACKs sent on it since it last proved to work */
 	mrp_cc_path cc;
 	txent *ring;
 	uint64_t rttvar_ns;
@@ -2214,6 +2215,7 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 		pa->fails = 0;
 	}
 	pa->last_ack_ns = now;
+	pa->ctl_unproven = 0;
 	if (!pa->disabled && (pa->state == MRP_PATH_SUSPECT || pa->state == MRP_PATH_PROBING ||
 			      pa->state == MRP_PATH_FAILED)) {
 		path_trim_rto(c, pa);
@@ -2605,6 +2607,35 @@ static path *ctl_route(mrp_conn *c, uint16_t id, uint8_t plane)
 	return usable_for_ctl(same) ? same : NULL;
 }
 
+/*
+ * ACKs travel on paths that may carry no data of ours: a receiver that only
+ * receives learns nothing of them from ACKs, and a route that fails in the
+ * direction away from it would swallow its share of the ACKs for as long as
+ * the connection lives. So a path with none of our data in flight (whose
+ * timer would find out) is probed when it has carried ACKs since it last
+ * proved to work (an answered PROBE, or an ACK of our data sent on it): at
+ * CTL_PROBE_EVERY of them, or at CTL_PROBE_MIN once rto_min has passed
+ * since the proof. Unanswered, it turns SUSPECT and carries no more ACKs
+ * (ctl_route), and fails and re-ports like any path. The probes cost at
+ * most one packet per CTL_PROBE_MIN ACKs and one per path per rto_min, or
+ * one per CTL_PROBE_EVERY ACKs where ACKs are more frequent than that.
+ */
+#define CTL_PROBE_MIN 2
+#define CTL_PROBE_EVERY 64
+
+static void ctl_sent_on(mrp_conn *c, path *via, uint64_t now)
+{
+	if (!via || via->state != MRP_PATH_ACTIVE || via->cc.inflight || via->probe_pending ||
+	    via->probe_at != NEVER)
+		return;
+	if (++via->ctl_unproven < CTL_PROBE_MIN ||
+	    (via->ctl_unproven < CTL_PROBE_EVERY && now - via->last_ack_ns < c->p.rto_min_ns))
+		return;
+	via->ctl_unproven = 0;
+	c->dl_valid = 0;
+	path_start_probe(c, via, now);
+}
+
 static ssize_t encode_ctl(const mrp_pkt *k, mrp_tx_info *ti, const path *via,
 			  uint8_t *buf, size_t buflen)
 {
@@ -2644,7 +2675,10 @@ static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 		a->rate_hint_mbps = mbps > UINT32_MAX ? UINT32_MAX : (uint32_t)mbps;
 	}
 	c->st.acks_sent++;
-	return encode_ctl(&k, ti, via, buf, buflen);
+	ssize_t n = encode_ctl(&k, ti, via, buf, buflen);
+	if (n > 0)
+		ctl_sent_on(c, via, now);
+	return n;
 }
 
 COLD static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
@@ -3330,7 +3364,11 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	}
 	if (pa->disabled)
 		return;
-	if (pa->rto_count >= c->p.suspect_rtos) {
+	/* A path that has carried none of our data in this generation -- one
+	 * that carries ACKs -- has nothing to lose by a new route, and every
+	 * probe of the old one may go into the same hole: it re-ports at its
+	 * first unanswered probe. */
+	if (pa->rto_count >= c->p.suspect_rtos || pa->snd_nxt == 0) {
 		set_state(c, pa, MRP_PATH_FAILED, now);
 		path_report(c, pa, 0, now);
 	} else {
