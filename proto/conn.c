@@ -2441,6 +2441,8 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		pa->probe_rtt_ns = rtt;
 		pa->probes_answered++;
 	}
+	if (pa->snd_nxt == 0)
+		pa->fails = 0; /* no data to lose: answering is working */
 	path_alive(c, pa, 0, now);
 	path_arm_timers(c, pa, now);
 	return 0;
@@ -3365,10 +3367,14 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	if (pa->disabled)
 		return;
 	/* A path that has carried none of our data in this generation -- one
-	 * that carries ACKs -- has nothing to lose by a new route, and every
-	 * probe of the old one may go into the same hole: it re-ports at its
-	 * first unanswered probe. */
-	if (pa->rto_count >= c->p.suspect_rtos || pa->snd_nxt == 0) {
+	 * that carries ACKs -- and answered its probes until now has nothing
+	 * to lose by a new route, and every probe of the old one may go into
+	 * the same hole: it re-ports at its first unanswered probe, and so
+	 * does its first new route (which may hash into the same hole). After
+	 * two re-ports without an answer (a peer that answers no probes) it
+	 * goes the slow way, its waits doubling with each re-port, so that it
+	 * cannot make us churn source ports. */
+	if (pa->rto_count >= c->p.suspect_rtos || (pa->snd_nxt == 0 && pa->fails < 2)) {
 		set_state(c, pa, MRP_PATH_FAILED, now);
 		path_report(c, pa, 0, now);
 	} else {
