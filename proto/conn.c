@@ -622,6 +622,20 @@ static void txmsg_unref(mrp_conn *c, txmsg *m)
 	txmsg_put(c, m);
 }
 
+/* Take m off the list of messages waiting out an RNR NAK, if it is on it. */
+static void rnr_unlink(mrp_conn *c, txmsg *m)
+{
+	if (!m->in_rnr)
+		return;
+	txmsg **pp = &c->rnr_list;
+	while (*pp && *pp != m)
+		pp = &(*pp)->rnext;
+	if (*pp)
+		*pp = m->rnext;
+	m->rnext = NULL;
+	m->in_rnr = 0;
+}
+
 /* Complete, in MSN order, the finished messages at the head of a stream. */
 static void stream_complete_tx(mrp_conn *c, stream *s)
 {
@@ -645,18 +659,10 @@ static void stream_complete_tx(mrp_conn *c, stream *s)
 			PREFETCH(s->head);
 		s->outstanding--;
 		c->tx_outstanding--;
-		if (m->in_rnr) {
-			/* Done while waiting out an RNR NAK (another copy of the
-			 * NAK'd segment got through): off the wait list before
-			 * it can be freed. */
-			txmsg **pp = &c->rnr_list;
-			while (*pp && *pp != m)
-				pp = &(*pp)->rnext;
-			if (*pp)
-				*pp = m->rnext;
-			m->rnext = NULL;
-			m->in_rnr = 0;
-		}
+		/* Done while waiting out an RNR NAK (another copy of the
+		 * NAK'd segment got through): off the wait list before it can
+		 * be freed. */
+		rnr_unlink(c, m);
 		m->detached = 1;
 		txmsg_put(c, m);
 	}
@@ -681,15 +687,7 @@ static void rd_resp_done(mrp_conn *c, txmsg *m)
 		c->tx_outstanding--;
 	}
 	m->snext = NULL;
-	if (m->in_rnr) { /* (never NAKed RNR by a conforming peer) */
-		txmsg **rp = &c->rnr_list;
-		while (*rp && *rp != m)
-			rp = &(*rp)->rnext;
-		if (*rp)
-			*rp = m->rnext;
-		m->rnext = NULL;
-		m->in_rnr = 0;
-	}
+	rnr_unlink(c, m); /* (never NAKed RNR by a conforming peer) */
 	m->detached = 1;
 	txmsg_put(c, m);
 }
