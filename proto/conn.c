@@ -72,6 +72,9 @@
 /* A path's scoreboard ring starts at this many entries when the path sends
  * its first data packet (an end that only receives never has one). */
 #define RING_MIN 16
+/* Tail-loss probes a path sends at most between two ACKs, one PTO apart,
+ * before its timeout (write_tlp()). */
+#define TLP_MAX 4
 
 typedef struct txmsg txmsg;
 typedef struct rxmsg rxmsg;
@@ -155,7 +158,8 @@ typedef struct path {
 	uint8_t plane, state, disabled, open;
 	uint16_t sport;
 	uint8_t undo_valid;    /* an RTO may still be undone */
-	uint8_t tlp_pending;
+	uint8_t tlp_pending : 1; /* a tail-loss probe is due */
+	uint8_t tlp_n : 3;       /* tail-loss probes since the path's last ACK */
 	uint8_t have_counts;
 	uint8_t probe_pending; /* a PROBE is waiting for its answer */
 	uint8_t rx_open, rx_ack_now, rx_plane; /* receive side (below) */
@@ -2186,6 +2190,16 @@ static void ent_acked(mrp_conn *c, path *pa, txent *e)
 		txmsg_put(c, m);
 }
 
+/* The tail-loss probe's wait. (Any path's ACK may come back on the slowest
+ * return path: a tail probe waits for the largest recent RTT of the
+ * connection.) */
+static uint64_t path_pto(const mrp_conn *c, const path *pa)
+{
+	return pa->cc.srtt_ns ? max64(2 * pa->cc.srtt_ns, max64(pa->max_rtt_ns, c->max_rtt_ns)) +
+					c->p.ack_delay_ns
+			      : c->p.rto_init_ns / 2;
+}
+
 static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 {
 	if (!pa->cc.inflight) {
@@ -2195,13 +2209,8 @@ static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 		return;
 	}
 	pa->rto_at = now + path_rto(c, pa);
-	/* (any path's ACK may come back on the slowest return path: a tail
-	 * probe waits for the largest recent RTT of the connection) */
-	uint64_t pto = pa->cc.srtt_ns ? max64(2 * pa->cc.srtt_ns,
-					      max64(pa->max_rtt_ns, c->max_rtt_ns)) +
-					c->p.ack_delay_ns
-				      : c->p.rto_init_ns / 2;
-	pa->tlp_at = now + pto;
+	pa->tlp_n = 0;
+	pa->tlp_at = now + path_pto(c, pa);
 }
 
 /* The path answered: it is alive. Only delivered data clears the RTO count:
@@ -2905,8 +2914,23 @@ COLD static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *b
 		if (e->state == ENT_INFLIGHT && !e->m->done &&
 		    SEG_STATE(e->m->segs[e->seg]) != SEG_ACKED) {
 			c->st.tlp_count++;
-			return write_seg(c, pa, e->m, e->seg, 1, MRP_F_ACK_REQ, ti, buf, buflen,
-					 now);
+			ssize_t n = write_seg(c, pa, e->m, e->seg, 1, MRP_F_ACK_REQ, ti, buf,
+					      buflen, now);
+			/* Another tail probe one PTO later, up to TLP_MAX before the
+			 * timeout: a burst of loss that takes the first probe (and
+			 * every packet and ACK with it) usually ends within a few
+			 * round trips, and the probe that gets through brings the
+			 * ACK whose SACK map repairs the rest at once -- without a
+			 * timeout, its window cut and its probing. */
+			if (n > 0 && pa->tlp_n + 1 < TLP_MAX) {
+				pa->tlp_n++;
+				uint64_t next = now + path_pto(c, pa);
+				if (next < pa->rto_at) {
+					pa->tlp_at = next;
+					c->dl_valid = 0;
+				}
+			}
+			return n;
 		}
 	}
 	return 0;
@@ -3349,6 +3373,35 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 	return t;
 }
 
+/*
+ * Whether another path of pa's plane works: active, answered in its
+ * generation, and answered within pa's RTO before backoff if it has
+ * anything outstanding. Then what fails is pa's route, and a new one
+ * (another source port, another ECMP hash) may help. When every path of the plane
+ * went silent together, the failure is common to them -- the host's own
+ * link, a loss burst on it, the peer -- and a new route cannot help: the
+ * path keeps its route and its RTT (which a new generation would forget,
+ * probing with the initial RTO) and goes on probing, its waits doubling.
+ */
+static int plane_alive_without(const mrp_conn *c, const path *pa, uint64_t now)
+{
+	uint64_t base = pa->cc.srtt_ns ? max64(pa->cc.srtt_ns + 4 * pa->rttvar_ns,
+					       pa->max_rtt_ns + pa->max_rtt_ns / 2)
+				       : c->p.rto_init_ns;
+	base = max64(base, c->p.rto_min_ns);
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *o = c->paths[i];
+		if (!o || o == pa || !o->open || o->plane != pa->plane || o->disabled)
+			continue;
+		/* Answered in this generation (it has an RTT sample), active,
+		 * and answered lately or with nothing outstanding to answer. */
+		if (o->state == MRP_PATH_ACTIVE && o->cc.srtt_ns &&
+		    (!o->cc.inflight || now - o->last_ack_ns < base))
+			return 1;
+	}
+	return 0;
+}
+
 static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 {
 	pa->rto_at = NEVER;
@@ -3372,7 +3425,8 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	 * two re-ports without an answer (a peer that answers no probes) it
 	 * goes the slow way, its waits doubling with each re-port, so that it
 	 * cannot make us churn source ports. */
-	if (pa->rto_count >= c->p.suspect_rtos || (pa->snd_nxt == 0 && pa->fails < 2)) {
+	if ((pa->rto_count >= c->p.suspect_rtos || (pa->snd_nxt == 0 && pa->fails < 2)) &&
+	    plane_alive_without(c, pa, now)) {
 		set_state(c, pa, MRP_PATH_FAILED, now);
 		path_report(c, pa, 0, now);
 	} else {

@@ -4,6 +4,7 @@
  */
 #include <assert.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,14 +452,25 @@ static void host_after(sim *s, sim_host *h);
 /*
  * Whether the packet now leaving l is lost on the wire. loss_burst <= 1:
  * independently with probability loss. loss_burst > 1: a Gilbert-Elliott
- * chain that takes one step per packet, from good to bad with probability
- * p = loss * r / (1 - loss) and from bad to good with r = 1 / loss_burst,
- * losing every packet sent in the bad state: on average a fraction
- * p / (p + r) = loss of the packets, in bursts of geometric length with
- * mean loss_burst. No draw at all when loss is 0 (runs without loss keep
- * their random streams).
+ * chain, from good to bad with probability p = loss * r / (1 - loss) and
+ * from bad to good with r = 1 / loss_burst per step, losing every packet
+ * sent in the bad state: on average a fraction p / (p + r) = loss, in
+ * bursts of geometric length with mean loss_burst steps.
+ *
+ * The chain steps in time, once per slot: the time a full-size packet (the
+ * MTU's payload and the wire overhead) takes on the link at its rate. So a
+ * burst is an impairment of the wire that lasts loss_burst slots on average
+ * whether or not packets cross it: back-to-back full-size packets see one
+ * step each (bursts of loss_burst packets), and a sender that slows down or
+ * waits does not stretch the burst. Between two packets k slots apart
+ * (k real) the k-step transition is taken at once: with lambda = 1 - p - r,
+ * P(bad | bad k slots ago) = loss + (1 - loss) lambda^k and
+ * P(bad | good k slots ago) = loss (1 - lambda^k). (When lambda <= 0, only
+ * for bursts barely above one packet, the chain steps once per packet.)
+ * No draw at all when loss is 0 (runs without loss keep their random
+ * streams).
  */
-static int wire_lost(sim_link *l)
+static int wire_lost(sim *s, sim_link *l)
 {
 	if (l->loss <= 0)
 		return 0;
@@ -468,12 +480,20 @@ static int wire_lost(sim_link *l)
 		return 1;
 
 	double r = 1 / l->loss_burst, p = l->loss * r / (1 - l->loss);
+	double lambda = 1 - p - r, stay;
 	double u = sim_rng_double(&l->rng);
 
-	if (l->ge_bad)
-		l->ge_bad = !(u < r);
-	else
-		l->ge_bad = u < p;
+	if (lambda > 0 && l->rate_bps) {
+		double slot = (double)(s->cfg->mtu + SIM_WIRE_OVERHEAD) * 8e9 / (double)l->rate_bps;
+		double k = l->ge_steps ? (double)(s->now - l->ge_last_ns) / slot : 1;
+		double lk = pow(lambda, k);
+		stay = l->ge_bad ? l->loss + (1 - l->loss) * lk : l->loss * (1 - lk);
+	} else {
+		stay = l->ge_bad ? 1 - r : p;
+	}
+	l->ge_steps = 1;
+	l->ge_last_ns = s->now;
+	l->ge_bad = u < stay;
 	return l->ge_bad;
 }
 
@@ -526,7 +546,7 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 	l->tx_bytes += p->len;
 	l->tx_pkts++;
 	pfc_dequeued(s, p);
-	if (wire_lost(l))
+	if (wire_lost(s, l))
 		link_drop(s, l, p, SIM_DROP_LOSS);
 	else
 		schedule(s, wire_arrival(s, l), EV_ARRIVE, l->epoch, p);

@@ -153,7 +153,7 @@ struct sim_link {
 	uint64_t queue_bytes;
 	uint64_t ecn_bytes; /* SIM_NEVER: never mark */
 	double loss;
-	double loss_burst;  /* > 1: Gilbert-Elliott loss, mean burst (packets) */
+	double loss_burst;  /* > 1: Gilbert-Elliott loss, mean burst (full-size packet times) */
 	uint64_t jitter_ns; /* extra delay per packet, uniform in [0, jitter] */
 
 	/* core state */
@@ -168,6 +168,8 @@ struct sim_link {
 
 	/* link model state */
 	uint8_t ge_bad;          /* Gilbert-Elliott chain in its bad state */
+	uint8_t ge_steps;        /* the chain has taken its first step */
+	uint64_t ge_last_ns;     /* ... at this time (it steps in time: wire_lost()) */
 	uint64_t last_arrive_ns; /* a later packet never arrives before this */
 	uint64_t win_max_qbytes; /* largest queue since the last time-series sample */
 	uint64_t ts_tx_bytes;    /* tx_bytes at the last time-series sample */
@@ -485,8 +487,9 @@ typedef struct sim_link_params {
 	uint64_t queue_bytes;
 	uint64_t ecn_bytes; /* SIM_NEVER: never mark */
 	double loss;        /* average loss probability per packet */
-	double loss_burst;  /* mean length of a loss burst in packets: <= 1
-			     * independent losses, > 1 Gilbert-Elliott */
+	double loss_burst;  /* mean length of a loss burst, in full-size packet
+			     * times at the link's rate: <= 1 independent
+			     * losses, > 1 Gilbert-Elliott (in time) */
 	uint64_t jitter_ns; /* per-packet extra delay, uniform in [0, jitter];
 			     * never reorders a link's packets */
 } sim_link_params;

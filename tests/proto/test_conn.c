@@ -867,6 +867,58 @@ static void test_blackhole_reported(void **state)
 	net_free(&n);
 }
 
+/* Everything B sends to A is lost from 30 us to 500 us (a burst on A's own
+ * link, ACK direction): every path of A times out together. None of them
+ * re-ports -- a new route cannot help when they all fail, and would forget
+ * the path's RTT -- and the transfer completes once the burst is over. */
+static int b_silent_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			   uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (from == 1 && n->now >= 30000 && n->now < 500000)
+		return 0;
+	return ok;
+}
+
+static void test_common_failure_keeps_routes(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.policy = b_silent_policy;
+	mrp_path_info before[4];
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(mrp_conn_path_info(n.c[0], i, &before[i]), 0);
+	size_t len = 4 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 21);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	print_message("rto %llu tlp %llu reports %llu, done at %llu ns\n",
+		      (unsigned long long)st.rto_count, (unsigned long long)st.tlp_count,
+		      (unsigned long long)st.reports, (unsigned long long)n.now);
+	assert_true(st.rto_count > 0);  /* the burst outlasted the timers */
+	assert_true(st.tlp_count >= 4); /* tail probes went on before the timeout */
+	assert_int_equal(st.reports, 0);
+	for (unsigned i = 0; i < 4; i++) {
+		mrp_path_info p;
+		assert_int_equal(mrp_conn_path_info(n.c[0], i, &p), 0);
+		assert_int_equal(p.sport, before[i].sport);
+		assert_int_equal(p.gen, before[i].gen);
+	}
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A plane goes down mid-transfer: its paths stop, in-flight data is resent
  * on the other plane, nothing is lost. */
 static int plane1_down;
@@ -2312,6 +2364,7 @@ int main(void)
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_ce_cuts_one_path),
 		cmocka_unit_test(test_blackhole_reported),
+		cmocka_unit_test(test_common_failure_keeps_routes),
 		cmocka_unit_test(test_spurious_rto_undone),
 		cmocka_unit_test(test_rto_loss_counted),
 		cmocka_unit_test(test_plane_down),

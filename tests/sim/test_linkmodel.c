@@ -102,13 +102,15 @@ static void loss_runs(uint32_t n, double *frac, double *mean_burst)
 }
 
 /*
- * 200,000 packets over a link with 2 % average loss in bursts of 8 packets
- * on average. Expected: 4,000 lost in about 500 bursts. The lost count is a
- * sum of ~500 geometric burst lengths (sd about 7.5 each) over a random
- * number of bursts (sd about 22): its sd is about 250 (6 %), so +-20 % is
- * more than 3 sd. The mean burst length's sd is about 7.5 / sqrt(500) =
- * 0.34: 8 +- 1.5 is more than 4 sd. The same link with independent losses
- * (no loss_burst) has bursts of 1 / (1 - 0.02) = 1.02 on average.
+ * 200,000 full-size packets back to back over a link with 2 % average loss
+ * in bursts of 8 on average: the chain steps once per full-size packet time,
+ * so once per packet here. Expected: 4,000 lost in about 500 bursts. The
+ * lost count is a sum of ~500 geometric burst lengths (sd about 7.5 each)
+ * over a random number of bursts (sd about 22): its sd is about 250 (6 %),
+ * so +-20 % is more than 3 sd. The mean burst length's sd is about
+ * 7.5 / sqrt(500) = 0.34: 8 +- 1.5 is more than 4 sd. The same link with
+ * independent losses (no loss_burst) has bursts of 1 / (1 - 0.02) = 1.02 on
+ * average.
  */
 static void test_gilbert_elliott(void **state)
 {
@@ -119,8 +121,15 @@ static void test_gilbert_elliott(void **state)
 	(void)state;
 	sim *s = rec_sim(&cfg, "hosts: 2\n"
 			       "links: [{host: 0, loss: 2%, loss_burst: 8}]\n");
+	/* a full-size packet (the MTU's payload and the wire overhead), sent
+	 * the moment the last one has left: one chain step each */
+	uint32_t full = cfg.mtu + SIM_WIRE_OVERHEAD;
+	probe_plan pl = {.dst = 1, .count = N, .len = full,
+			 .gap_ns = (full * 8ull * 1000000000ull + cfg.plane[0].host_link.rate_bps - 1) /
+				   cfg.plane[0].host_link.rate_bps,
+			 .sport = 1000};
 
-	probe_add(s, 0, train(1, N));
+	probe_add(s, 0, pl);
 	assert_int_equal(sim_run(s, SIM_NEVER), SIM_RUN_IDLE);
 	loss_runs(N, &frac, &burst);
 	print_message("Gilbert-Elliott: lost %.4f (want 0.02), mean burst %.2f (want 8)\n", frac,
@@ -136,6 +145,50 @@ static void test_gilbert_elliott(void **state)
 	loss_runs(N, &frac, &burst);
 	print_message("independent: lost %.4f, mean burst %.2f\n", frac, burst);
 	assert_true(frac > 0.016 && frac < 0.024);
+	assert_true(burst < 1.2);
+	rec_done(s, &cfg);
+}
+
+/*
+ * A burst is a time on the wire, not a number of packets. The link of the
+ * test above (2 %, bursts of 8 full-size packet times, 8 x 336.3 ns at
+ * 100 Gbit/s with the default 4,096-byte MTU) carries:
+ * - 1,000-byte packets every 80 ns (4.2 per full-size time): still 2 % lost
+ *   (the average is a share of time), in runs of about 8 x 4.2 = 34 packets
+ *   (asserted 25-45; the sd of the mean of ~120 geometric runs is under 3);
+ * - 1,000-byte packets 10 us apart (about 30 full-size times; the chain
+ *   forgets its state in that time: lambda^30 = (1 - p - 1/8)^30 = 0.02):
+ *   2 % lost, nearly independently (mean run below 1.2). A sender that slows
+ *   down or waits (a timeout) does not stretch a burst.
+ */
+static void test_gilbert_elliott_in_time(void **state)
+{
+	const uint32_t N = 200000;
+	sim_config cfg;
+	double frac, burst;
+
+	(void)state;
+	sim *s = rec_sim(&cfg, "hosts: 2\nlinks: [{host: 0, loss: 2%, loss_burst: 8}]\n");
+	double per_slot = (double)(cfg.mtu + SIM_WIRE_OVERHEAD) * 8e9 / (double)cfg.plane[0].host_link.rate_bps / 80;
+
+	probe_add(s, 0, train(1, N));
+	assert_int_equal(sim_run(s, SIM_NEVER), SIM_RUN_IDLE);
+	loss_runs(N, &frac, &burst);
+	print_message("dense: lost %.4f (want 0.02), mean run %.2f packets (want about %.1f)\n",
+		      frac, burst, 8 * per_slot);
+	assert_true(frac > 0.014 && frac < 0.026);
+	assert_true(burst > 25 && burst < 45);
+	rec_done(s, &cfg);
+
+	const uint32_t M = 40000;
+	s = rec_sim(&cfg, "hosts: 2\nlinks: [{host: 0, loss: 2%, loss_burst: 8}]\n");
+	probe_plan sparse = train(1, M);
+	sparse.gap_ns = 10000;
+	probe_add(s, 0, sparse);
+	assert_int_equal(sim_run(s, SIM_NEVER), SIM_RUN_IDLE);
+	loss_runs(M, &frac, &burst);
+	print_message("sparse: lost %.4f (want 0.02), mean run %.2f packets\n", frac, burst);
+	assert_true(frac > 0.015 && frac < 0.025);
 	assert_true(burst < 1.2);
 	rec_done(s, &cfg);
 }
@@ -473,6 +526,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gilbert_elliott),
+		cmocka_unit_test(test_gilbert_elliott_in_time),
 		cmocka_unit_test(test_jitter_keeps_order),
 		cmocka_unit_test(test_one_direction),
 		cmocka_unit_test(test_one_direction_fabric),
