@@ -88,6 +88,7 @@ struct mh {
 	cvec dirty;       /* touched since the last check */
 	cvec retiring;    /* senders whose flow completed in this callback */
 	uint64_t late_pkts; /* packets for a retired connection, dropped */
+	uint64_t visits;  /* connections the host loop took up (sim_mrp_host_visits) */
 	uint64_t dump;    /* transport.metaroce.dump */
 	uint8_t drained[SIM_MAX_PLANES]; /* drained by a host-wide steer */
 	mconn *ready_head, *ready_tail; /* connections with work, served in turn */
@@ -718,6 +719,7 @@ static void serve(mh *m, uint64_t now)
 	while (m->ready_head && nic_room(m)) {
 		mconn *mc = pop_ready(m);
 		int sent;
+		m->visits++;
 		if (mc->retired)
 			continue;
 		if (!mc->c) {
@@ -837,6 +839,7 @@ static void mh_on_timer(void *hs, uint64_t now)
 	mh *m = hs;
 	while (m->heap.n && m->heap.v[0]->deadline <= now) {
 		mconn *mc = m->heap.v[0];
+		m->visits++;
 		heap_remove(m, mc);
 		mrp_conn_handle_timeout(mc->c, now);
 		mc->deadline = mrp_conn_deadline(mc->c);
@@ -858,6 +861,7 @@ static void mh_on_link(void *hs, unsigned plane, int up, uint64_t now)
 	mrp_rh_set_capacity(&m->rh, link_capacity(m));
 	for (size_t i = 0; i < m->conns.n; i++) {
 		mconn *mc = m->conns.v[i];
+		m->visits++;
 		if (!mc->c)
 			continue; /* not made yet (it will see the port as it is) or retired */
 		mrp_conn_plane_event(mc->c, plane, up ? MRP_PLANE_UP : MRP_PLANE_DOWN, now);
@@ -876,6 +880,7 @@ static void mh_on_steer(void *hs, const sim_steer *st, uint64_t now)
 				m->drained[pl] = st->action == SIM_STEER_DRAIN; /* for later connections */
 	for (size_t i = 0; i < m->conns.n; i++) {
 		mconn *mc = m->conns.v[i];
+		m->visits++;
 		if (st->flow >= 0 && (int64_t)mc->f->id != st->flow)
 			continue;
 		if (mc->retired)
@@ -923,6 +928,7 @@ static int mh_check(void *hs, char *err, size_t errlen)
 	}
 	for (size_t i = 0; i < m->dirty.n; i++) {
 		mconn *mc = m->dirty.v[i];
+		m->visits++;
 		mc->dirty = 0;
 		if (!mc->c)
 			continue; /* retired since */
@@ -943,6 +949,11 @@ static int mh_check(void *hs, char *err, size_t errlen)
 	}
 	m->dirty.n = 0;
 	return rc;
+}
+
+uint64_t sim_mrp_host_visits(const void *hs)
+{
+	return ((const mh *)hs)->visits;
 }
 
 const sim_transport_ops sim_mrp_ops = {
