@@ -560,8 +560,13 @@ static void reap(mconn *mc, uint64_t now)
 		mc->f->retx_pkts = st.retx_pkts;
 	else
 		mc->f->spurious_pkts = st.rx_dup_pkts; /* retransmissions it already had */
-	if (!mc->sender)
+	if (!mc->sender) {
 		mc->f->rx_bytes = st.rx_bytes; /* the time series' per-flow rate */
+		/* every message's receive completion (SEND, WRITE_IMM; a plain
+		 * WRITE gives the receiver none): the data has arrived */
+		if (mc->rx_done == mc->nmsgs && mc->f->op != SIM_OP_WRITE)
+			sim_flow_arrived(m->s, mc->f, now);
+	}
 	if (mc->sender && !mc->finished) {
 		if (mc->done_wr == mc->next_wr && mc->posted_bytes >= mc->f->bytes) {
 			mconn *rx = mc->f->rx_ctx;

@@ -529,6 +529,10 @@ static void on_data(roce_host *rh, roce_rq *rq, const rhdr *hd, const sim_pkt *p
 		memcpy(f->dst_buf + off, p->data + RHDR_LEN, hd->paylen);
 		rq->epsn++;
 		rq->nak_sent = 0;
+		/* the last byte is placed: a SEND or WRITE_IMM completes at the
+		 * receiver now (a plain WRITE shows its receiver nothing) */
+		if (rq->epsn == rq->npkts && f->op != SIM_OP_WRITE)
+			sim_flow_arrived(rh->s, f, now);
 		if (++rq->unacked >= rh->o.ack_every || rq->epsn == rq->npkts) {
 			send_ctrl(rh, rq, R_ACK, rq->epsn);
 			rq->unacked = 0;

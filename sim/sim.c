@@ -798,16 +798,21 @@ int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes)
 
 /* --------------------------------------------------------------- flows */
 
-/* Collectives: f is complete; the flows waiting for it start when their
- * last dependency is complete (now), or fail with it. */
-static void coll_release(sim *s, sim_flow *f, uint64_t now_ns, int status)
+/* Collectives: f's data arrived (kind SIM_DEP_RECEIVED) or f is complete
+ * (SIM_DEP_SENT); the flows waiting for that start when their last
+ * dependency is satisfied (now), or fail with it (status < 0: f failed
+ * before satisfying them). */
+static void coll_release(sim *s, sim_flow *f, unsigned kind, uint64_t now_ns, int status)
 {
 	if (!s->dep_off)
 		return;
 	for (uint32_t i = s->dep_off[f->id]; i < s->dep_off[f->id + 1]; i++) {
 		sim_flow *d = &s->flows[s->dep_list[i]];
+		int mine = 0;
 
-		if (d->done || d->waiting == 0)
+		for (uint32_t j = 0; j < d->ndeps; j++)
+			mine |= d->deps[j] == f->id && d->dep_kind[j] == kind;
+		if (!mine || d->done || d->waiting == 0)
 			continue;
 		if (status < 0) {
 			d->waiting = 0;
@@ -820,18 +825,30 @@ static void coll_release(sim *s, sim_flow *f, uint64_t now_ns, int status)
 	}
 }
 
+void sim_flow_arrived(sim *s, sim_flow *f, uint64_t now_ns)
+{
+	if (f->arrived_ns != SIM_NEVER || f->done)
+		return;
+	f->arrived_ns = now_ns;
+	coll_release(s, f, SIM_DEP_RECEIVED, now_ns, 0);
+}
+
 void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status)
 {
 	if (f->done) {
 		sim_violation(s, "flow %" PRIu32 " completed twice", f->id);
 		return;
 	}
+	if (status == 0)
+		sim_flow_arrived(s, f, now_ns); /* complete: every byte is there */
 	f->done = 1;
 	f->status = status;
 	f->finish_ns = now_ns;
 	s->flows_left--;
 	s->st.flows_done++;
-	coll_release(s, f, now_ns, status);
+	if (status < 0 && f->arrived_ns == SIM_NEVER)
+		coll_release(s, f, SIM_DEP_RECEIVED, now_ns, status);
+	coll_release(s, f, SIM_DEP_SENT, now_ns, status);
 }
 
 static void flow_start(sim *s, sim_flow *f)
@@ -841,14 +858,22 @@ static void flow_start(sim *s, sim_flow *f)
 
 	if (f->done)
 		return; /* failed with a dependency */
-	/* a collective step starts only when its inputs have arrived */
+	/* a collective step starts only when its inputs have arrived (and the
+	 * sends it waits for are complete) */
 	for (uint32_t i = 0; i < f->ndeps; i++) {
 		const sim_flow *d = &s->flows[f->deps[i]];
 
-		if (!d->done || d->finish_ns > s->now || f->start_ns < d->finish_ns)
+		if (f->dep_kind[i] == SIM_DEP_RECEIVED) {
+			if (d->arrived_ns == SIM_NEVER || d->arrived_ns > s->now ||
+			    f->start_ns < d->arrived_ns)
+				sim_violation(s, "flow %" PRIu32 " (step %" PRIu32 " of rank %" PRIu32
+					      ") started before its input flow %" PRIu32 " arrived",
+					      f->id, f->step, f->rank, d->id);
+		} else if (!d->done || d->finish_ns > s->now || f->start_ns < d->finish_ns) {
 			sim_violation(s, "flow %" PRIu32 " (step %" PRIu32 " of rank %" PRIu32
 				      ") started before its input flow %" PRIu32 " completed",
 				      f->id, f->step, f->rank, d->id);
+		}
 	}
 	if (s->ops->flow_accept) {
 		rc = s->ops->flow_accept(dst->ts, f, s->now);
@@ -2194,6 +2219,7 @@ static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t ds
 	f->plane = (int8_t)fc->plane;
 	f->stream = fc->stream;
 	f->finish_ns = SIM_NEVER;
+	f->arrived_ns = SIM_NEVER;
 	f->coll = -1;
 	f->conn_prev = -1;
 	f->src_buf = malloc(fc->bytes);
@@ -2265,13 +2291,16 @@ static int build_coll(sim *s, size_t ci)
 								      : (int)(ch % s->nplanes));
 		f->stream = cc->stream;
 		f->finish_ns = SIM_NEVER;
+		f->arrived_ns = SIM_NEVER;
 		f->coll = (int32_t)ci;
 		f->step = step;
 		f->channel = ch;
 		f->rank = sr;
 		f->ndeps = nd;
-		for (unsigned d = 0; d < nd; d++)
+		for (unsigned d = 0; d < nd; d++) {
 			f->deps[d] = base + deps[d];
+			f->dep_kind[d] = (uint8_t)sim_coll_dep_kind(cc->type, d);
+		}
 		f->waiting = nd;
 		f->conn_prev = -1;
 		if (f->step > 0 && (cc->type == SIM_COLL_ALLREDUCE_RING || cc->type == SIM_COLL_ALLGATHER))
