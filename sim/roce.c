@@ -248,6 +248,8 @@ static void send_ctrl(roce_host *rh, roce_rq *rq, uint8_t type, uint32_t psn)
 	p->src_port = rq->sport;
 	p->dst_port = SIM_ROCE_PORT;
 	p->ecn = SIM_ECN_NOT_ECT;
+	if (rh->pfc && type == R_CNP)
+		p->prio = SIM_PRIO_CTRL; /* as operators run it: CNPs outside the paused class */
 	sim_send(rh->s, rh->h, rq->plane, p);
 }
 

@@ -35,7 +35,8 @@
 
 extern const sim_transport_ops sim_roce_ops;
 /* roce-pfc: the same transport on a lossless network (PFC in the
- * switches), DCQCN on (transport.roce-pfc.dcqcn: 1) or off (0). */
+ * switches), DCQCN on (transport.roce-pfc.dcqcn: 1) or off (0); its CNPs
+ * go in the class pauses do not stop (SIM_PRIO_CTRL). */
 extern const sim_transport_ops sim_roce_pfc_ops;
 
 /* QPs and receive sides the host loop of host state hs (sim_host.ts, either

@@ -298,6 +298,7 @@ sim_pkt *sim_pkt_new(sim *s, size_t cap)
 	p->src_port = p->dst_port = 0;
 	p->ecn = 0;
 	p->plane = 0;
+	p->prio = SIM_PRIO_DATA;
 	p->len = p->datalen = 0;
 	p->sent_ns = 0;
 	p->ingress = NULL;
@@ -325,12 +326,26 @@ static void link_drop(sim *s, sim_link *l, sim_pkt *p, unsigned cause)
 	sim_pkt_free(s, p);
 }
 
+/* The packet l sends next: SIM_PRIO_CTRL first (strict priority), then
+ * SIM_PRIO_DATA unless a PFC pause holds that class; NULL if none may go. */
+static sim_pkt *link_next(const sim_link *l)
+{
+	if (l->hi_head)
+		return l->hi_head;
+	return l->pfc_paused ? NULL : l->head;
+}
+
+/* Starts serializing link_next(l), which must exist. */
 static void link_start_tx(sim *s, sim_link *l)
 {
+	sim_pkt *p = link_next(l);
 	/* len * 8 bits at rate_bps, in ns, exact over a busy period: the
 	 * remainder of the division carries to the next packet. */
-	uint64_t num = (uint64_t)l->head->len * 8000000000ull + l->ser_rem;
+	uint64_t num = (uint64_t)p->len * 8000000000ull + l->ser_rem;
 
+	l->txp = p;
+	if (l->pfc_paused)
+		l->pfc_paused_tx++; /* only another class passes a pause */
 	l->ser_rem = num % l->rate_bps;
 	l->busy = 1;
 	schedule(s, s->now + num / l->rate_bps, EV_TX_DONE, l->epoch, l);
@@ -369,7 +384,7 @@ static void pfc_apply(sim *s, sim_link *l, int pause)
 	} else if (!pause && l->pfc_paused) {
 		l->pfc_paused = 0;
 		l->pfc_paused_ns += s->now - l->pfc_paused_since;
-		if (l->head && !l->busy)
+		if (!l->busy && link_next(l))
 			link_start_tx(s, l);
 	}
 }
@@ -419,7 +434,9 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 		link_drop(s, l, p, SIM_DROP_BLACKHOLE);
 		return 0;
 	}
-	if (p->ingress ? !pfc_admit(s, p) : l->qbytes + p->len > l->queue_bytes) {
+	if (p->prio == SIM_PRIO_CTRL ? l->hi_qbytes + p->len > l->queue_bytes
+	    : p->ingress           ? !pfc_admit(s, p)
+				   : l->qbytes + p->len > l->queue_bytes) {
 		link_drop(s, l, p, SIM_DROP_OVERFLOW);
 		return MRP_ERR_FULL;
 	}
@@ -431,17 +448,26 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 	}
 	p->next = NULL;
 	p->link = l;
-	if (l->tail)
-		l->tail->next = p;
-	else
-		l->head = p;
-	l->tail = p;
+	if (p->prio == SIM_PRIO_CTRL) {
+		if (l->hi_tail)
+			l->hi_tail->next = p;
+		else
+			l->hi_head = p;
+		l->hi_tail = p;
+		l->hi_qbytes += p->len;
+	} else {
+		if (l->tail)
+			l->tail->next = p;
+		else
+			l->head = p;
+		l->tail = p;
+	}
 	l->qbytes += p->len;
 	if (l->qbytes > l->max_qbytes)
 		l->max_qbytes = l->qbytes;
 	if (l->qbytes > l->win_max_qbytes)
 		l->win_max_qbytes = l->qbytes;
-	if (!l->busy && !l->pfc_paused)
+	if (!l->busy && link_next(l))
 		link_start_tx(s, l);
 	return 0;
 }
@@ -510,8 +536,15 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 	if (epoch != l->epoch || !l->busy)
 		return; /* the link went down meanwhile: the queue is gone */
 
-	sim_pkt *p = l->head;
+	sim_pkt *p = l->txp;
 
+	if (!p || (p != l->head && p != l->hi_head)) {
+		char name[64];
+
+		sim_violation(s, "%s: the packet serialized is not at the head of its queue",
+			      sim_link_name(l, name, sizeof(name)));
+		return;
+	}
 	if (l->qbytes < p->len) {
 		char name[64];
 
@@ -519,9 +552,17 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 			      sim_link_name(l, name, sizeof(name)), l->qbytes, p->len);
 		l->qbytes = p->len;
 	}
-	l->head = p->next;
-	if (!l->head)
-		l->tail = NULL;
+	if (p == l->hi_head) {
+		l->hi_head = p->next;
+		if (!l->hi_head)
+			l->hi_tail = NULL;
+		l->hi_qbytes -= p->len;
+	} else {
+		l->head = p->next;
+		if (!l->head)
+			l->tail = NULL;
+	}
+	l->txp = NULL;
 	l->qbytes -= p->len;
 	l->tx_bytes += p->len;
 	l->tx_pkts++;
@@ -531,7 +572,7 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 	else
 		schedule(s, wire_arrival(s, l), EV_ARRIVE, l->epoch, p);
 
-	if (l->head && !l->pfc_paused) {
+	if (link_next(l)) {
 		link_start_tx(s, l);
 	} else {
 		l->busy = 0;
@@ -546,17 +587,19 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 static void link_set_state(sim *s, sim_link *l, unsigned state)
 {
 	if (state == SIM_LINK_DOWN && l->state != SIM_LINK_DOWN) {
-		sim_pkt *p = l->head;
+		for (int c = 0; c < 2; c++) {
+			sim_pkt *p = c ? l->hi_head : l->head;
 
-		while (p) {
-			sim_pkt *next = p->next;
+			while (p) {
+				sim_pkt *next = p->next;
 
-			pfc_dequeued(s, p);
-			link_drop(s, l, p, SIM_DROP_DOWN);
-			p = next;
+				pfc_dequeued(s, p);
+				link_drop(s, l, p, SIM_DROP_DOWN);
+				p = next;
+			}
 		}
-		l->head = l->tail = NULL;
-		l->qbytes = 0;
+		l->head = l->tail = l->hi_head = l->hi_tail = l->txp = NULL;
+		l->qbytes = l->hi_qbytes = 0;
 		l->busy = 0;
 		l->ser_rem = 0;
 		l->epoch++;
@@ -641,7 +684,8 @@ static void switch_forward(sim *s, sim_switch *sw, sim_pkt *p)
 		sim_pkt_free(s, p);
 		return;
 	}
-	p->ingress = s->pfc ? p->link : NULL; /* lossless: accounted to its ingress */
+	/* lossless (its class): accounted to its ingress */
+	p->ingress = s->pfc && p->prio == SIM_PRIO_DATA ? p->link : NULL;
 	link_offer(s, out, p);
 }
 

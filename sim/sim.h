@@ -90,7 +90,7 @@ struct sim_pkt {
 	uint8_t ecn;       /* SIM_ECN_*; switches turn ECT into CE above threshold */
 	uint8_t plane;     /* set by sim_send() */
 	uint8_t pool;      /* core: which pool it came from */
-	uint8_t pad_;
+	uint8_t prio;      /* SIM_PRIO_*: its traffic class (0 unless set) */
 	uint32_t len;      /* bytes on the wire (serialization); 0 in sim_send()
 			    * means datalen + SIM_WIRE_OVERHEAD */
 	uint32_t datalen;  /* bytes of data in use */
@@ -99,6 +99,16 @@ struct sim_pkt {
 	uint64_t sent_ns;  /* set by sim_send() */
 	sim_link *ingress; /* core, PFC: the link it entered the switch by */
 };
+
+/*
+ * Traffic classes. SIM_PRIO_DATA is the class every packet is in unless the
+ * transport says otherwise: the lossless class of PFC runs, the one pause
+ * frames stop. SIM_PRIO_CTRL is a second class served first (strict
+ * priority) with its own queue of queue_bytes, never paused and never
+ * lossless (drop-tail): where operators put RoCEv2's CNPs. Only roce-pfc
+ * uses it, for its CNPs.
+ */
+enum { SIM_PRIO_DATA, SIM_PRIO_CTRL };
 
 /* A packet whose data buffer holds at least cap bytes (cap <= SIM_PKT_MAX),
  * all header fields zero; NULL if cap is too large or memory ran out.
@@ -157,8 +167,11 @@ struct sim_link {
 	uint64_t jitter_ns; /* extra delay per packet, uniform in [0, jitter] */
 
 	/* core state */
-	sim_pkt *head, *tail;
-	uint64_t qbytes;
+	sim_pkt *head, *tail;       /* SIM_PRIO_DATA packets */
+	sim_pkt *hi_head, *hi_tail; /* SIM_PRIO_CTRL packets, served first */
+	sim_pkt *txp;               /* the packet being serialized */
+	uint64_t qbytes;            /* both classes */
+	uint64_t hi_qbytes;         /* SIM_PRIO_CTRL only */
 	uint64_t ser_rem; /* serialization remainder carried between packets */
 	uint64_t loss_thresh;
 	uint32_t epoch;   /* bumped when the link goes down: stale events die */
@@ -193,6 +206,7 @@ struct sim_link {
 	uint64_t pfc_paused_since;
 	uint64_t pfc_pauses, pfc_resumes; /* pause (XOFF) and resume (XON) frames about it */
 	uint64_t pfc_paused_ns;      /* time its sender spent paused */
+	uint64_t pfc_paused_tx;      /* SIM_PRIO_CTRL frames it started while paused */
 };
 
 /* "p0:host3->leaf0"; returns buf. */

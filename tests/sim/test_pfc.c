@@ -273,6 +273,62 @@ static void test_dcqcn_on_off(void **state)
 	assert_true(on_ns < off_ns);
 }
 
+/*
+ * Per-priority pause: a pause stops only the lossless class. Hosts 1-4 flood
+ * host 0, so the switch pauses their NIC links; hosts 5 and 6 send to host
+ * 1, whose CNPs (DCQCN on) leave by host 1's paused link. They are in the
+ * CNP class, which pauses do not stop: frames of it start while the link is
+ * paused, and still nothing is dropped. With DCQCN off there are no CNPs
+ * and a paused link starts nothing.
+ */
+static uint64_t paused_tx(const char *dcqcn, uint64_t *pauses)
+{
+	char yaml[512];
+	sim_config cfg;
+	sim *s;
+	uint64_t drops = 0, n;
+
+	snprintf(yaml, sizeof(yaml),
+		 "hosts: 7\n"
+		 "link: {rate: 100Gbps, delay: 1us, queue: 1MB, ecn_threshold: 40KB}\n"
+		 "pfc: {xoff: 60KB, xon: 50KB}\n"
+		 "transport:\n"
+		 "  roce-pfc: {dcqcn: %s}\n"
+		 "flows:\n"
+		 "  - {src: 1, dst: 0, bytes: 4MB}\n"
+		 "  - {src: 2, dst: 0, bytes: 4MB}\n"
+		 "  - {src: 3, dst: 0, bytes: 4MB}\n"
+		 "  - {src: 4, dst: 0, bytes: 4MB}\n"
+		 "  - {src: 5, dst: 1, bytes: 4MB}\n"
+		 "  - {src: 6, dst: 1, bytes: 4MB}\n",
+		 dcqcn);
+	cfg_from(&cfg, yaml);
+	s = sim_from(&cfg, &sim_roce_pfc_ops);
+	run_done(s);
+	for (size_t i = 0; i < sim_link_count(s); i++)
+		for (unsigned c = 0; c < SIM_DROP_N; c++)
+			drops += sim_link_get(s, i)->drops[c];
+	assert_int_equal(drops, 0);
+	*pauses = link_named(s, "p0:host1->switch")->pfc_pauses;
+	n = link_named(s, "p0:host1->switch")->pfc_paused_tx;
+	sim_del(s);
+	sim_config_free(&cfg);
+	return n;
+}
+
+static void test_cnp_class_passes_pause(void **state)
+{
+	uint64_t on_p, off_p, on = paused_tx("1", &on_p), off = paused_tx("0", &off_p);
+
+	(void)state;
+	printf("# host1's paused link: dcqcn on: %" PRIu64 " CNP frames started while paused (%" PRIu64
+	       " pauses); off: %" PRIu64 " (%" PRIu64 " pauses)\n",
+	       on, on_p, off, off_p);
+	assert_true(on_p > 0 && off_p > 0);
+	assert_true(on > 0);
+	assert_int_equal(off, 0);
+}
+
 static void test_config_errors(void **state)
 {
 	(void)state;
@@ -291,6 +347,7 @@ int main(void)
 		cmocka_unit_test(test_propagation_to_hosts),
 		cmocka_unit_test(test_head_of_line),
 		cmocka_unit_test(test_dcqcn_on_off),
+		cmocka_unit_test(test_cnp_class_passes_pause),
 		cmocka_unit_test(test_config_errors),
 	};
 
