@@ -15,7 +15,12 @@
  *     from its partner of step s-1;
  *   - pairwise all-to-all: at step s rank r sends its chunk for r+s+1 and
  *     receives from r-s-1 (an MPI sendrecv); step s starts when both the
- *     send and the receive of step s-1 are complete.
+ *     send (complete at its sender) and the receive (arrived) of step s-1
+ *     are done.
+ * A receive is done when its data has arrived at the receiver
+ * (sim_flow_arrived(): the receive completion of a SEND or WRITE_IMM), not
+ * when the sender has it acknowledged; a plain WRITE, which its receiver
+ * cannot see arrive, counts as arrived when it is complete.
  * With channels C > 1 every step is cut into C flows, one per channel, and
  * channel c waits only for channel c (a collective library's channels, each
  * on its own queue pair and NIC).
@@ -119,6 +124,11 @@ unsigned sim_coll_flow(unsigned type, uint32_t n, uint32_t channels, uint32_t k,
 	for (unsigned i = 0; i < nd; i++) /* a channel waits only for itself */
 		deps[i] = deps[i] * C + ch;
 	return nd;
+}
+
+unsigned sim_coll_dep_kind(unsigned type, unsigned i)
+{
+	return type == SIM_COLL_ALLTOALL && i == 0 ? SIM_DEP_SENT : SIM_DEP_RECEIVED;
 }
 
 double sim_coll_busbw_factor(unsigned type, uint32_t n)

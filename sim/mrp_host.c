@@ -88,6 +88,7 @@ struct mh {
 	cvec dirty;       /* touched since the last check */
 	cvec retiring;    /* senders whose flow completed in this callback */
 	uint64_t late_pkts; /* packets for a retired connection, dropped */
+	uint64_t visits;  /* connections the host loop took up (sim_mrp_host_visits) */
 	uint64_t dump;    /* transport.metaroce.dump */
 	uint8_t drained[SIM_MAX_PLANES]; /* drained by a host-wide steer */
 	mconn *ready_head, *ready_tail; /* connections with work, served in turn */
@@ -559,8 +560,13 @@ static void reap(mconn *mc, uint64_t now)
 		mc->f->retx_pkts = st.retx_pkts;
 	else
 		mc->f->spurious_pkts = st.rx_dup_pkts; /* retransmissions it already had */
-	if (!mc->sender)
+	if (!mc->sender) {
 		mc->f->rx_bytes = st.rx_bytes; /* the time series' per-flow rate */
+		/* every message's receive completion (SEND, WRITE_IMM; a plain
+		 * WRITE gives the receiver none): the data has arrived */
+		if (mc->rx_done == mc->nmsgs && mc->f->op != SIM_OP_WRITE)
+			sim_flow_arrived(m->s, mc->f, now);
+	}
 	if (mc->sender && !mc->finished) {
 		if (mc->done_wr == mc->next_wr && mc->posted_bytes >= mc->f->bytes) {
 			mconn *rx = mc->f->rx_ctx;
@@ -718,6 +724,7 @@ static void serve(mh *m, uint64_t now)
 	while (m->ready_head && nic_room(m)) {
 		mconn *mc = pop_ready(m);
 		int sent;
+		m->visits++;
 		if (mc->retired)
 			continue;
 		if (!mc->c) {
@@ -837,6 +844,7 @@ static void mh_on_timer(void *hs, uint64_t now)
 	mh *m = hs;
 	while (m->heap.n && m->heap.v[0]->deadline <= now) {
 		mconn *mc = m->heap.v[0];
+		m->visits++;
 		heap_remove(m, mc);
 		mrp_conn_handle_timeout(mc->c, now);
 		mc->deadline = mrp_conn_deadline(mc->c);
@@ -858,6 +866,7 @@ static void mh_on_link(void *hs, unsigned plane, int up, uint64_t now)
 	mrp_rh_set_capacity(&m->rh, link_capacity(m));
 	for (size_t i = 0; i < m->conns.n; i++) {
 		mconn *mc = m->conns.v[i];
+		m->visits++;
 		if (!mc->c)
 			continue; /* not made yet (it will see the port as it is) or retired */
 		mrp_conn_plane_event(mc->c, plane, up ? MRP_PLANE_UP : MRP_PLANE_DOWN, now);
@@ -876,6 +885,7 @@ static void mh_on_steer(void *hs, const sim_steer *st, uint64_t now)
 				m->drained[pl] = st->action == SIM_STEER_DRAIN; /* for later connections */
 	for (size_t i = 0; i < m->conns.n; i++) {
 		mconn *mc = m->conns.v[i];
+		m->visits++;
 		if (st->flow >= 0 && (int64_t)mc->f->id != st->flow)
 			continue;
 		if (mc->retired)
@@ -923,6 +933,7 @@ static int mh_check(void *hs, char *err, size_t errlen)
 	}
 	for (size_t i = 0; i < m->dirty.n; i++) {
 		mconn *mc = m->dirty.v[i];
+		m->visits++;
 		mc->dirty = 0;
 		if (!mc->c)
 			continue; /* retired since */
@@ -943,6 +954,11 @@ static int mh_check(void *hs, char *err, size_t errlen)
 	}
 	m->dirty.n = 0;
 	return rc;
+}
+
+uint64_t sim_mrp_host_visits(const void *hs)
+{
+	return ((const mh *)hs)->visits;
 }
 
 const sim_transport_ops sim_mrp_ops = {

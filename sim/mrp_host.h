@@ -9,4 +9,10 @@
 
 extern const sim_transport_ops sim_mrp_ops;
 
+/* Connections the host loop of host state hs (sim_host.ts) has taken up so
+ * far: served from the ready FIFO, due in the timer heap, checked after an
+ * event, or told of a plane or steering event. For tests: it grows with the
+ * connections that have work, not with all the host has. */
+uint64_t sim_mrp_host_visits(const void *hs);
+
 #endif

@@ -52,6 +52,7 @@ typedef struct roce_qp { /* sender side of a flow */
 	double line, rc, rt, alpha;
 	uint64_t t_incr_ns, t_alpha_ns;
 	uint64_t stage;
+	uint8_t dirty; /* changed since its invariants were last checked */
 } roce_qp;
 
 typedef struct roce_rq { /* receiver side of a flow */
@@ -64,6 +65,7 @@ typedef struct roce_rq { /* receiver side of a flow */
 	int nak_sent;
 	int cnp_sent;
 	uint64_t last_cnp_ns;
+	uint8_t dirty;
 } roce_rq;
 
 typedef struct roce_host {
@@ -82,6 +84,12 @@ typedef struct roce_host {
 	 * queue then fills: data waits for room); DCQCN may be off */
 	int pfc;
 	uint64_t dcqcn;
+	uint64_t visits; /* QPs and receive sides the host loop took up */
+	/* changed since the last check: only those are checked */
+	roce_qp **tq;
+	size_t ntq, captq;
+	roce_rq **trq;
+	size_t ntrq, captrq;
 } roce_host;
 
 static const char *const roce_options[] = {
@@ -168,7 +176,42 @@ static void roce_host_del(void *hs)
 	free(rh->qps);
 	free(rh->rqs);
 	free(rh->act);
+	free(rh->tq);
+	free(rh->trq);
 	free(rh);
+}
+
+/* q (rq) changed: its invariants are checked after this event. */
+static void touch_qp(roce_host *rh, roce_qp *q)
+{
+	roce_qp **v;
+
+	if (q->dirty)
+		return;
+	v = grow_ptrs(rh->tq, rh->ntq, &rh->captq);
+	if (!v) {
+		sim_violation(rh->s, "roce host%" PRIu32 ": out of memory for the check list", rh->h->id);
+		return;
+	}
+	rh->tq = v;
+	rh->tq[rh->ntq++] = q;
+	q->dirty = 1;
+}
+
+static void touch_rq(roce_host *rh, roce_rq *rq)
+{
+	roce_rq **v;
+
+	if (rq->dirty)
+		return;
+	v = grow_ptrs(rh->trq, rh->ntrq, &rh->captrq);
+	if (!v) {
+		sim_violation(rh->s, "roce host%" PRIu32 ": out of memory for the check list", rh->h->id);
+		return;
+	}
+	rh->trq = v;
+	rh->trq[rh->ntrq++] = rq;
+	rq->dirty = 1;
 }
 
 /* The plane and source port both ends of a flow use. */
@@ -205,6 +248,8 @@ static void send_ctrl(roce_host *rh, roce_rq *rq, uint8_t type, uint32_t psn)
 	p->src_port = rq->sport;
 	p->dst_port = SIM_ROCE_PORT;
 	p->ecn = SIM_ECN_NOT_ECT;
+	if (rh->pfc && type == R_CNP)
+		p->prio = SIM_PRIO_CTRL; /* as operators run it: CNPs outside the paused class */
 	sim_send(rh->s, rh->h, rq->plane, p);
 }
 
@@ -288,6 +333,7 @@ static void send_data(roce_host *rh, roce_qp *q, uint64_t now)
 	p->dst_port = SIM_ROCE_PORT;
 	p->ecn = SIM_ECN_ECT0;
 
+	touch_qp(rh, q);
 	if (q->una == q->max)
 		q->last_progress_ns = now; /* first packet outstanding: RTO starts */
 	if (psn < q->max)
@@ -331,6 +377,7 @@ static void pump(roce_host *rh, uint64_t now)
 			size_t k = (rh->rr + i) % rh->nact;
 			roce_qp *q = rh->act[k];
 
+			rh->visits++;
 			if (!qp_ready(rh, q) || q->next_tx_ns > now || rh->nic_next_ns[q->plane] > now ||
 			    nic_blocked(rh, q->plane, now))
 				continue;
@@ -348,6 +395,7 @@ static void pump(roce_host *rh, uint64_t now)
 	for (size_t i = 0; i < rh->nact; i++) {
 		roce_qp *q = rh->act[i];
 
+		rh->visits++;
 		if (q->una < q->max && q->last_progress_ns + rh->o.rto_ns < d)
 			d = q->last_progress_ns + rh->o.rto_ns;
 		if (qp_ready(rh, q)) {
@@ -381,6 +429,7 @@ static void on_ack(roce_host *rh, roce_qp *q, uint32_t epsn, int nak, uint64_t n
 {
 	if (!q->active)
 		return;
+	touch_qp(rh, q);
 	if (epsn > q->max) {
 		sim_violation(rh->s, "roce flow %" PRIu32 ": ACK for PSN %" PRIu32 " beyond sent %" PRIu32,
 			      q->f->id, epsn, q->max);
@@ -430,6 +479,7 @@ static int roce_flow_start(void *hs, sim_flow *f, uint64_t now)
 	q->next_tx_ns = now;
 	q->active = 1;
 	f->tx_ctx = q;
+	touch_qp(rh, q);
 	pump(rh, now);
 	return 0;
 }
@@ -461,6 +511,7 @@ static void on_data(roce_host *rh, roce_rq *rq, const rhdr *hd, const sim_pkt *p
 {
 	sim_flow *f = rq->f;
 
+	touch_rq(rh, rq);
 	f->rx_bytes += hd->paylen; /* arrivals, for the time series */
 	if (p->ecn == SIM_ECN_CE && rh->dcqcn &&
 	    (!rq->cnp_sent || now >= rq->last_cnp_ns + rh->o.cnp_interval_ns)) {
@@ -480,6 +531,10 @@ static void on_data(roce_host *rh, roce_rq *rq, const rhdr *hd, const sim_pkt *p
 		memcpy(f->dst_buf + off, p->data + RHDR_LEN, hd->paylen);
 		rq->epsn++;
 		rq->nak_sent = 0;
+		/* the last byte is placed: a SEND or WRITE_IMM completes at the
+		 * receiver now (a plain WRITE shows its receiver nothing) */
+		if (rq->epsn == rq->npkts && f->op != SIM_OP_WRITE)
+			sim_flow_arrived(rh->s, f, now);
 		if (++rq->unacked >= rh->o.ack_every || rq->epsn == rq->npkts) {
 			send_ctrl(rh, rq, R_ACK, rq->epsn);
 			rq->unacked = 0;
@@ -535,7 +590,9 @@ static void roce_on_timer(void *hs, uint64_t now)
 	for (size_t i = 0; i < rh->nact; i++) {
 		roce_qp *q = rh->act[i];
 
+		rh->visits++;
 		if (q->una < q->max && now >= q->last_progress_ns + rh->o.rto_ns) {
+			touch_qp(rh, q);
 			q->nxt = q->una; /* timeout: go back to the first unacked */
 			q->last_progress_ns = now;
 		}
@@ -552,7 +609,9 @@ static void roce_on_link(void *hs, unsigned plane, int up, uint64_t now)
 		for (size_t i = 0; i < rh->nact; i++) {
 			roce_qp *q = rh->act[i];
 
+			rh->visits++;
 			if (q->plane == plane) {
+				touch_qp(rh, q);
 				q->nxt = q->una;
 				q->last_progress_ns = now;
 			}
@@ -571,6 +630,7 @@ static void roce_on_steer(void *hs, const sim_steer *st, uint64_t now)
 		roce_qp *q = rh->act[i];
 		uint16_t old = q->sport;
 
+		rh->visits++;
 		if ((st->flow >= 0 && q->f->id != (uint64_t)st->flow) ||
 		    (st->plane >= 0 && q->plane != (unsigned)st->plane))
 			continue;
@@ -580,44 +640,71 @@ static void roce_on_steer(void *hs, const sim_steer *st, uint64_t now)
 	pump(rh, now);
 }
 
+/* The invariants of one flow, from either end: 0, or 1 with err set. */
+static int flow_check(const roce_qp *q, const roce_rq *rq, char *err, size_t errlen)
+{
+	if (q && !(q->una <= q->nxt && q->nxt <= q->max && q->max <= q->npkts)) {
+		snprintf(err, errlen,
+			 "flow %" PRIu32 ": PSNs out of order (una %" PRIu32 " nxt %" PRIu32
+			 " max %" PRIu32 " npkts %" PRIu32 ")",
+			 q->f->id, q->una, q->nxt, q->max, q->npkts);
+		return 1;
+	}
+	if (q && rq && !(q->una <= rq->epsn && rq->epsn <= q->max)) {
+		snprintf(err, errlen,
+			 "flow %" PRIu32 ": acked %" PRIu32 " <= received %" PRIu32
+			 " <= sent %" PRIu32 " does not hold",
+			 q->f->id, q->una, rq->epsn, q->max);
+		return 1;
+	}
+	if (q && q->f->done && q->una != q->npkts && q->f->status == 0) {
+		snprintf(err, errlen, "flow %" PRIu32 ": done with %" PRIu32 " of %" PRIu32 " acked",
+			 q->f->id, q->una, q->npkts);
+		return 1;
+	}
+	if (rq && rq->epsn > rq->npkts) {
+		snprintf(err, errlen, "flow %" PRIu32 ": received PSN %" PRIu32 " of %" PRIu32,
+			 rq->f->id, rq->epsn, rq->npkts);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The QPs and receive sides this host changed since the last check (its
+ * lists), each with the other end of its flow; the others have not changed.
+ * A QP changes only while it is active, and the one that completes its flow
+ * is checked after that event.
+ */
 static int roce_check(void *hs, char *err, size_t errlen)
 {
 	roce_host *rh = hs;
+	int rc = 0;
 
-	for (size_t i = 0; i < rh->nqps; i++) {
-		const roce_qp *q = rh->qps[i];
-		const roce_rq *rq = q->f->rx_ctx;
+	for (size_t i = 0; i < rh->ntq; i++) {
+		roce_qp *q = rh->tq[i];
 
-		if (!(q->una <= q->nxt && q->nxt <= q->max && q->max <= q->npkts)) {
-			snprintf(err, errlen,
-				 "flow %" PRIu32 ": PSNs out of order (una %" PRIu32 " nxt %" PRIu32
-				 " max %" PRIu32 " npkts %" PRIu32 ")",
-				 q->f->id, q->una, q->nxt, q->max, q->npkts);
-			return 1;
-		}
-		if (rq && !(q->una <= rq->epsn && rq->epsn <= q->max)) {
-			snprintf(err, errlen,
-				 "flow %" PRIu32 ": acked %" PRIu32 " <= received %" PRIu32
-				 " <= sent %" PRIu32 " does not hold",
-				 q->f->id, q->una, rq->epsn, q->max);
-			return 1;
-		}
-		if (q->f->done && q->una != q->npkts && q->f->status == 0) {
-			snprintf(err, errlen, "flow %" PRIu32 ": done with %" PRIu32 " of %" PRIu32 " acked",
-				 q->f->id, q->una, q->npkts);
-			return 1;
-		}
+		rh->visits++;
+		q->dirty = 0;
+		if (rc == 0)
+			rc = flow_check(q, q->f->rx_ctx, err, errlen);
 	}
-	for (size_t i = 0; i < rh->nrqs; i++) {
-		const roce_rq *rq = rh->rqs[i];
+	rh->ntq = 0;
+	for (size_t i = 0; i < rh->ntrq; i++) {
+		roce_rq *rq = rh->trq[i];
 
-		if (rq->epsn > rq->npkts) {
-			snprintf(err, errlen, "flow %" PRIu32 ": received PSN %" PRIu32 " of %" PRIu32,
-				 rq->f->id, rq->epsn, rq->npkts);
-			return 1;
-		}
+		rh->visits++;
+		rq->dirty = 0;
+		if (rc == 0)
+			rc = flow_check(rq->f->tx_ctx, rq, err, errlen);
 	}
-	return 0;
+	rh->ntrq = 0;
+	return rc;
+}
+
+uint64_t sim_roce_host_visits(const void *hs)
+{
+	return ((const roce_host *)hs)->visits;
 }
 
 const sim_transport_ops sim_roce_ops = {

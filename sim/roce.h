@@ -35,7 +35,15 @@
 
 extern const sim_transport_ops sim_roce_ops;
 /* roce-pfc: the same transport on a lossless network (PFC in the
- * switches), DCQCN on (transport.roce-pfc.dcqcn: 1) or off (0). */
+ * switches), DCQCN on (transport.roce-pfc.dcqcn: 1) or off (0); its CNPs
+ * go in the class pauses do not stop (SIM_PRIO_CTRL). */
 extern const sim_transport_ops sim_roce_pfc_ops;
+
+/* QPs and receive sides the host loop of host state hs (sim_host.ts, either
+ * transport) has taken up so far: scanned for a packet to send or a
+ * deadline, timed out, checked after an event, told of a link or steering
+ * event. For tests: it grows with the QPs that have work, not with all the
+ * host has. */
+uint64_t sim_roce_host_visits(const void *hs);
 
 #endif

@@ -1151,7 +1151,7 @@ static int h_collectives(pctx *c, yaml_node_t *v, const char *path, void *obj)
 
 		memset(&t, 0, sizeof(t));
 		t.cc.plane = -1;
-		t.cc.op = SIM_OP_WRITE;
+		t.cc.op = SIM_OP_WRITE_IMM; /* the receiver sees each step arrive */
 		t.cc.verify_max = 2ull << 30;
 		t.cc.channels = 1;
 		t.cc.line = line_of(item);

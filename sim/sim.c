@@ -299,6 +299,7 @@ sim_pkt *sim_pkt_new(sim *s, size_t cap)
 	p->src_port = p->dst_port = 0;
 	p->ecn = 0;
 	p->plane = 0;
+	p->prio = SIM_PRIO_DATA;
 	p->len = p->datalen = 0;
 	p->sent_ns = 0;
 	p->ingress = NULL;
@@ -326,12 +327,26 @@ static void link_drop(sim *s, sim_link *l, sim_pkt *p, unsigned cause)
 	sim_pkt_free(s, p);
 }
 
+/* The packet l sends next: SIM_PRIO_CTRL first (strict priority), then
+ * SIM_PRIO_DATA unless a PFC pause holds that class; NULL if none may go. */
+static sim_pkt *link_next(const sim_link *l)
+{
+	if (l->hi_head)
+		return l->hi_head;
+	return l->pfc_paused ? NULL : l->head;
+}
+
+/* Starts serializing link_next(l), which must exist. */
 static void link_start_tx(sim *s, sim_link *l)
 {
+	sim_pkt *p = link_next(l);
 	/* len * 8 bits at rate_bps, in ns, exact over a busy period: the
 	 * remainder of the division carries to the next packet. */
-	uint64_t num = (uint64_t)l->head->len * 8000000000ull + l->ser_rem;
+	uint64_t num = (uint64_t)p->len * 8000000000ull + l->ser_rem;
 
+	l->txp = p;
+	if (l->pfc_paused)
+		l->pfc_paused_tx++; /* only another class passes a pause */
 	l->ser_rem = num % l->rate_bps;
 	l->busy = 1;
 	schedule(s, s->now + num / l->rate_bps, EV_TX_DONE, l->epoch, l);
@@ -370,7 +385,7 @@ static void pfc_apply(sim *s, sim_link *l, int pause)
 	} else if (!pause && l->pfc_paused) {
 		l->pfc_paused = 0;
 		l->pfc_paused_ns += s->now - l->pfc_paused_since;
-		if (l->head && !l->busy)
+		if (!l->busy && link_next(l))
 			link_start_tx(s, l);
 	}
 }
@@ -420,7 +435,9 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 		link_drop(s, l, p, SIM_DROP_BLACKHOLE);
 		return 0;
 	}
-	if (p->ingress ? !pfc_admit(s, p) : l->qbytes + p->len > l->queue_bytes) {
+	if (p->prio == SIM_PRIO_CTRL ? l->hi_qbytes + p->len > l->queue_bytes
+	    : p->ingress           ? !pfc_admit(s, p)
+				   : l->qbytes + p->len > l->queue_bytes) {
 		link_drop(s, l, p, SIM_DROP_OVERFLOW);
 		return MRP_ERR_FULL;
 	}
@@ -432,17 +449,26 @@ static int link_offer(sim *s, sim_link *l, sim_pkt *p)
 	}
 	p->next = NULL;
 	p->link = l;
-	if (l->tail)
-		l->tail->next = p;
-	else
-		l->head = p;
-	l->tail = p;
+	if (p->prio == SIM_PRIO_CTRL) {
+		if (l->hi_tail)
+			l->hi_tail->next = p;
+		else
+			l->hi_head = p;
+		l->hi_tail = p;
+		l->hi_qbytes += p->len;
+	} else {
+		if (l->tail)
+			l->tail->next = p;
+		else
+			l->head = p;
+		l->tail = p;
+	}
 	l->qbytes += p->len;
 	if (l->qbytes > l->max_qbytes)
 		l->max_qbytes = l->qbytes;
 	if (l->qbytes > l->win_max_qbytes)
 		l->win_max_qbytes = l->qbytes;
-	if (!l->busy && !l->pfc_paused)
+	if (!l->busy && link_next(l))
 		link_start_tx(s, l);
 	return 0;
 }
@@ -530,8 +556,15 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 	if (epoch != l->epoch || !l->busy)
 		return; /* the link went down meanwhile: the queue is gone */
 
-	sim_pkt *p = l->head;
+	sim_pkt *p = l->txp;
 
+	if (!p || (p != l->head && p != l->hi_head)) {
+		char name[64];
+
+		sim_violation(s, "%s: the packet serialized is not at the head of its queue",
+			      sim_link_name(l, name, sizeof(name)));
+		return;
+	}
 	if (l->qbytes < p->len) {
 		char name[64];
 
@@ -539,9 +572,17 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 			      sim_link_name(l, name, sizeof(name)), l->qbytes, p->len);
 		l->qbytes = p->len;
 	}
-	l->head = p->next;
-	if (!l->head)
-		l->tail = NULL;
+	if (p == l->hi_head) {
+		l->hi_head = p->next;
+		if (!l->hi_head)
+			l->hi_tail = NULL;
+		l->hi_qbytes -= p->len;
+	} else {
+		l->head = p->next;
+		if (!l->head)
+			l->tail = NULL;
+	}
+	l->txp = NULL;
 	l->qbytes -= p->len;
 	l->tx_bytes += p->len;
 	l->tx_pkts++;
@@ -551,7 +592,7 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 	else
 		schedule(s, wire_arrival(s, l), EV_ARRIVE, l->epoch, p);
 
-	if (l->head && !l->pfc_paused) {
+	if (link_next(l)) {
 		link_start_tx(s, l);
 	} else {
 		l->busy = 0;
@@ -566,17 +607,19 @@ static void link_tx_done(sim *s, sim_link *l, uint32_t epoch)
 static void link_set_state(sim *s, sim_link *l, unsigned state)
 {
 	if (state == SIM_LINK_DOWN && l->state != SIM_LINK_DOWN) {
-		sim_pkt *p = l->head;
+		for (int c = 0; c < 2; c++) {
+			sim_pkt *p = c ? l->hi_head : l->head;
 
-		while (p) {
-			sim_pkt *next = p->next;
+			while (p) {
+				sim_pkt *next = p->next;
 
-			pfc_dequeued(s, p);
-			link_drop(s, l, p, SIM_DROP_DOWN);
-			p = next;
+				pfc_dequeued(s, p);
+				link_drop(s, l, p, SIM_DROP_DOWN);
+				p = next;
+			}
 		}
-		l->head = l->tail = NULL;
-		l->qbytes = 0;
+		l->head = l->tail = l->hi_head = l->hi_tail = l->txp = NULL;
+		l->qbytes = l->hi_qbytes = 0;
 		l->busy = 0;
 		l->ser_rem = 0;
 		l->epoch++;
@@ -661,7 +704,8 @@ static void switch_forward(sim *s, sim_switch *sw, sim_pkt *p)
 		sim_pkt_free(s, p);
 		return;
 	}
-	p->ingress = s->pfc ? p->link : NULL; /* lossless: accounted to its ingress */
+	/* lossless (its class): accounted to its ingress */
+	p->ingress = s->pfc && p->prio == SIM_PRIO_DATA ? p->link : NULL;
 	link_offer(s, out, p);
 }
 
@@ -818,16 +862,21 @@ int sim_port_notify(sim *s, sim_host *h, unsigned plane, uint64_t bytes)
 
 /* --------------------------------------------------------------- flows */
 
-/* Collectives: f is complete; the flows waiting for it start when their
- * last dependency is complete (now), or fail with it. */
-static void coll_release(sim *s, sim_flow *f, uint64_t now_ns, int status)
+/* Collectives: f's data arrived (kind SIM_DEP_RECEIVED) or f is complete
+ * (SIM_DEP_SENT); the flows waiting for that start when their last
+ * dependency is satisfied (now), or fail with it (status < 0: f failed
+ * before satisfying them). */
+static void coll_release(sim *s, sim_flow *f, unsigned kind, uint64_t now_ns, int status)
 {
 	if (!s->dep_off)
 		return;
 	for (uint32_t i = s->dep_off[f->id]; i < s->dep_off[f->id + 1]; i++) {
 		sim_flow *d = &s->flows[s->dep_list[i]];
+		int mine = 0;
 
-		if (d->done || d->waiting == 0)
+		for (uint32_t j = 0; j < d->ndeps; j++)
+			mine |= d->deps[j] == f->id && d->dep_kind[j] == kind;
+		if (!mine || d->done || d->waiting == 0)
 			continue;
 		if (status < 0) {
 			d->waiting = 0;
@@ -840,18 +889,30 @@ static void coll_release(sim *s, sim_flow *f, uint64_t now_ns, int status)
 	}
 }
 
+void sim_flow_arrived(sim *s, sim_flow *f, uint64_t now_ns)
+{
+	if (f->arrived_ns != SIM_NEVER || f->done)
+		return;
+	f->arrived_ns = now_ns;
+	coll_release(s, f, SIM_DEP_RECEIVED, now_ns, 0);
+}
+
 void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status)
 {
 	if (f->done) {
 		sim_violation(s, "flow %" PRIu32 " completed twice", f->id);
 		return;
 	}
+	if (status == 0)
+		sim_flow_arrived(s, f, now_ns); /* complete: every byte is there */
 	f->done = 1;
 	f->status = status;
 	f->finish_ns = now_ns;
 	s->flows_left--;
 	s->st.flows_done++;
-	coll_release(s, f, now_ns, status);
+	if (status < 0 && f->arrived_ns == SIM_NEVER)
+		coll_release(s, f, SIM_DEP_RECEIVED, now_ns, status);
+	coll_release(s, f, SIM_DEP_SENT, now_ns, status);
 }
 
 static void flow_start(sim *s, sim_flow *f)
@@ -861,14 +922,22 @@ static void flow_start(sim *s, sim_flow *f)
 
 	if (f->done)
 		return; /* failed with a dependency */
-	/* a collective step starts only when its inputs have arrived */
+	/* a collective step starts only when its inputs have arrived (and the
+	 * sends it waits for are complete) */
 	for (uint32_t i = 0; i < f->ndeps; i++) {
 		const sim_flow *d = &s->flows[f->deps[i]];
 
-		if (!d->done || d->finish_ns > s->now || f->start_ns < d->finish_ns)
+		if (f->dep_kind[i] == SIM_DEP_RECEIVED) {
+			if (d->arrived_ns == SIM_NEVER || d->arrived_ns > s->now ||
+			    f->start_ns < d->arrived_ns)
+				sim_violation(s, "flow %" PRIu32 " (step %" PRIu32 " of rank %" PRIu32
+					      ") started before its input flow %" PRIu32 " arrived",
+					      f->id, f->step, f->rank, d->id);
+		} else if (!d->done || d->finish_ns > s->now || f->start_ns < d->finish_ns) {
 			sim_violation(s, "flow %" PRIu32 " (step %" PRIu32 " of rank %" PRIu32
 				      ") started before its input flow %" PRIu32 " completed",
 				      f->id, f->step, f->rank, d->id);
+		}
 	}
 	if (s->ops->flow_accept) {
 		rc = s->ops->flow_accept(dst->ts, f, s->now);
@@ -2214,6 +2283,7 @@ static int add_flow(sim *s, const sim_flow_config *fc, uint32_t src, uint32_t ds
 	f->plane = (int8_t)fc->plane;
 	f->stream = fc->stream;
 	f->finish_ns = SIM_NEVER;
+	f->arrived_ns = SIM_NEVER;
 	f->coll = -1;
 	f->conn_prev = -1;
 	f->src_buf = malloc(fc->bytes);
@@ -2285,13 +2355,16 @@ static int build_coll(sim *s, size_t ci)
 								      : (int)(ch % s->nplanes));
 		f->stream = cc->stream;
 		f->finish_ns = SIM_NEVER;
+		f->arrived_ns = SIM_NEVER;
 		f->coll = (int32_t)ci;
 		f->step = step;
 		f->channel = ch;
 		f->rank = sr;
 		f->ndeps = nd;
-		for (unsigned d = 0; d < nd; d++)
+		for (unsigned d = 0; d < nd; d++) {
 			f->deps[d] = base + deps[d];
+			f->dep_kind[d] = (uint8_t)sim_coll_dep_kind(cc->type, d);
+		}
 		f->waiting = nd;
 		f->conn_prev = -1;
 		if (f->step > 0 && (cc->type == SIM_COLL_ALLREDUCE_RING || cc->type == SIM_COLL_ALLGATHER))

@@ -90,7 +90,7 @@ struct sim_pkt {
 	uint8_t ecn;       /* SIM_ECN_*; switches turn ECT into CE above threshold */
 	uint8_t plane;     /* set by sim_send() */
 	uint8_t pool;      /* core: which pool it came from */
-	uint8_t pad_;
+	uint8_t prio;      /* SIM_PRIO_*: its traffic class (0 unless set) */
 	uint32_t len;      /* bytes on the wire (serialization); 0 in sim_send()
 			    * means datalen + SIM_WIRE_OVERHEAD */
 	uint32_t datalen;  /* bytes of data in use */
@@ -99,6 +99,16 @@ struct sim_pkt {
 	uint64_t sent_ns;  /* set by sim_send() */
 	sim_link *ingress; /* core, PFC: the link it entered the switch by */
 };
+
+/*
+ * Traffic classes. SIM_PRIO_DATA is the class every packet is in unless the
+ * transport says otherwise: the lossless class of PFC runs, the one pause
+ * frames stop. SIM_PRIO_CTRL is a second class served first (strict
+ * priority) with its own queue of queue_bytes, never paused and never
+ * lossless (drop-tail): where operators put RoCEv2's CNPs. Only roce-pfc
+ * uses it, for its CNPs.
+ */
+enum { SIM_PRIO_DATA, SIM_PRIO_CTRL };
 
 /* A packet whose data buffer holds at least cap bytes (cap <= SIM_PKT_MAX),
  * all header fields zero; NULL if cap is too large or memory ran out.
@@ -157,8 +167,11 @@ struct sim_link {
 	uint64_t jitter_ns; /* extra delay per packet, uniform in [0, jitter] */
 
 	/* core state */
-	sim_pkt *head, *tail;
-	uint64_t qbytes;
+	sim_pkt *head, *tail;       /* SIM_PRIO_DATA packets */
+	sim_pkt *hi_head, *hi_tail; /* SIM_PRIO_CTRL packets, served first */
+	sim_pkt *txp;               /* the packet being serialized */
+	uint64_t qbytes;            /* both classes */
+	uint64_t hi_qbytes;         /* SIM_PRIO_CTRL only */
 	uint64_t ser_rem; /* serialization remainder carried between packets */
 	uint64_t loss_thresh;
 	uint32_t epoch;   /* bumped when the link goes down: stale events die */
@@ -195,6 +208,7 @@ struct sim_link {
 	uint64_t pfc_paused_since;
 	uint64_t pfc_pauses, pfc_resumes; /* pause (XOFF) and resume (XON) frames about it */
 	uint64_t pfc_paused_ns;      /* time its sender spent paused */
+	uint64_t pfc_paused_tx;      /* SIM_PRIO_CTRL frames it started while paused */
 };
 
 /* "p0:host3->leaf0"; returns buf. */
@@ -236,20 +250,32 @@ struct sim_flow {
 	int verified;       /* after sim_verify(): dst_buf == src_buf */
 
 	/* Collectives (collective.c): a step of collective coll. A flow with
-	 * dependencies starts when the last of deps[] completes (start_ns is
-	 * then set to that time); if one fails, it fails too. */
+	 * dependencies starts when the last of deps[] is satisfied (start_ns
+	 * is then set to that time); if one fails first, it fails too. A
+	 * dependency of kind SIM_DEP_RECEIVED is satisfied when that flow's
+	 * data has arrived at its receiver (arrived_ns), one of kind
+	 * SIM_DEP_SENT when that flow is complete at its sender (finish_ns). */
 	int32_t coll;      /* index in cfg->colls, -1 = a plain flow */
 	uint32_t step;     /* the step of the collective */
 	uint32_t rank;     /* the sending rank's index */
 	uint32_t channel;  /* the collective's channel */
 	uint32_t ndeps;    /* 0-2 */
 	uint32_t deps[2];  /* flow ids this one waits for */
+	uint8_t dep_kind[2]; /* SIM_DEP_* of each */
 	uint32_t waiting;  /* core: deps not yet complete */
 	int64_t conn_prev; /* the previous flow between the same two ranks on the
 			    * same channel (ring: the previous step), -1 if none:
 			    * a transport may carry its connection state over */
 	int unchecked;     /* core: shared buffers, memory not verified */
+	uint64_t arrived_ns; /* core: when the receiver had every byte
+			      * (sim_flow_arrived(), at the latest the flow's
+			      * successful finish); SIM_NEVER until then */
 };
+
+/* What a collective step waits for in a flow of the previous step: that its
+ * data has arrived at its receiver (what the step forwards or reduces), or
+ * that it is complete at its sender (the send buffer is free again). */
+enum { SIM_DEP_SENT, SIM_DEP_RECEIVED };
 
 /* An operator's steering command (scenario event "steer"). */
 enum { SIM_STEER_REROUTE, SIM_STEER_DRAIN, SIM_STEER_RESTORE, SIM_STEER_N };
@@ -337,6 +363,13 @@ void sim_set_deadline(sim *s, sim_host *h, uint64_t at_ns);
  * sender: every byte acknowledged). status 0 = success, < 0 = failed. A
  * second call for the same flow is counted as an invariant violation. */
 void sim_flow_done(sim *s, sim_flow *f, uint64_t now_ns, int status);
+
+/* The receiver's application has every byte of the flow: a receive
+ * completion (SEND, WRITE_IMM) covering its last byte. A plain WRITE gives
+ * its receiver no completion, so transports do not call this for op write;
+ * sim_flow_done() with status 0 implies it. Later calls do nothing.
+ * Collective steps that forward what a flow brought start now. */
+void sim_flow_arrived(sim *s, sim_flow *f, uint64_t now_ns);
 
 /* Reports an invariant violation noticed by the transport itself. */
 void sim_violation(sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -712,6 +745,10 @@ uint64_t sim_coll_chunk(unsigned type, uint32_t n, uint32_t channels, uint64_t s
  * dependencies (0-2). */
 unsigned sim_coll_flow(unsigned type, uint32_t n, uint32_t channels, uint32_t k, uint32_t *step,
 		       uint32_t *channel, uint32_t *src_rank, uint32_t *dst_rank, uint32_t deps[2]);
+/* SIM_DEP_* of dependency i of a flow of a collective of this type: the
+ * own previous send of a pairwise all-to-all is SIM_DEP_SENT, every other
+ * dependency SIM_DEP_RECEIVED. */
+unsigned sim_coll_dep_kind(unsigned type, unsigned i);
 /* nccl-tests' bus bandwidth factor: busbw = size / time * factor. */
 double sim_coll_busbw_factor(unsigned type, uint32_t n);
 

@@ -45,10 +45,14 @@ static void test_expansion(void **state)
 					sim_coll_flow(type, n, C, deps[d], &dst_, &dch, &dsr, &ddr, dd);
 					assert_int_equal(dst_, st - 1); /* the previous step */
 					assert_int_equal(dch, ch);      /* of the same channel */
-					if (type == SIM_COLL_ALLTOALL && d == 0)
+					if (type == SIM_COLL_ALLTOALL && d == 0) {
 						assert_int_equal(dsr, sr); /* its own send */
-					else
+						assert_int_equal(sim_coll_dep_kind(type, d), SIM_DEP_SENT);
+					} else {
 						assert_int_equal(ddr, sr); /* what it received */
+						assert_int_equal(sim_coll_dep_kind(type, d),
+								 SIM_DEP_RECEIVED);
+					}
 				}
 			}
 		}
@@ -62,8 +66,12 @@ static void test_expansion(void **state)
 }
 
 /* Runs cfg and checks: every flow done and verified (unless shared), no
- * violation, and every step started exactly when its last input completed. */
-static void run_and_check(const sim_config *cfg, const sim_transport_ops *ops, uint64_t *time_ns)
+ * violation, and every step started exactly when the last of its inputs
+ * arrived (and the send it waits for completed). Counts in *early the
+ * steps that started before an input they forward was acknowledged to its
+ * sender (NULL: not counted). */
+static void run_and_check_early(const sim_config *cfg, const sim_transport_ops *ops,
+				uint64_t *time_ns, size_t *early)
 {
 	sim *s = sim_from(cfg, ops);
 	sim_result r;
@@ -79,13 +87,21 @@ static void run_and_check(const sim_config *cfg, const sim_transport_ops *ops, u
 		assert_true(f->done);
 		assert_int_equal(f->status, 0);
 		assert_true(f->verified || f->unchecked);
+		int before_ack = 0;
+
 		for (uint32_t d = 0; d < f->ndeps; d++) {
 			const sim_flow *g = sim_flow_get(s, f->deps[d]);
+			uint64_t at = f->dep_kind[d] == SIM_DEP_RECEIVED ? g->arrived_ns : g->finish_ns;
 
 			assert_true(g->done);
-			if (g->finish_ns > ready)
-				ready = g->finish_ns;
+			assert_true(g->arrived_ns <= g->finish_ns); /* it arrives, then is acknowledged */
+			if (at > ready)
+				ready = at;
+			if (f->dep_kind[d] == SIM_DEP_RECEIVED && g->finish_ns > f->start_ns)
+				before_ack = 1;
 		}
+		if (early)
+			*early += (size_t)before_ack;
 		if (f->conn_prev >= 0) { /* the same pair, channel, one step earlier */
 			const sim_flow *p = sim_flow_get(s, (size_t)f->conn_prev);
 
@@ -106,6 +122,50 @@ static void run_and_check(const sim_config *cfg, const sim_transport_ops *ops, u
 	*time_ns = r.colls[0].time_ns;
 	sim_result_free(&r);
 	sim_del(s);
+}
+
+static void run_and_check(const sim_config *cfg, const sim_transport_ops *ops, uint64_t *time_ns)
+{
+	run_and_check_early(cfg, ops, time_ns, NULL);
+}
+
+/*
+ * A step forwards what arrived: it starts when the data is at its rank,
+ * not when the rank that sent it has it acknowledged. With write_imm (the
+ * default) every ring step but the first starts before its input's ACK is
+ * back, and an 8-byte ring all-reduce is faster than with op write, which
+ * its receiver cannot see arrive (its steps wait for the sender's
+ * completion), by about that ACK's trip per step.
+ */
+static void test_steps_start_on_arrival(void **state)
+{
+	const char *ops[2] = {"write_imm", "write"};
+	char yaml[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
+		uint64_t t[2];
+		size_t early[2] = {0, 0};
+
+		for (int o = 0; o < 2; o++) {
+			sim_config cfg;
+
+			snprintf(yaml, sizeof(yaml),
+				 "hosts: 8\n"
+				 "collectives:\n"
+				 "  - {type: allreduce_ring, size: 8B, op: %s}\n",
+				 ops[o]);
+			cfg_from(&cfg, yaml);
+			run_and_check_early(&cfg, transports[i], &t[o], &early[o]);
+			sim_config_free(&cfg);
+		}
+		printf("# %-9s ring all-reduce 8 ranks, 8 B: write_imm %" PRIu64 " ns (%zu of 112 steps "
+		       "before the input's ACK), write %" PRIu64 " ns (%zu)\n",
+		       transports[i]->name, t[0], early[0], t[1], early[1]);
+		assert_int_equal(early[0], 13 * 8); /* every step after the first */
+		assert_int_equal(early[1], 0);
+		assert_true(t[0] * 10 < t[1] * 8);
+	}
 }
 
 static void test_runs_respect_dependencies(void **state)
@@ -160,6 +220,16 @@ static void test_core_check_fires(void **state)
 	sim_run(s, SIM_NEVER);
 	assert_true(sim_get_stats(s)->violations >= 1);
 	assert_non_null(strstr(sim_get_stats(s)->msgs[0], "started before its input flow 0 completed"));
+	sim_del(s);
+	/* the same for an input that must have arrived */
+	s = sim_from(&cfg, &sim_roce_ops);
+	sim_flow_get(s, 1)->ndeps = 1;
+	sim_flow_get(s, 1)->deps[0] = 0;
+	sim_flow_get(s, 1)->dep_kind[0] = SIM_DEP_RECEIVED;
+	sim_flow_get(s, 1)->step = 1;
+	sim_run(s, SIM_NEVER);
+	assert_true(sim_get_stats(s)->violations >= 1);
+	assert_non_null(strstr(sim_get_stats(s)->msgs[0], "started before its input flow 0 arrived"));
 	sim_del(s);
 	sim_config_free(&cfg);
 }
@@ -312,6 +382,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_expansion),
 		cmocka_unit_test(test_runs_respect_dependencies),
+		cmocka_unit_test(test_steps_start_on_arrival),
 		cmocka_unit_test(test_core_check_fires),
 		cmocka_unit_test(test_shared_buffers),
 		cmocka_unit_test(test_deterministic),

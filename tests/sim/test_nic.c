@@ -175,6 +175,72 @@ static void test_fan_out_fills_but_never_drops(void **state)
 	assert_true(o.host_max_queue <= o.host_queue_cap);
 }
 
+/*
+ * The host loop takes up only connections with work or a due timer. Hosts 0
+ * and 1 exchange 2 x 300 one-packet flows that are done within a few
+ * microseconds, beside one 8 MB flow from 0 to 1 that runs for about 700 us
+ * more. Once the small flows are done, each event of the long flow makes
+ * the hosts take up a few connections, not the 601 each host has had:
+ * visits per event, measured from then to the end, stay below 8. A loop that
+ * scanned every connection (or checked every one after each event) would
+ * make at least 600.
+ */
+static uint64_t visits_of(const sim_transport_ops *ops, sim *s)
+{
+	uint64_t v = 0;
+
+	for (uint32_t h = 0; h < sim_hosts(s); h++)
+		v += ops == &sim_mrp_ops ? sim_mrp_host_visits(sim_host_get(s, h)->ts)
+					 : sim_roce_host_visits(sim_host_get(s, h)->ts);
+	return v;
+}
+
+static void test_idle_connections_untouched(void **state)
+{
+	const sim_transport_ops *ops[3] = {&sim_roce_ops, &sim_roce_pfc_ops, &sim_mrp_ops};
+	size_t cap = 64 * 1024, len = 0;
+	char *yaml = malloc(cap);
+	sim_config cfg;
+
+	(void)state;
+	assert_non_null(yaml);
+	len += (size_t)snprintf(yaml + len, cap - len,
+				"hosts: 2\nflows:\n  - {src: 0, dst: 1, bytes: 8MB}\n");
+	for (int i = 0; i < 600; i++)
+		len += (size_t)snprintf(yaml + len, cap - len, "  - {src: %d, dst: %d, bytes: 1KB}\n",
+					i % 2, 1 - i % 2);
+	assert_true(len < cap);
+	cfg_from(&cfg, yaml);
+	for (int t = 0; t < 3; t++) {
+		sim *s = sim_from(&cfg, ops[t]);
+		uint64_t ev0, v0, small_done_ns;
+
+		while (sim_get_stats(s)->flows_done < 600 ||
+		       (sim_get_stats(s)->flows_done == 600 && sim_flow_get(s, 0)->done))
+			assert_int_equal(sim_step(s), 1);
+		assert_false(sim_flow_get(s, 0)->done); /* the long flow runs on */
+		small_done_ns = sim_now(s);
+		ev0 = sim_get_stats(s)->events;
+		v0 = visits_of(ops[t], s);
+		assert_int_equal(sim_run(s, SIM_NEVER), SIM_RUN_DONE);
+		assert_int_equal(sim_verify(s), 0);
+		assert_int_equal(sim_get_stats(s)->violations, 0);
+		assert_int_equal(sim_get_stats(s)->nic_drops, 0);
+
+		uint64_t ev = sim_get_stats(s)->events - ev0, v = visits_of(ops[t], s) - v0;
+
+		print_message("%-9s small flows done at %.1f us, long flow at %.1f us: %llu events, "
+			      "%llu visits after (%.2f per event)\n",
+			      ops[t]->name, small_done_ns / 1e3, sim_flow_get(s, 0)->finish_ns / 1e3,
+			      (unsigned long long)ev, (unsigned long long)v, (double)v / (double)ev);
+		assert_true(ev > 1000); /* the long flow did run on after */
+		assert_true(v < 8 * ev);
+		sim_del(s);
+	}
+	sim_config_free(&cfg);
+	free(yaml);
+}
+
 /* ------------------------------------------------ the core's notification */
 
 typedef struct notif_host {
@@ -281,6 +347,7 @@ int main(void)
 		cmocka_unit_test(test_port_notify),
 		cmocka_unit_test(test_no_nic_drops_all_to_all),
 		cmocka_unit_test(test_fan_out_fills_but_never_drops),
+		cmocka_unit_test(test_idle_connections_untouched),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
