@@ -43,7 +43,15 @@ static void usage(FILE *f)
 		"                         nak.access\n"
 		"  -P, --plane-addr ADDR  a second local address of the tool, of the\n"
 		"                         target's family, for plane.paths\n"
+		"  -k, --stop-cmd CMD     shell command that stops the target gracefully,\n"
+		"                         for close.shutdown and close.simultaneous (run\n"
+		"                         last: the target is gone afterwards)\n"
 		"  -w, --wait MS          answer timeout (default 500)\n"
+		"  -e, --end-wait MS      how long the target may take to end a connection\n"
+		"                         on its own: retry budget spent, shutdown (default\n"
+		"                         10000)\n"
+		"  -C, --challenge-wait MS  how long until an unanswered restart challenge\n"
+		"                         ends a connection (default 3000; SPEC 9.6: 2.5 s)\n"
 		"  -v, --verbose          print every datagram received\n"
 		"  -h, --help\n",
 		MRP_DEFAULT_PORT);
@@ -169,6 +177,9 @@ int main(int argc, char **argv)
 		{"status-cmd", required_argument, NULL, 's'},
 		{"trigger", required_argument, NULL, 't'},
 		{"wait", required_argument, NULL, 'w'},
+		{"stop-cmd", required_argument, NULL, 'k'},
+		{"end-wait", required_argument, NULL, 'e'},
+		{"challenge-wait", required_argument, NULL, 'C'},
 		{"service", required_argument, NULL, 'S'},
 		{"refused-service", required_argument, NULL, 'R'},
 		{"ro-region", required_argument, NULL, 'A'},
@@ -178,7 +189,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	const char *patterns[64];
-	unsigned npat = 0, wait_ms = 500;
+	unsigned npat = 0, wait_ms = 500, end_wait_ms = 10000, chal_wait_ms = 3000;
 	uint32_t svc = 0x4543484fu; /* "ECHO" */
 	uint32_t refused = 0;
 	int has_refused = 0;
@@ -187,9 +198,9 @@ int main(int argc, char **argv)
 	const char *plane2 = NULL;
 	int list = 0, verbose = 0;
 	const char *json = NULL, *junit = NULL, *bind_addr = NULL, *status = NULL,
-		   *trig = NULL;
+		   *trig = NULL, *stop = NULL;
 	int o;
-	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:R:A:P:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:k:w:e:C:S:R:A:P:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			if (npat == 64) {
@@ -204,15 +215,25 @@ int main(int argc, char **argv)
 		case 'b': bind_addr = optarg; break;
 		case 's': status = optarg; break;
 		case 't': trig = optarg; break;
-		case 'w': {
+		case 'k': stop = optarg; break;
+		case 'w':
+		case 'e':
+		case 'C': {
 			char *end;
 			long v = strtol(optarg, &end, 10);
-			if (*end || v < 10 || v > 60000) {
-				fprintf(stderr, "metaroce-conform: --wait %s: expected 10-60000 ms\n",
-					optarg);
+			long lo = o == 'w' ? 10 : 100, hi = o == 'w' ? 60000 : 600000;
+			const char *name = o == 'w' ? "wait" : o == 'e' ? "end-wait" : "challenge-wait";
+			if (*optarg == 0 || *end || v < lo || v > hi) {
+				fprintf(stderr, "metaroce-conform: --%s %s: expected %ld-%ld ms\n",
+					name, optarg, lo, hi);
 				return 2;
 			}
-			wait_ms = (unsigned)v;
+			if (o == 'w')
+				wait_ms = (unsigned)v;
+			else if (o == 'e')
+				end_wait_ms = (unsigned)v;
+			else
+				chal_wait_ms = (unsigned)v;
 			break;
 		}
 		case 'S':
@@ -285,7 +306,8 @@ int main(int argc, char **argv)
 	}
 	net.timeout_ms = wait_ms;
 	net.verbose = verbose;
-	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .svc = svc,
+	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .stop_cmd = stop,
+		    .end_wait_ms = end_wait_ms, .challenge_wait_ms = chal_wait_ms, .svc = svc,
 		    .refused_svc = refused, .has_refused_svc = has_refused,
 		    .has_ro = has_ro, .ro_svc = (uint32_t)ro[0], .ro_rkey = (uint32_t)ro[1],
 		    .ro_addr = ro[2], .ro_len = ro[3]};

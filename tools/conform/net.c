@@ -352,9 +352,13 @@ static void background(cf_net *n, const cf_rx *rx)
 		c->data_rx++;
 		if (rx->tos < 0 || ((rx->tos & 3) != 2 && (rx->tos & 3) != 3))
 			c->data_not_ect++;
-		if (!c->no_ack)
+		if (!c->no_ack && !c->silent)
 			send_ack(n, c, p);
 	} else if (p->hdr.opcode == MRP_OP_PROBE) {
+		if (p->hdr.flags & MRP_F_ACK_REQ)
+			c->probes_rx++;
+		if (c->silent)
+			return;
 		mrp_pkt a;
 		cf_hdr(c, &a, MRP_OP_PROBE_ACK);
 		a.u.probe_ack.probed_path_id = p->hdr.path_id;
@@ -365,18 +369,23 @@ static void background(cf_net *n, const cf_rx *rx)
 	} else if (p->hdr.opcode == MRP_OP_CLOSE) {
 		if (p->hdr.flags & MRP_F_REPLY) {
 			c->close_replies_rx++;
+			c->last_reply_reason = p->u.close.reason;
 		} else {
 			c->closes_rx++;
+			c->last_close_reason = p->u.close.reason;
+			c->ended = 1;
+			if (c->silent)
+				return;
 			mrp_pkt a;
 			cf_hdr(c, &a, MRP_OP_CLOSE);
 			a.hdr.flags = MRP_F_REPLY;
 			a.u.close.reason = p->u.close.reason;
 			cf_send(n, &a, -1);
 		}
-		c->last_close_reason = p->u.close.reason;
 		c->ended = 1;
 	} else if (p->hdr.opcode == MRP_OP_RESET) {
 		c->resets_rx++;
+		c->last_reset_reason = p->u.close.reason;
 		c->ended = 1;
 	}
 }
