@@ -1311,6 +1311,22 @@ static int c_nak_out_of_bounds(cf_ctx *x)
 			  "WRITE of 64 bytes at the region's end - 32");
 }
 
+/* SPEC 5.4 step 2: a SEND longer than the receive it matches. The service
+ * posts receives on stream 0 for its control messages (the reference
+ * daemon's: 48 bytes); a 1 GiB SEND exceeds any such buffer. Only the
+ * message's first packet is sent. */
+static int c_nak_send_bounds(cf_ctx *x)
+{
+	cf_conn *c;
+	OPEN(c, x->svc, NULL);
+	static uint8_t pl[MRP_MTU_MAX];
+	mrp_pkt p;
+	cf_data(c, &p, MRP_OP_SEND, 0, 0, 0, 0, 1u << 30, pl, c->mtu);
+	p.u.data.recv_idx = 0;
+	return expect_nak(x, c, &p, MRP_NAK_OUT_OF_BOUNDS,
+			  "the first packet of a 1 GiB SEND to receive 0 of stream 0");
+}
+
 static int c_write_zero_length(cf_ctx *x)
 {
 	cf_conn *c;
@@ -2574,16 +2590,16 @@ static int c_restart_challenge(cf_ctx *x)
 	 * connection must still be there. */
 	cf_drain(x->n, x->challenge_wait_ms, NULL, NULL);
 	if (a->resets_rx || a->closes_rx)
-		return fail(x, "answered the challenge (PROBE %u ms after the new instance's "
-			    "handshake); got %s; SPEC 9.6 requires the connection to go on",
+		return fail(x, "answered the challenge (PROBE %u ms after the new instance's CONNECT"
+			    "); got %s; SPEC 9.6 requires the connection to go on",
 			    first, a->resets_rx ? "RESET" : "CLOSE");
 	if (!cf_alive(x->n, a, x->n->timeout_ms * 2))
-		return fail(x, "answered the challenge (PROBE %u ms after the new instance's "
-			    "handshake); %u ms later the connection answers no PROBE; SPEC 9.6 "
+		return fail(x, "answered the challenge (PROBE %u ms after the new instance's CONNECT"
+			    "); %u ms later the connection answers no PROBE; SPEC 9.6 "
 			    "requires an answered connection to go on", first, x->challenge_wait_ms);
 	if (!cf_alive(x->n, b, x->n->timeout_ms * 2))
 		return fail(x, "the new instance's connection answers no PROBE");
-	snprintf(x->msg, sizeof(x->msg), "challenged %u ms after the new instance's handshake; "
+	snprintf(x->msg, sizeof(x->msg), "challenged %u ms after the new instance's CONNECT; "
 		 "answered, alive %u ms later", first, x->challenge_wait_ms);
 	return CF_PASS;
 }
@@ -2621,7 +2637,7 @@ static int c_restart_unanswered(cf_ctx *x)
 			    "PROBEs); %u ms after the new instance's handshake it still answers a "
 			    "PROBE; SPEC 9.6 requires it ended when the challenge times out "
 			    "(RECOMMENDED 2.5 s; --challenge-wait)", probes, x->challenge_wait_ms);
-	snprintf(x->msg, sizeof(x->msg), "%u challenge PROBEs unanswered; ended within %u ms, "
+	snprintf(x->msg, sizeof(x->msg), "%u PROBEs (the challenge's and path probes) unanswered; ended within %u ms, "
 		 "no RESET", probes, x->challenge_wait_ms);
 	return CF_PASS;
 }
@@ -2719,11 +2735,11 @@ static int c_close_shutdown(cf_ctx *x)
 	const unsigned ms[2] = {stp.ms1, stp.ms2};
 	for (int i = 0; i < 2; i++) {
 		if (!ms[i])
-			return fail(x, "ran the stop command (%s) with two connections open; got "
+			return fail(x, "ran the stop command (it %s) with two connections open; got "
 				    "neither CLOSE nor RESET on connection %d within %u ms "
 				    "(--end-wait); SPEC 11.3 and 11.4 require a stopping endpoint to end "
 				    "them, gracefully (CLOSE) or not (RESET), with reason SHUTDOWN",
-				    stp.stop_rc < 0 ? "still running" : "exited", i + 1,
+				    stp.stop_rc < 0 ? "is still running" : "has exited", i + 1,
 				    x->end_wait_ms);
 		unsigned r = c[i]->closes_rx ? c[i]->last_close_reason : c[i]->last_reset_reason;
 		if (r != MRP_CLOSE_SHUTDOWN)
@@ -2813,6 +2829,7 @@ const cf_case cf_cases[] = {
 	{"flags.held", "6.5", "data with HELD from a peer that did not negotiate it is placed and acknowledged", c_flags_held},
 	{"nak.invalid-rkey", "5.3", "WRITE with an unknown rkey: NAK INVALID_RKEY naming the packet", c_nak_invalid_rkey},
 	{"nak.out-of-bounds", "5.3", "WRITE past the end of a region: NAK OUT_OF_BOUNDS (PERF service)", c_nak_out_of_bounds},
+	{"nak.send-bounds", "5.4", "SEND longer than the receive it matches (1 GiB to the service's stream 0): NAK OUT_OF_BOUNDS naming it", c_nak_send_bounds},
 	{"write.zero-length", "5.3", "a zero-length WRITE accesses no memory: no rkey check, acknowledged", c_write_zero_length},
 	{"nak.access", "5.3", "WRITE into a region without remote write: NAK ACCESS", c_nak_access},
 	{"read.not-negotiated", "5.8", "READ_REQ without the capability READ: NAK MALFORMED naming it", c_read_not_negotiated},

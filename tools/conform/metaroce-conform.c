@@ -26,6 +26,8 @@ static void usage(FILE *f)
 		"(port %u by default)\n"
 		"  -c, --case PATTERN     run only cases whose name matches the glob "
 		"(repeatable)\n"
+		"  -x, --exclude PATTERN  leave out cases whose name matches the glob\n"
+		"                         (repeatable)\n"
 		"  -l, --list             list the cases and exit\n"
 		"  -j, --json FILE        write results as JSON (- for stdout)\n"
 		"  -J, --junit FILE       write results as JUnit XML (- for stdout)\n"
@@ -170,6 +172,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"case", required_argument, NULL, 'c'},
+		{"exclude", required_argument, NULL, 'x'},
 		{"list", no_argument, NULL, 'l'},
 		{"json", required_argument, NULL, 'j'},
 		{"junit", required_argument, NULL, 'J'},
@@ -188,8 +191,8 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *patterns[64];
-	unsigned npat = 0, wait_ms = 500, end_wait_ms = 10000, chal_wait_ms = 3000;
+	const char *patterns[64], *excludes[64];
+	unsigned npat = 0, nexcl = 0, wait_ms = 500, end_wait_ms = 10000, chal_wait_ms = 3000;
 	uint32_t svc = 0x4543484fu; /* "ECHO" */
 	uint32_t refused = 0;
 	int has_refused = 0;
@@ -200,7 +203,7 @@ int main(int argc, char **argv)
 	const char *json = NULL, *junit = NULL, *bind_addr = NULL, *status = NULL,
 		   *trig = NULL, *stop = NULL;
 	int o;
-	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:k:w:e:C:S:R:A:P:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:x:lj:J:b:s:t:k:w:e:C:S:R:A:P:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			if (npat == 64) {
@@ -208,6 +211,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			patterns[npat++] = optarg;
+			break;
+		case 'x':
+			if (nexcl == 64) {
+				fprintf(stderr, "metaroce-conform: at most 64 --exclude patterns\n");
+				return 2;
+			}
+			excludes[nexcl++] = optarg;
 			break;
 		case 'l': list = 1; break;
 		case 'j': json = optarg; break;
@@ -280,6 +290,8 @@ int main(int argc, char **argv)
 		int want = npat == 0;
 		for (unsigned k = 0; k < npat && !want; k++)
 			want = fnmatch(patterns[k], cf_cases[i].name, 0) == 0;
+		for (unsigned k = 0; k < nexcl && want; k++)
+			want = fnmatch(excludes[k], cf_cases[i].name, 0) != 0;
 		if (want)
 			sel[nsel++] = i;
 	}
