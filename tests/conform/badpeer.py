@@ -83,8 +83,11 @@ VARIANTS = {
     "challenge-kills": "9.6: ends a challenged connection although the peer answered (the "
                        "answers dropped)",
     # The relay in front of a target the tester then stops (--stop-cmd):
-    "shutdown-silent": "11.3: a stopping target ends its connections without a CLOSE or RESET",
-    "shutdown-reason-app": "11.4: a stopping target's CLOSE and RESET carry APP_EXIT, not SHUTDOWN",
+    "ends-silent": "11.3: ends connections on its own (its application gone, the endpoint "
+                   "stopping) without a CLOSE or RESET",
+    "shutdown-reason-app": "11.4: a stopping target's CLOSEs carry APP_EXIT, not SHUTDOWN",
+    "app-exit-reason-shutdown": "11.4: the RESETs for an application that went away carry "
+                                "SHUTDOWN, not APP_EXIT",
     "simultaneous-no-reply": "11.2: a CLOSE that crosses the target's own CLOSE is never answered",
     # The relay in front of a target that refuses the tester's service:
     "refused-no-service": "10.2: REJECT NO_SERVICE where the listener refuses (REFUSED)",
@@ -401,12 +404,14 @@ class Relay:
                                   struct.unpack_from(">I", b, 8)[0], self.tokens[src_conn], 0) \
                     + struct.pack(">HHIIQ", pid, pgen, seq, 0, ts)
                 self.send(self.back, ack, self.target, None)
-            if self.v == "shutdown-silent" and (op == OP["RESET"] or (
+            if self.v == "ends-silent" and (op == OP["RESET"] or (
                     op == OP["CLOSE"] and not flags & F_REPLY)):
                 return
-            if self.v == "shutdown-reason-app" and len(b) == 32 and (op == OP["RESET"] or (
-                    op == OP["CLOSE"] and not flags & F_REPLY)):
+            if self.v == "shutdown-reason-app" and len(b) == 32 and op == OP["CLOSE"] \
+                    and not flags & F_REPLY:
                 struct.pack_into(">H", b, 28, 1)
+            if self.v == "app-exit-reason-shutdown" and len(b) == 32 and op == OP["RESET"]:
+                struct.pack_into(">H", b, 28, 2)
             if self.v == "simultaneous-no-reply" and op == OP["CLOSE"]:
                 if not flags & F_REPLY:
                     self.target_closed.add(src_conn)

@@ -15,6 +15,7 @@ import io
 import json
 import shutil
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -41,14 +42,18 @@ KNOWN_FINDINGS = {
     "close.shutdown": (
         "a stopping daemon closes its connections with reason NORMAL, not SHUTDOWN (the "
         "engine's mrp_conn_close() takes no reason)", "got CLOSE reason NORMAL (0)"),
+    "close.app-exit": (
+        "the connections of an application that went away are reset with reason NORMAL, not "
+        "APP_EXIT (the same)", "got RESET reason NORMAL (0)"),
 }
 # reject.refused runs against a second daemon that refuses the tool
 # (REFUSED_CASES), since this one must serve it. (nak.access runs against the
 # region of roregion.c, an application of the daemon.)
 EXPECTED_SKIPS = {"reject.refused"}
-# These stop the target (--stop-cmd): they run against the daemon of the
-# `daemon` test and, through the relay, against a daemon of their own.
-STOP_CASES = {"close.shutdown", "close.simultaneous"}
+# These make an application of the daemon exit (--app-exit) or stop the
+# daemon (--stop-cmd): they run against the daemon of the `daemon` test and,
+# through the relay, against a daemon of their own.
+STOP_CASES = {"close.app-exit", "close.shutdown", "close.simultaneous"}
 # These wait seconds for the target to give up; through the relay they run
 # only in the variants of their rules and in `none`.
 SLOW_CASES = {"reset.retry-exceeded", "restart.challenge", "restart.unanswered"}
@@ -64,7 +69,7 @@ ECHO = "4543484f"
 # variant of badpeer.py -> the cases that check the rule it breaks (and, in
 # CAUSED_SKIPS, the cases that cannot run once that rule is broken)
 CAUSED_SKIPS = {"no-close-reply": {"close.reason", "close.tombstone"},
-                "shutdown-silent": {"close.simultaneous"},
+                "ends-silent": {"close.simultaneous"},
                 "retry-cookie-dropped": {"acceptor.confirm", "acceptor.retry-limit"},
                 "connect-version-outside": {"acceptor.retry", "acceptor.confirm"}}
 INITIATOR_VARIANTS = {
@@ -128,8 +133,9 @@ INITIATOR_VARIANTS = {
 # STOP_CASES run.
 SHUTDOWN_VARIANTS = {
     "none": set(),
-    "shutdown-silent": {"close.shutdown"},
+    "ends-silent": {"close.shutdown", "close.app-exit"},
     "shutdown-reason-app": {"close.shutdown"},
+    "app-exit-reason-shutdown": {"close.app-exit"},
     "simultaneous-no-reply": {"close.simultaneous"},
 }
 # variant -> {case: a piece of its fail detail}: the case fails for the
@@ -138,8 +144,10 @@ SHUTDOWN_VARIANTS = {
 VARIANT_DETAILS = {
     "retry-reset-dropped": {"reset.retry-exceeded": "no RESET"},
     "retry-reason-protocol": {"reset.retry-exceeded": "got RESET reason PROTOCOL (5)"},
-    "shutdown-silent": {"close.shutdown": "neither CLOSE nor RESET"},
+    "ends-silent": {"close.shutdown": "neither CLOSE nor RESET",
+                    "close.app-exit": "neither CLOSE nor RESET"},
     "shutdown-reason-app": {"close.shutdown": "reason APP_EXIT (1)"},
+    "app-exit-reason-shutdown": {"close.app-exit": "reason SHUTDOWN (2)"},
     "simultaneous-no-reply": {"close.simultaneous": "got no CLOSE REPLY"},
     "challenge-ignored": {"restart.unanswered": "still answers a PROBE"},
     "challenge-kills": {"restart.challenge": "answers no PROBE"},
@@ -273,14 +281,15 @@ def test_daemon(d, a):
         res = run_conform(["--bind", a[1], "--status-cmd", "%s -s %s -j status"
                            % (ctl, d.sock), "--trigger", "%s -s %s ping %%a" % (ctl, d.sock),
                            "--ro-region", ro.arg, "--plane-addr", a[3], "--junit", junit,
-                           "--stop-cmd", "kill -TERM %d" % d.proc.pid] + WAITS +
+                           "--stop-cmd", "kill -TERM %d" % d.proc.pid,
+                           "--app-exit", "%s:kill -TERM %d" % (RO_SERVICE, ro.p.pid)] + WAITS +
                           [d.peer()], details=det)
     finally:
         rc = ro.close()
-    # close.shutdown stopped the daemon under it: roregion then exits 1 (its
-    # event call fails); 3 would say that its region was written.
-    mrtest.check(rc in (None, 1), "roregion ran until the daemon stopped, its region "
-                 "unwritten (exit %s)" % rc)
+    # close.app-exit ended it with SIGTERM; had its region been written, it
+    # would have exited 3 before.
+    mrtest.check(rc == -signal.SIGTERM, "roregion ran until close.app-exit ended it "
+                 "(SIGTERM), its region unwritten (exit %s)" % rc)
     # SPEC 10.3: the daemon's ping fails on the tool's REJECT (exit 1).
     mrtest.check("exited with status 1" in det.get("acceptor.reject", ""),
                  "the REJECTed ping failed: %s" % det.get("acceptor.reject"))
@@ -405,8 +414,10 @@ def run_variant(d, a, side, variant, expect, out, dr=None, ro=None, tmp=None):
         # a daemon of its own: the tool stops it
         ds = mrtest.Daemon(tmp, "s-" + variant,
                            [mrtest.addr_base("conform-stop-" + variant)[0]], port=19791)
+        dro = RoRegion(ds)
         relay = Relay(variant, a[2], "%s:%d" % (ds.addrs[0], ds.port))
-        args = ["--bind", a[1], "--stop-cmd", "kill -TERM %d" % ds.proc.pid] + WAITS
+        args = ["--bind", a[1], "--stop-cmd", "kill -TERM %d" % ds.proc.pid,
+                "--app-exit", "%s:kill -TERM %d" % (RO_SERVICE, dro.p.pid)] + WAITS
         for c in sorted(STOP_CASES):
             args += ["--case", c]
         try:
@@ -418,6 +429,9 @@ def run_variant(d, a, side, variant, expect, out, dr=None, ro=None, tmp=None):
             except subprocess.TimeoutExpired:
                 rc = "still running"
                 ds.stop()
+            rorc = dro.close()
+        checks.append((rorc == -signal.SIGTERM, "shutdown variant %s: close.app-exit ended "
+                       "roregion (exit %s)" % (variant, rorc)))
         checks.append((rc == 0, "shutdown variant %s: the stopped daemon exited 0 (%s)"
                        % (variant, rc)))
         expect = expect | ((set(KNOWN_FINDINGS) & STOP_CASES) - caused)

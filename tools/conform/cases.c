@@ -2642,6 +2642,44 @@ static int c_restart_unanswered(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* SPEC 11.3/11.4: an application of the target that goes away without
+ * closing (--app-exit: its service, and a command that makes it exit) has
+ * its connections closed or reset on its behalf with reason APP_EXIT. */
+static int c_close_app_exit(cf_ctx *x)
+{
+	if (!x->app_exit_cmd)
+		return skip(x, "no --app-exit names an application of the target and a command "
+			    "that makes it exit");
+	cf_conn *c;
+	OPEN(c, x->app_svc, NULL);
+	uint32_t ci = c->ci;
+	x->app_pid = spawn(x->app_exit_cmd);
+	uint64_t t0 = cf_now_ns();
+	while (ms_since(t0) < x->end_wait_ms) {
+		cf_drain(x->n, 10, NULL, NULL);
+		c = cf_conn_find(x->n, ci);
+		if (!c || c->closes_rx || c->resets_rx)
+			break;
+	}
+	unsigned ms = ms_since(t0);
+	if (x->app_pid > 0 && waitpid(x->app_pid, NULL, WNOHANG) == x->app_pid)
+		x->app_pid = 0;
+	if (!c || (!c->closes_rx && !c->resets_rx))
+		return fail(x, "connected to service %08x, then ran the --app-exit command; got "
+			    "neither CLOSE nor RESET within %u ms (--end-wait); SPEC 11.3 and 11.4 "
+			    "require the endpoint to close or reset the application's connections, "
+			    "reason APP_EXIT", x->app_svc, x->end_wait_ms);
+	unsigned r = c->closes_rx ? c->last_close_reason : c->last_reset_reason;
+	if (r != MRP_CLOSE_APP_EXIT)
+		return fail(x, "connected to service %08x, then ran the --app-exit command; got %s "
+			    "reason %s (%u) %u ms later; SPEC 11.3 and 11.4 require reason APP_EXIT "
+			    "(1)", x->app_svc, c->closes_rx ? "CLOSE" : "RESET",
+			    close_reason_name(r), r, ms);
+	snprintf(x->msg, sizeof(x->msg), "%s APP_EXIT %u ms after the command",
+		 c->closes_rx ? "CLOSE" : "RESET", ms);
+	return CF_PASS;
+}
+
 /* SPEC 11.3/11.4: the target stopping (--stop-cmd) ends its connections
  * with CLOSE or RESET, reason SHUTDOWN; and 11.2: a CLOSE of ours that
  * crosses the target's own CLOSE is answered with CLOSE REPLY (same
@@ -2779,6 +2817,11 @@ static int c_close_simultaneous(cf_ctx *x)
 
 void cf_cases_cleanup(cf_ctx *x)
 {
+	if (x->app_pid > 0) {
+		kill(x->app_pid, SIGTERM);
+		waitpid(x->app_pid, NULL, 0);
+		x->app_pid = 0;
+	}
 	if (x->stop_pid > 0) {
 		kill(x->stop_pid, SIGTERM);
 		waitpid(x->stop_pid, NULL, 0);
@@ -2870,7 +2913,8 @@ const cf_case cf_cases[] = {
 	{"acceptor.reject-forged", "10.3", "a REJECT with a wrong token, or token 0 and a range holding its version, is dropped", c_acc_reject_forged},
 	{"acceptor.retry-limit", "9.7", "the target follows a bounded number of RETRYs per attempt", c_acc_retry_limit},
 	{"acceptor.bad-accept", "9.3", "an ACCEPT whose service_id is not the CONNECT's: the target sends RESET PROTOCOL, never confirms", c_acc_bad_accept},
-	/* These two stop the target: last. */
+	/* These end the application of --app-exit, then the target: last. */
+	{"close.app-exit", "11.4", "an application of the target exits (--app-exit): its connection ends by CLOSE or RESET, reason APP_EXIT", c_close_app_exit},
 	{"close.shutdown", "11.4", "the target stopping (--stop-cmd) ends open connections by CLOSE or RESET, reason SHUTDOWN", c_close_shutdown},
 	{"close.simultaneous", "11.2", "our CLOSE crossing the stopping target's CLOSE: answered with CLOSE REPLY, our reason", c_close_simultaneous},
 };

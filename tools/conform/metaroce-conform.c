@@ -48,6 +48,9 @@ static void usage(FILE *f)
 		"  -k, --stop-cmd CMD     shell command that stops the target gracefully,\n"
 		"                         for close.shutdown and close.simultaneous (run\n"
 		"                         last: the target is gone afterwards)\n"
+		"  -a, --app-exit SVC:CMD  (hex) the service of an application of the target,\n"
+		"                         and a shell command that makes it exit, for\n"
+		"                         close.app-exit (run after all but close.shutdown)\n"
 		"  -w, --wait MS          answer timeout (default 500)\n"
 		"  -e, --end-wait MS      how long the target may take to end a connection\n"
 		"                         on its own: retry budget spent, shutdown (default\n"
@@ -181,6 +184,7 @@ int main(int argc, char **argv)
 		{"trigger", required_argument, NULL, 't'},
 		{"wait", required_argument, NULL, 'w'},
 		{"stop-cmd", required_argument, NULL, 'k'},
+		{"app-exit", required_argument, NULL, 'a'},
 		{"end-wait", required_argument, NULL, 'e'},
 		{"challenge-wait", required_argument, NULL, 'C'},
 		{"service", required_argument, NULL, 'S'},
@@ -201,9 +205,10 @@ int main(int argc, char **argv)
 	const char *plane2 = NULL;
 	int list = 0, verbose = 0;
 	const char *json = NULL, *junit = NULL, *bind_addr = NULL, *status = NULL,
-		   *trig = NULL, *stop = NULL;
+		   *trig = NULL, *stop = NULL, *app_cmd = NULL;
+	uint32_t app_svc = 0;
 	int o;
-	while ((o = getopt_long(argc, argv, "c:x:lj:J:b:s:t:k:w:e:C:S:R:A:P:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:x:lj:J:b:s:t:k:a:w:e:C:S:R:A:P:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			if (npat == 64) {
@@ -226,6 +231,18 @@ int main(int argc, char **argv)
 		case 's': status = optarg; break;
 		case 't': trig = optarg; break;
 		case 'k': stop = optarg; break;
+		case 'a': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 16);
+			if (end == optarg || *end != ':' || !end[1] || v == 0 || v > 0xffffffffu) {
+				fprintf(stderr, "metaroce-conform: --app-exit %s: expected SVC:CMD, "
+					"SVC a 32-bit hex service id\n", optarg);
+				return 2;
+			}
+			app_svc = (uint32_t)v;
+			app_cmd = end + 1;
+			break;
+		}
 		case 'w':
 		case 'e':
 		case 'C': {
@@ -319,6 +336,7 @@ int main(int argc, char **argv)
 	net.timeout_ms = wait_ms;
 	net.verbose = verbose;
 	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .stop_cmd = stop,
+		    .app_exit_cmd = app_cmd, .app_svc = app_svc,
 		    .end_wait_ms = end_wait_ms, .challenge_wait_ms = chal_wait_ms, .svc = svc,
 		    .refused_svc = refused, .has_refused_svc = has_refused,
 		    .has_ro = has_ro, .ro_svc = (uint32_t)ro[0], .ro_rkey = (uint32_t)ro[1],
