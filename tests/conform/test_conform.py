@@ -42,6 +42,10 @@ KNOWN_FINDINGS = {
     "close.shutdown": (
         "a stopping daemon closes its connections with reason NORMAL, not SHUTDOWN (the "
         "engine's mrp_conn_close() takes no reason)", "got CLOSE reason NORMAL (0)"),
+    "reset.dead-peer": (
+        "an idle connection whose peer went silent is never reset: the engine gives up only "
+        "with work outstanding (peer_timeout_ns), and probes the peer's paths about 40 "
+        "times a second meanwhile", "no RESET"),
     "close.app-exit": (
         "the connections of an application that went away are reset with reason NORMAL, not "
         "APP_EXIT (the same)", "got RESET reason NORMAL (0)"),
@@ -56,7 +60,8 @@ EXPECTED_SKIPS = {"reject.refused"}
 STOP_CASES = {"close.app-exit", "close.shutdown", "close.simultaneous"}
 # These wait seconds for the target to give up; through the relay they run
 # only in the variants of their rules and in `none`.
-SLOW_CASES = {"reset.retry-exceeded", "restart.challenge", "restart.unanswered"}
+SLOW_CASES = {"reset.retry-exceeded", "reset.dead-peer", "restart.challenge",
+              "restart.unanswered"}
 # The SPEC's retry budget (8.1) on our daemon ends by about 2 s, the restart
 # challenge (9.6) by 2.5 s; the slack is for a loaded machine.
 WAITS = ["--end-wait", "5000", "--challenge-wait", "3500"]
@@ -124,7 +129,7 @@ INITIATOR_VARIANTS = {
     "no-pair-accepted": {"plane.no-pair"},
     "planes-crossed": {"plane.paths"},
     "send-bounds-rnr": {"nak.send-bounds"},
-    "retry-reset-dropped": {"reset.retry-exceeded"},
+    "retry-reset-dropped": {"reset.retry-exceeded", "reset.dead-peer"},
     "retry-reason-protocol": {"reset.retry-exceeded"},
     "challenge-ignored": {"restart.unanswered"},
     "challenge-kills": {"restart.challenge"},

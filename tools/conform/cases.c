@@ -2555,6 +2555,44 @@ static int c_reset_retry_exceeded(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* SPEC 8.1: "or no path of the connection has worked for a configured
+ * time": an idle connection whose peer goes silent (answers none of the
+ * target's keep-alive PROBEs) is reset with RETRY_EXCEEDED too, within
+ * that time (--end-wait), so that a peer that vanished costs nothing for
+ * ever. */
+static int c_reset_dead_peer(cf_ctx *x)
+{
+	cf_conn *c;
+	OPEN(c, x->svc, NULL);
+	c->silent = 1;
+	uint32_t pr0 = c->probes_rx;
+	uint64_t t0 = cf_now_ns();
+	while (!c->resets_rx && !c->closes_rx && ms_since(t0) < x->end_wait_ms)
+		cf_drain(x->n, 10, NULL, NULL);
+	unsigned ms = ms_since(t0), probes = c->probes_rx - pr0;
+	if (!c->resets_rx && !c->closes_rx)
+		return fail(x, "opened an idle connection, then answered nothing on it: got %u "
+			    "PROBEs in %u ms (--end-wait), no RESET; SPEC 8.1 requires a RESET with "
+			    "reason RETRY_EXCEEDED once no path of the connection has worked for a "
+			    "configured time", probes, ms);
+	if (!c->resets_rx)
+		return fail(x, "answered nothing on an idle connection; got CLOSE reason %s (%u) "
+			    "%u ms later, not RESET; SPEC 8.1 and 11.3 require RESET RETRY_EXCEEDED",
+			    close_reason_name(c->last_close_reason), c->last_close_reason, ms);
+	if (probes == 0)
+		return fail(x, "answered nothing on an idle connection; got RESET %u ms later "
+			    "without a PROBE before it; SPEC 8.1 requires the paths probed (and "
+			    "found failed) first", ms);
+	if (c->last_reset_reason != MRP_CLOSE_RETRY_EXCEEDED)
+		return fail(x, "answered nothing on an idle connection; got RESET reason %s (%u) "
+			    "%u ms later, after %u PROBEs; SPEC 8.1 and 11.4 require reason "
+			    "RETRY_EXCEEDED (4)", close_reason_name(c->last_reset_reason),
+			    c->last_reset_reason, ms, probes);
+	snprintf(x->msg, sizeof(x->msg), "RESET RETRY_EXCEEDED %u ms after the peer went silent "
+		 "(%u PROBEs)", ms, probes);
+	return CF_PASS;
+}
+
 /* SPEC 9.6: an authenticated handshake of ours with a new instance id
  * claims that we restarted. The target challenges the old instance's
  * connections with PROBEs (ACK_REQ) carrying our token; one we answer
@@ -2637,8 +2675,8 @@ static int c_restart_unanswered(cf_ctx *x)
 			    "PROBEs); %u ms after the new instance's handshake it still answers a "
 			    "PROBE; SPEC 9.6 requires it ended when the challenge times out "
 			    "(RECOMMENDED 2.5 s; --challenge-wait)", probes, x->challenge_wait_ms);
-	snprintf(x->msg, sizeof(x->msg), "%u PROBEs (the challenge's and path probes) unanswered; ended within %u ms, "
-		 "no RESET", probes, x->challenge_wait_ms);
+	snprintf(x->msg, sizeof(x->msg), "%u PROBEs (the challenge's and path probes) "
+		 "unanswered; ended within %u ms, no RESET", probes, x->challenge_wait_ms);
 	return CF_PASS;
 }
 
@@ -2893,6 +2931,7 @@ const cf_case cf_cases[] = {
 	{"close.drain", "11.2", "CLOSE while the target's SEND is unacknowledged: no reply until it completes", c_close_drain},
 	{"reset.abort", "11.3", "RESET: not answered, connection ended, late data dropped silently", c_reset_abort},
 	{"reset.retry-exceeded", "11.3", "a peer that answers nothing after the target's SEND: RESET RETRY_EXCEEDED once the retry budget is spent (--end-wait)", c_reset_retry_exceeded},
+	{"reset.dead-peer", "8.1", "an idle connection whose peer answers nothing (no PROBE_ACK): RESET RETRY_EXCEEDED within --end-wait", c_reset_dead_peer},
 	{"restart.challenge", "9.6", "a handshake with a new instance id: the old instance's connection is challenged (PROBE), answered, and lives on", c_restart_challenge},
 	{"restart.unanswered", "9.6", "a new instance id and the old connection's challenge unanswered: it ends within --challenge-wait, without RESET", c_restart_unanswered},
 	{"malformed.truncated", "13.1", "short datagrams: dropped, counted TRUNCATED, target alive", c_mal_truncated},
