@@ -75,7 +75,7 @@ VARIANTS = {
     "no-pair-accepted": "9.5: takes every plane address of a MULTIPLANE CONNECT for plane 0",
     "planes-crossed": "9.5: pairs the second plane address of a CONNECT instead of the first",
     "send-bounds-rnr": "5.4: NAKs a SEND longer than its receive RNR, not OUT_OF_BOUNDS",
-    "retry-reset-dropped": "8.1/11.3: never resets a connection whose peer stopped answering "
+    "retry-reset-dropped": "5.4/8.1/11.3: never resets a connection whose peer stopped answering "
                            "(its RESETs dropped)",
     "retry-reason-protocol": "11.4: resets with reason PROTOCOL when its retry budget runs out",
     "challenge-ignored": "9.6: never ends a connection whose restart challenge goes unanswered "

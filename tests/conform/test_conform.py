@@ -42,6 +42,8 @@ KNOWN_FINDINGS = {
     "close.shutdown": (
         "a stopping daemon closes its connections with reason NORMAL, not SHUTDOWN (the "
         "engine's mrp_conn_close() takes no reason)", "got CLOSE reason NORMAL (0)"),
+    "reset.rnr-exceeded": (
+        "the same for RNR retries spent: RESET reason NORMAL", "got RESET reason NORMAL (0)"),
     "reset.dead-peer": (
         "an idle connection whose peer went silent is never reset: the engine gives up only "
         "with work outstanding (peer_timeout_ns), and probes the peer's paths about 40 "
@@ -60,8 +62,8 @@ EXPECTED_SKIPS = {"reject.refused"}
 STOP_CASES = {"close.app-exit", "close.shutdown", "close.simultaneous"}
 # These wait seconds for the target to give up; through the relay they run
 # only in the variants of their rules and in `none`.
-SLOW_CASES = {"reset.retry-exceeded", "reset.dead-peer", "restart.challenge",
-              "restart.unanswered"}
+SLOW_CASES = {"reset.retry-exceeded", "reset.rnr-exceeded", "reset.dead-peer",
+              "restart.challenge", "restart.unanswered"}
 # The SPEC's retry budget (8.1) on our daemon ends by about 2 s, the restart
 # challenge (9.6) by 2.5 s; the slack is for a loaded machine.
 WAITS = ["--end-wait", "5000", "--challenge-wait", "3500"]
@@ -129,8 +131,8 @@ INITIATOR_VARIANTS = {
     "no-pair-accepted": {"plane.no-pair"},
     "planes-crossed": {"plane.paths"},
     "send-bounds-rnr": {"nak.send-bounds"},
-    "retry-reset-dropped": {"reset.retry-exceeded", "reset.dead-peer"},
-    "retry-reason-protocol": {"reset.retry-exceeded"},
+    "retry-reset-dropped": {"reset.retry-exceeded", "reset.rnr-exceeded", "reset.dead-peer"},
+    "retry-reason-protocol": {"reset.retry-exceeded", "reset.rnr-exceeded"},
     "challenge-ignored": {"restart.unanswered"},
     "challenge-kills": {"restart.challenge"},
 }
@@ -147,8 +149,10 @@ SHUTDOWN_VARIANTS = {
 # variant's reason (this is what tells a variant's failure from a known
 # finding of the same case).
 VARIANT_DETAILS = {
-    "retry-reset-dropped": {"reset.retry-exceeded": "no RESET"},
-    "retry-reason-protocol": {"reset.retry-exceeded": "got RESET reason PROTOCOL (5)"},
+    "retry-reset-dropped": {"reset.retry-exceeded": "no RESET",
+                            "reset.rnr-exceeded": "no RESET"},
+    "retry-reason-protocol": {"reset.retry-exceeded": "got RESET reason PROTOCOL (5)",
+                              "reset.rnr-exceeded": "got RESET reason PROTOCOL (5)"},
     "ends-silent": {"close.shutdown": "neither CLOSE nor RESET",
                     "close.app-exit": "neither CLOSE nor RESET"},
     "shutdown-reason-app": {"close.shutdown": "reason APP_EXIT (1)"},

@@ -2555,6 +2555,49 @@ static int c_reset_retry_exceeded(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* SPEC 5.4 and 7.3: a receiver that NAKs every copy of a message RNR
+ * (while it answers PROBEs: its paths work) exhausts the sender's RNR retry
+ * count (RECOMMENDED 7), and the sender resets the connection with
+ * RETRY_EXCEEDED. The message is the ECHO service's reply. */
+static int c_reset_rnr_exceeded(cf_ctx *x)
+{
+	perf pf;
+	memset(&pf, 0, sizeof(pf));
+	OPEN(pf.c, x->svc, NULL);
+	cf_conn *c = pf.c;
+	c->rnr_nak = 1;
+	uint32_t rx0 = c->data_rx;
+	ctl_send(x, &pf, T_ECHO_REQ, 11, 0x9abc);
+	uint64_t v[3];
+	if (!ctl_wait(x, &pf, T_ECHO_REP, v))
+		return skip(x, "service %08x sent no ECHO reply (a SEND on stream 0) to an ECHO "
+			    "request: it is not the reference daemon's ECHO", x->svc);
+	uint64_t t0 = cf_now_ns();
+	while (!c->resets_rx && !c->closes_rx && ms_since(t0) < x->end_wait_ms)
+		cf_drain(x->n, 10, NULL, NULL);
+	unsigned ms = ms_since(t0), copies = c->data_rx - rx0;
+	if (!c->resets_rx && !c->closes_rx)
+		return fail(x, "NAKed every copy of the target's SEND (ECHO reply) RNR, answering its "
+			    "PROBEs: got %u copies in %u ms (--end-wait), no RESET; SPEC 5.4 requires "
+			    "a RESET with reason RETRY_EXCEEDED once the RNR retries (RECOMMENDED 7) "
+			    "are spent", copies, ms);
+	if (!c->resets_rx)
+		return fail(x, "NAKed every copy of the target's SEND RNR; got CLOSE reason %s (%u) "
+			    "%u ms later, not RESET; SPEC 5.4 requires RESET RETRY_EXCEEDED",
+			    close_reason_name(c->last_close_reason), c->last_close_reason, ms);
+	if (copies < 2)
+		return fail(x, "NAKed the target's SEND RNR once; got RESET %u ms later without a "
+			    "retry; SPEC 5.4 and 7.3 make RNR not fatal: the sender retries", ms);
+	if (c->last_reset_reason != MRP_CLOSE_RETRY_EXCEEDED)
+		return fail(x, "NAKed every copy of the target's SEND RNR; got RESET reason %s (%u) "
+			    "%u ms later, after %u copies; SPEC 5.4 and 11.4 require reason "
+			    "RETRY_EXCEEDED (4)", close_reason_name(c->last_reset_reason),
+			    c->last_reset_reason, ms, copies);
+	snprintf(x->msg, sizeof(x->msg), "RESET RETRY_EXCEEDED %u ms after the SEND (%u copies "
+		 "NAKed RNR)", ms, copies);
+	return CF_PASS;
+}
+
 /* SPEC 8.1: "or no path of the connection has worked for a configured
  * time": an idle connection whose peer goes silent (answers none of the
  * target's keep-alive PROBEs) is reset with RETRY_EXCEEDED too, within
@@ -2931,6 +2974,7 @@ const cf_case cf_cases[] = {
 	{"close.drain", "11.2", "CLOSE while the target's SEND is unacknowledged: no reply until it completes", c_close_drain},
 	{"reset.abort", "11.3", "RESET: not answered, connection ended, late data dropped silently", c_reset_abort},
 	{"reset.retry-exceeded", "11.3", "a peer that answers nothing after the target's SEND: RESET RETRY_EXCEEDED once the retry budget is spent (--end-wait)", c_reset_retry_exceeded},
+	{"reset.rnr-exceeded", "5.4", "every copy of the target's SEND NAKed RNR (PROBEs answered): RESET RETRY_EXCEEDED once its RNR retries are spent", c_reset_rnr_exceeded},
 	{"reset.dead-peer", "8.1", "an idle connection whose peer answers nothing (no PROBE_ACK): RESET RETRY_EXCEEDED within --end-wait", c_reset_dead_peer},
 	{"restart.challenge", "9.6", "a handshake with a new instance id: the old instance's connection is challenged (PROBE), answered, and lives on", c_restart_challenge},
 	{"restart.unanswered", "9.6", "a new instance id and the old connection's challenge unanswered: it ends within --challenge-wait, without RESET", c_restart_unanswered},

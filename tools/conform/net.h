@@ -77,6 +77,8 @@ typedef struct cf_conn {
 			   * does not acknowledge it (a case holds its ACKs) */
 	int silent;       /* ... and answers nothing at all: no ACK, PROBE_ACK
 			   * or CLOSE reply (a peer that went away) */
+	int rnr_nak;      /* NAKs every data packet of the target RNR instead of
+			   * acknowledging it (a receiver never ready) */
 	uint32_t data_rx; /* data packets of the target received */
 	uint32_t data_not_ect; /* ... of them neither ECT(0) nor CE (SPEC 2.4) */
 } cf_conn;
