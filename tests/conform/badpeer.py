@@ -74,6 +74,21 @@ VARIANTS = {
     "data-lenient": "5.1: takes a WRITE's offset modulo 2^32 and ignores its recv_idx",
     "no-pair-accepted": "9.5: takes every plane address of a MULTIPLANE CONNECT for plane 0",
     "planes-crossed": "9.5: pairs the second plane address of a CONNECT instead of the first",
+    "send-bounds-rnr": "5.4: NAKs a SEND longer than its receive RNR, not OUT_OF_BOUNDS",
+    "retry-reset-dropped": "5.4/8.1/11.3: never resets a connection whose peer stopped answering "
+                           "(its RESETs dropped)",
+    "retry-reason-protocol": "11.4: resets with reason PROTOCOL when its retry budget runs out",
+    "challenge-ignored": "9.6: never ends a connection whose restart challenge goes unanswered "
+                         "(the relay answers the challenge)",
+    "challenge-kills": "9.6: ends a challenged connection although the peer answered (the "
+                       "answers dropped)",
+    # The relay in front of a target the tester then stops (--stop-cmd):
+    "ends-silent": "11.3: ends connections on its own (its application gone, the endpoint "
+                   "stopping) without a CLOSE or RESET",
+    "shutdown-reason-app": "11.4: a stopping target's CLOSEs carry APP_EXIT, not SHUTDOWN",
+    "app-exit-reason-shutdown": "11.4: the RESETs for an application that went away carry "
+                                "SHUTDOWN, not APP_EXIT",
+    "simultaneous-no-reply": "11.2: a CLOSE that crosses the target's own CLOSE is never answered",
     # The relay in front of a target that refuses the tester's service:
     "refused-no-service": "10.2: REJECT NO_SERVICE where the listener refuses (REFUSED)",
     # The relay in front of the target as initiator (the tester accepts):
@@ -114,6 +129,15 @@ class Relay:
         self.hs_src = {}         # initiator conn id -> source of its CONNECT
         self.hs_svc = {}         # initiator conn id -> its CONNECT's service_id
         self.perf_base = None    # region base of the last PERF READY seen
+        self.inst_of = {}        # initiator conn id -> its CONNECT's instance id
+        self.latest_inst = None  # instance id of the newest CONNECT
+        self.target_closed = set()  # acceptor conn ids that sent a CLOSE without REPLY
+        self.sends = set()       # (acceptor conn id, stream, msn) of the tester's SENDs
+
+    def old_instance(self, ci):
+        """Whether initiator connection ci belongs to an instance of the
+        tester that a newer CONNECT replaced (SPEC 9.6)."""
+        return ci in self.inst_of and self.inst_of[ci] != self.latest_inst
 
     @staticmethod
     def recv(s):
@@ -148,6 +172,7 @@ class Relay:
             if self.v == "retry-cookie-dropped":
                 struct.pack_into(">Q", b, 16, 0)
             self.hs_token[src_conn] = struct.unpack_from(">Q", b, 36)[0]
+            self.inst_of[src_conn] = self.latest_inst = struct.unpack_from(">Q", b, 44)[0]
             multi = struct.unpack_from(">Q", b, 52)[0] & mra.CAP_MULTIPLANE
             naddrs = min(b[66], (len(b) - 68) // 20)
             if self.v == "no-pair-accepted" and multi:
@@ -220,7 +245,11 @@ class Relay:
                 nak = struct.pack(">BBHHHIIQI", 1, OP["NAK"], 0, 0, 0, src_conn, dst, 0, 0) + \
                     struct.pack(">BBHIIHHIIQ", 5, 0, stream, msn, off, pid, pgen, psn, 0, tok)
                 self.send(self.front, nak, self.client or src, None)
+            if self.v == "send-bounds-rnr" and op == OP["SEND"] and len(b) >= 72:
+                self.sends.add((dst,) + struct.unpack_from(">HxxI", b, 28))
             if self.v == "no-confirm" and (op == OP["PROBE"] or 1 <= op <= 4):
+                return
+            if self.v == "challenge-kills" and self.old_instance(self.peer.get(dst)):
                 return
             if self.v == "held-dropped" and 1 <= op <= 4 and \
                     struct.unpack_from(">H", b, 2)[0] & 0x0020:
@@ -355,6 +384,39 @@ class Relay:
             if self.v == "retry-unlimited" and op == OP["RETRY"] and len(b) == 44:
                 self.cookie[struct.unpack_from(">I", b, 8)[0]] = \
                     struct.unpack_from(">Q", b, 28)[0]
+            flags = struct.unpack_from(">H", b, 2)[0]
+            src_conn = struct.unpack_from(">I", b, 12)[0]
+            if self.v == "send-bounds-rnr" and op == OP["NAK"] and len(b) == 60 \
+                    and b[28] == 2 and (src_conn,) + struct.unpack_from(">HI", b, 30) \
+                    in self.sends:
+                b[28] = 4
+            if self.v == "retry-reset-dropped" and op == OP["RESET"]:
+                return
+            if self.v == "retry-reason-protocol" and op == OP["RESET"] and len(b) == 32:
+                struct.pack_into(">H", b, 28, 5)
+            if (self.v == "challenge-ignored" and op == OP["PROBE"] and len(b) == 44
+                    and flags & mra.F_ACK_REQ and src_conn in self.tokens
+                    and self.old_instance(struct.unpack_from(">I", b, 8)[0])):
+                # answer the challenge in the tester's name
+                pid, pgen = struct.unpack_from(">HH", b, 4)
+                seq, _, ts = struct.unpack_from(">IIQ", b, 28)
+                ack = struct.pack(">BBHHHIIQI", 1, OP["PROBE_ACK"], 0, pid, pgen, src_conn,
+                                  struct.unpack_from(">I", b, 8)[0], self.tokens[src_conn], 0) \
+                    + struct.pack(">HHIIQ", pid, pgen, seq, 0, ts)
+                self.send(self.back, ack, self.target, None)
+            if self.v == "ends-silent" and (op == OP["RESET"] or (
+                    op == OP["CLOSE"] and not flags & F_REPLY)):
+                return
+            if self.v == "shutdown-reason-app" and len(b) == 32 and op == OP["CLOSE"] \
+                    and not flags & F_REPLY:
+                struct.pack_into(">H", b, 28, 1)
+            if self.v == "app-exit-reason-shutdown" and len(b) == 32 and op == OP["RESET"]:
+                struct.pack_into(">H", b, 28, 2)
+            if self.v == "simultaneous-no-reply" and op == OP["CLOSE"]:
+                if not flags & F_REPLY:
+                    self.target_closed.add(src_conn)
+                elif src_conn in self.target_closed:
+                    return
             if self.v == "nak-wrong-psn" and op == OP["NAK"] and len(b) == 60 \
                     and b[28] != 5:
                 struct.pack_into(">I", b, 44, (struct.unpack_from(">I", b, 44)[0] + 1)

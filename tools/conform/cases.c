@@ -1311,6 +1311,22 @@ static int c_nak_out_of_bounds(cf_ctx *x)
 			  "WRITE of 64 bytes at the region's end - 32");
 }
 
+/* SPEC 5.4 step 2: a SEND longer than the receive it matches. The service
+ * posts receives on stream 0 for its control messages (the reference
+ * daemon's: 48 bytes); a 1 GiB SEND exceeds any such buffer. Only the
+ * message's first packet is sent. */
+static int c_nak_send_bounds(cf_ctx *x)
+{
+	cf_conn *c;
+	OPEN(c, x->svc, NULL);
+	static uint8_t pl[MRP_MTU_MAX];
+	mrp_pkt p;
+	cf_data(c, &p, MRP_OP_SEND, 0, 0, 0, 0, 1u << 30, pl, c->mtu);
+	p.u.data.recv_idx = 0;
+	return expect_nak(x, c, &p, MRP_NAK_OUT_OF_BOUNDS,
+			  "the first packet of a 1 GiB SEND to receive 0 of stream 0");
+}
+
 static int c_write_zero_length(cf_ctx *x)
 {
 	cf_conn *c;
@@ -1793,6 +1809,8 @@ static int match_connect(const cf_rx *rx, void *ud)
 	return rx->len >= MRP_HDR_LEN && rx->pkt.hdr.opcode == MRP_OP_CONNECT;
 }
 
+static pid_t spawn(const char *cmd);
+
 static void trigger(cf_ctx *x)
 {
 	char cmd[1024], addr[80];
@@ -1807,17 +1825,7 @@ static void trigger(cf_ctx *x)
 		}
 	}
 	cmd[o] = 0;
-	pid_t pid = fork();
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_WRONLY);
-		if (devnull >= 0) {
-			dup2(devnull, 1);
-			dup2(devnull, 2);
-		}
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	x->trigger_pid = pid;
+	x->trigger_pid = spawn(cmd);
 }
 
 static void acceptor_run(cf_ctx *x)
@@ -2468,8 +2476,438 @@ static int c_acc_bad_accept(cf_ctx *x)
 	return CF_PASS;
 }
 
+/* ---- the target ends connections on its own (SPEC 8.1, 9.6, 11.2-11.4) --------------- */
+
+static const char *close_reason_name(unsigned r)
+{
+	static const char *names[] = {"NORMAL", "APP_EXIT", "SHUTDOWN", "PEER_RESTART",
+				      "RETRY_EXCEEDED", "PROTOCOL"};
+	return r <= MRP_CLOSE_MAX ? names[r] : "?";
+}
+
+/* Run cmd through /bin/sh in the background, its output to /dev/null. */
+static pid_t spawn(const char *cmd)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		if (devnull >= 0) {
+			dup2(devnull, 1);
+			dup2(devnull, 2);
+		}
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static unsigned ms_since(uint64_t t0)
+{
+	return (unsigned)((cf_now_ns() - t0) / 1000000ull);
+}
+
+/* SPEC 8.1 and 11.3: a peer that stops answering (no ACK, no PROBE_ACK,
+ * nothing) exhausts the target's retry budget for the data it sent, and
+ * the target resets the connection with reason RETRY_EXCEEDED. The data is
+ * the ECHO service's reply to an ECHO request (a SEND on stream 0). */
+static int c_reset_retry_exceeded(cf_ctx *x)
+{
+	perf pf;
+	memset(&pf, 0, sizeof(pf));
+	OPEN(pf.c, x->svc, NULL);
+	cf_conn *c = pf.c;
+	c->silent = 1;
+	uint32_t rx0 = c->data_rx, pr0 = c->probes_rx;
+	ctl_send(x, &pf, T_ECHO_REQ, 9, 0x5678);
+	uint64_t v[3];
+	if (!ctl_wait(x, &pf, T_ECHO_REP, v))
+		return skip(x, "service %08x sent no ECHO reply (a SEND on stream 0) to an ECHO "
+			    "request: it is not the reference daemon's ECHO", x->svc);
+	/* From now on the tool answers nothing on the connection. */
+	uint64_t t0 = cf_now_ns();
+	while (!c->resets_rx && !c->closes_rx && ms_since(t0) < x->end_wait_ms)
+		cf_drain(x->n, 10, NULL, NULL);
+	unsigned ms = ms_since(t0);
+	unsigned copies = c->data_rx - rx0, probes = c->probes_rx - pr0;
+	if (!c->resets_rx && !c->closes_rx)
+		return fail(x, "received the target's SEND (ECHO reply), then answered nothing (no "
+			    "ACK, PROBE_ACK or CLOSE reply) for %u ms (--end-wait): got %u copies of "
+			    "the SEND and %u PROBEs, no RESET; SPEC 8.1 and 11.3 require a RESET with "
+			    "reason RETRY_EXCEEDED once the retry budget (RECOMMENDED 8 "
+			    "retransmissions) is exhausted", ms, copies, probes);
+	if (!c->resets_rx)
+		return fail(x, "answered nothing for %u ms after the target's SEND; got CLOSE reason "
+			    "%s (%u), not RESET; SPEC 11.3 requires RESET RETRY_EXCEEDED (nothing "
+			    "the peer does not acknowledge can end gracefully)", ms,
+			    close_reason_name(c->last_close_reason), c->last_close_reason);
+	if (copies < 2 && probes == 0)
+		return fail(x, "got RESET %u ms after the target's SEND, which it never "
+			    "retransmitted or probed for; SPEC 8.1 requires the retry budget spent "
+			    "first", ms);
+	if (c->last_reset_reason != MRP_CLOSE_RETRY_EXCEEDED)
+		return fail(x, "answered nothing after the target's SEND; got RESET reason %s (%u) "
+			    "%u ms later, after %u copies of the SEND and %u PROBEs; SPEC 11.3 and 11.4 "
+			    "require reason RETRY_EXCEEDED (4)",
+			    close_reason_name(c->last_reset_reason), c->last_reset_reason, ms,
+			    copies, probes);
+	snprintf(x->msg, sizeof(x->msg), "RESET RETRY_EXCEEDED %u ms after the SEND (%u copies, "
+		 "%u PROBEs)", ms, copies, probes);
+	return CF_PASS;
+}
+
+/* SPEC 5.4 and 7.3: a receiver that NAKs every copy of a message RNR
+ * (while it answers PROBEs: its paths work) exhausts the sender's RNR retry
+ * count (RECOMMENDED 7), and the sender resets the connection with
+ * RETRY_EXCEEDED. The message is the ECHO service's reply. */
+static int c_reset_rnr_exceeded(cf_ctx *x)
+{
+	perf pf;
+	memset(&pf, 0, sizeof(pf));
+	OPEN(pf.c, x->svc, NULL);
+	cf_conn *c = pf.c;
+	c->rnr_nak = 1;
+	uint32_t rx0 = c->data_rx;
+	ctl_send(x, &pf, T_ECHO_REQ, 11, 0x9abc);
+	uint64_t v[3];
+	if (!ctl_wait(x, &pf, T_ECHO_REP, v))
+		return skip(x, "service %08x sent no ECHO reply (a SEND on stream 0) to an ECHO "
+			    "request: it is not the reference daemon's ECHO", x->svc);
+	uint64_t t0 = cf_now_ns();
+	while (!c->resets_rx && !c->closes_rx && ms_since(t0) < x->end_wait_ms)
+		cf_drain(x->n, 10, NULL, NULL);
+	unsigned ms = ms_since(t0), copies = c->data_rx - rx0;
+	if (!c->resets_rx && !c->closes_rx)
+		return fail(x, "NAKed every copy of the target's SEND (ECHO reply) RNR, answering its "
+			    "PROBEs: got %u copies in %u ms (--end-wait), no RESET; SPEC 5.4 requires "
+			    "a RESET with reason RETRY_EXCEEDED once the RNR retries (RECOMMENDED 7) "
+			    "are spent", copies, ms);
+	if (!c->resets_rx)
+		return fail(x, "NAKed every copy of the target's SEND RNR; got CLOSE reason %s (%u) "
+			    "%u ms later, not RESET; SPEC 5.4 requires RESET RETRY_EXCEEDED",
+			    close_reason_name(c->last_close_reason), c->last_close_reason, ms);
+	if (copies < 2)
+		return fail(x, "NAKed the target's SEND RNR once; got RESET %u ms later without a "
+			    "retry; SPEC 5.4 and 7.3 make RNR not fatal: the sender retries", ms);
+	if (c->last_reset_reason != MRP_CLOSE_RETRY_EXCEEDED)
+		return fail(x, "NAKed every copy of the target's SEND RNR; got RESET reason %s (%u) "
+			    "%u ms later, after %u copies; SPEC 5.4 and 11.4 require reason "
+			    "RETRY_EXCEEDED (4)", close_reason_name(c->last_reset_reason),
+			    c->last_reset_reason, ms, copies);
+	snprintf(x->msg, sizeof(x->msg), "RESET RETRY_EXCEEDED %u ms after the SEND (%u copies "
+		 "NAKed RNR)", ms, copies);
+	return CF_PASS;
+}
+
+/* SPEC 8.1: "or no path of the connection has worked for a configured
+ * time": an idle connection whose peer goes silent (answers none of the
+ * target's keep-alive PROBEs) is reset with RETRY_EXCEEDED too, within
+ * that time (--end-wait), so that a peer that vanished costs nothing for
+ * ever. */
+static int c_reset_dead_peer(cf_ctx *x)
+{
+	cf_conn *c;
+	OPEN(c, x->svc, NULL);
+	c->silent = 1;
+	uint32_t pr0 = c->probes_rx;
+	uint64_t t0 = cf_now_ns();
+	while (!c->resets_rx && !c->closes_rx && ms_since(t0) < x->end_wait_ms)
+		cf_drain(x->n, 10, NULL, NULL);
+	unsigned ms = ms_since(t0), probes = c->probes_rx - pr0;
+	if (!c->resets_rx && !c->closes_rx)
+		return fail(x, "opened an idle connection, then answered nothing on it: got %u "
+			    "PROBEs in %u ms (--end-wait), no RESET; SPEC 8.1 requires a RESET with "
+			    "reason RETRY_EXCEEDED once no path of the connection has worked for a "
+			    "configured time", probes, ms);
+	if (!c->resets_rx)
+		return fail(x, "answered nothing on an idle connection; got CLOSE reason %s (%u) "
+			    "%u ms later, not RESET; SPEC 8.1 and 11.3 require RESET RETRY_EXCEEDED",
+			    close_reason_name(c->last_close_reason), c->last_close_reason, ms);
+	if (probes == 0)
+		return fail(x, "answered nothing on an idle connection; got RESET %u ms later "
+			    "without a PROBE before it; SPEC 8.1 requires the paths probed (and "
+			    "found failed) first", ms);
+	if (c->last_reset_reason != MRP_CLOSE_RETRY_EXCEEDED)
+		return fail(x, "answered nothing on an idle connection; got RESET reason %s (%u) "
+			    "%u ms later, after %u PROBEs; SPEC 8.1 and 11.4 require reason "
+			    "RETRY_EXCEEDED (4)", close_reason_name(c->last_reset_reason),
+			    c->last_reset_reason, ms, probes);
+	snprintf(x->msg, sizeof(x->msg), "RESET RETRY_EXCEEDED %u ms after the peer went silent "
+		 "(%u PROBEs)", ms, probes);
+	return CF_PASS;
+}
+
+/* SPEC 9.6: an authenticated handshake of ours with a new instance id
+ * claims that we restarted. The target challenges the old instance's
+ * connections with PROBEs (ACK_REQ) carrying our token; one we answer
+ * lives on, one we do not answer ends within the challenge timeout, with
+ * no RESET. */
+static void new_instance(cf_net *n)
+{
+	uint64_t old = n->inst;
+	do
+		n->inst = cf_rand64();
+	while (n->inst == old);
+}
+
+static int c_restart_challenge(cf_ctx *x)
+{
+	cf_conn *a, *b;
+	OPEN(a, x->svc, NULL);
+	uint32_t ca = a->ci, pr0 = a->probes_rx;
+	new_instance(x->n);
+	uint64_t t0 = cf_now_ns();
+	OPEN(b, x->svc, NULL);
+	a = cf_conn_find(x->n, ca);
+	if (!a)
+		return fail(x, "lost the first connection's state (internal)");
+	while (a->probes_rx == pr0 && ms_since(t0) < 2 * x->n->timeout_ms)
+		cf_drain(x->n, 10, NULL, NULL);
+	if (a->probes_rx == pr0)
+		return fail(x, "opened a connection, then another one with a new instance id; got no "
+			    "PROBE (ACK_REQ) on the first within %u ms; SPEC 9.6 requires the target "
+			    "to challenge the old instance's connections", 2 * x->n->timeout_ms);
+	unsigned first = ms_since(t0);
+	/* The background peer answered it; past the challenge timeout the
+	 * connection must still be there. */
+	cf_drain(x->n, x->challenge_wait_ms, NULL, NULL);
+	if (a->resets_rx || a->closes_rx)
+		return fail(x, "answered the challenge (PROBE %u ms after the new instance's CONNECT"
+			    "); got %s; SPEC 9.6 requires the connection to go on",
+			    first, a->resets_rx ? "RESET" : "CLOSE");
+	if (!cf_alive(x->n, a, x->n->timeout_ms * 2))
+		return fail(x, "answered the challenge (PROBE %u ms after the new instance's CONNECT"
+			    "); %u ms later the connection answers no PROBE; SPEC 9.6 "
+			    "requires an answered connection to go on", first, x->challenge_wait_ms);
+	if (!cf_alive(x->n, b, x->n->timeout_ms * 2))
+		return fail(x, "the new instance's connection answers no PROBE");
+	snprintf(x->msg, sizeof(x->msg), "challenged %u ms after the new instance's CONNECT; "
+		 "answered, alive %u ms later", first, x->challenge_wait_ms);
+	return CF_PASS;
+}
+
+static int c_restart_unanswered(cf_ctx *x)
+{
+	cf_conn *a, *b;
+	OPEN(a, x->svc, NULL);
+	uint32_t ca = a->ci, pr0 = a->probes_rx;
+	a->silent = 1;
+	new_instance(x->n);
+	uint64_t t0 = cf_now_ns();
+	OPEN(b, x->svc, NULL);
+	(void)b;
+	a = cf_conn_find(x->n, ca);
+	if (!a)
+		return fail(x, "lost the first connection's state (internal)");
+	/* Answer nothing on it: every packet with the target's token would
+	 * answer the challenge. */
+	uint64_t wait = x->challenge_wait_ms;
+	while (ms_since(t0) < wait)
+		cf_drain(x->n, 10, NULL, NULL);
+	unsigned probes = a->probes_rx - pr0;
+	if (probes == 0)
+		return fail(x, "opened a connection, then another one with a new instance id; got no "
+			    "PROBE (ACK_REQ) on the first in %u ms; SPEC 9.6 requires the target to "
+			    "challenge the old instance's connections", x->challenge_wait_ms);
+	if (a->resets_rx)
+		return fail(x, "left the challenge of the old instance's connection unanswered (%u "
+			    "PROBEs); got RESET reason %u; SPEC 9.6 requires it ended without RESET "
+			    "(the new instance knows none of them)", probes, a->last_reset_reason);
+	a->silent = 0;
+	if (cf_alive(x->n, a, x->n->timeout_ms * 2))
+		return fail(x, "left the challenge of the old instance's connection unanswered (%u "
+			    "PROBEs); %u ms after the new instance's handshake it still answers a "
+			    "PROBE; SPEC 9.6 requires it ended when the challenge times out "
+			    "(RECOMMENDED 2.5 s; --challenge-wait)", probes, x->challenge_wait_ms);
+	snprintf(x->msg, sizeof(x->msg), "%u PROBEs (the challenge's and path probes) "
+		 "unanswered; ended within %u ms, no RESET", probes, x->challenge_wait_ms);
+	return CF_PASS;
+}
+
+/* SPEC 11.3/11.4: an application of the target that goes away without
+ * closing (--app-exit: its service, and a command that makes it exit) has
+ * its connections closed or reset on its behalf with reason APP_EXIT. */
+static int c_close_app_exit(cf_ctx *x)
+{
+	if (!x->app_exit_cmd)
+		return skip(x, "no --app-exit names an application of the target and a command "
+			    "that makes it exit");
+	cf_conn *c;
+	OPEN(c, x->app_svc, NULL);
+	uint32_t ci = c->ci;
+	x->app_pid = spawn(x->app_exit_cmd);
+	uint64_t t0 = cf_now_ns();
+	while (ms_since(t0) < x->end_wait_ms) {
+		cf_drain(x->n, 10, NULL, NULL);
+		c = cf_conn_find(x->n, ci);
+		if (!c || c->closes_rx || c->resets_rx)
+			break;
+	}
+	unsigned ms = ms_since(t0);
+	if (x->app_pid > 0 && waitpid(x->app_pid, NULL, WNOHANG) == x->app_pid)
+		x->app_pid = 0;
+	if (!c || (!c->closes_rx && !c->resets_rx))
+		return fail(x, "connected to service %08x, then ran the --app-exit command; got "
+			    "neither CLOSE nor RESET within %u ms (--end-wait); SPEC 11.3 and 11.4 "
+			    "require the endpoint to close or reset the application's connections, "
+			    "reason APP_EXIT", x->app_svc, x->end_wait_ms);
+	unsigned r = c->closes_rx ? c->last_close_reason : c->last_reset_reason;
+	if (r != MRP_CLOSE_APP_EXIT)
+		return fail(x, "connected to service %08x, then ran the --app-exit command; got %s "
+			    "reason %s (%u) %u ms later; SPEC 11.3 and 11.4 require reason APP_EXIT "
+			    "(1)", x->app_svc, c->closes_rx ? "CLOSE" : "RESET",
+			    close_reason_name(r), r, ms);
+	snprintf(x->msg, sizeof(x->msg), "%s APP_EXIT %u ms after the command",
+		 c->closes_rx ? "CLOSE" : "RESET", ms);
+	return CF_PASS;
+}
+
+/* SPEC 11.3/11.4: the target stopping (--stop-cmd) ends its connections
+ * with CLOSE or RESET, reason SHUTDOWN; and 11.2: a CLOSE of ours that
+ * crosses the target's own CLOSE is answered with CLOSE REPLY (same
+ * reason). One stop serves both cases: connection s1 answers the target's
+ * CLOSE as a peer does, s2 crosses it with a CLOSE of its own. */
+typedef struct stopside {
+	int state; /* 0 not run, 1 ran */
+	int skip;
+	char msg[512];
+	cf_conn s1, s2; /* copies, as they ended */
+	int s2_closed;  /* we sent our CLOSE on s2 */
+	unsigned ms1, ms2, ms_reply; /* when each end came, ms after the stop */
+	int stop_rc;    /* the stop command's exit status, -1 still running */
+} stopside;
+static stopside stp;
+
+#define SIMUL_REASON MRP_CLOSE_APP_EXIT
+
+static void stop_run(cf_ctx *x)
+{
+	if (stp.state)
+		return;
+	stp.state = 1;
+	stp.stop_rc = -1;
+	if (!x->stop_cmd) {
+		stp.skip = 1;
+		snprintf(stp.msg, sizeof(stp.msg), "no --stop-cmd stops the target");
+		return;
+	}
+	char e[256];
+	cf_conn *s1 = cf_open(x->n, x->svc, NULL, e, sizeof(e));
+	cf_conn *s2 = s1 ? cf_open(x->n, x->svc, NULL, e, sizeof(e)) : NULL;
+	if (!s1 || !s2) {
+		stp.skip = 1;
+		snprintf(stp.msg, sizeof(stp.msg), "cannot open a connection: %s", e);
+		return;
+	}
+	uint32_t c1 = s1->ci, c2 = s2->ci;
+	s2->silent = 1;
+	x->stop_pid = spawn(x->stop_cmd);
+	uint64_t t0 = cf_now_ns();
+	for (;;) {
+		cf_drain(x->n, 10, NULL, NULL);
+		s1 = cf_conn_find(x->n, c1);
+		s2 = cf_conn_find(x->n, c2);
+		if (!s1 || !s2)
+			break;
+		unsigned ms = ms_since(t0);
+		if (!stp.ms1 && (s1->closes_rx || s1->resets_rx))
+			stp.ms1 = ms ? ms : 1;
+		if (!stp.ms2 && (s2->closes_rx || s2->resets_rx))
+			stp.ms2 = ms ? ms : 1;
+		if (s2->closes_rx && !s2->resets_rx && !stp.s2_closed) {
+			/* Cross it: our CLOSE, as if we closed at the same time. */
+			mrp_pkt p;
+			cf_hdr(s2, &p, MRP_OP_CLOSE);
+			p.u.close.reason = SIMUL_REASON;
+			cf_send(x->n, &p, -1);
+			stp.s2_closed = 1;
+		}
+		if (s2->close_replies_rx && !stp.ms_reply) {
+			stp.ms_reply = ms ? ms : 1;
+			/* and reply to its CLOSE, as the SPEC has us do */
+			mrp_pkt p;
+			cf_hdr(s2, &p, MRP_OP_CLOSE);
+			p.hdr.flags = MRP_F_REPLY;
+			p.u.close.reason = s2->last_close_reason;
+			cf_send(x->n, &p, -1);
+		}
+		int done1 = stp.ms1, done2 = s2->resets_rx || stp.ms_reply;
+		if ((done1 && done2) || ms >= x->end_wait_ms)
+			break;
+	}
+	if (s1)
+		stp.s1 = *s1;
+	if (s2)
+		stp.s2 = *s2;
+	int st;
+	if (waitpid(x->stop_pid, &st, WNOHANG) == x->stop_pid) {
+		stp.stop_rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+		x->stop_pid = 0;
+	}
+}
+
+static int c_close_shutdown(cf_ctx *x)
+{
+	stop_run(x);
+	if (stp.skip)
+		return skip(x, "%s", stp.msg);
+	const cf_conn *c[2] = {&stp.s1, &stp.s2};
+	const unsigned ms[2] = {stp.ms1, stp.ms2};
+	for (int i = 0; i < 2; i++) {
+		if (!ms[i])
+			return fail(x, "ran the stop command (it %s) with two connections open; got "
+				    "neither CLOSE nor RESET on connection %d within %u ms "
+				    "(--end-wait); SPEC 11.3 and 11.4 require a stopping endpoint to end "
+				    "them, gracefully (CLOSE) or not (RESET), with reason SHUTDOWN",
+				    stp.stop_rc < 0 ? "is still running" : "has exited", i + 1,
+				    x->end_wait_ms);
+		unsigned r = c[i]->closes_rx ? c[i]->last_close_reason : c[i]->last_reset_reason;
+		if (r != MRP_CLOSE_SHUTDOWN)
+			return fail(x, "ran the stop command; got %s reason %s (%u) on connection %d "
+				    "%u ms later; SPEC 11.3 and 11.4 require reason SHUTDOWN (2)",
+				    c[i]->closes_rx ? "CLOSE" : "RESET", close_reason_name(r), r, i + 1,
+				    ms[i]);
+	}
+	snprintf(x->msg, sizeof(x->msg), "%s SHUTDOWN %u ms after the stop command",
+		 stp.s1.closes_rx ? "CLOSE" : "RESET", stp.ms1);
+	return CF_PASS;
+}
+
+static int c_close_simultaneous(cf_ctx *x)
+{
+	stop_run(x);
+	if (stp.skip)
+		return skip(x, "%s", stp.msg);
+	if (!stp.s2.closes_rx)
+		return skip(x, "the stopping target sent no CLOSE to cross (%s; see close.shutdown)",
+			    stp.s2.resets_rx ? "it sent RESET" : "nothing came");
+	if (!stp.ms_reply)
+		return fail(x, "the stopping target sent CLOSE; we crossed it with a CLOSE (reason "
+			    "%s, no REPLY) of our own; got no CLOSE REPLY within %u ms (--end-wait)%s; "
+			    "SPEC 11.2 requires each end to answer the other's CLOSE with REPLY when "
+			    "both close at once", close_reason_name(SIMUL_REASON), x->end_wait_ms,
+			    stp.s2.resets_rx ? " but a RESET" : "");
+	if (stp.s2.last_reply_reason != SIMUL_REASON)
+		return fail(x, "crossed the target's CLOSE with a CLOSE reason %s; got CLOSE REPLY "
+			    "reason %s (%u); SPEC 11.2 step 3 requires the reply to carry the reason "
+			    "of the CLOSE it answers", close_reason_name(SIMUL_REASON),
+			    close_reason_name(stp.s2.last_reply_reason), stp.s2.last_reply_reason);
+	snprintf(x->msg, sizeof(x->msg), "CLOSE crossed: REPLY %u ms after the stop command",
+		 stp.ms_reply);
+	return CF_PASS;
+}
+
 void cf_cases_cleanup(cf_ctx *x)
 {
+	if (x->app_pid > 0) {
+		kill(x->app_pid, SIGTERM);
+		waitpid(x->app_pid, NULL, 0);
+		x->app_pid = 0;
+	}
+	if (x->stop_pid > 0) {
+		kill(x->stop_pid, SIGTERM);
+		waitpid(x->stop_pid, NULL, 0);
+		x->stop_pid = 0;
+	}
 	if (x->trigger_pid <= 0)
 		return;
 	for (int i = 0; i < 100; i++) {
@@ -2515,6 +2953,7 @@ const cf_case cf_cases[] = {
 	{"flags.held", "6.5", "data with HELD from a peer that did not negotiate it is placed and acknowledged", c_flags_held},
 	{"nak.invalid-rkey", "5.3", "WRITE with an unknown rkey: NAK INVALID_RKEY naming the packet", c_nak_invalid_rkey},
 	{"nak.out-of-bounds", "5.3", "WRITE past the end of a region: NAK OUT_OF_BOUNDS (PERF service)", c_nak_out_of_bounds},
+	{"nak.send-bounds", "5.4", "SEND longer than the receive it matches (1 GiB to the service's stream 0): NAK OUT_OF_BOUNDS naming it", c_nak_send_bounds},
 	{"write.zero-length", "5.3", "a zero-length WRITE accesses no memory: no rkey check, acknowledged", c_write_zero_length},
 	{"nak.access", "5.3", "WRITE into a region without remote write: NAK ACCESS", c_nak_access},
 	{"read.not-negotiated", "5.8", "READ_REQ without the capability READ: NAK MALFORMED naming it", c_read_not_negotiated},
@@ -2534,6 +2973,11 @@ const cf_case cf_cases[] = {
 	{"close.unsolicited-reply", "11.2", "CLOSE with REPLY answering nothing: dropped, connection lives", c_close_unsolicited_reply},
 	{"close.drain", "11.2", "CLOSE while the target's SEND is unacknowledged: no reply until it completes", c_close_drain},
 	{"reset.abort", "11.3", "RESET: not answered, connection ended, late data dropped silently", c_reset_abort},
+	{"reset.retry-exceeded", "11.3", "a peer that answers nothing after the target's SEND: RESET RETRY_EXCEEDED once the retry budget is spent (--end-wait)", c_reset_retry_exceeded},
+	{"reset.rnr-exceeded", "5.4", "every copy of the target's SEND NAKed RNR (PROBEs answered): RESET RETRY_EXCEEDED once its RNR retries are spent", c_reset_rnr_exceeded},
+	{"reset.dead-peer", "8.1", "an idle connection whose peer answers nothing (no PROBE_ACK): RESET RETRY_EXCEEDED within --end-wait", c_reset_dead_peer},
+	{"restart.challenge", "9.6", "a handshake with a new instance id: the old instance's connection is challenged (PROBE), answered, and lives on", c_restart_challenge},
+	{"restart.unanswered", "9.6", "a new instance id and the old connection's challenge unanswered: it ends within --challenge-wait, without RESET", c_restart_unanswered},
 	{"malformed.truncated", "13.1", "short datagrams: dropped, counted TRUNCATED, target alive", c_mal_truncated},
 	{"malformed.version", "13.1", "non-CONNECT of another version: dropped, counted VERSION", c_mal_version},
 	{"malformed.opcode", "13.1", "unknown opcodes (0x07, 0x7f): dropped, counted OPCODE", c_mal_opcode},
@@ -2552,5 +2996,9 @@ const cf_case cf_cases[] = {
 	{"acceptor.reject-forged", "10.3", "a REJECT with a wrong token, or token 0 and a range holding its version, is dropped", c_acc_reject_forged},
 	{"acceptor.retry-limit", "9.7", "the target follows a bounded number of RETRYs per attempt", c_acc_retry_limit},
 	{"acceptor.bad-accept", "9.3", "an ACCEPT whose service_id is not the CONNECT's: the target sends RESET PROTOCOL, never confirms", c_acc_bad_accept},
+	/* These end the application of --app-exit, then the target: last. */
+	{"close.app-exit", "11.4", "an application of the target exits (--app-exit): its connection ends by CLOSE or RESET, reason APP_EXIT", c_close_app_exit},
+	{"close.shutdown", "11.4", "the target stopping (--stop-cmd) ends open connections by CLOSE or RESET, reason SHUTDOWN", c_close_shutdown},
+	{"close.simultaneous", "11.2", "our CLOSE crossing the stopping target's CLOSE: answered with CLOSE REPLY, our reason", c_close_simultaneous},
 };
 const size_t cf_ncases = sizeof(cf_cases) / sizeof(cf_cases[0]);

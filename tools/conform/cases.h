@@ -13,6 +13,13 @@ typedef struct cf_ctx {
 	cf_net *n;
 	const char *status_cmd;  /* prints the target's status JSON, or NULL */
 	const char *trigger_cmd; /* makes the target connect to %a, or NULL */
+	const char *stop_cmd;    /* stops the target gracefully, or NULL */
+	const char *app_exit_cmd; /* makes the application of app_svc exit, or NULL */
+	uint32_t app_svc;
+	unsigned end_wait_ms;    /* how long the target may take to end a connection
+				  * on its own (retry budget, shutdown) */
+	unsigned challenge_wait_ms; /* ... to end one whose challenge (9.6) is
+				     * unanswered */
 	uint32_t svc;            /* service the connection cases open */
 	uint32_t refused_svc;    /* a service the target refuses us, 0: none given */
 	int has_refused_svc;
@@ -26,6 +33,8 @@ typedef struct cf_ctx {
 	char msg[2048];          /* fail: sent / got / required; skip: why */
 	int trigger_done;
 	int trigger_pid;
+	int stop_pid;
+	int app_pid;
 } cf_ctx;
 
 typedef struct cf_case {

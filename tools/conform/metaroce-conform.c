@@ -26,6 +26,8 @@ static void usage(FILE *f)
 		"(port %u by default)\n"
 		"  -c, --case PATTERN     run only cases whose name matches the glob "
 		"(repeatable)\n"
+		"  -x, --exclude PATTERN  leave out cases whose name matches the glob\n"
+		"                         (repeatable)\n"
 		"  -l, --list             list the cases and exit\n"
 		"  -j, --json FILE        write results as JSON (- for stdout)\n"
 		"  -J, --junit FILE       write results as JUnit XML (- for stdout)\n"
@@ -43,7 +45,18 @@ static void usage(FILE *f)
 		"                         nak.access\n"
 		"  -P, --plane-addr ADDR  a second local address of the tool, of the\n"
 		"                         target's family, for plane.paths\n"
+		"  -k, --stop-cmd CMD     shell command that stops the target gracefully,\n"
+		"                         for close.shutdown and close.simultaneous (run\n"
+		"                         last: the target is gone afterwards)\n"
+		"  -a, --app-exit SVC:CMD  (hex) the service of an application of the target,\n"
+		"                         and a shell command that makes it exit, for\n"
+		"                         close.app-exit (run after all but close.shutdown)\n"
 		"  -w, --wait MS          answer timeout (default 500)\n"
+		"  -e, --end-wait MS      how long the target may take to end a connection\n"
+		"                         on its own: retry budget spent, shutdown (default\n"
+		"                         10000)\n"
+		"  -C, --challenge-wait MS  how long until an unanswered restart challenge\n"
+		"                         ends a connection (default 3000; SPEC 9.6: 2.5 s)\n"
 		"  -v, --verbose          print every datagram received\n"
 		"  -h, --help\n",
 		MRP_DEFAULT_PORT);
@@ -162,6 +175,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"case", required_argument, NULL, 'c'},
+		{"exclude", required_argument, NULL, 'x'},
 		{"list", no_argument, NULL, 'l'},
 		{"json", required_argument, NULL, 'j'},
 		{"junit", required_argument, NULL, 'J'},
@@ -169,6 +183,10 @@ int main(int argc, char **argv)
 		{"status-cmd", required_argument, NULL, 's'},
 		{"trigger", required_argument, NULL, 't'},
 		{"wait", required_argument, NULL, 'w'},
+		{"stop-cmd", required_argument, NULL, 'k'},
+		{"app-exit", required_argument, NULL, 'a'},
+		{"end-wait", required_argument, NULL, 'e'},
+		{"challenge-wait", required_argument, NULL, 'C'},
 		{"service", required_argument, NULL, 'S'},
 		{"refused-service", required_argument, NULL, 'R'},
 		{"ro-region", required_argument, NULL, 'A'},
@@ -177,8 +195,8 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *patterns[64];
-	unsigned npat = 0, wait_ms = 500;
+	const char *patterns[64], *excludes[64];
+	unsigned npat = 0, nexcl = 0, wait_ms = 500, end_wait_ms = 10000, chal_wait_ms = 3000;
 	uint32_t svc = 0x4543484fu; /* "ECHO" */
 	uint32_t refused = 0;
 	int has_refused = 0;
@@ -187,9 +205,10 @@ int main(int argc, char **argv)
 	const char *plane2 = NULL;
 	int list = 0, verbose = 0;
 	const char *json = NULL, *junit = NULL, *bind_addr = NULL, *status = NULL,
-		   *trig = NULL;
+		   *trig = NULL, *stop = NULL, *app_cmd = NULL;
+	uint32_t app_svc = 0;
 	int o;
-	while ((o = getopt_long(argc, argv, "c:lj:J:b:s:t:w:S:R:A:P:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:x:lj:J:b:s:t:k:a:w:e:C:S:R:A:P:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
 			if (npat == 64) {
@@ -198,21 +217,50 @@ int main(int argc, char **argv)
 			}
 			patterns[npat++] = optarg;
 			break;
+		case 'x':
+			if (nexcl == 64) {
+				fprintf(stderr, "metaroce-conform: at most 64 --exclude patterns\n");
+				return 2;
+			}
+			excludes[nexcl++] = optarg;
+			break;
 		case 'l': list = 1; break;
 		case 'j': json = optarg; break;
 		case 'J': junit = optarg; break;
 		case 'b': bind_addr = optarg; break;
 		case 's': status = optarg; break;
 		case 't': trig = optarg; break;
-		case 'w': {
+		case 'k': stop = optarg; break;
+		case 'a': {
 			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 10 || v > 60000) {
-				fprintf(stderr, "metaroce-conform: --wait %s: expected 10-60000 ms\n",
-					optarg);
+			unsigned long v = strtoul(optarg, &end, 16);
+			if (end == optarg || *end != ':' || !end[1] || v == 0 || v > 0xffffffffu) {
+				fprintf(stderr, "metaroce-conform: --app-exit %s: expected SVC:CMD, "
+					"SVC a 32-bit hex service id\n", optarg);
 				return 2;
 			}
-			wait_ms = (unsigned)v;
+			app_svc = (uint32_t)v;
+			app_cmd = end + 1;
+			break;
+		}
+		case 'w':
+		case 'e':
+		case 'C': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			long lo = o == 'w' ? 10 : 100, hi = o == 'w' ? 60000 : 600000;
+			const char *name = o == 'w' ? "wait" : o == 'e' ? "end-wait" : "challenge-wait";
+			if (*optarg == 0 || *end || v < lo || v > hi) {
+				fprintf(stderr, "metaroce-conform: --%s %s: expected %ld-%ld ms\n",
+					name, optarg, lo, hi);
+				return 2;
+			}
+			if (o == 'w')
+				wait_ms = (unsigned)v;
+			else if (o == 'e')
+				end_wait_ms = (unsigned)v;
+			else
+				chal_wait_ms = (unsigned)v;
 			break;
 		}
 		case 'S':
@@ -259,6 +307,8 @@ int main(int argc, char **argv)
 		int want = npat == 0;
 		for (unsigned k = 0; k < npat && !want; k++)
 			want = fnmatch(patterns[k], cf_cases[i].name, 0) == 0;
+		for (unsigned k = 0; k < nexcl && want; k++)
+			want = fnmatch(excludes[k], cf_cases[i].name, 0) != 0;
 		if (want)
 			sel[nsel++] = i;
 	}
@@ -285,7 +335,9 @@ int main(int argc, char **argv)
 	}
 	net.timeout_ms = wait_ms;
 	net.verbose = verbose;
-	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .svc = svc,
+	cf_ctx x = {.n = &net, .status_cmd = status, .trigger_cmd = trig, .stop_cmd = stop,
+		    .app_exit_cmd = app_cmd, .app_svc = app_svc,
+		    .end_wait_ms = end_wait_ms, .challenge_wait_ms = chal_wait_ms, .svc = svc,
 		    .refused_svc = refused, .has_refused_svc = has_refused,
 		    .has_ro = has_ro, .ro_svc = (uint32_t)ro[0], .ro_rkey = (uint32_t)ro[1],
 		    .ro_addr = ro[2], .ro_len = ro[3]};

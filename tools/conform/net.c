@@ -326,6 +326,21 @@ static void send_ack(cf_net *n, cf_conn *c, const mrp_pkt *in)
 	cf_send(n, &a, -1);
 }
 
+/* NAK RNR naming data packet `in` (SPEC 7.1), retry at the sender's timer. */
+static void send_rnr(cf_net *n, cf_conn *c, const mrp_pkt *in)
+{
+	mrp_pkt k;
+	cf_hdr(c, &k, MRP_OP_NAK);
+	k.u.nak.reason = MRP_NAK_RNR;
+	k.u.nak.stream_id = in->u.data.stream_id;
+	k.u.nak.msn = in->u.data.msn;
+	k.u.nak.offset = in->u.data.offset;
+	k.u.nak.nak_path_id = in->hdr.path_id;
+	k.u.nak.nak_path_gen = in->hdr.path_gen;
+	k.u.nak.nak_psn = in->hdr.psn;
+	cf_send(n, &k, -1);
+}
+
 static void background(cf_net *n, const cf_rx *rx)
 {
 	const mrp_pkt *p = &rx->pkt;
@@ -352,9 +367,15 @@ static void background(cf_net *n, const cf_rx *rx)
 		c->data_rx++;
 		if (rx->tos < 0 || ((rx->tos & 3) != 2 && (rx->tos & 3) != 3))
 			c->data_not_ect++;
-		if (!c->no_ack)
+		if (c->rnr_nak && !c->silent)
+			send_rnr(n, c, p);
+		else if (!c->no_ack && !c->silent)
 			send_ack(n, c, p);
 	} else if (p->hdr.opcode == MRP_OP_PROBE) {
+		if (p->hdr.flags & MRP_F_ACK_REQ)
+			c->probes_rx++;
+		if (c->silent)
+			return;
 		mrp_pkt a;
 		cf_hdr(c, &a, MRP_OP_PROBE_ACK);
 		a.u.probe_ack.probed_path_id = p->hdr.path_id;
@@ -365,18 +386,23 @@ static void background(cf_net *n, const cf_rx *rx)
 	} else if (p->hdr.opcode == MRP_OP_CLOSE) {
 		if (p->hdr.flags & MRP_F_REPLY) {
 			c->close_replies_rx++;
+			c->last_reply_reason = p->u.close.reason;
 		} else {
 			c->closes_rx++;
+			c->last_close_reason = p->u.close.reason;
+			c->ended = 1;
+			if (c->silent)
+				return;
 			mrp_pkt a;
 			cf_hdr(c, &a, MRP_OP_CLOSE);
 			a.hdr.flags = MRP_F_REPLY;
 			a.u.close.reason = p->u.close.reason;
 			cf_send(n, &a, -1);
 		}
-		c->last_close_reason = p->u.close.reason;
 		c->ended = 1;
 	} else if (p->hdr.opcode == MRP_OP_RESET) {
 		c->resets_rx++;
+		c->last_reset_reason = p->u.close.reason;
 		c->ended = 1;
 	}
 }

@@ -69,9 +69,16 @@ typedef struct cf_conn {
 	cf_msg msgs[CF_MAX_MSGS];
 	unsigned nmsgs;
 	uint32_t closes_rx, close_replies_rx, resets_rx;
-	uint16_t last_close_reason;
+	uint16_t last_close_reason; /* of the target's last CLOSE without REPLY */
+	uint16_t last_reply_reason; /* ... with REPLY */
+	uint16_t last_reset_reason;
+	uint32_t probes_rx; /* PROBEs of the target with ACK_REQ */
 	int no_ack;       /* the background peer records the target's data but
 			   * does not acknowledge it (a case holds its ACKs) */
+	int silent;       /* ... and answers nothing at all: no ACK, PROBE_ACK
+			   * or CLOSE reply (a peer that went away) */
+	int rnr_nak;      /* NAKs every data packet of the target RNR instead of
+			   * acknowledging it (a receiver never ready) */
 	uint32_t data_rx; /* data packets of the target received */
 	uint32_t data_not_ect; /* ... of them neither ECT(0) nor CE (SPEC 2.4) */
 } cf_conn;
