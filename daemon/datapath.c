@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <linux/sock_diag.h>
 #include <unistd.h>
 
@@ -28,7 +29,7 @@
 #define RX_BATCH_GRO 16
 #define RX_BATCH 64
 #define RX_ROUNDS 8         /* recvmmsg calls per readable event, for fairness */
-#define CMSG_ROOM 64
+#define CMSG_ROOM 128 /* TOS or TCLASS, UDP_GRO, SCM_TIMESTAMPNS */
 /* Host-side ECN: a receive queue holding more than this (kernel buffer
  * accounting, about twice the payload) marks what is read from it CE. */
 #define RX_CE_BYTES (1u << 20)
@@ -76,6 +77,8 @@ static int open_udp(mrd_dp *dp, const mrd_dp_plane *pl, uint16_t port, int rcvbu
 		int pmtu = IP_PMTUDISC_DO; /* DF: SPEC 2.1 */
 		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 	}
+	/* the kernel's receive time of each datagram (mrd_dp_ops.input) */
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
 	if (dp->gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) < 0)
 		dp->gro = 0;
 	setbuf_opt(fd, SO_SNDBUFFORCE, SO_SNDBUF, 4 << 20);
@@ -330,6 +333,47 @@ void mrd_dp_tx_commit(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
 	e->dst = *dst;
 	e->dstlen = dstlen;
 	e->len = len;
+	e->stamp = MRD_DP_STAMP_NONE;
+}
+
+void mrd_dp_tx_stamp(mrd_dp *dp, int kind, uint16_t off, uint64_t base_ns)
+{
+	if (!dp->txn || kind == MRD_DP_STAMP_NONE)
+		return;
+	mrd_dp_txent *e = &dp->tx[dp->txn - 1];
+	uint32_t need = kind == MRD_DP_STAMP_SET64 ? 8 : 4;
+	if ((uint32_t)off + need > e->len)
+		return;
+	e->stamp = (uint8_t)kind;
+	e->stamp_off = off;
+	e->stamp_base_ns = base_ns;
+	dp->tx_stamps++;
+}
+
+/* Write the send timestamps of msgs[0..n) (mrd_dp_tx_stamp). */
+static void stamp_batch(mrd_dp *dp, struct mmsghdr *msgs, unsigned n)
+{
+	uint64_t t = uv_hrtime();
+	for (unsigned i = 0; i < n; i++) {
+		const struct msghdr *m = &msgs[i].msg_hdr;
+		for (size_t k = 0; k < m->msg_iovlen; k++) {
+			uint8_t *p = m->msg_iov[k].iov_base;
+			const mrd_dp_txent *e = &dp->tx[(p - dp->txbuf) / MRD_DP_PKT_MAX];
+			uint8_t *f = p + e->stamp_off;
+			if (e->stamp == MRD_DP_STAMP_SET64) {
+				for (int b = 7; b >= 0; b--)
+					f[7 - b] = (uint8_t)(t >> (8 * b));
+			} else if (e->stamp == MRD_DP_STAMP_ADD32) {
+				uint64_t v = (uint64_t)f[0] << 24 | (uint64_t)f[1] << 16 |
+					     (uint64_t)f[2] << 8 | f[3];
+				v += t > e->stamp_base_ns ? t - e->stamp_base_ns : 0;
+				if (v > UINT32_MAX)
+					v = UINT32_MAX;
+				for (int b = 3; b >= 0; b--)
+					f[3 - b] = (uint8_t)(v >> (8 * b));
+			}
+		}
+	}
 }
 
 void mrd_dp_send_now(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
@@ -352,7 +396,14 @@ static void send_batch(mrd_dp *dp, mrd_sock *s, struct mmsghdr *msgs,
 		       const uint32_t *segs, unsigned n)
 {
 	unsigned done = 0;
+	int stamp = dp->tx_stamps != 0;
 	while (done < n) {
+		if (stamp) {
+			/* once: a retried message keeps its first stamp (an
+			 * ADD32 field must not grow twice) */
+			stamp_batch(dp, msgs + done, n - done);
+			stamp = 0;
+		}
 		int r = sendmmsg(s->fd, msgs + done, n - done, 0);
 		dp->tx_calls++;
 		if (r > 0) {
@@ -456,6 +507,7 @@ void mrd_dp_flush(mrd_dp *dp)
 	}
 	if (nmsg)
 		send_batch(dp, cur, msgs, segs, nmsg);
+	dp->tx_stamps = 0;
 }
 
 /* ---- receive ------------------------------------------------------------- */
@@ -492,8 +544,14 @@ static int sock_read(mrd_sock *s, int rounds)
 		dp->rx_calls++;
 		if (r <= 0)
 			return 0;
+		/* The two clocks now, to move the kernel's receive times
+		 * (CLOCK_REALTIME) to uv_hrtime()'s. */
+		uint64_t mono = uv_hrtime();
+		struct timespec rts;
+		clock_gettime(CLOCK_REALTIME, &rts);
+		uint64_t real = (uint64_t)rts.tv_sec * 1000000000u + (uint64_t)rts.tv_nsec;
 		if (dp->busy_ns)
-			mrd_dp_busy(dp, uv_hrtime());
+			mrd_dp_busy(dp, mono);
 		/* On loopback (or whenever this host, not the network, is the
 		 * bottleneck) no switch marks ECN: the queue builds in our own
 		 * socket buffer, RTTs grow by milliseconds and the sender's
@@ -514,6 +572,7 @@ static int sock_read(mrd_sock *s, int rounds)
 			struct msghdr *m = &msgs[i].msg_hdr;
 			int ce = host_ce;
 			size_t gso = 0;
+			uint64_t rx_ns = 0;
 			for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
 				if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
 					uint8_t tos;
@@ -528,6 +587,17 @@ static int sock_read(mrd_sock *s, int rounds)
 					int g;
 					memcpy(&g, CMSG_DATA(cm), sizeof(g));
 					gso = g > 0 ? (size_t)g : 0;
+				} else if (cm->cmsg_level == SOL_SOCKET &&
+					   cm->cmsg_type == SCM_TIMESTAMPNS) {
+					struct timespec ts;
+					memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
+					uint64_t k = (uint64_t)ts.tv_sec * 1000000000u +
+						     (uint64_t)ts.tv_nsec;
+					/* waited real - k; a time in the future or
+					 * more than a second back (the wall clock
+					 * was set) is not believed */
+					if (k <= real && real - k < 1000000000u && real - k < mono)
+						rx_ns = mono - (real - k);
 				}
 			}
 			const uint8_t *p = iov[i].iov_base;
@@ -547,7 +617,7 @@ static int sock_read(mrd_sock *s, int rounds)
 				pl->rx_pkts++;
 				pl->rx_bytes += l;
 				dp->ops.input(dp->ops.ud, s, &src[i], m->msg_namelen, p + off,
-					      l, ce);
+					      l, ce, rx_ns);
 			}
 		}
 		if ((unsigned)r < batch)

@@ -70,20 +70,32 @@ struct mrd_dp_plane {
 };
 
 /* What the datapath hands up, set at init by main.c: each datagram read
- * (input) and, once a batch of them has been handed over, the call that
- * runs the connections (run). */
+ * (input, with rx_ns: when the kernel received it, from SO_TIMESTAMPNS,
+ * moved to the uv_hrtime() clock; 0 = not known) and, once a batch of them
+ * has been handed over, the call that runs the connections (run). */
 typedef struct mrd_dp_ops {
 	void (*input)(void *ud, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
-		      const uint8_t *data, size_t len, int ce);
+		      const uint8_t *data, size_t len, int ce, uint64_t rx_ns);
 	void (*run)(void *ud);
 	void *ud;
 } mrd_dp_ops;
+
+/* One-step send timestamps (mrd_dp_tx_stamp): a field of a queued packet
+ * written with the clock when the packet is handed to the kernel. */
+enum {
+	MRD_DP_STAMP_NONE,
+	MRD_DP_STAMP_SET64, /* big-endian u64 at off = the send time */
+	MRD_DP_STAMP_ADD32, /* big-endian u32 at off += send time - base_ns, saturating */
+};
 
 typedef struct mrd_dp_txent {
 	mrd_sock *sock;
 	mrd_sockaddr dst;
 	socklen_t dstlen;
 	uint32_t len;
+	uint8_t stamp;      /* MRD_DP_STAMP_* */
+	uint16_t stamp_off;
+	uint64_t stamp_base_ns;
 } mrd_dp_txent;
 
 typedef struct mrd_dp {
@@ -94,6 +106,7 @@ typedef struct mrd_dp {
 	int gso, gro, host_ecn;
 	/* send queue */
 	uint32_t txn;
+	uint32_t tx_stamps;  /* queued packets with a send timestamp to write */
 	mrd_dp_txent tx[MRD_DP_TXQ];
 	uint8_t *txbuf; /* MRD_DP_TXQ * MRD_DP_PKT_MAX */
 	/* receive batch */
@@ -142,6 +155,18 @@ uint8_t *mrd_dp_tx_slot(mrd_dp *dp);
 /* Queue the packet written into the last slot. */
 void mrd_dp_tx_commit(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
 		      socklen_t dstlen, uint32_t len);
+
+/* Mark the packet queued last for a one-step send timestamp: when
+ * mrd_dp_flush() hands it to the kernel, the field at off (which must lie
+ * inside the packet) is written with the clock read just before that
+ * socket's sendmmsg(). SET64 writes the time, ADD32 adds the time since
+ * base_ns (a time at or before the queueing) to a held-for field. So a
+ * timestamp names the moment the packet left, not the moment it was written:
+ * a flush sends one socket after another, and the packets of the later
+ * sockets (other paths, other planes) would otherwise carry the earlier
+ * sockets' send calls, and any preemption between them, as if it were time
+ * on the wire. */
+void mrd_dp_tx_stamp(mrd_dp *dp, int kind, uint16_t off, uint64_t base_ns);
 
 /* Send one packet at once (handshake answers): queue and flush. */
 void mrd_dp_send_now(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
