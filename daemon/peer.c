@@ -660,9 +660,9 @@ static void chal_expired(mrd_conn *c, uint64_t now)
  * arrival (0 when not recorded). */
 static uint64_t probe_wait(const mrd_conn *c, uint16_t path, uint32_t seq)
 {
-	for (unsigned i = 0; i < sizeof(c->probe_wait) / sizeof(c->probe_wait[0]); i++)
-		if (c->probe_wait[i].path == path && c->probe_wait[i].seq == seq)
-			return c->probe_wait[i].wait_ns;
+	unsigned k = path % (sizeof(c->probe_wait) / sizeof(c->probe_wait[0]));
+	if (c->probe_wait[k].path == path && c->probe_wait[k].seq == seq)
+		return c->probe_wait[k].wait_ns;
 	return 0;
 }
 
@@ -1349,7 +1349,8 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 			d->cnt.challenges_answered++;
 		}
 		if (h->opcode == MRP_OP_PROBE) {
-			unsigned k = c->probe_wait_next++ % 8u;
+			unsigned k = h->path_id % (sizeof(c->probe_wait) /
+						   sizeof(c->probe_wait[0]));
 			c->probe_wait[k].path = h->path_id;
 			c->probe_wait[k].seq = pkt.u.probe.probe_seq;
 			c->probe_wait[k].wait_ns = waited;

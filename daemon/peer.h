@@ -161,13 +161,14 @@ struct mrd_conn {
 	mrd_membudget mem;        /* what its engine holds (membudget.h) */
 	/* How long the last PROBEs waited in our receive queue before they
 	 * were read (mrd_peer_input's rx_ns), added to their PROBE_ACKs' hold
-	 * time when those leave: by (path, probe_seq), a small ring. */
+	 * time when those leave: by (path, probe_seq), in slot path % 32 (a
+	 * PROBE is answered at once, before another path's 32 further on is
+	 * probed again). */
 	struct {
 		uint16_t path;
 		uint32_t seq;
 		uint64_t wait_ns;
-	} probe_wait[8];
-	uint8_t probe_wait_next;
+	} probe_wait[32];
 };
 
 typedef struct mrd_peers {
