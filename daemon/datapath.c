@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <linux/sock_diag.h>
 #include <unistd.h>
 
@@ -29,7 +28,7 @@
 #define RX_BATCH_GRO 16
 #define RX_BATCH 64
 #define RX_ROUNDS 8         /* recvmmsg calls per readable event, for fairness */
-#define CMSG_ROOM 128 /* TOS or TCLASS, UDP_GRO, SCM_TIMESTAMPNS */
+#define CMSG_ROOM 64
 /* Host-side ECN: a receive queue holding more than this (kernel buffer
  * accounting, about twice the payload) marks what is read from it CE. */
 #define RX_CE_BYTES (1u << 20)
@@ -77,8 +76,6 @@ static int open_udp(mrd_dp *dp, const mrd_dp_plane *pl, uint16_t port, int rcvbu
 		int pmtu = IP_PMTUDISC_DO; /* DF: SPEC 2.1 */
 		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 	}
-	/* the kernel's receive time of each datagram (mrd_dp_ops.input) */
-	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
 	if (dp->gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) < 0)
 		dp->gro = 0;
 	setbuf_opt(fd, SO_SNDBUFFORCE, SO_SNDBUF, 4 << 20);
@@ -452,11 +449,18 @@ void mrd_dp_flush(mrd_dp *dp)
 			lead[ngroups++] = i;
 		group[i] = (uint8_t)g;
 	}
-	uint32_t k = 0;
-	for (uint32_t g = 0; g < ngroups; g++)
+	/* The flows take turns at going first: the sockets are sent to one
+	 * after another, and the flow sent last waits for the others' send
+	 * calls (a few us each, more with a preemption between them), which
+	 * would otherwise always fall on the same paths, the higher path ids,
+	 * and make the same plane's round trips look longer. */
+	uint32_t k = 0, first = ngroups > 1 ? dp->tx_rot++ % ngroups : 0;
+	for (uint32_t r = 0; r < ngroups; r++) {
+		uint32_t g = (first + r) % ngroups;
 		for (uint32_t i = lead[g]; i < n; i++)
 			if (group[i] == g)
 				order[k++] = (uint8_t)i;
+	}
 
 	struct mmsghdr msgs[MRD_DP_TXQ];
 	struct iovec iov[MRD_DP_TXQ];
@@ -544,14 +548,8 @@ static int sock_read(mrd_sock *s, int rounds)
 		dp->rx_calls++;
 		if (r <= 0)
 			return 0;
-		/* The two clocks now, to move the kernel's receive times
-		 * (CLOCK_REALTIME) to uv_hrtime()'s. */
-		uint64_t mono = uv_hrtime();
-		struct timespec rts;
-		clock_gettime(CLOCK_REALTIME, &rts);
-		uint64_t real = (uint64_t)rts.tv_sec * 1000000000u + (uint64_t)rts.tv_nsec;
 		if (dp->busy_ns)
-			mrd_dp_busy(dp, mono);
+			mrd_dp_busy(dp, uv_hrtime());
 		/* On loopback (or whenever this host, not the network, is the
 		 * bottleneck) no switch marks ECN: the queue builds in our own
 		 * socket buffer, RTTs grow by milliseconds and the sender's
@@ -572,7 +570,6 @@ static int sock_read(mrd_sock *s, int rounds)
 			struct msghdr *m = &msgs[i].msg_hdr;
 			int ce = host_ce;
 			size_t gso = 0;
-			uint64_t rx_ns = 0;
 			for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
 				if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
 					uint8_t tos;
@@ -587,17 +584,6 @@ static int sock_read(mrd_sock *s, int rounds)
 					int g;
 					memcpy(&g, CMSG_DATA(cm), sizeof(g));
 					gso = g > 0 ? (size_t)g : 0;
-				} else if (cm->cmsg_level == SOL_SOCKET &&
-					   cm->cmsg_type == SCM_TIMESTAMPNS) {
-					struct timespec ts;
-					memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
-					uint64_t k = (uint64_t)ts.tv_sec * 1000000000u +
-						     (uint64_t)ts.tv_nsec;
-					/* waited real - k; a time in the future or
-					 * more than a second back (the wall clock
-					 * was set) is not believed */
-					if (k <= real && real - k < 1000000000u && real - k < mono)
-						rx_ns = mono - (real - k);
 				}
 			}
 			const uint8_t *p = iov[i].iov_base;
@@ -617,7 +603,7 @@ static int sock_read(mrd_sock *s, int rounds)
 				pl->rx_pkts++;
 				pl->rx_bytes += l;
 				dp->ops.input(dp->ops.ud, s, &src[i], m->msg_namelen, p + off,
-					      l, ce, rx_ns);
+					      l, ce);
 			}
 		}
 		if ((unsigned)r < batch)

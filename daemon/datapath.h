@@ -70,12 +70,11 @@ struct mrd_dp_plane {
 };
 
 /* What the datapath hands up, set at init by main.c: each datagram read
- * (input, with rx_ns: when the kernel received it, from SO_TIMESTAMPNS,
- * moved to the uv_hrtime() clock; 0 = not known) and, once a batch of them
- * has been handed over, the call that runs the connections (run). */
+ * (input) and, once a batch of them has been handed over, the call that
+ * runs the connections (run). */
 typedef struct mrd_dp_ops {
 	void (*input)(void *ud, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
-		      const uint8_t *data, size_t len, int ce, uint64_t rx_ns);
+		      const uint8_t *data, size_t len, int ce);
 	void (*run)(void *ud);
 	void *ud;
 } mrd_dp_ops;
@@ -107,6 +106,7 @@ typedef struct mrd_dp {
 	/* send queue */
 	uint32_t txn;
 	uint32_t tx_stamps;  /* queued packets with a send timestamp to write */
+	uint32_t tx_rot;     /* flushes with more than one flow: who goes first */
 	mrd_dp_txent tx[MRD_DP_TXQ];
 	uint8_t *txbuf; /* MRD_DP_TXQ * MRD_DP_PKT_MAX */
 	/* receive batch */

@@ -656,16 +656,6 @@ static void chal_expired(mrd_conn *c, uint64_t now)
 
 /* ---- the engine loop of one connection ----------------------------------- */
 
-/* The time a PROBE of c waited in our receive queue, recorded at its
- * arrival (0 when not recorded). */
-static uint64_t probe_wait(const mrd_conn *c, uint16_t path, uint32_t seq)
-{
-	unsigned k = path % (sizeof(c->probe_wait) / sizeof(c->probe_wait[0]));
-	if (c->probe_wait[k].path == path && c->probe_wait[k].seq == seq)
-		return c->probe_wait[k].wait_ns;
-	return 0;
-}
-
 /* Run the engine: timers, completions, packets out. Returns the number of
  * packets written (WRITE_BUDGET means there may be more). */
 static uint32_t engine_pump(mrd_conn *c, uint64_t now)
@@ -713,14 +703,8 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 		 * ack_delay_ns the time the answer was held). */
 		if (n == MRP_PROBE_LEN && slot[1] == MRP_OP_PROBE)
 			mrd_dp_tx_stamp(d->dp, MRD_DP_STAMP_SET64, PROBE_TS_OFF, now);
-		else if (n == MRP_PROBE_ACK_LEN && slot[1] == MRP_OP_PROBE_ACK) {
-			/* and the time the PROBE waited to be read */
-			uint64_t w = probe_wait(c, (uint16_t)(slot[28] << 8 | slot[29]),
-						(uint32_t)slot[32] << 24 | (uint32_t)slot[33] << 16 |
-							(uint32_t)slot[34] << 8 | slot[35]);
-			mrd_dp_tx_stamp(d->dp, MRD_DP_STAMP_ADD32, PROBE_ACK_DELAY_OFF,
-					w < now ? now - w : now);
-		}
+		else if (n == MRP_PROBE_ACK_LEN && slot[1] == MRP_OP_PROBE_ACK)
+			mrd_dp_tx_stamp(d->dp, MRD_DP_STAMP_ADD32, PROBE_ACK_DELAY_OFF, now);
 	}
 	for (unsigned i = 0; i < nbad; i++)
 		mrp_conn_path_steer(e, bad[i], 0, -1, now);
@@ -1226,7 +1210,7 @@ static unsigned pair_index(const mrd_conn *c, unsigned lplane)
 }
 
 void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
-		    const uint8_t *data, size_t len, int ce, uint64_t rx_ns)
+		    const uint8_t *data, size_t len, int ce)
 {
 	mrp_pkt pkt;
 	d->cnt.rx_pkts++;
@@ -1240,14 +1224,6 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 	}
 	const mrp_hdr *h = &pkt.hdr;
 	uint64_t now = uv_hrtime();
-	/* Time spent in our socket before this read: for PROBE RTTs it is
-	 * held time, like the peer's ack_delay_ns (SPEC 8.3), not path time.
-	 * The engine still gets `now`, never an earlier time. */
-	uint64_t waited = rx_ns && rx_ns < now ? now - rx_ns : 0;
-	if (h->opcode == MRP_OP_PROBE_ACK) {
-		uint64_t dl = pkt.u.probe_ack.ack_delay_ns + waited;
-		pkt.u.probe_ack.ack_delay_ns = dl > UINT32_MAX ? UINT32_MAX : (uint32_t)dl;
-	}
 	if (h->opcode == MRP_OP_CONNECT) {
 		on_connect(d, s, src, srclen, &pkt, now);
 		return;
@@ -1347,13 +1323,6 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 			 * lives (challenge.h) */
 			c->peer->challenges_answered++;
 			d->cnt.challenges_answered++;
-		}
-		if (h->opcode == MRP_OP_PROBE) {
-			unsigned k = h->path_id % (sizeof(c->probe_wait) /
-						   sizeof(c->probe_wait[0]));
-			c->probe_wait[k].path = h->path_id;
-			c->probe_wait[k].seq = pkt.u.probe.probe_seq;
-			c->probe_wait[k].wait_ns = waited;
 		}
 		err = mrp_conn_read_pkt(c->eng, &pkt, pair_index(c, s->plane->idx), ce, now);
 		if (err >= 0 && h->opcode == MRP_OP_RESET)

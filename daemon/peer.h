@@ -159,16 +159,6 @@ struct mrd_conn {
 	void *tel;                /* the telemetry sampler's state (telemetry.c) */
 	mrd_challenge chal;       /* is the peer's old instance alive? (SPEC 9.6) */
 	mrd_membudget mem;        /* what its engine holds (membudget.h) */
-	/* How long the last PROBEs waited in our receive queue before they
-	 * were read (mrd_peer_input's rx_ns), added to their PROBE_ACKs' hold
-	 * time when those leave: by (path, probe_seq), in slot path % 32 (a
-	 * PROBE is answered at once, before another path's 32 further on is
-	 * probed again). */
-	struct {
-		uint16_t path;
-		uint32_t seq;
-		uint64_t wait_ns;
-	} probe_wait[32];
 };
 
 typedef struct mrd_peers {
@@ -202,13 +192,9 @@ void mrd_peers_set_hooks(mrd *d, const mrd_peer_hooks *hooks);
 int mrd_peers_add_service(mrd *d, mrd_service_fn fn, void *ud);
 void mrd_peers_free(mrd *d);
 
-/* One datagram from the datapath. rx_ns: when the kernel received it, on
- * the uv_hrtime() clock (0 = not known); the time it then waited in the
- * socket counts as held time of a PROBE's answer (SPEC 8.3), and of a
- * PROBE_ACK, so that PROBE RTTs measure the path and not how long this host
- * took to read its sockets. */
+/* One datagram from the datapath. */
 void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
-		    const uint8_t *data, size_t len, int ce, uint64_t rx_ns);
+		    const uint8_t *data, size_t len, int ce);
 
 /* Service dirty connections, flush the send queue, re-arm the timer. */
 void mrd_peer_run(mrd *d);

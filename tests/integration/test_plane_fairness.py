@@ -13,14 +13,14 @@ but the daemons themselves can make one plane slower than the other.
    compare the planes' medians, which must be within 20 % of each other
    (|m0 - m1| <= 0.2 * max(m0, m1)).
 
-   The daemons time PROBEs at the host's edge (a PROBE's timestamp is
-   written at its sendmmsg(); the time a PROBE or its answer waited in a
-   socket, from the kernel's receive time, and the time an answer waited
-   to be sent count as held time): so the machine this runs on may be
-   loaded (other builds, sanitizers, stress-ng) and the samples still
-   measure the planes, not the order in which a daemon sent to and read
-   its sockets or how long it waited for a CPU (which made one plane's
-   median 30-40 % above the other's on a busy host). Medians over 200
+   The machine this runs on may be loaded (other builds, sanitizers,
+   stress-ng): single samples then carry scheduling delays that hit
+   whichever plane's packets are in flight. The daemons keep those alike
+   for both planes: a PROBE's timestamp and its answer's hold time are
+   taken at the send call, and the flows of a flush take turns at going
+   first (before, the same paths always went last and one plane's median
+   came out 30-40 % above the other's on a busy host, the reason this
+   check used to skip there). Medians over 200
    rounds: the standard error of a median is about 1.25 sigma / sqrt(n),
    under 10 % of the spread for n = 200, which leaves the 20 % bound for a
    real difference. A plane answered late or not at all (the defect this
