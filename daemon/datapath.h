@@ -24,8 +24,9 @@
  * of a send queue (mrd_dp_tx_slot / mrd_dp_tx_commit); mrd_dp_flush() turns
  * each run of consecutive packets to the same socket and destination with
  * one length (the last may be shorter) into one UDP GSO super-datagram
- * (UDP_SEGMENT cmsg, an iovec per packet) and sends all of them with one
- * sendmmsg(). MRD_NO_GSO=1 / MRD_NO_GRO=1 in the environment turn either
+ * (UDP_SEGMENT cmsg, an iovec per packet) and sends them with one
+ * sendmmsg() per socket, the flows taking turns at going first from one
+ * flush to the next. MRD_NO_GSO=1 / MRD_NO_GRO=1 in the environment turn either
  * off (for measurements); GSO is also turned off by itself if the kernel
  * refuses it. MRD_BUSY_POLL_US: see mrd_dp_busy().
  */
@@ -190,7 +191,10 @@ void mrd_dp_drain(mrd_dp *dp);
  * exactly, send 4 packets per system call). Called by the receive path. */
 void mrd_dp_busy(mrd_dp *dp, uint64_t now);
 
-/* Send everything queued. */
+/* Send everything queued: one sendmmsg() per socket, the packets of each
+ * flow (socket and destination) in the order queued, the flow that goes
+ * first rotating from one flush to the next; send timestamps
+ * (mrd_dp_tx_stamp) are written just before their socket's call. */
 void mrd_dp_flush(mrd_dp *dp);
 
 #endif
