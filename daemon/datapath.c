@@ -330,6 +330,47 @@ void mrd_dp_tx_commit(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
 	e->dst = *dst;
 	e->dstlen = dstlen;
 	e->len = len;
+	e->stamp = MRD_DP_STAMP_NONE;
+}
+
+void mrd_dp_tx_stamp(mrd_dp *dp, int kind, uint16_t off, uint64_t base_ns)
+{
+	if (!dp->txn || kind == MRD_DP_STAMP_NONE)
+		return;
+	mrd_dp_txent *e = &dp->tx[dp->txn - 1];
+	uint32_t need = kind == MRD_DP_STAMP_SET64 ? 8 : 4;
+	if ((uint32_t)off + need > e->len)
+		return;
+	e->stamp = (uint8_t)kind;
+	e->stamp_off = off;
+	e->stamp_base_ns = base_ns;
+	dp->tx_stamps++;
+}
+
+/* Write the send timestamps of msgs[0..n) (mrd_dp_tx_stamp). */
+static void stamp_batch(mrd_dp *dp, struct mmsghdr *msgs, unsigned n)
+{
+	uint64_t t = uv_hrtime();
+	for (unsigned i = 0; i < n; i++) {
+		const struct msghdr *m = &msgs[i].msg_hdr;
+		for (size_t k = 0; k < m->msg_iovlen; k++) {
+			uint8_t *p = m->msg_iov[k].iov_base;
+			const mrd_dp_txent *e = &dp->tx[(p - dp->txbuf) / MRD_DP_PKT_MAX];
+			uint8_t *f = p + e->stamp_off;
+			if (e->stamp == MRD_DP_STAMP_SET64) {
+				for (int b = 7; b >= 0; b--)
+					f[7 - b] = (uint8_t)(t >> (8 * b));
+			} else if (e->stamp == MRD_DP_STAMP_ADD32) {
+				uint64_t v = (uint64_t)f[0] << 24 | (uint64_t)f[1] << 16 |
+					     (uint64_t)f[2] << 8 | f[3];
+				v += t > e->stamp_base_ns ? t - e->stamp_base_ns : 0;
+				if (v > UINT32_MAX)
+					v = UINT32_MAX;
+				for (int b = 3; b >= 0; b--)
+					f[3 - b] = (uint8_t)(v >> (8 * b));
+			}
+		}
+	}
 }
 
 void mrd_dp_send_now(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
@@ -352,7 +393,14 @@ static void send_batch(mrd_dp *dp, mrd_sock *s, struct mmsghdr *msgs,
 		       const uint32_t *segs, unsigned n)
 {
 	unsigned done = 0;
+	int stamp = dp->tx_stamps != 0;
 	while (done < n) {
+		if (stamp) {
+			/* once: a retried message keeps its first stamp (an
+			 * ADD32 field must not grow twice) */
+			stamp_batch(dp, msgs + done, n - done);
+			stamp = 0;
+		}
 		int r = sendmmsg(s->fd, msgs + done, n - done, 0);
 		dp->tx_calls++;
 		if (r > 0) {
@@ -401,11 +449,18 @@ void mrd_dp_flush(mrd_dp *dp)
 			lead[ngroups++] = i;
 		group[i] = (uint8_t)g;
 	}
-	uint32_t k = 0;
-	for (uint32_t g = 0; g < ngroups; g++)
+	/* The flows take turns at going first: the sockets are sent to one
+	 * after another, and the flow sent last waits for the others' send
+	 * calls (a few us each, more with a preemption between them), which
+	 * would otherwise always fall on the same paths, the higher path ids,
+	 * and make the same plane's round trips look longer. */
+	uint32_t k = 0, first = ngroups > 1 ? dp->tx_rot++ % ngroups : 0;
+	for (uint32_t r = 0; r < ngroups; r++) {
+		uint32_t g = (first + r) % ngroups;
 		for (uint32_t i = lead[g]; i < n; i++)
 			if (group[i] == g)
 				order[k++] = (uint8_t)i;
+	}
 
 	struct mmsghdr msgs[MRD_DP_TXQ];
 	struct iovec iov[MRD_DP_TXQ];
@@ -456,6 +511,7 @@ void mrd_dp_flush(mrd_dp *dp)
 	}
 	if (nmsg)
 		send_batch(dp, cur, msgs, segs, nmsg);
+	dp->tx_stamps = 0;
 }
 
 /* ---- receive ------------------------------------------------------------- */

@@ -24,8 +24,9 @@
  * of a send queue (mrd_dp_tx_slot / mrd_dp_tx_commit); mrd_dp_flush() turns
  * each run of consecutive packets to the same socket and destination with
  * one length (the last may be shorter) into one UDP GSO super-datagram
- * (UDP_SEGMENT cmsg, an iovec per packet) and sends all of them with one
- * sendmmsg(). MRD_NO_GSO=1 / MRD_NO_GRO=1 in the environment turn either
+ * (UDP_SEGMENT cmsg, an iovec per packet) and sends them with one
+ * sendmmsg() per socket, the flows taking turns at going first from one
+ * flush to the next. MRD_NO_GSO=1 / MRD_NO_GRO=1 in the environment turn either
  * off (for measurements); GSO is also turned off by itself if the kernel
  * refuses it. MRD_BUSY_POLL_US: see mrd_dp_busy().
  */
@@ -79,11 +80,22 @@ typedef struct mrd_dp_ops {
 	void *ud;
 } mrd_dp_ops;
 
+/* One-step send timestamps (mrd_dp_tx_stamp): a field of a queued packet
+ * written with the clock when the packet is handed to the kernel. */
+enum {
+	MRD_DP_STAMP_NONE,
+	MRD_DP_STAMP_SET64, /* big-endian u64 at off = the send time */
+	MRD_DP_STAMP_ADD32, /* big-endian u32 at off += send time - base_ns, saturating */
+};
+
 typedef struct mrd_dp_txent {
 	mrd_sock *sock;
 	mrd_sockaddr dst;
 	socklen_t dstlen;
 	uint32_t len;
+	uint8_t stamp;      /* MRD_DP_STAMP_* */
+	uint16_t stamp_off;
+	uint64_t stamp_base_ns;
 } mrd_dp_txent;
 
 typedef struct mrd_dp {
@@ -94,6 +106,8 @@ typedef struct mrd_dp {
 	int gso, gro, host_ecn;
 	/* send queue */
 	uint32_t txn;
+	uint32_t tx_stamps;  /* queued packets with a send timestamp to write */
+	uint32_t tx_rot;     /* flushes with more than one flow: who goes first */
 	mrd_dp_txent tx[MRD_DP_TXQ];
 	uint8_t *txbuf; /* MRD_DP_TXQ * MRD_DP_PKT_MAX */
 	/* receive batch */
@@ -143,6 +157,18 @@ uint8_t *mrd_dp_tx_slot(mrd_dp *dp);
 void mrd_dp_tx_commit(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
 		      socklen_t dstlen, uint32_t len);
 
+/* Mark the packet queued last for a one-step send timestamp: when
+ * mrd_dp_flush() hands it to the kernel, the field at off (which must lie
+ * inside the packet) is written with the clock read just before that
+ * socket's sendmmsg(). SET64 writes the time, ADD32 adds the time since
+ * base_ns (a time at or before the queueing) to a held-for field. So a
+ * timestamp names the moment the packet left, not the moment it was written:
+ * a flush sends one socket after another, and the packets of the later
+ * sockets (other paths, other planes) would otherwise carry the earlier
+ * sockets' send calls, and any preemption between them, as if it were time
+ * on the wire. */
+void mrd_dp_tx_stamp(mrd_dp *dp, int kind, uint16_t off, uint64_t base_ns);
+
 /* Send one packet at once (handshake answers): queue and flush. */
 void mrd_dp_send_now(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
 		     socklen_t dstlen, const uint8_t *pkt, uint32_t len);
@@ -165,7 +191,10 @@ void mrd_dp_drain(mrd_dp *dp);
  * exactly, send 4 packets per system call). Called by the receive path. */
 void mrd_dp_busy(mrd_dp *dp, uint64_t now);
 
-/* Send everything queued. */
+/* Send everything queued: one sendmmsg() per socket, the packets of each
+ * flow (socket and destination) in the order queued, the flow that goes
+ * first rotating from one flush to the next; send timestamps
+ * (mrd_dp_tx_stamp) are written just before their socket's call. */
 void mrd_dp_flush(mrd_dp *dp);
 
 #endif

@@ -25,6 +25,8 @@ MRP_ERRNO_MAP(MRD_ERR_FITS)
 #define MAX_HALF_OPEN 1024
 #define MAX_PEERS 4096
 #define WRITE_BUDGET 256              /* packets per connection per service */
+#define PROBE_TS_OFF 36               /* PROBE ts_ns (SPEC 8.2) */
+#define PROBE_ACK_DELAY_OFF 36        /* PROBE_ACK ack_delay_ns (SPEC 8.3) */
 #define RL_SRC_RATE 100               /* answers per second per source (SPEC 14.3) */
 #define RL_ALL_RATE 10000             /* and per endpoint; each budget its own */
 #define MAX_HALF_OPEN_SRC 128         /* half-open connections per peer */
@@ -693,6 +695,16 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 			continue;
 		}
 		mrd_dp_tx_commit(d->dp, s, &pr->raddr, pr->rlen, (uint32_t)n);
+		/* A PROBE's timestamp and a PROBE_ACK's hold time are taken
+		 * when the packet leaves, not now (mrd_dp_tx_stamp): the
+		 * flush sends path after path, and a PROBE of a path flushed
+		 * later would otherwise count the earlier paths' sends in its
+		 * RTT (SPEC 8.2: ts_ns is the clock at sending; 8.3:
+		 * ack_delay_ns the time the answer was held). */
+		if (n == MRP_PROBE_LEN && slot[1] == MRP_OP_PROBE)
+			mrd_dp_tx_stamp(d->dp, MRD_DP_STAMP_SET64, PROBE_TS_OFF, now);
+		else if (n == MRP_PROBE_ACK_LEN && slot[1] == MRP_OP_PROBE_ACK)
+			mrd_dp_tx_stamp(d->dp, MRD_DP_STAMP_ADD32, PROBE_ACK_DELAY_OFF, now);
 	}
 	for (unsigned i = 0; i < nbad; i++)
 		mrp_conn_path_steer(e, bad[i], 0, -1, now);
