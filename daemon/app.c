@@ -776,7 +776,7 @@ void app_session_close(app_session *s, const char *why)
 		app_conn_unlink(ac);
 		free(ac);
 		mrd_conn_detach(c);
-		mrd_conn_close(c, 1);
+		mrd_conn_close_reason(c, 1, c->d->stopping ? MRP_CLOSE_SHUTDOWN : MRP_CLOSE_APP_EXIT);
 	}
 	while (s->listeners)
 		listener_free(s, &s->listeners);

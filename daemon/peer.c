@@ -1347,6 +1347,11 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 
 void mrd_conn_close(mrd_conn *c, int abort)
 {
+	mrd_conn_close_reason(c, abort, c->d->stopping ? MRP_CLOSE_SHUTDOWN : MRP_CLOSE_NORMAL);
+}
+
+void mrd_conn_close_reason(mrd_conn *c, int abort, uint16_t reason)
+{
 	uint64_t now = uv_hrtime();
 	switch (c->state) {
 	case MRD_CONN_CONNECTING:
@@ -1359,8 +1364,9 @@ void mrd_conn_close(mrd_conn *c, int abort)
 		if (!c->end_reason[0])
 			snprintf(c->end_reason, sizeof(c->end_reason), "%s",
 				 c->d->stopping ? "daemon stopping"
+				 : reason == MRP_CLOSE_APP_EXIT ? "application gone"
 				 : abort	? "reset" : "closed");
-		mrp_conn_close(c->eng, abort, now);
+		mrp_conn_close_reason(c->eng, abort, reason, now);
 		mrd_conn_touch(c);
 		break;
 	default:

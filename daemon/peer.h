@@ -249,6 +249,9 @@ void mrd_conn_touch(mrd_conn *c);
 /* Graceful close (CLOSE) or abort (RESET). An attempt still CONNECTING
  * ends at once. ops->ended follows. */
 void mrd_conn_close(mrd_conn *c, int abort);
+/* The same with the reason its CLOSE or RESET carries (MRP_CLOSE_*, SPEC
+ * 11.4); mrd_conn_close() says SHUTDOWN while the daemon stops, else NORMAL. */
+void mrd_conn_close_reason(mrd_conn *c, int abort, uint16_t reason);
 
 /* Detach the service: no more callbacks (the service is going away). */
 void mrd_conn_detach(mrd_conn *c);

@@ -976,6 +976,8 @@ static inline path *path_slot(mrp_conn *c, uint16_t id)
  * timed out, goes back to the retransmission queue (unless it was acked
  * meanwhile or the message is over); a timeout counts against the
  * message's retry budget. */
+static void fail_with(mrp_conn *c, uint16_t reason);
+
 static void seg_requeue(mrp_conn *c, txmsg *m, uint32_t seg, int by_rto, uint64_t now)
 {
 	uint8_t *sb = &m->segs[seg];
@@ -994,7 +996,7 @@ static void seg_requeue(mrp_conn *c, txmsg *m, uint32_t seg, int by_rto, uint64_
 		if (rtos > c->p.retry_max && now - m->first_retry_ns >= c->p.retry_timeout_ns) {
 			m->status = MRP_WC_RETRY_EXC;
 			m->done = 1;
-			c->pending_fail = 1;
+			fail_with(c, MRP_CLOSE_RETRY_EXCEEDED);
 		} else if (!m->in_rnr) {
 			rq_push(c, m, seg);
 		}
@@ -1458,6 +1460,15 @@ static void conn_flush(mrp_conn *c, int status)
 	c->ctl_dirty = 1; /* queued NAKs still go out, then CLOSE or RESET */
 }
 
+/* A fatal error found: the connection fails (conn_fail()) and its RESET
+ * carries reason (SPEC 11.4), the first one found. */
+static void fail_with(mrp_conn *c, uint16_t reason)
+{
+	if (!c->pending_fail && c->state != CONN_CLOSED)
+		c->close_reason = (uint8_t)reason;
+	c->pending_fail = 1;
+}
+
 /* A fatal error: flush and send RESET. */
 static void conn_fail(mrp_conn *c)
 {
@@ -1508,9 +1519,19 @@ static void close_check(mrp_conn *c, uint64_t now)
 
 void mrp_conn_close(mrp_conn *c, int abort, uint64_t now_ns)
 {
+	mrp_conn_close_reason(c, abort, MRP_CLOSE_NORMAL, now_ns);
+}
+
+void mrp_conn_close_reason(mrp_conn *c, int abort, uint16_t reason, uint64_t now_ns)
+{
 	c->dl_valid = 0;
 	if (c->state == CONN_CLOSED)
 		return;
+	/* (not over the peer's reason, which our reply to its CLOSE carries,
+	 * nor over that of a close already under way) */
+	if (reason <= MRP_CLOSE_MAX &&
+	    (abort || (!c->peer_closing && c->state != CONN_DRAINING)))
+		c->close_reason = (uint8_t)reason;
 	if (abort) {
 		conn_flush(c, MRP_WC_FLUSHED);
 		c->state = CONN_CLOSED;
@@ -1611,7 +1632,7 @@ static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 		} else if (r->opcode != MRP_OP_WRITE) {
 			if (s->consumed == s->posted || r->recv_idx != s->consumed) {
 				/* The peer numbered its receives out of order. */
-				c->pending_fail = 1;
+				fail_with(c, MRP_CLOSE_PROTOCOL);
 				return;
 			}
 			rxrecv *rv = &s->rq[s->consumed & (s->rq_cap - 1)];
@@ -2063,7 +2084,7 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		/* beyond the negotiated path count: the ends disagree (SPEC 13.2) */
 		c->st.drops_range++;
 		queue_nak(c, pkt, MRP_NAK_MALFORMED);
-		c->pending_fail = 1;
+		fail_with(c, MRP_CLOSE_PROTOCOL);
 		return MRP_ERR_RANGE;
 	}
 	path *pa = path_slot(c, h->path_id);
@@ -2115,7 +2136,7 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		 * lost, the sender sees a hole, retransmits, and is NAK'd again. */
 		queue_nak(c, pkt, rv);
 		if (fatal)
-			c->pending_fail = 1;
+			fail_with(c, rv == MRP_NAK_MALFORMED ? MRP_CLOSE_PROTOCOL : MRP_CLOSE_NORMAL);
 		return 0;
 	}
 	if (stale)
@@ -2407,7 +2428,7 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			    now - m->first_retry_ns >= c->p.retry_timeout_ns) {
 				m->status = MRP_WC_RNR_RETRY_EXC;
 				m->done = 1;
-				c->pending_fail = 1;
+				fail_with(c, MRP_CLOSE_RETRY_EXCEEDED);
 			} else {
 				m->in_rnr = 1;
 				m->rnr_until = now + (k->retry_after_us
@@ -2420,7 +2441,8 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	} else {
 		m->status = (uint8_t)nak_to_status(k->reason);
 		m->done = 1;
-		c->pending_fail = 1;
+		/* (the two ends disagree about the connection's state: SPEC 7.3) */
+		fail_with(c, k->reason == MRP_NAK_MALFORMED ? MRP_CLOSE_PROTOCOL : MRP_CLOSE_NORMAL);
 	}
 	/* A message that failed is completed by conn_fail(), which unlinks it
 	 * from the send queue first: completing it here could free it while
@@ -2753,11 +2775,10 @@ COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size
 	mrp_pkt k;
 	memset(&k, 0, sizeof(k));
 	fill_hdr(c, &k.hdr, c->close_pending == 3 ? MRP_OP_RESET : MRP_OP_CLOSE, NULL);
-	k.u.close.reason = MRP_CLOSE_NORMAL;
-	if (c->close_pending == 2) {
+	/* Ours: why we close or fail (11.4); a reply: the peer's (11.2 step 3) */
+	k.u.close.reason = c->close_reason;
+	if (c->close_pending == 2)
 		k.hdr.flags = MRP_F_REPLY;
-		k.u.close.reason = c->close_reason; /* the same reason (11.2 step 3) */
-	}
 	if (c->close_pending == 1) {
 		/* Resent until the reply comes, a few times at most. */
 		if (++c->close_tries > 8) {
@@ -2823,7 +2844,7 @@ static const uint8_t *rd_source(mrp_conn *c, txmsg *m)
 	k.u.data.stream_id = m->stream;
 	k.u.data.msn = m->msn;
 	queue_nak(c, &k, nak);
-	c->pending_fail = 1;
+	fail_with(c, MRP_CLOSE_NORMAL); /* (the requester's access error) */
 	return NULL;
 }
 
@@ -3437,6 +3458,20 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	recompute_qwnd(c);
 }
 
+/* Some path waits for the answer to a PROBE or is out of service (SUSPECT,
+ * PROBING, FAILED): the connection is trying to hear from its peer. */
+static int probing_unanswered(const mrp_conn *c)
+{
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->open && !pa->disabled &&
+		    (pa->probe_pending || pa->state == MRP_PATH_SUSPECT ||
+		     pa->state == MRP_PATH_PROBING || pa->state == MRP_PATH_FAILED))
+			return 1;
+	}
+	return 0;
+}
+
 void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 {
 	/* Callers come whenever the deadline passed, and it is 0 while a
@@ -3485,10 +3520,18 @@ void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 					rq_push(c, m, s);
 		}
 	}
-	/* Work outstanding and the peer silent for peer_timeout_ns: give up
-	 * (paths that keep failing re-port and probe forever, and a segment
-	 * waiting for a live path never reaches its own retry limit). */
-	if (sending(c) && now - c->last_rx_ns >= c->p.peer_timeout_ns && sends_outstanding(c)) {
+	/* Work outstanding and the peer silent for peer_timeout_ns, or an idle
+	 * connection trying to hear from it (its probes) and silent for twice
+	 * that: give up with RESET RETRY_EXCEEDED (SPEC 8.1; paths that keep
+	 * failing re-port and probe forever, and a segment waiting for a live
+	 * path never reaches its own retry limit). An idle connection costs
+	 * nothing until it is used, and the longer wait lets an endpoint that
+	 * knows more -- its peer restarted, and the challenge of 9.6 went
+	 * unanswered (2.5 s) -- end it first, without a RESET. */
+	uint64_t silent = now - c->last_rx_ns;
+	if (sending(c) &&
+	    ((silent >= c->p.peer_timeout_ns && sends_outstanding(c)) ||
+	     (silent / 2 >= c->p.peer_timeout_ns && probing_unanswered(c)))) {
 		for (uint32_t i = 0; i < c->nstreams; i++) {
 			txmsg *m = c->streams[i].head;
 			if (m && !m->done) {
@@ -3496,7 +3539,7 @@ void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 				m->done = 1;
 			}
 		}
-		c->pending_fail = 1;
+		fail_with(c, MRP_CLOSE_RETRY_EXCEEDED);
 	}
 	if (c->pending_fail)
 		conn_fail(c);

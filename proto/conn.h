@@ -149,7 +149,9 @@ typedef struct mrp_conn_params {
 	uint64_t probe_idle_ns;  /* probe a path idle this long (default 1 s; 0 = never) */
 	uint32_t msg_window;     /* outstanding messages per stream (default 1024) */
 	uint64_t peer_timeout_ns; /* with work outstanding and nothing heard from the
-				   * peer this long, the connection fails (default 2 s) */
+				   * peer this long, the connection fails with RESET
+				   * RETRY_EXCEEDED (default 2 s); an idle one whose
+				   * probes go unanswered, after twice this */
 	mrp_rh *rh;              /* receiver's rate-hint allocator, or NULL */
 	uint64_t caps;           /* capabilities both ends negotiated (MRP_CAP_*);
 				  * the engine reads two: RATE_HINT (ACKs carry
@@ -266,8 +268,12 @@ int mrp_conn_path_steer(mrp_conn *conn, uint16_t path_id, uint16_t sport,
 			int plane, uint64_t now_ns);
 
 /* Close: flush everything outstanding with MRP_WC_FLUSHED and queue a CLOSE
- * to the peer. Abort instead queues a RESET. */
+ * to the peer. Abort instead queues a RESET. The CLOSE or RESET carries
+ * reason NORMAL; mrp_conn_close_reason() gives another (MRP_CLOSE_*, SPEC
+ * 11.4: APP_EXIT when the application went away, SHUTDOWN when the endpoint
+ * stops). */
 void mrp_conn_close(mrp_conn *conn, int abort, uint64_t now_ns);
+void mrp_conn_close_reason(mrp_conn *conn, int abort, uint16_t reason, uint64_t now_ns);
 
 /* Whether the connection is closed (by either side) and has nothing left to
  * send. */
