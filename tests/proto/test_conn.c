@@ -1062,9 +1062,13 @@ static void test_close_abort(void **state)
  * it is lost): the outstanding work fails (RETRY_EXC, the rest FLUSHED)
  * within peer_timeout_ns instead of being retried forever. */
 static int silent;
+static int a_reset_reason = -1; /* the reason of the last RESET A sent */
 static int silent_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
 			 uint64_t *delay, int *ce)
 {
+	mrp_pkt k;
+	if (from == 0 && pkt[1] == MRP_OP_RESET && mrp_pkt_decode(&k, pkt, MRP_CLOSE_LEN) > 0)
+		a_reset_reason = k.u.close.reason;
 	if (silent)
 		return 0;
 	return default_policy(n, from, ti, pkt, delay, ce);
@@ -1098,8 +1102,33 @@ static void test_peer_silent_fails(void **state)
 		retry_exc += log[0].e[i].status == MRP_WC_RETRY_EXC;
 	}
 	assert_true(retry_exc >= 1);
+	a_reset_reason = -1;
 	net_run_until(&n, NULL, NULL, n.now + 1000000); /* its RESET goes out */
 	assert_true(mrp_conn_is_closed(n.c[0]));
+	assert_int_equal(a_reset_reason, MRP_CLOSE_RETRY_EXCEEDED); /* SPEC 8.1, 11.4 */
+	net_free(&n);
+}
+
+/* An idle connection whose peer vanished: its keep-alive probes go
+ * unanswered, and after twice peer_timeout_ns it is reset with
+ * RETRY_EXCEEDED (SPEC 8.1) instead of probing a dead peer for ever. */
+static void test_idle_peer_silent_reset(void **state)
+{
+	(void)state;
+	net n;
+	mrp_conn_params d[2];
+	pair_params(d, 1, 0);
+	d[0].probe_idle_ns = 100000000; /* keep-alive probes every 100 ms */
+	net_init(&n, &d[0], &d[1]);
+	n.policy = silent_policy;
+	silent = 1;
+	a_reset_reason = -1;
+	uint64_t t0 = n.now;
+	net_run_until(&n, NULL, NULL, t0 + 3900000000ull);
+	assert_false(mrp_conn_is_closed(n.c[0])); /* not before twice the 2 s */
+	net_run_until(&n, NULL, NULL, t0 + 5000000000ull);
+	assert_true(mrp_conn_is_closed(n.c[0]));
+	assert_int_equal(a_reset_reason, MRP_CLOSE_RETRY_EXCEEDED);
 	net_free(&n);
 }
 
@@ -2371,6 +2400,7 @@ int main(void)
 		cmocka_unit_test(test_close_graceful),
 		cmocka_unit_test(test_close_abort),
 		cmocka_unit_test(test_peer_silent_fails),
+		cmocka_unit_test(test_idle_peer_silent_reset),
 		cmocka_unit_test(test_peer_pause_survives),
 		cmocka_unit_test(test_path_probe),
 		cmocka_unit_test(test_many_streams),
