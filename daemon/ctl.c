@@ -54,6 +54,12 @@ struct mrd_ctl_client {
  * passes CTL_WQ_DROP is closed. */
 #define CTL_WQ_PAUSE (4u << 20)
 #define CTL_WQ_DROP (32u << 20)
+/* And all clients together: while more than CTL_WQ_ALL bytes of replies
+ * wait, a client that has replies of its own waiting is not read either
+ * (one with none is: an operator's `status` always gets through). It reads
+ * again once its queue is empty, or below half of CTL_WQ_PAUSE while the
+ * total is below half of CTL_WQ_ALL. */
+#define CTL_WQ_ALL (64u << 20)
 
 /* A subscriber with more than this many bytes queued loses events (counted
  * and reported to it as monitor.dropped once it catches up) instead of
@@ -63,12 +69,27 @@ struct mrd_ctl_client {
 typedef struct wreq {
 	uv_write_t req;
 	char *buf;
+	size_t len;         /* counted in ctl.queued until written */
 	mrd_ctl_client *cl; /* alive: uv_close() runs write callbacks first */
 } wreq;
 
 static size_t wq_size(const mrd_ctl_client *cl)
 {
 	return uv_stream_get_write_queue_size((const uv_stream_t *)&cl->pipe);
+}
+
+/* Stop reading this client after the line just handled? */
+static int wq_over(const mrd_ctl_client *cl)
+{
+	size_t q = wq_size(cl);
+	return q > CTL_WQ_PAUSE || (q && cl->d->ctl.queued > CTL_WQ_ALL);
+}
+
+/* May a paused client be read again? */
+static int wq_under(const mrd_ctl_client *cl)
+{
+	size_t q = wq_size(cl);
+	return !q || (q < CTL_WQ_PAUSE / 2 && cl->d->ctl.queued < CTL_WQ_ALL / 2);
 }
 
 static void client_resume(mrd_ctl_client *cl);
@@ -80,9 +101,10 @@ static void on_written(uv_write_t *req, int status)
 	(void)status;
 	wreq *w = (wreq *)req;
 	mrd_ctl_client *cl = w->cl;
+	cl->d->ctl.queued -= w->len;
 	free(w->buf);
 	free(w);
-	if (cl->paused && !cl->closing && wq_size(cl) < CTL_WQ_PAUSE / 2)
+	if (cl->paused && !cl->closing && wq_under(cl))
 		client_resume(cl);
 }
 
@@ -117,12 +139,17 @@ static void send_json(mrd_ctl_client *cl, json_t *reply)
 	buf[n] = '\n';
 	buf[n + 1] = '\0';
 	w->buf = buf;
+	w->len = n + 1;
 	w->cl = cl;
 	uv_buf_t b = uv_buf_init(buf, (unsigned)(n + 1));
 	if (uv_write(&w->req, (uv_stream_t *)&cl->pipe, &b, 1, on_written) < 0) {
 		free(buf);
 		free(w);
+		return;
 	}
+	cl->d->ctl.queued += w->len;
+	if (cl->d->ctl.queued > cl->d->ctl.queued_peak)
+		cl->d->ctl.queued_peak = cl->d->ctl.queued;
 }
 
 /* NULL if any part of it cannot be built. */
@@ -486,7 +513,7 @@ static size_t feed(mrd_ctl_client *cl, const char *data, size_t n)
 				client_close(cl);
 				return n;
 			}
-			if (q > CTL_WQ_PAUSE)
+			if (wq_over(cl))
 				return i + 1;
 			continue;
 		}
@@ -582,7 +609,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	size_t used = feed(cl, buf->base, (size_t)n);
 	if (!cl->closing && used < (size_t)n)
 		client_pause(cl, buf->base + used, (size_t)n - used);
-	else if (!cl->closing && wq_size(cl) > CTL_WQ_PAUSE)
+	else if (!cl->closing && wq_over(cl))
 		client_pause(cl, NULL, 0);
 	after_input(cl->d);
 }

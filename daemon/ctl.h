@@ -79,6 +79,7 @@ typedef struct mrd_ctl {
 	int sweep_open;
 	uint64_t requests, errors;
 	uint64_t clients_paused, clients_dropped; /* write-queue bound (ctl.c) */
+	uint64_t queued, queued_peak; /* reply bytes waiting, all clients */
 	uint64_t clients_refused; /* over MRD_CTL_CLIENTS_* at connect */
 	uint64_t clients_slow;    /* a line unfinished for MRD_CTL_LINE_TIMEOUT_MS */
 	unsigned monitors;          /* clients subscribed with `monitor` */

@@ -82,6 +82,8 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "ctl_clients_dropped", mrd_json_u64(d->ctl.clients_dropped));
 	json_object_set_new(cn, "ctl_clients_refused", mrd_json_u64(d->ctl.clients_refused));
 	json_object_set_new(cn, "ctl_clients_slow", mrd_json_u64(d->ctl.clients_slow));
+	json_object_set_new(cn, "ctl_replies_queued", mrd_json_u64(d->ctl.queued));
+	json_object_set_new(cn, "ctl_replies_queued_peak", mrd_json_u64(d->ctl.queued_peak));
 	json_object_set_new(o, "counters", cn);
 	json_object_set_new(o, "apps", mrd_apps_json(d));
 	const mrd_dp *dp = d->dp;
