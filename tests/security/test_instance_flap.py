@@ -21,7 +21,7 @@ import time
 import mrattack as X
 import mrtest
 
-p = mrtest.Pair("instflap")
+p = mrtest.Pair("instflap", extra_env={"MRD_SPORT_IDLE_S": "3"})
 a, b = p.a, p.b
 res = {}
 t = threading.Thread(target=lambda: res.update(
@@ -32,8 +32,14 @@ mrtest.check(live, "B has A's established perf connection")
 victim = live[0]
 time.sleep(1.0)
 # A's own pings open a connection each, whose paths cache source-port
-# sockets until they sit idle for 30 s: A's descriptors grow with them.
-ha, hb = X.Health(a, fds=1024), X.Health(b, fds=256)
+# sockets until they sit idle (3 s here, 30 s by default): A's descriptors
+# grow with them. B's grow more: the attacker's connections announce A's
+# addresses and service port, where A ignores their PROBEs, so their paths
+# fail and re-port (a new source port each time) until the connection ends
+# (about 70 sockets per connection in a release build, fewer under ASan);
+# they close once idle, below.
+ha, hb = X.Health(a, fds=1024), X.Health(b, fds=4096)
+fdb0 = X.nfds(b.proc.pid)
 b0 = b.ok("status")["counters"]
 bdst = (b.addrs[0], b.port)
 addrs = [(0, a.addrs[0]), (1, a.addrs[1])]
@@ -114,4 +120,7 @@ mrtest.check(d["cookies_bad"] >= rounds, "the guessed cookies were refused (%d)"
              % d["cookies_bad"])
 ha.check()
 hb.check()
+back = X.wait_for(lambda: X.nfds(b.proc.pid) <= fdb0 + 32, 20, 0.5)
+mrtest.check(back, "B's descriptors came back down after the attack (%d, %d before, %d at most)"
+             % (X.nfds(b.proc.pid), fdb0, hb.fd_max))
 p.close()
