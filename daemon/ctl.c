@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -448,6 +449,18 @@ static void client_close(mrd_ctl_client *cl)
 	uv_close((uv_handle_t *)&cl->pipe, client_closed);
 }
 
+/* cap, or a 1/div share of the open-file limit if that is less: control
+ * clients may not take the descriptors the datapath and the applications
+ * need (an operator may run the daemon under a low limit). */
+static unsigned fd_share(unsigned cap, unsigned div)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur / div >= cap)
+		return cap;
+	return rl.rlim_cur / div > 4 ? (unsigned)(rl.rlim_cur / div) : 4;
+}
+
 /* One error line written at once (a client that gets no other), then
  * closed. */
 static void client_refuse(mrd_ctl_client *cl, const char *code, const char *msg)
@@ -656,9 +669,10 @@ static void on_connection(uv_stream_t *server, int status)
 		for (mrd_ctl_client *o = d->ctl.clients; o; o = o->next)
 			same += !o->closing && o->uid == cl->uid;
 	}
-	if (cl->unpriv ? d->ctl.nclients_unpriv > MRD_CTL_CLIENTS_UNPRIV ||
-				 same > MRD_CTL_CLIENTS_PER_UID
-		       : d->ctl.nclients - d->ctl.nclients_unpriv > MRD_CTL_CLIENTS_PRIV) {
+	if (cl->unpriv ? d->ctl.nclients_unpriv > fd_share(MRD_CTL_CLIENTS_UNPRIV, 8) ||
+				 same > fd_share(MRD_CTL_CLIENTS_PER_UID, 16)
+		       : d->ctl.nclients - d->ctl.nclients_unpriv >
+				 fd_share(MRD_CTL_CLIENTS_PRIV, 4)) {
 		d->ctl.clients_refused++;
 		if (d->ctl.clients_refused == 1 || d->ctl.clients_refused % 1000 == 0)
 			mrd_warn("control client pid %d uid %u refused: %u clients of this uid, "

@@ -36,8 +36,9 @@ typedef struct mrd_ctl_client mrd_ctl_client;
 #define MRD_CTL_LINE_MAX (64 * 1024)
 /* Clients at once: those of root and of the daemon's own uid, and the
  * others (members of the control group) in total and per uid, so that a
- * read-only user cannot take the socket from the operator. A client over
- * a bound gets one error line ("too_many_clients") and is closed. */
+ * read-only user cannot take the socket from the operator; under a low
+ * open-file limit, at most 1/4, 1/8 and 1/16 of it. A client over a bound
+ * gets one error line ("too_many_clients") and is closed. */
 #define MRD_CTL_CLIENTS_PRIV 512
 #define MRD_CTL_CLIENTS_UNPRIV 256
 #define MRD_CTL_CLIENTS_PER_UID 32

@@ -119,6 +119,32 @@ mrtest.check("file descriptors open" in open(b.logpath).read(), "... and logged 
 for s in sess:
     s.close()
 
+# Control clients under that limit: at most a quarter of it for root.
+import json
+import socket
+ctl, refused = [], 0
+for _ in range(200):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(b.sock)
+    ctl.append(c)
+time.sleep(0.5)
+for c in ctl:
+    c.setblocking(False)
+    try:
+        d = c.recv(4096)
+        if d and json.loads(d.split(b"\n")[0])["error"]["code"] == "too_many_clients":
+            refused += 1
+    except BlockingIOError:
+        pass
+held_fds = X.nfds(b.proc.pid)
+for c in ctl:
+    c.close()
+mrtest.check(200 - refused <= LIMIT // 4 and refused > 0,
+             "B held %d of 200 control clients (at most a quarter of its limit, %d), "
+             "refused the rest; %d descriptors open meanwhile"
+             % (200 - refused, LIMIT // 4, held_fds))
+mrtest.check(held_fds < LIMIT, "... below its limit (%d < %d)" % (held_fds, LIMIT))
+
 # The attack is over: B comes back down on its own.
 back = X.wait_for(lambda: X.nfds(b.proc.pid) <= fd0 + 16, 20, 0.2)
 stop.set()
