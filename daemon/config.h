@@ -118,6 +118,7 @@ typedef struct mrd_config {
 	uint32_t suspect_rtos;   /* consecutive RTOs that fail a path */
 	uint64_t conn_memory;    /* engine memory per connection (membudget.h) */
 	uint64_t memory;         /* engine memory of all connections together */
+	uint32_t max_conns_per_addr; /* connections accepted from one address */
 
 	/* services (the daemon's own, svcpolicy.h): */
 	int services_perf;       /* PERF answers CONNECTs (it hands out an rkey) */

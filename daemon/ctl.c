@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,8 +28,10 @@ struct mrd_ctl_client {
 	int may_read, may_act;
 	int discarding; /* skipping the rest of an oversized line */
 	int closing;
-	char *line;     /* MRD_CTL_LINE_MAX bytes */
-	size_t len;
+	int unpriv;     /* neither root nor the daemon's uid */
+	char *line;     /* grows to MRD_CTL_LINE_MAX bytes */
+	size_t len, cap;
+	uint64_t line_ms; /* when the unfinished line's first byte came */
 	char rdbuf[16384];
 	/* The one long-running operation (ping, perf, a drill), cancelled
 	 * at close (mrd_ctl_set_op). */
@@ -52,6 +55,12 @@ struct mrd_ctl_client {
  * passes CTL_WQ_DROP is closed. */
 #define CTL_WQ_PAUSE (4u << 20)
 #define CTL_WQ_DROP (32u << 20)
+/* And all clients together: while more than CTL_WQ_ALL bytes of replies
+ * wait, a client that has replies of its own waiting is not read either
+ * (one with none is: an operator's `status` always gets through). It reads
+ * again once its queue is empty, or below half of CTL_WQ_PAUSE while the
+ * total is below half of CTL_WQ_ALL. */
+#define CTL_WQ_ALL (64u << 20)
 
 /* A subscriber with more than this many bytes queued loses events (counted
  * and reported to it as monitor.dropped once it catches up) instead of
@@ -61,12 +70,27 @@ struct mrd_ctl_client {
 typedef struct wreq {
 	uv_write_t req;
 	char *buf;
+	size_t len;         /* counted in ctl.queued until written */
 	mrd_ctl_client *cl; /* alive: uv_close() runs write callbacks first */
 } wreq;
 
 static size_t wq_size(const mrd_ctl_client *cl)
 {
 	return uv_stream_get_write_queue_size((const uv_stream_t *)&cl->pipe);
+}
+
+/* Stop reading this client after the line just handled? */
+static int wq_over(const mrd_ctl_client *cl)
+{
+	size_t q = wq_size(cl);
+	return q > CTL_WQ_PAUSE || (q && cl->d->ctl.queued > CTL_WQ_ALL);
+}
+
+/* May a paused client be read again? */
+static int wq_under(const mrd_ctl_client *cl)
+{
+	size_t q = wq_size(cl);
+	return !q || (q < CTL_WQ_PAUSE / 2 && cl->d->ctl.queued < CTL_WQ_ALL / 2);
 }
 
 static void client_resume(mrd_ctl_client *cl);
@@ -78,9 +102,10 @@ static void on_written(uv_write_t *req, int status)
 	(void)status;
 	wreq *w = (wreq *)req;
 	mrd_ctl_client *cl = w->cl;
+	cl->d->ctl.queued -= w->len;
 	free(w->buf);
 	free(w);
-	if (cl->paused && !cl->closing && wq_size(cl) < CTL_WQ_PAUSE / 2)
+	if (cl->paused && !cl->closing && wq_under(cl))
 		client_resume(cl);
 }
 
@@ -115,12 +140,17 @@ static void send_json(mrd_ctl_client *cl, json_t *reply)
 	buf[n] = '\n';
 	buf[n + 1] = '\0';
 	w->buf = buf;
+	w->len = n + 1;
 	w->cl = cl;
 	uv_buf_t b = uv_buf_init(buf, (unsigned)(n + 1));
 	if (uv_write(&w->req, (uv_stream_t *)&cl->pipe, &b, 1, on_written) < 0) {
 		free(buf);
 		free(w);
+		return;
 	}
+	cl->d->ctl.queued += w->len;
+	if (cl->d->ctl.queued > cl->d->ctl.queued_peak)
+		cl->d->ctl.queued_peak = cl->d->ctl.queued;
 }
 
 /* NULL if any part of it cannot be built. */
@@ -414,7 +444,57 @@ static void client_close(mrd_ctl_client *cl)
 	*cl->pprev = cl->next;
 	if (cl->next)
 		cl->next->pprev = cl->pprev;
+	cl->d->ctl.nclients--;
+	cl->d->ctl.nclients_unpriv -= cl->unpriv;
 	uv_close((uv_handle_t *)&cl->pipe, client_closed);
+}
+
+/* cap, or a 1/div share of the open-file limit if that is less: control
+ * clients may not take the descriptors the datapath and the applications
+ * need (an operator may run the daemon under a low limit). */
+static unsigned fd_share(unsigned cap, unsigned div)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur / div >= cap)
+		return cap;
+	return rl.rlim_cur / div > 4 ? (unsigned)(rl.rlim_cur / div) : 4;
+}
+
+/* One error line written at once (a client that gets no other), then
+ * closed. */
+static void client_refuse(mrd_ctl_client *cl, const char *code, const char *msg)
+{
+	char line[256];
+	int n = snprintf(line, sizeof(line),
+			 "{\"v\":%d,\"ok\":false,\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
+			 MRD_CTL_VERSION, code, msg);
+	if (n > 0 && (size_t)n < sizeof(line)) {
+		uv_buf_t b = uv_buf_init(line, (unsigned)n);
+		(void)uv_try_write((uv_stream_t *)&cl->pipe, &b, 1);
+	}
+	client_close(cl);
+}
+
+/* Once a second while clients are open: close those whose unfinished line
+ * began MRD_CTL_LINE_TIMEOUT_MS ago (not those we stopped reading). */
+static void on_sweep(uv_timer_t *t)
+{
+	mrd *d = t->data;
+	uint64_t now = uv_now(d->loop);
+	mrd_ctl_client *next;
+	for (mrd_ctl_client *cl = d->ctl.clients; cl; cl = next) {
+		next = cl->next;
+		if (cl->closing || cl->paused || (!cl->len && !cl->discarding) ||
+		    now - cl->line_ms < MRD_CTL_LINE_TIMEOUT_MS)
+			continue;
+		d->ctl.clients_slow++;
+		mrd_info("control client pid %d uid %u: a request unfinished for %d s: closing it",
+			 (int)cl->pid, (unsigned)cl->uid, MRD_CTL_LINE_TIMEOUT_MS / 1000);
+		client_refuse(cl, "timeout", "request line not finished in time");
+	}
+	if (!d->ctl.clients)
+		uv_timer_stop(t);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -446,12 +526,14 @@ static size_t feed(mrd_ctl_client *cl, const char *data, size_t n)
 				client_close(cl);
 				return n;
 			}
-			if (q > CTL_WQ_PAUSE)
+			if (wq_over(cl))
 				return i + 1;
 			continue;
 		}
 		if (cl->discarding)
 			continue;
+		if (!cl->len)
+			cl->line_ms = uv_now(cl->d->loop);
 		if (cl->len == MRD_CTL_LINE_MAX) {
 			/* Too long: answer now, skip to the end of the line. */
 			cl->d->ctl.requests++;
@@ -460,6 +542,18 @@ static size_t feed(mrd_ctl_client *cl, const char *data, size_t n)
 			cl->discarding = 1;
 			cl->len = 0;
 			continue;
+		}
+		if (cl->len == cl->cap) {
+			size_t cap = cl->cap ? 2 * cl->cap : 1024;
+			if (cap > MRD_CTL_LINE_MAX)
+				cap = MRD_CTL_LINE_MAX;
+			char *l = realloc(cl->line, cap);
+			if (!l) {
+				client_close(cl);
+				return n;
+			}
+			cl->line = l;
+			cl->cap = cap;
 		}
 		cl->line[cl->len++] = ch;
 	}
@@ -528,7 +622,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	size_t used = feed(cl, buf->base, (size_t)n);
 	if (!cl->closing && used < (size_t)n)
 		client_pause(cl, buf->base + used, (size_t)n - used);
-	else if (!cl->closing && wq_size(cl) > CTL_WQ_PAUSE)
+	else if (!cl->closing && wq_over(cl))
 		client_pause(cl, NULL, 0);
 	after_input(cl->d);
 }
@@ -542,7 +636,6 @@ static void on_connection(uv_stream_t *server, int status)
 	if (!cl)
 		return;
 	cl->d = d;
-	cl->line = malloc(MRD_CTL_LINE_MAX);
 	uv_pipe_init(d->loop, &cl->pipe, 0);
 	cl->pipe.data = cl;
 	cl->pprev = &d->ctl.clients;
@@ -550,7 +643,8 @@ static void on_connection(uv_stream_t *server, int status)
 	if (cl->next)
 		cl->next->pprev = &cl->next;
 	d->ctl.clients = cl;
-	if (!cl->line || uv_accept(server, (uv_stream_t *)&cl->pipe) < 0) {
+	d->ctl.nclients++;
+	if (uv_accept(server, (uv_stream_t *)&cl->pipe) < 0) {
 		client_close(cl);
 		return;
 	}
@@ -567,7 +661,29 @@ static void on_connection(uv_stream_t *server, int status)
 	cl->may_act = cr.uid == 0 || cr.uid == geteuid();
 	cl->may_read = cl->may_act ||
 		       (d->ctl.have_group && (cr.gid == d->ctl.gid || mrd_uid_in_group(cr.uid, d->ctl.gid)));
+	/* The bounds (ctl.h); this client is already in the list. */
+	unsigned same = 0;
+	if (!cl->may_act) {
+		cl->unpriv = 1;
+		d->ctl.nclients_unpriv++;
+		for (mrd_ctl_client *o = d->ctl.clients; o; o = o->next)
+			same += !o->closing && o->uid == cl->uid;
+	}
+	if (cl->unpriv ? d->ctl.nclients_unpriv > fd_share(MRD_CTL_CLIENTS_UNPRIV, 8) ||
+				 same > fd_share(MRD_CTL_CLIENTS_PER_UID, 16)
+		       : d->ctl.nclients - d->ctl.nclients_unpriv >
+				 fd_share(MRD_CTL_CLIENTS_PRIV, 4)) {
+		d->ctl.clients_refused++;
+		if (d->ctl.clients_refused == 1 || d->ctl.clients_refused % 1000 == 0)
+			mrd_warn("control client pid %d uid %u refused: %u clients of this uid, "
+				 "%u in all (refused so far: %llu)", (int)cl->pid, (unsigned)cl->uid,
+				 same, d->ctl.nclients, (unsigned long long)d->ctl.clients_refused);
+		client_refuse(cl, "too_many_clients", "too many control clients");
+		return;
+	}
 	uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+	if (!uv_is_active((uv_handle_t *)&d->ctl.sweep))
+		uv_timer_start(&d->ctl.sweep, on_sweep, 1000, 1000);
 }
 
 /* ---- the listening socket ------------------------------------------------ */
@@ -588,6 +704,9 @@ int mrd_ctl_init(mrd *d)
 		mrd_err("control socket %s: %s", path, mrd_clear_stale_str(rv));
 		return rv;
 	}
+	uv_timer_init(d->loop, &t->sweep);
+	t->sweep.data = d;
+	t->sweep_open = 1;
 	uv_pipe_init(d->loop, &t->server, 0);
 	t->server.data = d;
 	t->open = 1;
@@ -614,6 +733,11 @@ void mrd_ctl_close(mrd *d)
 	mrd_ctl *t = &d->ctl;
 	while (t->clients)
 		client_close(t->clients);
+	if (t->sweep_open) {
+		t->sweep_open = 0;
+		uv_timer_stop(&t->sweep);
+		uv_close((uv_handle_t *)&t->sweep, NULL);
+	}
 	if (t->open) {
 		t->open = 0;
 		uv_close((uv_handle_t *)&t->server, NULL);

@@ -34,6 +34,19 @@ typedef struct mrd_conn mrd_conn;
 typedef struct mrd_ctl_client mrd_ctl_client;
 
 #define MRD_CTL_LINE_MAX (64 * 1024)
+/* Clients at once: those of root and of the daemon's own uid, and the
+ * others (members of the control group) in total and per uid, so that a
+ * read-only user cannot take the socket from the operator; under a low
+ * open-file limit, at most 1/4, 1/8 and 1/16 of it. A client over a bound
+ * gets one error line ("too_many_clients") and is closed. */
+#define MRD_CTL_CLIENTS_PRIV 512
+#define MRD_CTL_CLIENTS_UNPRIV 256
+#define MRD_CTL_CLIENTS_PER_UID 32
+/* A line whose first byte came this long ago and that is still unfinished
+ * closes its client (an error line "timeout" first): a client that sends
+ * half a request and stalls holds neither a slot nor its buffer. The
+ * buffer of a line grows with it, up to MRD_CTL_LINE_MAX. */
+#define MRD_CTL_LINE_TIMEOUT_MS 10000
 #define MRD_CTL_VERSION 1
 #define MRD_CTL_TABLES 8 /* modules that register commands */
 
@@ -62,8 +75,14 @@ typedef struct mrd_ctl {
 	gid_t gid; /* the control group's; valid when have_group */
 	int have_group;
 	mrd_ctl_client *clients;
+	unsigned nclients, nclients_unpriv; /* open; those not root nor our uid */
+	uv_timer_t sweep; /* closes clients that leave a line unfinished */
+	int sweep_open;
 	uint64_t requests, errors;
 	uint64_t clients_paused, clients_dropped; /* write-queue bound (ctl.c) */
+	uint64_t queued, queued_peak; /* reply bytes waiting, all clients */
+	uint64_t clients_refused; /* over MRD_CTL_CLIENTS_* at connect */
+	uint64_t clients_slow;    /* a line unfinished for MRD_CTL_LINE_TIMEOUT_MS */
 	unsigned monitors;          /* clients subscribed with `monitor` */
 	uint64_t events_pushed, events_dropped;
 	/* Called after each read from a client, its requests handled (main.c:

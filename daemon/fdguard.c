@@ -31,11 +31,13 @@ void mrd_fd_raise_limit(void)
 		 (unsigned long long)was);
 }
 
+/* UINT64_MAX when the directory cannot be opened for want of a descriptor:
+ * the limit is reached. */
 static uint64_t count_open(void)
 {
 	DIR *dir = opendir("/proc/self/fd");
 	if (!dir)
-		return 0;
+		return errno == EMFILE || errno == ENFILE ? UINT64_MAX : 0;
 	uint64_t n = 0;
 	struct dirent *e;
 	while ((e = readdir(dir)))
@@ -53,6 +55,8 @@ static void on_tick(uv_timer_t *t)
 		g->limit = rl.rlim_cur == RLIM_INFINITY ? UINT32_MAX : (uint64_t)rl.rlim_cur;
 	uint64_t now = uv_hrtime();
 	g->open = count_open();
+	if (g->open == UINT64_MAX)
+		g->open = g->limit; /* at the limit: "near" below, idle sockets go */
 	/* Keep a quarter of the limit (at least 128) for everything but the
 	 * source-port sockets; the pool of each plane gets a share of the rest. */
 	uint64_t reserve = g->limit / 4 > 128 ? g->limit / 4 : 128;

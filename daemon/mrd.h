@@ -53,6 +53,8 @@ typedef struct mrd_counters {
 	uint64_t connects_rx, accepts_tx, rejects_tx, naks_unknown_tx;
 	uint64_t answers_limited; /* answers dropped by the rate limit (SPEC 14.3) */
 	uint64_t conns_opened, conns_failed, conns_closed, peer_restarts;
+	uint64_t conns_silent; /* ended: nothing with our token heard (peer.c) */
+	uint64_t conns_per_addr_full; /* CONNECTs over max_conns_per_address */
 	uint64_t challenges, challenges_answered; /* restart challenges (SPEC 9.6) */
 	uint64_t half_open_discarded; /* by NAK UNKNOWN_CONN (SPEC 9.4) */
 	/* address validation (SPEC 9.7) */

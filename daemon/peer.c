@@ -31,6 +31,13 @@ MRP_ERRNO_MAP(MRD_ERR_FITS)
 #define RL_ALL_RATE 10000             /* and per endpoint; each budget its own */
 #define MAX_HALF_OPEN_SRC 128         /* half-open connections per peer */
 #define MAX_RETRIES 3                 /* RETRYs one attempt follows (SPEC 9.7) */
+/* An established connection from which nothing with our token came for
+ * this long ends ("peer silent"): idle paths are probed every
+ * timers.probe_interval and a live peer answers, so only a peer that is
+ * gone, or an attacker that stopped after opening connections, stays
+ * silent. Not applied with probe_interval 0 (nothing asks the peer). */
+#define SILENT_MIN_NS 30000000000ull  /* at least 30 s, */
+#define SILENT_PROBES 10              /* and 10 probe intervals */
 #define OUR_CAPS (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY | MRP_CAP_READ | \
 		  MRP_CAP_HELD)
 
@@ -211,6 +218,7 @@ static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
 	c->initiator = (uint8_t)initiator;
 	c->peer = pe;
 	pe->nconns++;
+	pe->naccepted += !initiator;
 	pe->conns_total++;
 	mrd_timer_ent_init(&c->tent);
 	do
@@ -254,6 +262,7 @@ static void conn_free(mrd_conn *c)
 	}
 	p->nconns--;
 	c->peer->nconns--;
+	c->peer->naccepted -= !c->initiator;
 	mrp_conn_del(c->eng);
 	if (p->hooks.freed)
 		p->hooks.freed(p->hooks.ud, c);
@@ -724,6 +733,14 @@ static void send_connect(mrd_conn *c)
 	mrd_dp_send_now(c->d->dp, c->hs_sock, &c->hs_addr, c->hs_alen, c->hs_pkt, c->hs_len);
 }
 
+static uint64_t silent_ns(const mrd *d)
+{
+	uint64_t pi = d->cfg.probe_interval_ns;
+	if (!pi)
+		return 0;
+	return pi * SILENT_PROBES > SILENT_MIN_NS ? pi * SILENT_PROBES : SILENT_MIN_NS;
+}
+
 /* Service one connection and schedule its next deadline. May free it. */
 static void conn_service(mrd_conn *c, uint64_t now)
 {
@@ -762,6 +779,18 @@ static void conn_service(mrd_conn *c, uint64_t now)
 		}
 		if (ch == MRD_CHAL_PROBE)
 			chal_probe(c, now);
+		uint64_t silent = silent_ns(d);
+		if (silent && now - c->heard_ns >= silent && !c->silenced) {
+			c->silenced = 1;
+			if (!c->end_reason[0])
+				snprintf(c->end_reason, sizeof(c->end_reason), "peer silent");
+			d->cnt.conns_silent++;
+			char buf[64];
+			mrd_info("conn %08x (%s): nothing heard from the peer for %llu s: ending it",
+				 c->local_id, mrd_sockaddr_str(&c->peer->addr, buf, sizeof(buf)),
+				 (unsigned long long)(silent / 1000000000ull));
+			mrp_conn_close(c->eng, 1, now);
+		}
 		if (engine_pump(c, now) >= WRITE_BUDGET) {
 			next = now; /* more to send: after the loop polls once */
 			break;
@@ -774,6 +803,8 @@ static void conn_service(mrd_conn *c, uint64_t now)
 		next = mrp_conn_deadline(c->eng);
 		if (mrd_chal_deadline(&c->chal) < next)
 			next = mrd_chal_deadline(&c->chal);
+		if (silent && !c->silenced && c->heard_ns + silent < next)
+			next = c->heard_ns + silent;
 		break;
 	}
 	case MRD_CONN_ENDED:
@@ -949,7 +980,7 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 		return;
 	}
 	c->state = MRD_CONN_ESTABLISHED;
-	c->established_ns = now;
+	c->established_ns = c->heard_ns = now;
 	c->peer->last_ns = now;
 	peer_instance(d, c->peer, hs->instance_id, 1, now);
 	mrd_info("conn %08x to %08x: established, %u plane pair(s), mtu %u", c->local_id,
@@ -1023,6 +1054,23 @@ static void on_reject(mrd *d, mrd_conn *c, const mrp_pkt *pkt, uint64_t now)
 }
 
 /* ---- acceptor ------------------------------------------------------------ */
+
+/* Connections peers at src's IP address opened to us, whatever service
+ * port they claimed (transport.max_conns_per_address). Runs only for a
+ * CONNECT that passed the ACCEPT budget. */
+static unsigned accepted_from(const mrd *d, const mrd_sockaddr *src)
+{
+	unsigned n = 0;
+	for (const mrd_peer *pe = d->peers->list; pe; pe = pe->next) {
+		if (pe->addr.sa.sa_family != src->sa.sa_family)
+			continue;
+		if (src->sa.sa_family == AF_INET6
+			    ? memcmp(&pe->addr.in6.sin6_addr, &src->in6.sin6_addr, 16) == 0
+			    : pe->addr.in.sin_addr.s_addr == src->in.sin_addr.s_addr)
+			n += pe->naccepted;
+	}
+	return n;
+}
 
 static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
 		       const mrp_pkt *pkt, uint64_t now)
@@ -1099,6 +1147,11 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_RESOURCES, hs->service_id);
 		return;
 	}
+	if (accepted_from(d, src) >= d->cfg.max_conns_per_addr) {
+		d->cnt.conns_per_addr_full++;
+		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_RESOURCES, hs->service_id);
+		return;
+	}
 	if (!pe)
 		pe = peer_get(d, &key, srclen, 1);
 	if (pe)
@@ -1172,7 +1225,7 @@ static int confirm(mrd *d, mrd_conn *c, uint64_t now)
 	d->peers->nhalf--;
 	c->peer->nhalf--;
 	c->state = MRD_CONN_ESTABLISHED;
-	c->established_ns = now;
+	c->established_ns = c->heard_ns = now;
 	c->peer->last_ns = now;
 	d->cnt.conns_opened++;
 	peer_instance(d, c->peer, c->peer_instance, 1, now);
@@ -1317,12 +1370,14 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 				err = MRP_ERR_TOKEN;
 				break;
 			}
-		} else if (h->token == c->local_token && h->src_conn_id == c->peer_id &&
-			   mrd_chal_answered(&c->chal)) {
-			/* our token: the instance that knows the connection
-			 * lives (challenge.h) */
-			c->peer->challenges_answered++;
-			d->cnt.challenges_answered++;
+		} else if (h->token == c->local_token && h->src_conn_id == c->peer_id) {
+			c->heard_ns = now; /* a sign of life (SILENT_MIN_NS) */
+			if (mrd_chal_answered(&c->chal)) {
+				/* our token: the instance that knows the
+				 * connection lives (challenge.h) */
+				c->peer->challenges_answered++;
+				d->cnt.challenges_answered++;
+			}
 		}
 		err = mrp_conn_read_pkt(c->eng, &pkt, pair_index(c, s->plane->idx), ce, now);
 		if (err >= 0 && h->opcode == MRP_OP_RESET)

@@ -114,6 +114,7 @@ struct mrd_peer {
 	uint64_t chal_round_ns, chal_counted_ns;
 	uint64_t challenges, challenges_answered;
 	uint32_t nhalf;            /* its half-open connections here */
+	uint32_t naccepted;        /* its connections made by its CONNECTs */
 	uint64_t cookie, cookie_ns; /* initiator: the peer's last RETRY cookie */
 };
 
@@ -148,6 +149,8 @@ struct mrd_conn {
 	uint32_t hs_retries;   /* RETRYs taken for this attempt (SPEC 9.7) */
 	uint64_t hs_next_ns;
 	uint64_t created_ns, established_ns, ended_ns;
+	uint64_t heard_ns;        /* last packet of the peer with our token */
+	int silenced;             /* ended for that silence (peer.c) */
 	char end_reason[48];
 	const mrd_conn_ops *ops;
 	void *ud;                 /* the service's state */

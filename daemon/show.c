@@ -65,7 +65,7 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "drops_total", mrd_json_u64(total));
 #define C(f) json_object_set_new(cn, #f, mrd_json_u64(k->f))
 	C(connects_rx); C(accepts_tx); C(rejects_tx); C(naks_unknown_tx); C(answers_limited);
-	C(conns_opened); C(conns_failed); C(conns_closed); C(peer_restarts); C(sport_bind_fails);
+	C(conns_opened); C(conns_failed); C(conns_closed); C(peer_restarts); C(conns_silent); C(conns_per_addr_full); C(sport_bind_fails);
 	C(challenges); C(challenges_answered); C(half_open_discarded);
 	C(retries_tx); C(retries_rx); C(connects_validated); C(cookies_bad);
 	C(retries_limited); C(accepts_limited); C(half_open_full);
@@ -80,6 +80,10 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "fds_near_limit", mrd_json_u64(d->fdg->near_limit));
 	json_object_set_new(cn, "sport_idle_closed", mrd_json_u64(d->fdg->idle_closed));
 	json_object_set_new(cn, "ctl_clients_dropped", mrd_json_u64(d->ctl.clients_dropped));
+	json_object_set_new(cn, "ctl_clients_refused", mrd_json_u64(d->ctl.clients_refused));
+	json_object_set_new(cn, "ctl_clients_slow", mrd_json_u64(d->ctl.clients_slow));
+	json_object_set_new(cn, "ctl_replies_queued", mrd_json_u64(d->ctl.queued));
+	json_object_set_new(cn, "ctl_replies_queued_peak", mrd_json_u64(d->ctl.queued_peak));
 	json_object_set_new(o, "counters", cn);
 	json_object_set_new(o, "apps", mrd_apps_json(d));
 	const mrd_dp *dp = d->dp;

@@ -2501,7 +2501,11 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		c->st.drops_range++;
 		return MRP_ERR_RANGE;
 	}
-	c->last_rx_ns = now_ns;
+	/* Only a packet with our token is a sign of life: a NAK UNKNOWN_CONN
+	 * carries none (SPEC 13.2 step 3), whether it ends the connection or
+	 * is dropped below for a wrong token_echo. */
+	if (!unknown_conn_nak)
+		c->last_rx_ns = now_ns;
 	int rv = 0;
 	if (h->opcode == MRP_OP_RESET) {
 		if (c->state != CONN_CLOSED || c->close_pending == 1) {

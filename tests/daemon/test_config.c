@@ -1375,6 +1375,7 @@ static void test_dump(void **state)
 		"  suspect_rtos: 2\n"
 		"  conn_memory: 8MiB\n"
 		"  memory: 2GiB\n"
+		"  max_conns_per_address: 4096\n"
 		"telemetry:\n"
 		"  interval: 100ms\n"
 		"  retention: 7d\n"
@@ -1503,7 +1504,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 9 + 5 + 7 + 3);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 10 + 5 + 7 + 3);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

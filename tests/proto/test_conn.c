@@ -1285,6 +1285,58 @@ static void test_token_checked(void **state)
 	net_free(&n);
 }
 
+/* SPEC 13.2 step 3: a packet without the connection's token is no sign of
+ * life. A sends into a black hole while forged NAK UNKNOWN_CONNs (token 0, a
+ * wrong token_echo) and ACKs with a wrong token reach it every 100 ms: they
+ * are dropped as TOKEN and do not hold off the peer timeout, so the WRITE
+ * still fails within the timeout (plus the time it was first sent). */
+static void test_tokenless_no_liveness(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.loss_pct = 100; /* every packet, both ways */
+	static uint8_t src[1000];
+	mrp_wr wr = { .wr_id = 5, .opcode = MRP_WR_WRITE, .local = src, .len = sizeof(src),
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	mrp_pkt nak, ack;
+	memset(&nak, 0, sizeof(nak));
+	nak.hdr.version = 1;
+	nak.hdr.opcode = MRP_OP_NAK;
+	nak.hdr.dst_conn_id = 100;
+	nak.hdr.src_conn_id = 101;
+	nak.u.nak.reason = MRP_NAK_UNKNOWN_CONN;
+	nak.u.nak.token_echo = 0x7777; /* not A's peer token 0x1112 */
+	ack = nak;
+	ack.hdr.opcode = MRP_OP_ACK;
+	ack.hdr.token = 0x9999;
+	mrp_conn_params d;
+	mrp_conn_params_default(&d);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	unsigned forged = 0;
+	for (uint64_t t = 100000000ull; t <= 20000000000ull && log[0].n == 0;
+	     t += 100000000ull) {
+		net_run_until(&n, have_cqes, &w, t);
+		if (log[0].n)
+			break;
+		assert_int_equal(mrp_conn_read_pkt(n.c[0], &nak, 0, 0, n.now), MRP_ERR_TOKEN);
+		assert_int_equal(mrp_conn_read_pkt(n.c[0], &ack, 0, 0, n.now), MRP_ERR_TOKEN);
+		forged += 2;
+	}
+	assert_int_equal(log[0].n, 1);
+	assert_int_equal(log[0].e[0].wr_id, 5);
+	assert_int_not_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	/* the peer timeout from the last packet heard (none: time 0), one
+	 * injection period of lateness at most */
+	assert_true(n.now <= d.peer_timeout_ns + 100000000ull);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.drops_token, forged);
+	net_free(&n);
+}
+
 static void test_params_rejected(void **state)
 {
 	(void)state;
@@ -2405,6 +2457,7 @@ int main(void)
 		cmocka_unit_test(test_path_probe),
 		cmocka_unit_test(test_many_streams),
 		cmocka_unit_test(test_token_checked),
+		cmocka_unit_test(test_tokenless_no_liveness),
 		cmocka_unit_test(test_params_rejected),
 		cmocka_unit_test(test_nak_fails_queued_message),
 		cmocka_unit_test(test_rnr_copy_completes),

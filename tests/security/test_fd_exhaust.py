@@ -20,9 +20,24 @@ import mrtest
 import rawabi as R
 
 LIMIT = 320
-p = mrtest.Pair("fdexhaust", extra_env={"MRD_SPORT_IDLE_S": "3"},
-                yaml_extra="apps:\n  max_sessions: 1024\n  max_sessions_per_user: 1024\n")
+# The daemons start with a soft limit of 256 (systemd's default is 1,024)
+# under a higher hard one: each raises its soft limit to the hard one.
+soft0, hard0 = resource.getrlimit(resource.RLIMIT_NOFILE)
+if hard0 != resource.RLIM_INFINITY and hard0 <= 256:
+    mrtest.skip("the hard open-file limit is %d: nothing to raise to" % hard0)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard0))
+try:
+    p = mrtest.Pair("fdexhaust", extra_env={"MRD_SPORT_IDLE_S": "3"},
+                    yaml_extra="apps:\n  max_sessions: 1024\n  max_sessions_per_user: 1024\n")
+finally:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft0, hard0))
 a, b = p.a, p.b
+want = hard0 if hard0 != resource.RLIM_INFINITY else 0xffffffff
+lim = a.ok("status")["counters"]["fds_limit"]
+mrtest.check(lim == want, "A started under a soft limit of 256 and raised it to the hard "
+             "limit (%d, hard %d)" % (lim, want))
+a.log.flush()
+mrtest.check("(was 256)" in open(a.logpath).read(), "... and logged it")
 try:
     resource.prlimit(b.proc.pid, resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
 except (PermissionError, OSError) as e:
@@ -103,6 +118,32 @@ b.log.flush()
 mrtest.check("file descriptors open" in open(b.logpath).read(), "... and logged it")
 for s in sess:
     s.close()
+
+# Control clients under that limit: at most a quarter of it for root.
+import json
+import socket
+ctl, refused = [], 0
+for _ in range(200):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(b.sock)
+    ctl.append(c)
+time.sleep(0.5)
+for c in ctl:
+    c.setblocking(False)
+    try:
+        d = c.recv(4096)
+        if d and json.loads(d.split(b"\n")[0])["error"]["code"] == "too_many_clients":
+            refused += 1
+    except BlockingIOError:
+        pass
+held_fds = X.nfds(b.proc.pid)
+for c in ctl:
+    c.close()
+mrtest.check(200 - refused <= LIMIT // 4 and refused > 0,
+             "B held %d of 200 control clients (at most a quarter of its limit, %d), "
+             "refused the rest; %d descriptors open meanwhile"
+             % (200 - refused, LIMIT // 4, held_fds))
+mrtest.check(held_fds < LIMIT, "... below its limit (%d < %d)" % (held_fds, LIMIT))
 
 # The attack is over: B comes back down on its own.
 back = X.wait_for(lambda: X.nfds(b.proc.pid) <= fd0 + 16, 20, 0.2)
