@@ -37,17 +37,19 @@
 #include <stdint.h>
 
 /* Bounds mrp_cc_conn_init() checks params against. The window ceiling is the
- * span of the 256-bit per-path SACK bitmap (MRP_SACK_BITS in wire.h); the MTU
- * bounds are wire.h's MRP_MTU_MIN/MAX. */
+ * span of the 256-bit per-path SACK bitmap (MRP_SACK_BITS in wire.h); the
+ * packet-size bounds are wire.h's MRP_MTU_MIN/MAX, the latter with a data
+ * packet's header. */
 #define MRP_CC_MAX_CWND_PKTS 256
 #define MRP_CC_MTU_MIN 256
-#define MRP_CC_MTU_MAX 9000
+#define MRP_CC_MTU_MAX (9000 + 72) /* MRP_MTU_MAX + MRP_DATA_HDR_LEN */
 #define MRP_CC_MAX_GAIN_SHIFT 16
 /* RTT assumed for "once per RTT" decisions while a path has no srtt_ns yet. */
 #define MRP_CC_DEFAULT_RTT_NS 10000
 
 typedef struct mrp_cc_params {
-	uint32_t mtu;             /* payload bytes per packet */
+	uint32_t mtu;             /* bytes per full packet, as counted in flight
+				   * (the engine: payload MTU + data header) */
 	uint32_t init_cwnd_pkts;  /* initial PWND, packets (default 4: with 4 paths a
 				   * connection starts with 16, about one BDP at
 				   * 100 Gbit/s and 5 us, so a 64-sender incast

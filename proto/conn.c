@@ -1267,7 +1267,9 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
 	c->mem = *mem;
 	c->rng = *rng;
 	c->mr = *mr;
-	c->p.cc.mtu = c->p.mtu;
+	/* (the congestion controller counts windows in whole data packets, as
+	 * they are counted in flight: payload and header) */
+	c->p.cc.mtu = c->p.mtu + MRP_DATA_HDR_LEN;
 	int rv = mrp_cc_conn_init(&c->cc, c->p.cc_name ? c->p.cc_name : "baseline",
 				  &c->p.cc);
 	if (rv < 0) {
@@ -3732,8 +3734,8 @@ static int fail(char *err, size_t errlen, const char *what)
 int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 {
 	uint64_t total = 0, nmsgs = 0;
-	uint64_t minw = (uint64_t)c->p.cc.min_cwnd_pkts * c->p.mtu;
-	uint64_t maxw = (uint64_t)c->p.cc.max_cwnd_pkts * c->p.mtu;
+	uint64_t minw = (uint64_t)c->p.cc.min_cwnd_pkts * c->p.cc.mtu; /* (whole packets) */
+	uint64_t maxw = (uint64_t)c->p.cc.max_cwnd_pkts * c->p.cc.mtu;
 	if (c->path_hi > c->paths_cap || c->paths_cap > c->p.max_paths)
 		return fail(err, errlen, "path slots beyond the path array");
 	if (c->nakq_len > c->nakq_cap || c->nakq_cap > NAKQ_LEN || (c->nakq_cap & (c->nakq_cap - 1)) ||

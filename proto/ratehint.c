@@ -67,6 +67,7 @@ static void slot_start(mrp_rh *rh, mrp_rh_slot *s, uint64_t key, uint64_t now_ns
 #define CE_ONE 65536u    /* alpha 1.0 in Q16 */
 #define CE_GAIN_SHIFT 1 /* alpha gain 1/2 per epoch */
 #define CONTEND_PCT 98  /* share of capacity divided among 2+ senders */
+#define CE_CUT_SHIFT 3  /* marked arrivals take alpha/8 of the capacity off */
 
 /* Packets an active sender should have sent at an equal share within one
  * epoch: with fewer, a rate sample is mostly rounding (one packet more or
@@ -163,13 +164,13 @@ static uint64_t demand(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t floor_bp
 	return d > floor_bps ? d : floor_bps;
 }
 
-/* Max-min fair water-filling of capacity_bps (less alpha/2 of it while
+/* Max-min fair water-filling of capacity_bps (less alpha/8 of it while
  * arrivals are CE-marked, and 98 % of it when two or more senders contend)
  * over the active senders. */
 static void recompute(mrp_rh *rh)
 {
 	uint64_t remaining = rh->capacity_bps -
-			     mrp_mul_div(rh->capacity_bps, rh->ce_alpha_q16, 2 * CE_ONE);
+			     (mrp_mul_div(rh->capacity_bps, rh->ce_alpha_q16, CE_ONE) >> CE_CUT_SHIFT);
 	uint64_t level, floor_bps, extra = 0;
 	uint32_t contenders = 0;
 

@@ -110,7 +110,7 @@ static void test_invalid_params(void **state)
 		assert_int_equal(mrp_cc_conn_init(&cc, "baseline", &p), MRP_ERR_INVAL); \
 	} while (0)
 	BAD(mtu, 255);
-	BAD(mtu, 9001);
+	BAD(mtu, MRP_CC_MTU_MAX + 1);
 	BAD(mtu, 0);
 	BAD(min_cwnd_pkts, 0);
 	BAD(min_cwnd_pkts, 5);       /* > init */

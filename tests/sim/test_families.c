@@ -202,6 +202,7 @@ static void test_incast(void **state)
 	incast("incast_64_leafspine", 1);
 	incast("incast_64_leafspine", 2);
 	incast("incast_32_2planes", 1);
+	incast("incast_256", 1);
 }
 
 /*
