@@ -227,6 +227,7 @@ struct mrp_conn {
 	uint8_t peer_closing;   /* the peer sent CLOSE: reply once our sends are done */
 	uint8_t close_tries;
 	uint8_t close_reason;   /* the reason our next CLOSE carries (a reply: the peer's) */
+	uint16_t nak_via;       /* path id + 1 of the last NAK sent (0: none) */
 	uint64_t close_at;
 
 	stream *streams;
@@ -2766,6 +2767,7 @@ COLD static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t
 	path *via = ctl_route(c, id, pa ? pa->rx_plane : 0);
 	if (!via)
 		return 0;
+	c->nak_via = (uint16_t)(via->id + 1);
 	mrp_pkt k;
 	memset(&k, 0, sizeof(k));
 	fill_hdr(c, &k.hdr, MRP_OP_NAK, via);
@@ -2778,6 +2780,14 @@ COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size
 {
 	c->dl_valid = 0;
 	path *via = ctl_route(c, 0, 0);
+	/* A RESET that follows a NAK (a fatal one, SPEC 7.3) takes the NAK's
+	 * path: packets of one path leave and arrive in order, and the peer
+	 * must see the NAK's reason before the RESET flushes the message. */
+	if (c->close_pending == 3 && c->nak_via) {
+		path *nv = c->nak_via - 1u < c->paths_cap ? c->paths[c->nak_via - 1u] : NULL;
+		if (usable_for_ctl(nv))
+			via = nv;
+	}
 	mrp_pkt k;
 	memset(&k, 0, sizeof(k));
 	fill_hdr(c, &k.hdr, c->close_pending == 3 ? MRP_OP_RESET : MRP_OP_CLOSE, NULL);
