@@ -3426,17 +3426,21 @@ static int plane_alive_without(const mrp_conn *c, const path *pa, uint64_t now)
 					       pa->max_rtt_ns + pa->max_rtt_ns / 2)
 				       : c->p.rto_init_ns;
 	base = max64(base, c->p.rto_min_ns);
+	uint32_t others = 0;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		const path *o = c->paths[i];
 		if (!o || o == pa || !o->open || o->plane != pa->plane || o->disabled)
 			continue;
+		others++;
 		/* Answered in this generation (it has an RTT sample), active,
 		 * and answered lately or with nothing outstanding to answer. */
 		if (o->state == MRP_PATH_ACTIVE && o->cc.srtt_ns &&
 		    (!o->cc.inflight || now - o->last_ack_ns < base))
 			return 1;
 	}
-	return 0;
+	/* A path alone on its plane cannot tell: it re-ports, as a new route
+	 * may avoid a hole in its own (it loses only its RTT if it cannot). */
+	return others == 0;
 }
 
 static void path_timeout(mrp_conn *c, path *pa, uint64_t now)

@@ -867,6 +867,39 @@ static void test_blackhole_reported(void **state)
 	net_free(&n);
 }
 
+/* A path alone on its plane, its route a black hole: it cannot tell a hole
+ * in its route from a failure common to the plane, so it re-ports, and the
+ * transfer completes on the new route. */
+static void test_lone_path_reports(void **state)
+{
+	(void)state;
+	net n;
+	mrp_conn_params d[2];
+	pair_params(d, 1, 0);
+	for (int i = 0; i < 2; i++)
+		d[i].initial_paths = d[i].max_paths = 1;
+	net_init(&n, &d[0], &d[1]);
+	mrp_path_info p0;
+	assert_int_equal(mrp_conn_path_info(n.c[0], 0, &p0), 0);
+	n.blackhole_sport = p0.sport;
+	size_t len = 256 << 10;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 23);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	assert_int_equal(mrp_conn_path_info(n.c[0], 0, &p0), 0);
+	assert_int_not_equal(p0.sport, (uint16_t)n.blackhole_sport);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* Everything B sends to A is lost from 30 us to 500 us (a burst on A's own
  * link, ACK direction): every path of A times out together. None of them
  * re-ports -- a new route cannot help when they all fail, and would forget
@@ -2446,6 +2479,7 @@ int main(void)
 		cmocka_unit_test(test_ce_cuts_one_path),
 		cmocka_unit_test(test_blackhole_reported),
 		cmocka_unit_test(test_common_failure_keeps_routes),
+		cmocka_unit_test(test_lone_path_reports),
 		cmocka_unit_test(test_spurious_rto_undone),
 		cmocka_unit_test(test_rto_loss_counted),
 		cmocka_unit_test(test_plane_down),
