@@ -36,6 +36,32 @@ static void take(mrd_bucket *k, uint32_t rate, uint64_t now, uint64_t credit, in
 	k->credit_ns = ok ? credit - 1000000000ull / rate : credit;
 }
 
+/* The bucket src uses: one of two candidates (two-choice hashing). Its own
+ * if it holds one; else a free candidate, or one idle for a second (its
+ * credit is full again by then), which it takes over; else, with both
+ * candidates held by busy sources, it shares the one with more credit,
+ * which is only stricter. A flooding source thus shares a bucket with
+ * another only when it and its fellows hold both of that source's
+ * candidates: about (k / MRD_BUDGET_BUCKETS)^2 for k flooding addresses. */
+static mrd_bucket *bucket(mrd_budget *b, uint64_t h, uint64_t now)
+{
+	mrd_bucket *c[2] = {&b->src[h % MRD_BUDGET_BUCKETS],
+			    &b->src[(h >> 32) % MRD_BUDGET_BUCKETS]};
+	for (int i = 0; i < 2; i++)
+		if (c[i]->key == h)
+			return c[i];
+	for (int i = 0; i < 2; i++)
+		if (c[i]->ts_ns == 0 || now - c[i]->ts_ns >= 1000000000ull) {
+			c[i]->key = h;
+			c[i]->ts_ns = 0;
+			return c[i];
+		}
+	uint64_t c0, c1;
+	have(c[0], b->rate_src, now, &c0);
+	have(c[1], b->rate_src, now, &c1);
+	return c1 > c0 ? c[1] : c[0];
+}
+
 int mrd_budget_take(mrd_budget *b, const mrd_sockaddr *src, uint64_t now)
 {
 	uint8_t in[18] = {0};
@@ -50,16 +76,7 @@ int mrd_budget_take(mrd_budget *b, const mrd_sockaddr *src, uint64_t now)
 		n = 5;
 	}
 	uint64_t h = mrd_siphash24(b->hkey, in, n) | 1; /* 0 marks a free bucket */
-	mrd_bucket *k = &b->src[h % MRD_BUDGET_BUCKETS];
-	if (k->key != h) {
-		/* Another source holds the bucket: take it over once it has
-		 * been idle for a second (its credit is full again by then);
-		 * until then the two share it, which is only stricter. */
-		if (k->ts_ns == 0 || now - k->ts_ns >= 1000000000ull) {
-			k->key = h;
-			k->ts_ns = 0;
-		}
-	}
+	mrd_bucket *k = bucket(b, h, now);
 	uint64_t cs, ca;
 	int ok = have(k, b->rate_src, now, &cs) && have(&b->all, b->rate_all, now, &ca);
 	if (ok) {

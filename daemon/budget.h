@@ -2,7 +2,9 @@
  * Budgets of answers to packets that are not authenticated (SPEC 14.3): a
  * token bucket per source address (hashed into MRD_BUDGET_BUCKETS buckets
  * with a secret key, so an attacker cannot aim its addresses at another
- * source's bucket) and one for the endpoint.
+ * source's bucket, and given the less busy of two candidates, so that a few
+ * flooding addresses almost never share one with a bystander) and one for
+ * the endpoint.
  *
  * Each kind of answer has its own budget (peer.c: REJECT and NAK
  * UNKNOWN_CONN; RETRY; ACCEPT), so that a flood that draws one down, even
@@ -17,7 +19,7 @@
 
 #include "addr.h"
 
-#define MRD_BUDGET_BUCKETS 256
+#define MRD_BUDGET_BUCKETS 4096
 
 typedef struct mrd_bucket {
 	uint64_t ts_ns;

@@ -3,7 +3,8 @@
  * cookie.c, budget.c): SipHash-2-4 against the reference test vectors
  * (key 00..0f, messages 00..(n-1)); cookies valid for their source and
  * instance only, across one key rotation but not two; budgets that grant a
- * source its rate, keep each source apart and hold the global bound.
+ * source its rate, keep each source apart (also a source whose first
+ * bucket a flooding source holds) and hold the global bound.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -120,12 +121,83 @@ static void test_budget(void **state)
 	assert_true(b.limited == 4000 && b.granted == 1000);
 }
 
+/* The two bucket candidates of a v4 address (as budget.c derives them). */
+static void cands(const uint8_t hk[16], const mrd_sockaddr *s, unsigned c[2])
+{
+	uint8_t in[18] = {4};
+	memcpy(in + 1, &s->in.sin_addr, 4);
+	uint64_t h = mrd_siphash24(hk, in, 5) | 1;
+	c[0] = (unsigned)(h % MRD_BUDGET_BUCKETS);
+	c[1] = (unsigned)((h >> 32) % MRD_BUDGET_BUCKETS);
+}
+
+/* An address in 10/8 whose first candidate is bucket `want`. */
+static mrd_sockaddr aimed(const uint8_t hk[16], unsigned want)
+{
+	for (unsigned i = 1; i < (1u << 24); i++) {
+		char a[32];
+		snprintf(a, sizeof(a), "10.%u.%u.%u", i >> 16, (i >> 8) & 255, i & 255);
+		mrd_sockaddr s = v4(a, 1);
+		unsigned c[2];
+		cands(hk, &s, c);
+		if (c[0] == want && c[1] != want)
+			return s;
+	}
+	fail_msg("no address aims at bucket %u", want);
+	return v4("0.0.0.0", 0);
+}
+
+/* A flooding source that holds a bystander's first bucket does not starve
+ * it: the bystander takes its second. Only when flooders hold both does it
+ * share, with the one that has more credit left. */
+static void test_budget_two_choices(void **state)
+{
+	(void)state;
+	uint8_t hk[16] = {9, 8, 7};
+	mrd_budget b;
+	mrd_budget_init(&b, 100, 100000, hk);
+	mrd_sockaddr v = v4("192.168.7.7", 1);
+	unsigned cv[2];
+	cands(hk, &v, cv);
+	assert_true(cv[0] != cv[1]);
+	mrd_sockaddr x = aimed(hk, cv[0]), y = aimed(hk, cv[1]);
+	uint64_t t = 5 * SEC;
+	int n = 0;
+	for (int i = 0; i < 1000; i++)
+		n += mrd_budget_take(&b, &x, t);
+	assert_int_equal(n, 100);
+	/* x keeps flooding; v gets its whole second's worth */
+	n = 0;
+	for (int i = 0; i < 200; i++) {
+		n += mrd_budget_take(&b, &v, t + 1000000);
+		mrd_budget_take(&b, &x, t + 1000000);
+	}
+	assert_int_equal(n, 100);
+	/* with y on v's second bucket as well, v shares: never more than
+	 * what is left to the pair (x and y spend first) */
+	mrd_budget_init(&b, 100, 100000, hk);
+	for (int i = 0; i < 1000; i++) {
+		mrd_budget_take(&b, &x, t);
+		mrd_budget_take(&b, &y, t);
+	}
+	n = 0;
+	for (int i = 0; i < 200; i++)
+		n += mrd_budget_take(&b, &v, t + 1000000);
+	assert_true(n <= 1);
+	/* a second of silence from both, and v has its own bucket again */
+	n = 0;
+	for (int i = 0; i < 200; i++)
+		n += mrd_budget_take(&b, &v, t + 3 * SEC);
+	assert_int_equal(n, 100);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_siphash_vectors),
 		cmocka_unit_test(test_cookie),
 		cmocka_unit_test(test_budget),
+		cmocka_unit_test(test_budget_two_choices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
