@@ -9,7 +9,8 @@
  * scoreboard ring of what it has in flight; an ACK resolves every PSN below
  * its next_psn: a set SACK bit is delivery, a clear one is loss (paths are in
  * order), and a lost segment goes to the retransmission queue to leave again
- * with a fresh PSN on the best path. A message completes when all of its
+ * with a fresh PSN on the best path (in the tail of the data, twice: on two
+ * paths, write_data()). A message completes when all of its
  * segments are acknowledged and every earlier message of its stream has.
  *
  * Receive side: each data packet is checked (stream, MSN window, placement
@@ -200,6 +201,8 @@ typedef struct path {
 typedef struct rqent {
 	txmsg *m;
 	uint32_t seg;
+	uint16_t avoid; /* a second copy (write_data()): id + 1 of the path
+			 * the first went on; 0: a retransmission */
 } rqent;
 
 typedef struct nakent {
@@ -861,7 +864,7 @@ int mrp_conn_post_recv(mrp_conn *c, uint16_t sid, uint64_t wr_id, uint8_t *buf,
 
 /* ---- retransmission queue --------------------------------------------- */
 
-static int rq_push(mrp_conn *c, txmsg *m, uint32_t seg)
+static int rq_push_copy(mrp_conn *c, txmsg *m, uint32_t seg, uint16_t avoid)
 {
 	if (c->rq_len == c->rq_cap) {
 		uint32_t ncap = c->rq_cap ? c->rq_cap * 2 : 64;
@@ -875,9 +878,14 @@ static int rq_push(mrp_conn *c, txmsg *m, uint32_t seg)
 		c->rq_cap = ncap;
 		c->rq_head = 0;
 	}
-	c->rq[(c->rq_head + c->rq_len++) & (c->rq_cap - 1)] = (rqent){ m, seg };
+	c->rq[(c->rq_head + c->rq_len++) & (c->rq_cap - 1)] = (rqent){ m, seg, avoid };
 	m->refs++;
 	return 0;
+}
+
+static int rq_push(mrp_conn *c, txmsg *m, uint32_t seg)
+{
+	return rq_push_copy(c, m, seg, 0);
 }
 
 /* ---- paths -------------------------------------------------------------- */
@@ -3183,6 +3191,26 @@ static void hint_window(mrp_conn *c, uint64_t now)
 	recompute_qwnd(c);
 }
 
+/* The path for a second copy of a segment whose first went on path
+ * `first`: another active path with room, not paced, clean of ECN marks;
+ * on another plane if one has such a path. NULL if none. */
+static path *copy_path(mrp_conn *c, uint32_t bytes, uint32_t first, uint64_t now)
+{
+	path *same = NULL;
+	const path *fp = first < c->paths_cap ? c->paths[first] : NULL;
+	for (uint32_t k = 1; k <= c->path_hi; k++) {
+		path *pa = c->paths[(first + k) % c->path_hi];
+		if (!pa || pa->id == first || pa->state != MRP_PATH_ACTIVE ||
+		    pa->cc.alpha_q16 || path_room(c, pa) < bytes || plane_paced(c, pa, now))
+			continue;
+		if (!fp || pa->plane != fp->plane)
+			return pa;
+		if (!same)
+			same = pa;
+	}
+	return same;
+}
+
 static int rnr_waiting(const txmsg *m, uint64_t now)
 {
 	return m->in_rnr && m->rnr_until > now;
@@ -3200,9 +3228,12 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	txmsg *m = NULL;
 	uint32_t seg = 0;
 	int retx = 0;
+	uint16_t avoid = 0;
 	while (c->rq_len) {
 		rqent *r = &c->rq[c->rq_head];
-		if (r->m->done || r->m->in_rnr || SEG_STATE(r->m->segs[r->seg]) != SEG_PENDING) {
+		/* (a second copy goes only while the first is in flight) */
+		if (r->m->done || r->m->in_rnr ||
+		    SEG_STATE(r->m->segs[r->seg]) != (r->avoid ? SEG_INFLIGHT : SEG_PENDING)) {
 			txmsg *dead = r->m;
 			c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 			c->rq_len--;
@@ -3211,6 +3242,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		}
 		m = r->m;
 		seg = r->seg;
+		avoid = r->avoid;
 		retx = 1;
 		break;
 	}
@@ -3241,7 +3273,17 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 			  : m->len - off < c->p.mtu ? m->len - off : c->p.mtu) +
 			 MRP_DATA_HDR_LEN;
 	path *pa = NULL;
-	if (c->burst_left && c->burst_path >= 0) {
+	if (avoid) {
+		/* A second copy goes on another clean path with room, or not at
+		 * all (then the first copy's own recovery stands). */
+		pa = copy_path(c, bytes, avoid - 1u, now);
+		if (!pa) {
+			c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
+			c->rq_len--;
+			txmsg_unref(c, m);
+			return 0;
+		}
+	} else if (c->burst_left && c->burst_path >= 0) {
 		path *bp = c->paths[c->burst_path];
 		if (path_room(c, bp) >= bytes && !plane_paced(c, bp, now))
 			pa = bp;
@@ -3275,12 +3317,22 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	if (n <= 0)
 		return n;
 	c->plane_wait_at = NEVER;
-	c->burst_left--;
+	if (!avoid)
+		c->burst_left--;
 	if (retx) {
 		/* The queue's reference moves to the scoreboard entry. */
 		c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 		c->rq_len--;
 		m->refs--;
+		/* In the tail -- no new data left to send -- a lost segment's
+		 * retransmission goes twice, on two paths: with nothing sent
+		 * after it, losing it again would cost a tail probe's wait or a
+		 * timeout, and each further loss one more round trip, where a
+		 * second copy costs one packet of an otherwise idle window.
+		 * Only where loss is not congestion: both paths clean of ECN
+		 * marks (copy_path()). */
+		if (!avoid && !c->sq_head && pa->cc.alpha_q16 == 0)
+			rq_push_copy(c, m, seg, (uint16_t)(pa->id + 1));
 	} else {
 		if (m->opcode == MRP_OP_READ_REQ)
 			c->rd_out++; /* its request's first transmission */
