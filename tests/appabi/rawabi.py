@@ -204,11 +204,18 @@ class Ctx:
         self.sq_tail = self.u32(self.sq_off + 64)
         self.cq_head = self.u32(self.cq_off)
 
+    # Ring indices are read and written as one aligned 32-bit access, as
+    # the library's atomics do: struct.pack_into/unpack_from go a byte at a
+    # time, so the daemon could read a tail half written (0x1ff -> 0x200
+    # passes through 0x100) and rightly end the session for an SQ tail
+    # beyond its ring.
     def u32(self, off):
-        return struct.unpack_from("<I", self.mm, off)[0]
+        assert off % 4 == 0
+        return ctypes.c_uint32.from_buffer(self.mm, off).value
 
     def set32(self, off, v):
-        struct.pack_into("<I", self.mm, off, v & 0xffffffff)
+        assert off % 4 == 0
+        ctypes.c_uint32.from_buffer(self.mm, off).value = v & 0xffffffff
 
     def sq_head(self):
         return self.u32(self.sq_off)
