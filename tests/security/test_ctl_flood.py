@@ -26,7 +26,7 @@ t = threading.Thread(target=lambda: res.update(
 t.start()
 mrtest.check(X.wait_for(lambda: X.conns(b, "established"), 20), "A's transfer to B runs")
 time.sleep(1.0)
-ha = X.Health(a, rss_mib=64, fds=32)
+ha = X.Health(a, rss_mib=64, fds=32, udp=False)
 
 # ---- 6. a reply flood -----------------------------------------------------------
 fl = socket.socket(socket.AF_UNIX)

@@ -28,7 +28,7 @@ mrtest.check(X.wait_for(lambda: X.conns(b, "established"), 20), "A's transfer to
 time.sleep(1.0)
 # the replies themselves (up to 64 MiB) and, under AddressSanitizer, its
 # allocator's rounding and quarantine
-ha = X.Health(a, rss_mib=160 if X.sanitized(a.proc.pid) else 112, fds=N + 16)
+ha = X.Health(a, rss_mib=160 if X.sanitized(a.proc.pid) else 112, fds=N + 16, udp=False)
 
 
 def reply_len(cmd):

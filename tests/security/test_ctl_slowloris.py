@@ -56,7 +56,7 @@ slack = 64 if X.sanitized(a.proc.pid) else 32
 # fds: the 512 + 32 clients the daemon may hold of root and one other user,
 # and room for the transfer's source-port sockets, which come and go with
 # its paths (a loaded run saw ~100 more)
-ha = X.Health(a, rss_mib=300 * LINE // (1 << 20) + slack, fds=512 + 32 + 256)
+ha = X.Health(a, rss_mib=300 * LINE // (1 << 20) + slack, fds=512 + 32 + 256, udp=False)
 
 
 def connect():

@@ -26,7 +26,7 @@ from clienttest import YAML, PerfServer, perf_bin
 p = mrtest.Pair("hostileapp", yaml_extra=YAML)
 a, b = p.a, p.b
 srv = PerfServer(b)
-ha = X.Health(a, rss_mib=64, fds=64)
+ha = X.Health(a, rss_mib=64, fds=64, udp=False)
 res = {}
 
 

@@ -17,7 +17,7 @@ t = threading.Thread(target=lambda: res.update(
 t.start()
 mrtest.check(X.wait_for(lambda: X.conns(b, "established"), 20), "A's transfer to B runs")
 time.sleep(1.0)  # its buffers are in the baseline
-hb = X.Health(b, rss_mib=64, fds=32)
+hb = X.Health(b, rss_mib=64, fds=32, udp=False)
 held = []
 for i in range(4):
     c = R.Client(b.app_sock)

@@ -21,7 +21,7 @@ a, b = p.a, p.b
 
 res = {}
 t = threading.Thread(target=lambda: res.update(
-    a.request("perf", {"peer": b.peer(), "seconds": 6}, timeout=120)))
+    a.request("perf", {"peer": b.peer(), "seconds": 10}, timeout=120)))
 t.start()
 live = X.wait_for(lambda: X.conns(b, "established"), 20)
 mrtest.check(live, "B has A's established perf connection")
@@ -80,7 +80,11 @@ u.close()
 time.sleep(3.0)  # longer than the challenge (2.5 s)
 now = [c for c in X.conns(b) if c["id"] == victim["id"]]
 t.join()
-mrtest.check(now and now[0]["state"] == "established",
+# (on a busy host the attack may outlast the transfer: then A closed the
+# connection when its perf was done, which is not the attack's doing)
+mrtest.check(now and (now[0]["state"] == "established" or
+                      (now[0]["state"] == "ended" and
+                       now[0].get("end_reason") == "closed by peer")),
              "A's connection on B survived the forged handshakes (%s)" % now)
 mrtest.check(res.get("ok") and res["result"]["verified"],
              "the transfer A->B verified: %s" % res.get("result", res))
