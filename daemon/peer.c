@@ -541,6 +541,23 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 
 /* ---- ending connections -------------------------------------------------- */
 
+/* What the log and `show conns` say of a connection the engine closed by
+ * itself: why it failed (it sent RESET), or "closed". (At most 47
+ * characters: end_reason.) */
+static const char *engine_end(const mrp_conn *e)
+{
+	switch (mrp_conn_failure(e)) {
+	case -1:
+		return "closed";
+	case MRP_CLOSE_RETRY_EXCEEDED:
+		return "failed: retries exhausted or peer silent";
+	case MRP_CLOSE_PROTOCOL:
+		return "failed: protocol violation";
+	default:
+		return "failed: access error";
+	}
+}
+
 static void conn_ended(mrd_conn *c, const char *why, uint64_t now)
 {
 	if (c->state == MRD_CONN_ENDED)
@@ -796,7 +813,7 @@ static void conn_service(mrd_conn *c, uint64_t now)
 			break;
 		}
 		if (mrp_conn_is_closed(c->eng)) {
-			conn_ended(c, c->end_reason[0] ? c->end_reason : "closed", now);
+			conn_ended(c, c->end_reason[0] ? c->end_reason : engine_end(c->eng), now);
 			next = now;
 			break;
 		}

@@ -230,6 +230,7 @@ struct mrp_conn {
 	uint8_t peer_closing;   /* the peer sent CLOSE: reply once our sends are done */
 	uint8_t close_tries;
 	uint8_t close_reason;   /* the reason our next CLOSE carries (a reply: the peer's) */
+	uint8_t failed;         /* conn_fail() ended it: its RESET carries close_reason */
 	uint16_t nak_via;       /* path id + 1 of the last NAK sent (0: none) */
 	uint64_t close_at;
 
@@ -1490,6 +1491,12 @@ static void conn_fail(mrp_conn *c)
 	conn_flush(c, MRP_WC_FLUSHED);
 	c->state = CONN_CLOSED;
 	c->close_pending = 3;
+	c->failed = 1;
+}
+
+int mrp_conn_failure(const mrp_conn *c)
+{
+	return c->failed ? c->close_reason : -1;
 }
 
 /* Data may still be sent (the connection is open or finishing its work). */

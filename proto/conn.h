@@ -275,6 +275,13 @@ int mrp_conn_path_steer(mrp_conn *conn, uint16_t path_id, uint16_t sport,
 void mrp_conn_close(mrp_conn *conn, int abort, uint64_t now_ns);
 void mrp_conn_close_reason(mrp_conn *conn, int abort, uint16_t reason, uint64_t now_ns);
 
+/* Whether the engine itself ended the connection, with a RESET (SPEC 11.4):
+ * the RESET's reason (MRP_CLOSE_RETRY_EXCEEDED: retries or RNR retries
+ * exhausted, or the peer silent; MRP_CLOSE_PROTOCOL: the ends disagree;
+ * MRP_CLOSE_NORMAL: an access error the peer NAK'd or we did), or -1 when
+ * it did not (still open, closed by the caller or by the peer). */
+int mrp_conn_failure(const mrp_conn *conn);
+
 /* Whether the connection is closed (by either side) and has nothing left to
  * send. */
 int mrp_conn_is_closed(const mrp_conn *conn);

@@ -1139,6 +1139,9 @@ static void test_peer_silent_fails(void **state)
 	net_run_until(&n, NULL, NULL, n.now + 1000000); /* its RESET goes out */
 	assert_true(mrp_conn_is_closed(n.c[0]));
 	assert_int_equal(a_reset_reason, MRP_CLOSE_RETRY_EXCEEDED); /* SPEC 8.1, 11.4 */
+	/* the engine failed it, and says why; the peer did not fail */
+	assert_int_equal(mrp_conn_failure(n.c[0]), MRP_CLOSE_RETRY_EXCEEDED);
+	assert_int_equal(mrp_conn_failure(n.c[1]), -1);
 	net_free(&n);
 }
 
@@ -1159,9 +1162,11 @@ static void test_idle_peer_silent_reset(void **state)
 	uint64_t t0 = n.now;
 	net_run_until(&n, NULL, NULL, t0 + 3900000000ull);
 	assert_false(mrp_conn_is_closed(n.c[0])); /* not before twice the 2 s */
+	assert_int_equal(mrp_conn_failure(n.c[0]), -1);
 	net_run_until(&n, NULL, NULL, t0 + 5000000000ull);
 	assert_true(mrp_conn_is_closed(n.c[0]));
 	assert_int_equal(a_reset_reason, MRP_CLOSE_RETRY_EXCEEDED);
+	assert_int_equal(mrp_conn_failure(n.c[0]), MRP_CLOSE_RETRY_EXCEEDED);
 	net_free(&n);
 }
 
