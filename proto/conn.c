@@ -643,6 +643,7 @@ static void rnr_unlink(mrp_conn *c, txmsg *m)
 		*pp = m->rnext;
 	m->rnext = NULL;
 	m->in_rnr = 0;
+	c->dl_valid = 0; /* its wait was one of the timers */
 }
 
 /* Complete, in MSN order, the finished messages at the head of a stream. */
@@ -3338,7 +3339,8 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		 * second copy costs one packet of an otherwise idle window.
 		 * Only where loss is not congestion: both paths clean of ECN
 		 * marks (copy_path()). */
-		if (!avoid && !c->sq_head && pa->cc.alpha_q16 == 0)
+		if (!avoid && !c->sq_head && pa->cc.alpha_q16 == 0 &&
+		    m->opcode != MRP_OP_READ_REQ) /* (its copy would double the response) */
 			rq_push_copy(c, m, seg, (uint16_t)(pa->id + 1));
 	} else {
 		if (m->opcode == MRP_OP_READ_REQ)
