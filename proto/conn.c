@@ -2154,11 +2154,16 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 	pa->rx_arrival_ns = now;
 	pa->rx_pending++;
 	if (h->flags & MRP_F_ACK_REQ) {
-		/* The sender is going idle (SPEC 6.3): it waits for every path's
-		 * ACK, not only this one's, before its message completes.
-		 * Acknowledge every path generation holding unacknowledged
-		 * packets now, and for ack_delay those still on their way. */
-		c->rx_flush_until = now + c->p.ack_delay_ns;
+		/* The sender waits for every path's ACK, not only this one's,
+		 * before its messages complete (SPEC 6.3): acknowledge every
+		 * path generation holding unacknowledged packets now. New data
+		 * asking this is the last before the sender's queues ran dry:
+		 * packets it sent just before on other paths may still be on
+		 * their way, and are acknowledged at once for ack_delay. (A
+		 * retransmission asking it is a probe or a repair of this
+		 * path's tail: the sender is not done because of it.) */
+		if (!(h->flags & MRP_F_RETX))
+			c->rx_flush_until = now + c->p.ack_delay_ns;
 		for (uint32_t i = 0; i < c->path_hi; i++) {
 			path *q = c->paths[i];
 			if (q && q != pa && q->rx_open && q->rx_pending) {
