@@ -15,7 +15,9 @@
  * Receive side: each data packet is checked (stream, MSN window, placement
  * through the caller's memory-region lookup or the matched posted receive),
  * copied to its final address, and recorded in the per-path window; ACKs go
- * back every ack_every packets, at once on a gap, or after ack_delay_ns. A
+ * back every ack_every packets, at once on a gap or an ACK_REQ (for every
+ * path then, and for ack_delay_ns after new data's ACK_REQ every packet on
+ * arrival: the sender is draining), or after ack_delay_ns. A
  * message completes when all of its segments are placed and all earlier
  * messages of its stream have completed.
  *
