@@ -16,7 +16,9 @@
  * Receive side: each data packet is checked (stream, MSN window, placement
  * through the caller's memory-region lookup or the matched posted receive),
  * copied to its final address, and recorded in the per-path window; ACKs go
- * back every ack_every packets, at once on a gap, or after ack_delay_ns. A
+ * back every ack_every packets, at once on a gap or an ACK_REQ (for every
+ * path then, and for ack_delay_ns after new data's ACK_REQ every packet on
+ * arrival: the sender is draining), or after ack_delay_ns. A
  * message completes when all of its segments are placed and all earlier
  * messages of its stream have completed.
  *
@@ -274,6 +276,9 @@ struct mrp_conn {
 	uint64_t plane_wait_at; /* data waits for a paced plane, NEVER for none */
 	uint32_t ctl_rr;        /* round robin over paths for ACKs */
 	uint64_t last_rx_ns;    /* last valid packet from the peer */
+	uint64_t rx_flush_until; /* receive side: until then every data packet is
+				  * acknowledged at once (an ACK_REQ came: the
+				  * sender is going idle, SPEC 6.3) */
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
 	objcache tx1, rx1;      /* freed one-packet messages */
 	txmsg *rd_head, *rd_tail; /* READ responses we hold, by snext, arrival order */
@@ -2166,8 +2171,30 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		pa->rx_ts_ns = d->ts_ns;
 	pa->rx_arrival_ns = now;
 	pa->rx_pending++;
+	if (h->flags & MRP_F_ACK_REQ) {
+		/* The sender waits for every path's ACK, not only this one's,
+		 * before its messages complete (SPEC 6.3): acknowledge every
+		 * path generation holding unacknowledged packets now. New data
+		 * asking this is the last before the sender's queues ran dry:
+		 * packets it sent just before on other paths may still be on
+		 * their way, and are acknowledged at once for ack_delay. (A
+		 * retransmission asking it is a probe or a repair of this
+		 * path's tail: the sender is not done because of it.) */
+		if (!(h->flags & MRP_F_RETX))
+			c->rx_flush_until = now + c->p.ack_delay_ns;
+		for (uint32_t i = 0; i < c->path_hi; i++) {
+			path *q = c->paths[i];
+			if (q && q != pa && q->rx_open && q->rx_pending) {
+				q->rx_ack_now = 1;
+				if (q->rx_ack_at != NEVER) {
+					q->rx_ack_at = NEVER;
+					c->dl_valid = 0;
+				}
+			}
+		}
+	}
 	if (gap || fresh || r != MRP_RXWIN_NEW || (h->flags & MRP_F_ACK_REQ) ||
-	    pa->rx_pending >= c->p.ack_every) {
+	    pa->rx_pending >= c->p.ack_every || now < c->rx_flush_until) {
 		pa->rx_ack_now = 1;
 		c->ctl_dirty = 1;
 	} else if (pa->rx_ack_at == NEVER) {

@@ -62,6 +62,7 @@ struct mconn {
 	/* sender */
 	uint32_t next_wr, done_wr;
 	uint64_t posted_bytes;
+	uint64_t qwnd_bytes; /* sender: its connection's window when it retired */
 	/* receiver */
 	uint32_t rx_done;
 	uint32_t nmsgs;
@@ -408,6 +409,40 @@ static mconn *conn_new(mh *m, sim_flow *f, int sender)
 
 static void post_more(mconn *mc, uint64_t now);
 
+/* The window of mc's sender connection (the sum of its active paths'), or
+ * the one it had when it retired. */
+static uint64_t conn_qwnd(const mconn *mc)
+{
+	if (!mc->c)
+		return mc->qwnd_bytes;
+	uint64_t q = 0;
+	mrp_path_info pi;
+	for (unsigned i = 0; i < MRP_MAX_PATHS; i++)
+		if (mrp_conn_path_info(mc->c, i, &pi) == 0 && pi.state == MRP_PATH_ACTIVE)
+			q += pi.cwnd;
+	return q;
+}
+
+/* A step of a ring between the same two ranks (sim_flow.conn_prev) runs
+ * on the previous step's connection in a collective library: its window
+ * carries over (RFC 9040's temporal sharing), as DCQCN's rate does in the
+ * RoCE model. The initial window per path of f's new connection: the
+ * previous one's window spread over the new paths, never below the
+ * default (a flow with no predecessor, an incast's, keeps it). */
+static uint32_t carried_init_cwnd(mh *m, const sim_flow *f, uint32_t paths, uint32_t def_pkts,
+				  uint32_t max_pkts)
+{
+	if (f->conn_prev < 0 || !paths)
+		return def_pkts;
+	sim_flow *pf = sim_flow_get(m->s, (size_t)f->conn_prev);
+	if (!pf || pf->src != f->src || pf->dst != f->dst || !pf->tx_ctx)
+		return def_pkts;
+	uint64_t per = conn_qwnd(pf->tx_ctx) / paths / (sim_mtu(m->s) + MRP_DATA_HDR_LEN);
+	if (per <= def_pkts)
+		return def_pkts;
+	return per > max_pkts ? max_pkts : (uint32_t)per;
+}
+
 /* The engine connection of mc, made now: the sender's messages are posted,
  * the receiver's receives (SEND, WRITE_IMM), and planes that are down or
  * drained host-wide are reported. 0, or < 0 (the flow fails). */
@@ -440,6 +475,9 @@ static int engine_new(mconn *mc, uint64_t now)
 	p.max_streams = (uint16_t)(f->stream + 1 > 1024 ? f->stream + 1 : 1024);
 	p.cc_name = o.cc;
 	mrp_cc_params_default(&p.cc, p.mtu);
+	if (sender)
+		p.cc.init_cwnd_pkts = carried_init_cwnd(m, f, p.initial_paths, p.cc.init_cwnd_pkts,
+							p.cc.max_cwnd_pkts);
 	p.cc.line_rate_bps = link_capacity(m);
 	for (unsigned pl = 0; pl < p.nplanes; pl++)
 		p.plane_rate_bps[pl] = sim_port_rate_bps(m->s, m->h, pl);
@@ -624,6 +662,8 @@ static void retire(mconn *mc)
 	if (m->dump)
 		dump_conn(m, mc);
 	heap_remove(m, mc);
+	if (mc->sender)
+		mc->qwnd_bytes = conn_qwnd(mc);
 	mrp_conn_del(mc->c);
 	mc->c = NULL;
 	mc->retired = 1;

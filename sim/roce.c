@@ -476,6 +476,22 @@ static int roce_flow_start(void *hs, sim_flow *f, uint64_t now)
 	q->rc = q->rt = q->line;
 	q->alpha = 1;
 	q->t_incr_ns = q->t_alpha_ns = now;
+	/* A ring step between the same two ranks (conn_prev) runs on the
+	 * previous step's queue pair in a collective library: DCQCN's state
+	 * carries over, as the MetaRoCE model carries its window over. (Its
+	 * UDP source port does not: each step hashes afresh, as MetaRoCE's
+	 * new paths do.) */
+	sim_flow *pf = f->conn_prev >= 0 ? sim_flow_get(rh->s, (size_t)f->conn_prev) : NULL;
+	roce_qp *pq = pf && pf->src == f->src && pf->dst == f->dst ? pf->tx_ctx : NULL;
+	if (pq && pq->plane == q->plane) {
+		dcqcn_catch_up(rh, pq, now);
+		q->rc = pq->rc;
+		q->rt = pq->rt;
+		q->alpha = pq->alpha;
+		q->stage = pq->stage;
+		q->t_incr_ns = pq->t_incr_ns;
+		q->t_alpha_ns = pq->t_alpha_ns;
+	}
 	q->next_tx_ns = now;
 	q->active = 1;
 	f->tx_ctx = q;

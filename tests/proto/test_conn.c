@@ -409,6 +409,75 @@ static void test_write_placed(void **state)
 	net_free(&n);
 }
 
+/* SPEC 6.3: the sender's message completes when every path's packets are
+ * acknowledged. A short WRITE sprayed one packet per path in turn leaves
+ * fewer than ack_every packets on each path; the last carries ACK_REQ, and
+ * the receiver acknowledges every path at once, not the others after
+ * ack_delay (8 us) -- and for ack_delay after it, every packet still on its
+ * way: path 0 here is slow (its packets arrive after the last one). The
+ * sender completes one round trip of the slowest path after the send. */
+static uint64_t slow_path0_ns;
+static int slow_path0_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			     uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (ti->path_id == 0)
+		*delay = slow_path0_ns;
+	return ok;
+}
+
+static uint64_t short_write_completes_ns(uint64_t path0_ns)
+{
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	p[0].burst_pkts = 1; /* one packet per path in turn */
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	slow_path0_ns = path0_ns;
+	n.policy = slow_path0_policy;
+	size_t len = 8 * 4096; /* 8 packets over 4 paths: 2 each */
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 11);
+	mrp_wr wr = { .wr_id = 9, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.retx_pkts, 0);
+	uint32_t used = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.tx_pkts > 0)
+			used++;
+	}
+	assert_int_equal(used, 4);
+	assert_int_equal(n.check_failures, 0);
+	uint64_t t = n.now;
+	free(src);
+	net_free(&n);
+	return t;
+}
+
+static void test_ack_req_acks_every_path(void **state)
+{
+	(void)state;
+	/* paths 5.0-5.9 us each way: the last packet (path 3) arrives at
+	 * 5.9 us; every ACK is back by 11.8 us (without the rule: 13 us + 5) */
+	uint64_t t = short_write_completes_ns(5000);
+	print_message("short WRITE, paths 5.0-5.9 us: complete at %.2f us\n", (double)t / 1e3);
+	assert_true(t <= 11800 + 200);
+	/* path 0 takes 7 us: its packets arrive after the ACK_REQ and are
+	 * acknowledged on arrival (without the window: at 15 us + 5) */
+	t = short_write_completes_ns(7000);
+	print_message("short WRITE, path 0 at 7 us: complete at %.2f us\n", (double)t / 1e3);
+	assert_true(t <= 14000 + 200);
+}
+
 /* SENDs match the n-th posted receive of their stream, are placed on
  * arrival, and complete in posting order on both sides. */
 static void test_send_recv_ordered(void **state)
@@ -2485,6 +2554,7 @@ int main(void)
 		cmocka_unit_test(test_blackhole_reported),
 		cmocka_unit_test(test_common_failure_keeps_routes),
 		cmocka_unit_test(test_lone_path_reports),
+		cmocka_unit_test(test_ack_req_acks_every_path),
 		cmocka_unit_test(test_spurious_rto_undone),
 		cmocka_unit_test(test_rto_loss_counted),
 		cmocka_unit_test(test_plane_down),
