@@ -386,9 +386,10 @@ class Fabric:
         perf from sender to peer on this fabric (built without tbf), divided
         by `busiest`; whole Mbit/s, at least 10. C is what this build (a
         sanitizer build's daemons cost several times a release build's CPU
-        per byte) gets through on this host as loaded as it is; a third of
-        it leaves the daemons room for the host's load to vary during the
-        test, so that what is measured is the fabric and the transport.
+        per byte) gets through on this host as loaded as it is; the share
+        (a third unless the test says otherwise) leaves the daemons room for
+        the host's load to vary during the test, so that what is measured
+        is the fabric and the transport.
         Sets nothing: set_rate() applies it."""
         if os.environ.get("MR_PLANE_RATE"):
             rate = os.environ["MR_PLANE_RATE"]

@@ -33,8 +33,8 @@ packets, so a plane of n paths carries about n x a few MTUs per round trip
 whatever the marks: a rate that a fast plane loses to the marks and a slow
 one does not (which is the controller doing its job: there the windows are
 above the plane's bandwidth-delay product). The engine opens paths up to
-paths.max_per_plane (16) while the receiver's rate hint (from the veth's
-nominal 10 Gbit/s) asks for more window; with 8-10 paths on plane1 at a
+paths.max_per_plane (16) when it wants more window than its paths hold
+(tests/netns/FINDINGS.md, observations); with 8-10 paths on plane1 at a
 sanitizer build's 1.3 ms RTT, that floor was 0.23 Gbit/s of a 250 Mbit/s
 plane and the marked rate fell only to 87 % of the unmarked one (the test
 used to skip there); with 2 paths and the plane at 48 Mbit/s (a host at
