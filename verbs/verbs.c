@@ -148,6 +148,7 @@ struct mrv_ctx {
 	mrc_session *sess; /* this device's own: its events are this context's */
 	int dead;          /* the daemon went away: every call fails */
 	uint32_t idle_polls;
+	uint32_t empty_run; /* empty polls in a row (poll_cq) */
 	mrc_ctx *ctx;
 	mrc_devinfo_rep info;
 	mrv_cq *cqs;
@@ -173,8 +174,17 @@ static struct ibv_device mrv_device = {
 
 /* A session with the daemon: one per open device (its events are its
  * own), and a short one to find out whether the device exists. */
+/* Empty polls in a row before ibv_poll_cq() sleeps until the next
+ * completion (at most MRV_IDLE_SLEEP_NS); METAROCE_VERBS_POLL=spin keeps
+ * spinning instead (yielding the CPU every MRV_IDLE_SPIN empty polls). */
+#define MRV_IDLE_SPIN 64
+#define MRV_IDLE_SLEEP_NS 100000
+static int g_poll_spin;
+
 static mrc_session *session_open(void)
 {
+	const char *pm = getenv("METAROCE_VERBS_POLL");
+	g_poll_spin = pm && !strcmp(pm, "spin");
 	const char *p = getenv("METAROCE_APP_SOCKET");
 	mrc_session *s = NULL;
 	int rc = mrc_session_open(NULL, program_invocation_short_name, &s);
@@ -1100,6 +1110,30 @@ static int ensure_thread(mrv_ctx *x)
 
 /* ---- the ops the header's inline functions call ------------------------------------ */
 
+/*
+ * Sleep on the context's wakeup descriptor until the daemon writes a
+ * completion, at most MRV_IDLE_SLEEP_NS (a program that polls a CQ while it
+ * waits for something else, such as memory a peer writes, sees an empty
+ * poll that was a little slow, never a hang), then drain (lock held on
+ * entry and on return; released while asleep). The notifier thread may
+ * sleep on the same descriptor for an armed CQ: if our drain took its
+ * wakeup, it is told to arm again.
+ */
+static void idle_sleep(mrv_ctx *x)
+{
+	int ready = mrc_ctx_arm(x->ctx);
+	if (ready == 0) {
+		pthread_mutex_unlock(&x->lock);
+		struct pollfd p = {.fd = mrc_ctx_fd(x->ctx), .events = POLLIN};
+		struct timespec ts = {0, MRV_IDLE_SLEEP_NS};
+		(void)ppoll(&p, 1, &ts, NULL); /* EINTR: a signal (perftest -D) */
+		pthread_mutex_lock(&x->lock);
+	}
+	drain(x);
+	if (any_armed(x))
+		kick(x);
+}
+
 static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	mrv_cq *cq = CQ(ibcq);
@@ -1128,14 +1162,26 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			errno = EIO;
 			return -1;
 		}
-		/* Programs spin on empty polls (perftest always does); the
-		 * daemon that will produce the completion needs a CPU: give
-		 * it way now and then. */
-		if ((x->idle_polls & 63) == 0) {
-			pthread_mutex_unlock(&x->lock);
-			sched_yield();
-			return 0;
+		/* Programs spin on empty polls (perftest always does), and
+		 * the daemons that will produce the completion need a CPU:
+		 * after a short spin, sleep until the next completion. */
+		if (++x->empty_run >= MRV_IDLE_SPIN) {
+			x->empty_run = 0;
+			if (g_poll_spin) {
+				pthread_mutex_unlock(&x->lock);
+				sched_yield();
+				return 0;
+			}
+			idle_sleep(x);
+			if (cq->head == cq->tail) {
+				pthread_mutex_unlock(&x->lock);
+				return 0;
+			}
+			while (k < n && cq->head != cq->tail)
+				wc[k++] = cq->q[cq->head++ & (cq->qcap - 1)];
 		}
+	} else {
+		x->empty_run = 0;
 	}
 	pthread_mutex_unlock(&x->lock);
 	return k;
