@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -149,6 +150,7 @@ struct mrv_ctx {
 	int dead;          /* the daemon went away: every call fails */
 	uint32_t idle_polls;
 	uint32_t empty_run; /* empty polls in a row (poll_cq) */
+	uint64_t idle_since_ns; /* the first of them (0: the last poll found some) */
 	mrc_ctx *ctx;
 	mrc_devinfo_rep info;
 	mrv_cq *cqs;
@@ -174,17 +176,32 @@ static struct ibv_device mrv_device = {
 
 /* A session with the daemon: one per open device (its events are its
  * own), and a short one to find out whether the device exists. */
-/* Empty polls in a row before ibv_poll_cq() sleeps until the next
- * completion (at most MRV_IDLE_SLEEP_NS); METAROCE_VERBS_POLL=spin keeps
- * spinning instead (yielding the CPU every MRV_IDLE_SPIN empty polls). */
+/* An empty ibv_poll_cq() spins, yielding the CPU every MRV_IDLE_SPIN
+ * empty polls, for MRV_SPIN_NS from the first of them (a reply that comes
+ * soon is seen without a wakeup: ping-pong latency), then sleeps until the
+ * next completion (at most MRV_IDLE_SLEEP_NS) every MRV_IDLE_SPIN empty
+ * polls (the daemons get the CPU: bandwidth). METAROCE_VERBS_SPIN_US sets
+ * the spin; METAROCE_VERBS_POLL=spin never sleeps. */
 #define MRV_IDLE_SPIN 64
 #define MRV_IDLE_SLEEP_NS 100000
+#define MRV_SPIN_NS 30000
 static int g_poll_spin;
+static uint64_t g_spin_ns = MRV_SPIN_NS;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static mrc_session *session_open(void)
 {
 	const char *pm = getenv("METAROCE_VERBS_POLL");
 	g_poll_spin = pm && !strcmp(pm, "spin");
+	const char *su = getenv("METAROCE_VERBS_SPIN_US");
+	if (su && *su)
+		g_spin_ns = strtoull(su, NULL, 10) * 1000u;
 	const char *p = getenv("METAROCE_APP_SOCKET");
 	mrc_session *s = NULL;
 	int rc = mrc_session_open(NULL, program_invocation_short_name, &s);
@@ -1164,10 +1181,14 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		}
 		/* Programs spin on empty polls (perftest always does), and
 		 * the daemons that will produce the completion need a CPU:
-		 * after a short spin, sleep until the next completion. */
+		 * after a short spin, sleep until the next completion
+		 * (MRV_SPIN_NS). */
 		if (++x->empty_run >= MRV_IDLE_SPIN) {
 			x->empty_run = 0;
-			if (g_poll_spin) {
+			uint64_t now = mono_ns();
+			if (!x->idle_since_ns)
+				x->idle_since_ns = now;
+			if (g_poll_spin || now - x->idle_since_ns < g_spin_ns) {
 				pthread_mutex_unlock(&x->lock);
 				sched_yield();
 				return 0;
@@ -1182,6 +1203,7 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		}
 	} else {
 		x->empty_run = 0;
+		x->idle_since_ns = 0;
 	}
 	pthread_mutex_unlock(&x->lock);
 	return k;
