@@ -3,10 +3,13 @@
 (metaroce-run) against metaroce-perf on the native API, side by side in one
 invocation, on two metarocd on loopback.
 
-Six workloads, each run --reps times (default 3), interleaved, medians
+Seven workloads, each run --reps times (default 3), interleaved, medians
 reported:
 
   verbs_bw    ib_write_bw -s SIZE -t DEPTH -D SECONDS (1 QP): BW average
+              (perftest signals one WRITE in DEPTH: its pipeline drains
+              each DEPTH WRITEs); verbs_bw_q1: the same with -Q 1, a
+              completion per WRITE, as native_bw takes them
   native_bw   metaroce-perf client --op write --size SIZE --depth DEPTH
               --streams 1 --seconds SECONDS --busy-poll (1 connection)
   verbs_read  ib_read_bw -s SIZE -t DEPTH -D SECONDS (1 QP, 16 READs out):
@@ -20,7 +23,9 @@ reported:
 perftest always polls (the verbs library yields the CPU between empty
 polls); metaroce-perf uses the library's default (sleep on the wakeup fd at
 once) unless --native-busy-poll USEC makes it spin too. Prints the bandwidth ratio verbs/native (bar >= 0.9) and the latency
-ratio verbs/native (bar <= 1.2): printed, never enforced; and, for RDMA READ,
+ratio verbs/native (bar <= 1.2), each as the ratio of the medians and as
+the median of the per-rep ratios (a rep's runs are back to back): printed,
+never enforced; and, for RDMA READ,
 the ratios verbs/native and READ/WRITE (no bar). Exit 0 when every
 run completed, 1 otherwise; 77 when perftest or the verbs library is
 missing.
@@ -109,7 +114,7 @@ def main():
 
     p = mrtest.Pair("bench-verbs")
     A, B, peer = p.a.app_sock, p.b.app_sock, p.b.addrs[0]
-    res = {"verbs_bw": [], "native_bw": [], "verbs_read": [], "native_read": [],
+    res = {"verbs_bw": [], "verbs_bw_q1": [], "native_bw": [], "verbs_read": [], "native_read": [],
            "verbs_lat": [], "native_lat": []}
     ok = True
     port = PORT
@@ -127,6 +132,20 @@ def main():
                 log("ib_write_bw failed:\n" + out[-2000:] + so[-1000:])
             else:
                 res["verbs_bw"].append(r[-1][3] * 8e6 / 1e9)  # MB/s -> Gbit/s
+
+            # the same with a completion per WRITE (-Q 1), as metaroce-perf
+            # takes them: by default perftest signals one WRITE in DEPTH and
+            # waits for it before posting again, so its pipeline drains
+            port += 1
+            wq = ["ib_write_bw", "-x", "0", "-s", str(a.size), "-t", str(a.depth),
+                  "-D", str(a.seconds), "-Q", "1", "-p", str(port)]
+            rc, out, src, so = pair_run([run, "-s", B] + wq, [run, "-s", A] + wq + [peer], to)
+            r = rows(out)
+            if rc or src or not r:
+                ok = False
+                log("ib_write_bw -Q 1 failed:\n" + out[-2000:] + so[-1000:])
+            else:
+                res["verbs_bw_q1"].append(r[-1][3] * 8e6 / 1e9)
 
             rc, out, src, so = pair_run(
                 [perf, "server", "--socket", B, "--once"] + spin,
@@ -193,6 +212,15 @@ def main():
     med = {k: (statistics.median(v) if v else None) for k, v in res.items()}
     bw_ratio = (med["verbs_bw"] / med["native_bw"]
                 if med["verbs_bw"] is not None and med["native_bw"] else None)
+    bw_q1_ratio = (med["verbs_bw_q1"] / med["native_bw"]
+                   if med["verbs_bw_q1"] is not None and med["native_bw"] else None)
+    def paired(k, ref):
+        # each rep's runs are back to back: the median of the per-rep
+        # ratios follows the load of the moment better than the ratio of
+        # the medians on a host whose load moves
+        rs = [x / y for x, y in zip(res[k], res[ref]) if y]
+        return statistics.median(rs) if rs and len(res[k]) == len(res[ref]) else None
+    bw_paired, lat_paired = paired("verbs_bw", "native_bw"), paired("verbs_lat", "native_lat")
     lat_ratio = (med["verbs_lat"] / med["native_lat"]
                  if med["verbs_lat"] is not None and med["native_lat"] else None)
     read_ratio = (med["verbs_read"] / med["native_read"]
@@ -202,7 +230,8 @@ def main():
     out = {"reps": a.reps, "seconds": a.seconds, "size": a.size, "depth": a.depth,
            "native_busy_poll_us": a.native_busy_poll,
            "count": a.count, "runs": res, "median": med,
-           "bw_ratio": bw_ratio, "lat_ratio": lat_ratio, "read_ratio": read_ratio,
+           "bw_ratio": bw_ratio, "bw_q1_ratio": bw_q1_ratio, "lat_ratio": lat_ratio,
+           "bw_ratio_paired": bw_paired, "lat_ratio_paired": lat_paired, "read_ratio": read_ratio,
            "read_write_ratio": read_write, "ok": ok}
     if a.json:
         print(json.dumps(out))
@@ -214,6 +243,10 @@ def main():
         print("  metaroce-perf (native)    %s   (busy-poll %d us)"
               % (f(med["native_bw"], "Gbit/s"), a.native_busy_poll))
         print("  ratio verbs/native        %s   (bar >= 0.9)" % f(bw_ratio, "x"))
+        print("  median of per-rep ratios  %s" % f(bw_paired, "x"))
+        print("  ib_write_bw -Q 1          %s   (a completion per WRITE, as native)"
+              % f(med["verbs_bw_q1"], "Gbit/s"))
+        print("  ratio -Q 1/native         %s" % f(bw_q1_ratio, "x"))
         print("RDMA READ bandwidth, %d B, depth %d, 1 QP (medians of %d):"
               % (a.size, a.depth, a.reps))
         print("  ib_read_bw via verbs      %s" % f(med["verbs_read"], "Gbit/s"))
@@ -225,6 +258,7 @@ def main():
         print("  metaroce-perf (native)    %s   (busy-poll %d us)"
               % (f(med["native_lat"], "us"), a.native_busy_poll))
         print("  ratio verbs/native        %s   (bar <= 1.2)" % f(lat_ratio, "x"))
+        print("  median of per-rep ratios  %s" % f(lat_paired, "x"))
         print("ok" if ok else "FAILED: some runs did not complete")
     return 0 if ok else 1
 

@@ -74,7 +74,8 @@ json_t *mrd_json_conn(const mrd_conn *c)
 		json_t *s = json_object();
 #define S(f) json_object_set_new(s, #f, mrd_json_u64(st.f))
 		S(tx_pkts); S(tx_bytes); S(rx_pkts); S(rx_bytes); S(retx_pkts); S(lost_pkts);
-		S(rto_count); S(tlp_count); S(rx_dup_pkts); S(naks_sent); S(naks_rcvd);
+		S(rto_count); S(tlp_count); S(rx_dup_pkts); S(rx_held_pkts);
+		S(naks_sent); S(naks_rcvd);
 		S(acks_sent); S(acks_rcvd); S(drops_token); S(drops_noconn); S(drops_range);
 		S(drops_stale);
 		S(paths_opened); S(reports); S(events_dropped); S(qwnd); S(pacing_bps);

@@ -39,6 +39,12 @@
  * when it finds work). A producer publishes its tail, issues a full fence,
  * and writes a byte to the channel when it sees the flag. One of the two fences
  * always sees the other side's store (Dekker), so no wakeup is lost.
+ * The application may skip that byte on the SQ while the daemon's head
+ * is still short of the tail its last byte published: that byte is yet
+ * to be answered, and the daemon stores its head before it sets the flag
+ * and re-reads the tail, so the same fences make it take the new entries
+ * (libmetaroce does: a program posting one request per call rang once
+ * per request while the daemon was waking up).
  *
  * Trust: the daemon never trusts the mapping. It keeps its own copy of the
  * indices it owns (SQ head, CQ tail) and only ever writes them; it bounds

@@ -133,7 +133,8 @@ MRC_API int mrc_ctx_new(mrc_session *s, uint32_t sq_entries, uint32_t cq_entries
 	ctx->cq_entries = h->cq_entries;
 	ctx->cq_mask = h->cq_entries - 1;
 	/* Our indices start where the daemon's are (normally 0). */
-	ctx->sq_tail = ctx->sq_pub = atomic_load_explicit(&ctx->sq->tail, memory_order_relaxed);
+	ctx->sq_tail = ctx->sq_pub = ctx->sq_kick =
+		atomic_load_explicit(&ctx->sq->tail, memory_order_relaxed);
 	ctx->cq_head = atomic_load_explicit(&ctx->cq->head, memory_order_relaxed);
 	/* The wakeup fd is drained by mrc_poll_cq() after a wakeup: it
 	 * must never block there. */
@@ -282,6 +283,20 @@ MRC_API int mrc_submit(mrc_ctx *ctx)
 	/* Release store of the tail: the entries written above are visible
 	 * to the daemon's acquire load of it (mrc_ring_ready()). */
 	if (mrc_ring_publish(ctx->sq, ctx->sq_pub)) {
+		/* The daemon sleeps, or so its flag says: but while it has not
+		 * consumed the entries of our last doorbell, that doorbell is
+		 * still to be answered (it clears the flag only when it runs),
+		 * and it reads the tail again before it sleeps, so it takes
+		 * these entries too: no second doorbell (a program that posts
+		 * one request per call rang once per request). The load of the
+		 * head follows the seq_cst fence of mrc_ring_publish(), which
+		 * pairs with the one in the daemon's mrc_ring_prepare_sleep():
+		 * either the daemon, before it sleeps, sees our tail, or we see
+		 * the head it stored before setting its flag. */
+		uint32_t head = atomic_load_explicit(&ctx->sq->head, memory_order_relaxed);
+		if ((int32_t)(ctx->sq_kick - head) > 0)
+			return (int)n;
+		ctx->sq_kick = ctx->sq_pub;
 		uint8_t one = 1;
 		ssize_t w;
 		do

@@ -66,6 +66,7 @@ struct mrc_ctx {
 	uint32_t sq_entries, sq_mask, cq_entries, cq_mask;
 	uint32_t sq_tail; /* next submission slot to fill (private) */
 	uint32_t sq_pub;  /* tail published to the daemon */
+	uint32_t sq_kick; /* tail published with our last doorbell (mrc_submit()) */
 	uint32_t cq_head; /* next completion to read (private copy of cq->head) */
 	int doorbell, wakeup;
 	uint32_t busy_usec;

@@ -119,6 +119,8 @@ struct rxrecv {
 
 struct rxmsg {
 	rxmsg *hnext;
+	uint8_t *held;    /* WRITE*: the last packet's payload, arrived before
+			   * the others were placed (place_write_last()) */
 	uint32_t msn, len, npkts, nrecv, imm, recv_idx;
 	uint16_t stream;
 	uint8_t opcode;
@@ -616,6 +618,10 @@ static rxmsg *rxmsg_alloc(mrp_conn *c, uint32_t npkts)
 
 static void rxmsg_release(mrp_conn *c, rxmsg *r)
 {
+	if (r->held) {
+		mrp_free(&c->mem, r->held);
+		r->held = NULL;
+	}
 	if (r->npkts <= 8)
 		cache_put(c, &c->rx1, r);
 	else
@@ -1685,6 +1691,25 @@ static void stream_complete_rx(mrp_conn *c, stream *s, uint16_t sid)
 #define PLACE_SLOW -1 /* not placed: take the general path */
 
 /*
+ * Place the last packet of a WRITE or WRITE_IMM, whose other bytes are all
+ * placed already: its bytes but the last, then the message's last byte, in
+ * a store that a release fence orders after every store before it (SPEC
+ * 5.3: last byte last). memcpy() gives no order among its own stores (a
+ * vector copy may write its head last, x86 fast strings write in any
+ * order), so the last byte is a store of its own: an application that
+ * polls the last byte of a target, as RDMA programs written for RC do,
+ * finds every other byte of the message placed once it changes.
+ */
+static void place_write_last(uint8_t *dst, const uint8_t *src, uint32_t len)
+{
+	if (len == 0)
+		return;
+	if (len > 1)
+		memcpy(dst, src, len - 1);
+	__atomic_store_n(dst + len - 1, src[len - 1], __ATOMIC_RELEASE);
+}
+
+/*
  * SPEC 5.3: the region behind a WRITE or WRITE_IMM, checked for the whole
  * message. Returns PLACE_OK with *pbase (NULL for a message of 0 bytes, which
  * accesses no memory and is not checked) or the NAK reason.
@@ -1735,8 +1760,8 @@ static int rx_place_next(mrp_conn *c, stream *s, const mrp_pkt *pkt, int consume
 		nak = rx_resolve_write(c, d, &base);
 		if (nak != PLACE_OK)
 			status = (uint8_t)nak_to_status(nak); /* completes in error */
-		else if (d->payload_len)
-			memcpy(base, d->payload, d->payload_len);
+		else
+			place_write_last(base, d->payload, d->payload_len);
 	} else if (d->payload_len) {
 		memcpy(rv->buf, d->payload, d->payload_len);
 	}
@@ -1871,7 +1896,8 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 		return PLACE_OK;
 	}
 	uint8_t *dst;
-	if (op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM) {
+	int tagged = op == MRP_OP_WRITE || op == MRP_OP_WRITE_IMM;
+	if (tagged) {
 		/* every packet is checked against the whole range (5.3): a
 		 * later packet against the region as it is now */
 		if (wnak == PLACE_OK && !wbase) /* (not resolved in this call yet) */
@@ -1885,13 +1911,41 @@ static int rx_place(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 	} else {
 		dst = s->rq[r->recv_idx & (s->rq_cap - 1)].buf + d->offset;
 	}
-	if (d->payload_len)
+	*pfatal = 0;
+	if (tagged && seg == npkts - 1) {
+		if (r->nrecv < npkts - 1) {
+			/* Last byte last (SPEC 5.3): the last packet came
+			 * before the others were placed. Hold its payload (at
+			 * most one MTU per incomplete message, from the
+			 * connection's allocator and so within its memory
+			 * budget) until they are; without the memory, NAK RNR
+			 * and the sender sends it again. */
+			uint8_t *h = c->mem.alloc(c->mem.ud, d->payload_len);
+			if (!h)
+				return MRP_NAK_RNR;
+			memcpy(h, d->payload, d->payload_len);
+			r->held = h;
+			r->bits[seg / 8] |= (uint8_t)(1u << (seg % 8));
+			c->st.rx_held_pkts++;
+			return PLACE_OK;
+		}
+		place_write_last(dst, d->payload, d->payload_len);
+	} else if (d->payload_len) {
 		memcpy(dst, d->payload, d->payload_len);
+	}
 	r->bits[seg / 8] |= (uint8_t)(1u << (seg % 8));
 	r->nrecv++;
+	if (r->held && r->nrecv == npkts - 1) {
+		/* every byte but the held packet's is placed: now its turn
+		 * (wbase: the range as checked for this packet just now) */
+		uint32_t off = (npkts - 1) * mtu;
+		place_write_last(wbase + off, r->held, r->len - off);
+		mrp_free(&c->mem, r->held);
+		r->held = NULL;
+		r->nrecv++;
+	}
 	if (r->nrecv == r->npkts)
 		stream_complete_rx(c, s, d->stream_id);
-	*pfatal = 0;
 	return PLACE_OK;
 }
 

@@ -314,6 +314,8 @@ typedef struct mrp_conn_stats {
 				    * counted in lost_pkts: a timeout's packets count
 				    * as lost only once an ACK shows them missing) */
 	uint64_t rx_dup_pkts;      /* data segments that had already arrived */
+	uint64_t rx_held_pkts;     /* last packets of WRITEs held until the rest of
+				    * their message was placed (SPEC 5.3) */
 	uint64_t naks_sent, naks_rcvd, acks_sent, acks_rcvd;
 	uint64_t drops_token, drops_noconn, drops_range, drops_stale;
 	uint64_t paths_opened, reports, events_dropped;

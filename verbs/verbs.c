@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -81,33 +82,13 @@ typedef struct mrv_qp mrv_qp;
 typedef struct mrv_cq mrv_cq;
 typedef struct mrv_ctx mrv_ctx;
 
-/* Last byte last: a WRITE of n >= 2 bytes goes as a head (n-1 bytes) and,
- * once the head has completed (every byte placed at the peer) and every
- * earlier WRITE of the QP too, a tail (the last byte, with the immediate of
- * a WRITE_IMM); the user's completion is the tail's. Heads flow at once,
- * tails one at a time in posting order; a SEND, a zero-length WRITE or a
- * WRITE_IMM of zero bytes waits until the tails before it completed. */
-typedef struct mrv_tail {
-	struct mrv_tail *next;
-	uint64_t wr_id;
-	uint8_t signaled, head_done;
-	int op; /* MRC_OP_WRITE or MRC_OP_WRITE_IMM */
-	uint64_t laddr, raddr;
-	const mrc_mr *mr;
-	uint32_t rkey, imm;
-} mrv_tail;
-
-enum { SLOT_PLAIN = 0, SLOT_HEAD = 1, SLOT_TAIL = 2 };
-
 typedef struct mrv_slot {
 	uint64_t wr_id;
 	mrv_qp *qp;
-	mrv_tail *tail; /* SLOT_HEAD: its tail (NULL once flushed) */
 	uint32_t next_free;
 	uint8_t signaled;
 	uint8_t opcode; /* enum ibv_wc_opcode */
 	uint8_t used;
-	uint8_t kind;   /* SLOT_* */
 } mrv_slot;
 
 struct mrv_cq {
@@ -146,8 +127,6 @@ struct mrv_qp {
 	struct ibv_qp_cap cap;
 	uint32_t outstanding_send, outstanding_recv;
 	mrv_pending *pend_head, *pend_tail;
-	mrv_tail *tail_head, *tail_last; /* WRITEs whose last byte waits */
-	int tail_inflight;               /* a tail posted, not yet completed */
 	union ibv_gid dgid;
 	uint32_t dest_qpn;
 	uint8_t port_num;
@@ -170,6 +149,8 @@ struct mrv_ctx {
 	mrc_session *sess; /* this device's own: its events are this context's */
 	int dead;          /* the daemon went away: every call fails */
 	uint32_t idle_polls;
+	uint32_t empty_run; /* empty polls in a row (poll_cq) */
+	uint64_t idle_since_ns; /* the first of them (0: the last poll found some) */
 	mrc_ctx *ctx;
 	mrc_devinfo_rep info;
 	mrv_cq *cqs;
@@ -193,14 +174,34 @@ static struct ibv_device mrv_device = {
 	.ibdev_path = "",
 };
 
-static int g_write_order = 1; /* METAROCE_WRITE_ORDER=any turns last-byte-last off */
-
 /* A session with the daemon: one per open device (its events are its
  * own), and a short one to find out whether the device exists. */
+/* An empty ibv_poll_cq() spins, yielding the CPU every MRV_IDLE_SPIN
+ * empty polls, for MRV_SPIN_NS from the first of them (a reply that comes
+ * soon is seen without a wakeup: ping-pong latency), then sleeps until the
+ * next completion (at most MRV_IDLE_SLEEP_NS) every MRV_IDLE_SPIN empty
+ * polls (the daemons get the CPU: bandwidth). METAROCE_VERBS_SPIN_US sets
+ * the spin; METAROCE_VERBS_POLL=spin never sleeps. */
+#define MRV_IDLE_SPIN 64
+#define MRV_IDLE_SLEEP_NS 100000
+#define MRV_SPIN_NS 30000
+static int g_poll_spin;
+static uint64_t g_spin_ns = MRV_SPIN_NS;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static mrc_session *session_open(void)
 {
-	const char *wo = getenv("METAROCE_WRITE_ORDER");
-	g_write_order = !(wo && !strcmp(wo, "any"));
+	const char *pm = getenv("METAROCE_VERBS_POLL");
+	g_poll_spin = pm && !strcmp(pm, "spin");
+	const char *su = getenv("METAROCE_VERBS_SPIN_US");
+	if (su && *su)
+		g_spin_ns = strtoull(su, NULL, 10) * 1000u;
 	const char *p = getenv("METAROCE_APP_SOCKET");
 	mrc_session *s = NULL;
 	int rc = mrc_session_open(NULL, program_invocation_short_name, &s);
@@ -691,16 +692,12 @@ static void slot_put(mrv_ctx *x, uint32_t i)
 {
 	x->slots[i].used = 0;
 	x->slots[i].qp = NULL;
-	x->slots[i].tail = NULL;
-	x->slots[i].kind = SLOT_PLAIN;
 	x->slots[i].next_free = x->free_slot;
 	x->free_slot = i;
 }
 
 static void qp_set_error(mrv_qp *q);
 static void pump(mrv_ctx *x);
-static void head_done(mrv_ctx *x, mrv_qp *q, mrv_tail *t, int status);
-static void advance(mrv_ctx *x, mrv_qp *q);
 
 /* A completion for the app: to the QP's send or receive CQ. Unsignaled
  * successes are dropped; after an error every completion is a flush. */
@@ -765,18 +762,6 @@ static int drain(mrv_ctx *x)
 			mrv_qp *q = sl.qp;
 			if (!q)
 				continue; /* its QP is gone */
-			if (sl.kind == SLOT_HEAD) {
-				head_done(x, q, sl.tail, w[i].status);
-				continue;
-			}
-			if (sl.kind == SLOT_TAIL) {
-				q->tail_inflight = 0;
-				q->outstanding_send--;
-				deliver(q, 0, sl.signaled, sl.wr_id, IBV_WC_RDMA_WRITE,
-					wc_status(w[i].status), 0, 0, 0);
-				advance(x, q);
-				continue;
-			}
 			int is_recv = sl.opcode == IBV_WC_RECV; /* flushes carry no opcode we trust */
 			if (is_recv)
 				q->outstanding_recv--;
@@ -808,9 +793,6 @@ static mrv_mr *mr_by_lkey(mrv_ctx *x, uint32_t lkey)
 			return m;
 	return NULL;
 }
-
-static int post_split_write(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, int op,
-			    mrv_mr *m, unsigned flags);
 
 static int post_one_send(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, unsigned flags)
 {
@@ -849,9 +831,6 @@ static int post_one_send(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, un
 			return EINVAL;
 		}
 	}
-	uint32_t sglen = sg ? sg->length : 0;
-	if (g_write_order && (op == MRC_OP_WRITE || op == MRC_OP_WRITE_IMM) && sglen >= 1)
-		return post_split_write(x, q, wr, op, m, flags);
 	uint32_t i = slot_get(x);
 	if (i == UINT32_MAX)
 		return ENOMEM;
@@ -929,149 +908,11 @@ static int post_one_recv(mrv_ctx *x, mrv_qp *q, const struct ibv_recv_wr *wr, un
 	return 0;
 }
 
-/* A WRITE of n bytes: the head (n-1 bytes) now, the tail queued (see
- * mrv_tail). Counts as one outstanding request until its tail completes. */
-static int post_split_write(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, int op,
-			    mrv_mr *m, unsigned flags)
+/* Must a request wait? Only behind work that already waits (for the
+ * connection): requests go to the daemon in posting order. */
+static int must_wait(const mrv_qp *q)
 {
-	const struct ibv_sge *sg = wr->sg_list;
-	mrv_tail *t = calloc(1, sizeof(*t));
-	if (!t)
-		return ENOMEM;
-	t->wr_id = wr->wr_id;
-	t->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-	t->op = op;
-	t->laddr = sg->addr + sg->length - 1;
-	t->raddr = wr->wr.rdma.remote_addr + sg->length - 1;
-	t->rkey = wr->wr.rdma.rkey;
-	t->imm = wr->imm_data;
-	t->mr = m->m;
-	if (sg->length >= 2) {
-		uint32_t i = slot_get(x);
-		if (i == UINT32_MAX) {
-			free(t);
-			return ENOMEM;
-		}
-		mrv_slot *s = &x->slots[i];
-		s->qp = q;
-		s->kind = SLOT_HEAD;
-		s->tail = t;
-		mrc_wr w = {.wr_id = i, .opcode = MRC_OP_WRITE, .conn = q->conn,
-			    .addr = (const void *)(uintptr_t)sg->addr, .len = sg->length - 1,
-			    .mr = m->m, .remote_addr = wr->wr.rdma.remote_addr, .rkey = t->rkey};
-		int rc = mrc_post(x->ctx, &w, 1, flags);
-		if (rc == MRC_ERR_AGAIN) {
-			drain(x);
-			rc = mrc_post(x->ctx, &w, 1, flags);
-		}
-		if (rc < 0) {
-			slot_put(x, i);
-			free(t);
-			if (rc == MRC_ERR_AGAIN)
-				return ENOMEM;
-			say("QP %u: post: %s", q->qp.qp_num, mrc_strerror(rc));
-			return rc == MRC_ERR_INVAL ? EINVAL : EIO;
-		}
-	} else {
-		t->head_done = 1; /* one byte: it is its own tail */
-	}
-	if (q->tail_last)
-		q->tail_last->next = t;
-	else
-		q->tail_head = t;
-	q->tail_last = t;
-	q->outstanding_send++;
-	advance(x, q);
-	return 0;
-}
-
-static void tail_unlink(mrv_qp *q, mrv_tail *t)
-{
-	mrv_tail *prev = NULL;
-	for (mrv_tail *c = q->tail_head; c; prev = c, c = c->next) {
-		if (c != t)
-			continue;
-		if (prev)
-			prev->next = c->next;
-		else
-			q->tail_head = c->next;
-		if (q->tail_last == c)
-			q->tail_last = prev;
-		return;
-	}
-}
-
-static void head_done(mrv_ctx *x, mrv_qp *q, mrv_tail *t, int status)
-{
-	if (!t)
-		return; /* flushed already */
-	if (status == MRC_WC_SUCCESS) {
-		t->head_done = 1;
-		advance(x, q);
-		return;
-	}
-	tail_unlink(q, t);
-	q->outstanding_send--;
-	uint64_t id = t->wr_id;
-	free(t);
-	deliver(q, 0, 1, id, IBV_WC_RDMA_WRITE, wc_status(status), 0, 0, 0);
-}
-
-static void pend_release(mrv_ctx *x, mrv_qp *q);
-
-/* Post the next tail when its head and everything before it completed;
- * when no tail waits, release the work held behind them. */
-static void advance(mrv_ctx *x, mrv_qp *q)
-{
-	if (q->err || !q->conn)
-		return;
-	if (!q->tail_inflight && q->tail_head && q->tail_head->head_done) {
-		mrv_tail *t = q->tail_head;
-		uint32_t i = slot_get(x);
-		if (i == UINT32_MAX)
-			return; /* retried at the next completion */
-		mrv_slot *s = &x->slots[i];
-		s->qp = q;
-		s->kind = SLOT_TAIL;
-		s->wr_id = t->wr_id;
-		s->signaled = t->signaled;
-		s->opcode = IBV_WC_RDMA_WRITE;
-		mrc_wr w = {.wr_id = i, .opcode = t->op, .conn = q->conn,
-			    .addr = (const void *)(uintptr_t)t->laddr, .len = 1, .mr = t->mr,
-			    .remote_addr = t->raddr, .rkey = t->rkey, .imm = t->imm};
-		int rc = mrc_post(x->ctx, &w, 1, 0);
-		if (rc < 0) {
-			slot_put(x, i);
-			if (rc == MRC_ERR_AGAIN)
-				return; /* the ring is full: retried at the next completion */
-			say("QP %u: posting the last byte of a WRITE: %s", q->qp.qp_num,
-			    mrc_strerror(rc));
-			tail_unlink(q, t);
-			q->outstanding_send--;
-			uint64_t id = t->wr_id;
-			free(t);
-			deliver(q, 0, 1, id, IBV_WC_RDMA_WRITE, IBV_WC_LOC_QP_OP_ERR, 0, 0, 0);
-			return;
-		}
-		q->tail_head = t->next;
-		if (!q->tail_head)
-			q->tail_last = NULL;
-		free(t);
-		q->tail_inflight = 1;
-	}
-	if (!q->tail_inflight && !q->tail_head && q->pend_head)
-		pend_release(x, q);
-}
-
-/* Must wr wait for the tails before it? (WRITEs of >= 1 byte join them.) */
-static int must_wait(const mrv_qp *q, const struct ibv_send_wr *wr)
-{
-	if (!g_write_order || (!q->tail_head && !q->tail_inflight && !q->pend_head))
-		return 0;
-	if (q->pend_head)
-		return 1; /* keep the order of what already waits */
-	int w = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-	return !(w && wr->num_sge >= 1 && wr->sg_list[0].length >= 1);
+	return q->pend_head != NULL;
 }
 
 static int pend(mrv_qp *q, const struct ibv_send_wr *swr, const struct ibv_recv_wr *rwr)
@@ -1124,29 +965,10 @@ static void flush_pending(mrv_qp *q)
 	}
 }
 
-/* Every WRITE whose last byte waits completes with a flush. */
-static void flush_tails(mrv_ctx *x, mrv_qp *q)
-{
-	mrv_tail *t = q->tail_head;
-	q->tail_head = q->tail_last = NULL;
-	if (t)
-		for (uint32_t i = 0; i < x->nslots; i++)
-			if (x->slots[i].used && x->slots[i].qp == q)
-				x->slots[i].tail = NULL;
-	while (t) {
-		mrv_tail *n = t->next;
-		q->outstanding_send--;
-		deliver(q, 0, 1, t->wr_id, IBV_WC_RDMA_WRITE, IBV_WC_WR_FLUSH_ERR, 0, 0, 0);
-		free(t);
-		t = n;
-	}
-}
-
 static void qp_set_error(mrv_qp *q)
 {
 	q->err = 1;
 	q->qp.state = IBV_QPS_ERR;
-	flush_tails(C(q->qp.context), q);
 	if (q->conn && mrc_conn_status(q->conn) == MRC_CONN_ESTABLISHED) {
 		/* outstanding work completes FLUSHED or RESET (both: flush) */
 		mrc_close(q->conn, 1);
@@ -1155,8 +977,7 @@ static void qp_set_error(mrv_qp *q)
 	flush_pending(q);
 }
 
-/* Post what waited: for the connection, or behind the tails of WRITEs
- * (lock held). Stops at a request that must wait again. */
+/* Post what waited for the connection (lock held). */
 static void pend_release(mrv_ctx *x, mrv_qp *q)
 {
 	mrv_pending *p = q->pend_head;
@@ -1164,17 +985,6 @@ static void pend_release(mrv_ctx *x, mrv_qp *q)
 	int err = 0;
 	while (p) {
 		mrv_pending *n = p->next;
-		if (!err && !p->is_recv && must_wait(q, &p->swr)) {
-			/* back in front, in order */
-			mrv_pending *last = p;
-			while (last->next)
-				last = last->next;
-			last->next = q->pend_head;
-			if (!q->pend_head)
-				q->pend_tail = last;
-			q->pend_head = p;
-			break;
-		}
 		if (p->is_recv) /* counted when queued; posting counts it again */
 			q->outstanding_recv--;
 		else
@@ -1317,6 +1127,30 @@ static int ensure_thread(mrv_ctx *x)
 
 /* ---- the ops the header's inline functions call ------------------------------------ */
 
+/*
+ * Sleep on the context's wakeup descriptor until the daemon writes a
+ * completion, at most MRV_IDLE_SLEEP_NS (a program that polls a CQ while it
+ * waits for something else, such as memory a peer writes, sees an empty
+ * poll that was a little slow, never a hang), then drain (lock held on
+ * entry and on return; released while asleep). The notifier thread may
+ * sleep on the same descriptor for an armed CQ: if our drain took its
+ * wakeup, it is told to arm again.
+ */
+static void idle_sleep(mrv_ctx *x)
+{
+	int ready = mrc_ctx_arm(x->ctx);
+	if (ready == 0) {
+		pthread_mutex_unlock(&x->lock);
+		struct pollfd p = {.fd = mrc_ctx_fd(x->ctx), .events = POLLIN};
+		struct timespec ts = {0, MRV_IDLE_SLEEP_NS};
+		(void)ppoll(&p, 1, &ts, NULL); /* EINTR: a signal (perftest -D) */
+		pthread_mutex_lock(&x->lock);
+	}
+	drain(x);
+	if (any_armed(x))
+		kick(x);
+}
+
 static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	mrv_cq *cq = CQ(ibcq);
@@ -1345,14 +1179,31 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			errno = EIO;
 			return -1;
 		}
-		/* Programs spin on empty polls (perftest always does); the
-		 * daemon that will produce the completion needs a CPU: give
-		 * it way now and then. */
-		if ((x->idle_polls & 63) == 0) {
-			pthread_mutex_unlock(&x->lock);
-			sched_yield();
-			return 0;
+		/* Programs spin on empty polls (perftest always does), and
+		 * the daemons that will produce the completion need a CPU:
+		 * after a short spin, sleep until the next completion
+		 * (MRV_SPIN_NS). */
+		if (++x->empty_run >= MRV_IDLE_SPIN) {
+			x->empty_run = 0;
+			uint64_t now = mono_ns();
+			if (!x->idle_since_ns)
+				x->idle_since_ns = now;
+			if (g_poll_spin || now - x->idle_since_ns < g_spin_ns) {
+				pthread_mutex_unlock(&x->lock);
+				sched_yield();
+				return 0;
+			}
+			idle_sleep(x);
+			if (cq->head == cq->tail) {
+				pthread_mutex_unlock(&x->lock);
+				return 0;
+			}
+			while (k < n && cq->head != cq->tail)
+				wc[k++] = cq->q[cq->head++ & (cq->qcap - 1)];
 		}
+	} else {
+		x->empty_run = 0;
+		x->idle_since_ns = 0;
 	}
 	pthread_mutex_unlock(&x->lock);
 	return k;
@@ -1402,7 +1253,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 			break;
 		}
 		if (!q->conn || mrc_conn_status(q->conn) != MRC_CONN_ESTABLISHED ||
-		    must_wait(q, wr)) {
+		    must_wait(q)) {
 			rc = pend(q, wr, NULL);
 			if (rc)
 				break;
@@ -2167,8 +2018,6 @@ MRV_API int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 			x->nawaiting--;
 		}
 		flush_pending(q);
-		flush_tails(x, q);
-		q->tail_inflight = 0;
 		q->err = 0;
 	} else {
 		say("QP %u: state change %d -> %d is not supported", q->qp.qp_num, cur, nxt);
@@ -2238,10 +2087,6 @@ MRV_API int ibv_destroy_qp(struct ibv_qp *ibqp)
 	for (uint32_t i = 0; i < x->nslots; i++)
 		if (x->slots[i].used && x->slots[i].qp == q)
 			x->slots[i].qp = NULL; /* its completions are dropped */
-	for (mrv_tail *t = q->tail_head, *n; t; t = n) {
-		n = t->next;
-		free(t);
-	}
 	if (q->conn)
 		mrc_close(q->conn, q->err ? 1 : 0);
 	mrc_unlisten(q->l);

@@ -2536,6 +2536,289 @@ static void test_read_region_revoked(void **state)
 	net_free(&n);
 }
 
+/* ---- last byte last (SPEC 5.3) ------------------------------------------ */
+
+/* A WRITE's last byte is placed after every other byte of it: an RDMA
+ * program that polls the last byte of its target (perftest's write
+ * latency test does) then finds the whole message there. */
+
+typedef struct lbl_msg {
+	const uint8_t *src;
+	uint8_t *dst;
+	uint32_t len;
+	int verified; /* its last byte was seen, and every other byte with it */
+} lbl_msg;
+
+typedef struct lbl_run {
+	lbl_msg *m;
+	int nmsg;
+	cqlog *log;
+	int want_a, want_b;
+	unsigned last_seen; /* messages whose last byte was seen mid-run */
+} lbl_run;
+
+/* Checked before every step of the network: a message whose last byte has
+ * its new value has all its other bytes too. */
+static int lbl_check(net *n, void *arg)
+{
+	(void)n;
+	lbl_run *r = arg;
+	for (int i = 0; i < r->nmsg; i++) {
+		lbl_msg *m = &r->m[i];
+		if (m->verified || m->dst[m->len - 1] != m->src[m->len - 1])
+			continue;
+		for (uint32_t k = 0; k < m->len; k++)
+			if (m->dst[k] != m->src[k])
+				fail_msg("message %d (%u bytes): last byte placed before byte %u", i,
+					 m->len, k);
+		m->verified = 1;
+		r->last_seen++;
+	}
+	poll_all(n, r->log);
+	return r->log[0].n >= r->want_a && r->log[1].n >= r->want_b;
+}
+
+/* Random delays of up to 60 us on top of the paths' own (data overtakes
+ * data of the same message freely) and 5 % loss both ways. */
+static int jitter_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			 uint64_t *delay, int *ce)
+{
+	if (!default_policy(n, from, ti, pkt, delay, ce))
+		return 0;
+	*delay += xorshift(&n->prng) % 60000;
+	return 1;
+}
+
+static void test_write_last_byte_last(void **state)
+{
+	(void)state;
+	mrp_conn_params d[2];
+	pair_params(d, 2, 0);
+	net n;
+	net_init(&n, &d[0], &d[1]);
+	n.policy = jitter_policy;
+	n.loss_pct = 5;
+	static const uint32_t sizes[] = { 1,     2,     100,   4095,  4096,   4097,  8192,
+					  8193,  12289, 20000, 65536, 65537, 200000, 1 << 20 };
+	enum { NS = sizeof(sizes) / sizeof(sizes[0]), ROUNDS = 3, NMSG = NS * ROUNDS };
+	lbl_msg m[NMSG];
+	size_t total = 0;
+	for (int i = 0; i < NMSG; i++)
+		total += sizes[i % NS];
+	uint8_t *src = malloc(total);
+	assert_non_null(src);
+	fill_pattern(src, total, 21);
+	size_t soff = 0, doff = 0;
+	static uint8_t rbuf[1];
+	int nimm = 0;
+	for (int i = 0; i < NMSG; i++) {
+		uint32_t len = sizes[i % NS];
+		m[i] = (lbl_msg){ src + soff, n.mr[1].base + doff, len, 0 };
+		/* every target byte differs from the byte that will land there */
+		for (uint32_t k = 0; k < len; k++)
+			m[i].dst[k] = (uint8_t)~m[i].src[k];
+		uint16_t sid = (uint16_t)(i % 3);
+		int imm = sid == 2;
+		if (imm) {
+			assert_int_equal(mrp_conn_post_recv(n.c[1], 2, 500 + i, rbuf, 0, 0), 0);
+			nimm++;
+		}
+		mrp_wr wr = { .wr_id = (uint64_t)i, .opcode = imm ? MRP_WR_WRITE_IMM : MRP_WR_WRITE,
+			      .stream = sid, .local = m[i].src, .len = len,
+			      .remote_addr = b_addr(&n, doff), .rkey = n.mr[1].rkey,
+			      .imm = (uint32_t)i };
+		assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+		soff += len;
+		doff += len + 64;
+	}
+	assert_true(doff <= n.mr[1].len);
+	cqlog *log = calloc(2, sizeof(cqlog));
+	assert_non_null(log);
+	lbl_run r = { m, NMSG, log, NMSG, nimm, 0 };
+	assert_true(net_run_until(&n, lbl_check, &r, 20000000000ull));
+	for (int i = 0; i < NMSG; i++) {
+		assert_int_equal(log[0].e[i].status, MRP_WC_SUCCESS);
+		assert_true(m[i].verified);
+		assert_memory_equal(m[i].dst, m[i].src, m[i].len);
+	}
+	for (int i = 0; i < nimm; i++) {
+		assert_int_equal(log[1].e[i].status, MRP_WC_SUCCESS);
+		assert_int_equal(log[1].e[i].opcode, MRP_WC_RECV_WRITE_IMM);
+	}
+	mrp_conn_stats sa, sb;
+	mrp_conn_get_stats(n.c[0], &sa);
+	mrp_conn_get_stats(n.c[1], &sb);
+	print_message("%d WRITEs, 5 %% loss, jitter: %llu last packets held, %llu retransmitted\n",
+		      NMSG, (unsigned long long)sb.rx_held_pkts, (unsigned long long)sa.retx_pkts);
+	assert_true(sb.rx_held_pkts > 0); /* the reordering put last packets first */
+	assert_true(sa.retx_pkts > 0);
+	assert_int_equal(n.check_failures, 0);
+	free(log);
+	free(src);
+	net_free(&n);
+}
+
+/* The packets A has to send now, in *p (up to max); returns how many. */
+static int grab_all(net *n, rpkt *p, int max)
+{
+	int k = 0;
+	while (k < max && grab(n, 0, &p[k]))
+		k++;
+	return k;
+}
+
+static int pkt_is_last(const rpkt *p)
+{
+	mrp_pkt pkt;
+	assert_int_equal(mrp_pkt_decode(&pkt, p->data, p->len), (ssize_t)p->len);
+	return pkt.hdr.opcode == MRP_OP_WRITE && (pkt.hdr.flags & MRP_F_LAST);
+}
+
+/* The last packet first, the others one by one: the last packet's bytes
+ * stay out of the target until the others are all there; a copy of it
+ * meanwhile is a duplicate; then the message completes. */
+static void test_write_last_packet_held(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	enum { LEN = 3 * 4096 + 700 };
+	static uint8_t src[LEN];
+	fill_pattern(src, LEN, 31);
+	uint8_t *dst = n.mr[1].base;
+	memset(dst, 0x5a, LEN);
+	src[LEN - 1] = 0xa5;
+	mrp_wr wr = { .wr_id = 3, .opcode = MRP_WR_WRITE, .local = src, .len = LEN,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	static rpkt p[8];
+	assert_int_equal(grab_all(&n, p, 8), 4);
+	int last = -1;
+	for (int i = 0; i < 4; i++)
+		if (pkt_is_last(&p[i]))
+			last = i;
+	assert_true(last >= 0);
+	give(&n, 0, &p[last]);
+	give(&n, 0, &p[last]); /* a copy: a duplicate, still held once */
+	mrp_conn_stats sb;
+	mrp_conn_get_stats(n.c[1], &sb);
+	assert_int_equal(sb.rx_held_pkts, 1);
+	assert_int_equal(sb.rx_dup_pkts, 1);
+	for (uint32_t k = 3 * 4096; k < LEN; k++)
+		assert_int_equal(dst[k], 0x5a); /* none of the last packet's bytes */
+	int given = 0;
+	for (int i = 0; i < 4; i++) {
+		if (i == last)
+			continue;
+		give(&n, 0, &p[i]);
+		if (++given < 3)
+			assert_int_equal(dst[LEN - 1], 0x5a);
+	}
+	assert_memory_equal(dst, src, LEN);
+	assert_int_equal(dst[LEN], 0); /* nothing past the target */
+	give_all(&n, 1); /* the ACKs */
+	cqlog log[2] = { 0 };
+	poll_all(&n, log);
+	assert_int_equal(log[0].n, 1);
+	assert_int_equal(log[0].e[0].wr_id, 3);
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
+/* A held last packet whose message never completes is freed with the
+ * connection (cmocka checks for leaks), and its bytes were never placed. */
+static void test_write_held_freed(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	enum { LEN = 2 * 4096 + 1 };
+	static uint8_t src[LEN];
+	memset(src, 0x77, LEN);
+	mrp_wr wr = { .wr_id = 4, .opcode = MRP_WR_WRITE, .local = src, .len = LEN,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	static rpkt p[8];
+	assert_int_equal(grab_all(&n, p, 8), 3);
+	for (int i = 0; i < 3; i++)
+		if (pkt_is_last(&p[i]))
+			give(&n, 0, &p[i]);
+	mrp_conn_stats sb;
+	mrp_conn_get_stats(n.c[1], &sb);
+	assert_int_equal(sb.rx_held_pkts, 1);
+	assert_int_equal(n.mr[1].base[LEN - 1], 0);
+	mrp_conn_close(n.c[1], 1, n.now);
+	assert_int_equal(n.mr[1].base[LEN - 1], 0);
+	net_free(&n);
+}
+
+/* An allocator that refuses the first allocation of one size. */
+typedef struct size_failer {
+	size_t size;
+	unsigned refused;
+} size_failer;
+
+static void *sf_alloc(void *ud, size_t len)
+{
+	size_failer *f = ud;
+	if (len == f->size && !f->refused) {
+		f->refused++;
+		return NULL;
+	}
+	return test_malloc(len);
+}
+
+/* No memory to hold the last packet: NAK RNR, nothing placed; the sender
+ * sends it again after the others and the WRITE succeeds. */
+static void test_write_hold_refused(void **state)
+{
+	(void)state;
+	enum { LEN = 3 * 4096 + 777 };
+	size_failer f = { 777, 0 };
+	const mrp_mem fmem = { sf_alloc, t_free, &f };
+	net n;
+	assert_int_equal(net_init_mem(&n, NULL, NULL, &fmem, MAXQ, 1 << 20), 0);
+	static uint8_t src[LEN];
+	fill_pattern(src, LEN, 41);
+	uint8_t *dst = n.mr[1].base;
+	memset(dst, 0x5a, LEN);
+	src[LEN - 1] = 0xa5;
+	mrp_wr wr = { .wr_id = 6, .opcode = MRP_WR_WRITE, .local = src, .len = LEN,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	static rpkt p[8];
+	assert_int_equal(grab_all(&n, p, 8), 4);
+	int last = -1;
+	for (int i = 0; i < 4; i++)
+		if (pkt_is_last(&p[i]))
+			last = i;
+	assert_true(last >= 0);
+	give(&n, 0, &p[last]);
+	assert_int_equal(f.refused, 1);
+	mrp_conn_stats sb;
+	mrp_conn_get_stats(n.c[1], &sb);
+	assert_int_equal(sb.rx_held_pkts, 0);
+	assert_int_equal(sb.naks_sent, 1); /* RNR */
+	for (int i = 0; i < 4; i++)
+		if (i != last)
+			give(&n, 0, &p[i]);
+	assert_int_equal(dst[LEN - 1], 0x5a);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].wr_id, 6);
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(dst, src, LEN);
+	mrp_conn_get_stats(n.c[1], &sb);
+	assert_int_equal(sb.naks_sent, 1); /* that one only */
+	mrp_conn_stats sa;
+	mrp_conn_get_stats(n.c[0], &sa);
+	assert_int_equal(sa.naks_rcvd, 1);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2590,6 +2873,10 @@ int main(void)
 		cmocka_unit_test(test_read_not_negotiated),
 		cmocka_unit_test(test_read_alloc_failures),
 		cmocka_unit_test(test_read_region_revoked),
+		cmocka_unit_test(test_write_last_byte_last),
+		cmocka_unit_test(test_write_last_packet_held),
+		cmocka_unit_test(test_write_held_freed),
+		cmocka_unit_test(test_write_hold_refused),
 	};
 	if (getenv("TEST_FILTER"))
 		cmocka_set_test_filter(getenv("TEST_FILTER"));
