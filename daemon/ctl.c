@@ -43,11 +43,22 @@ struct mrd_ctl_client {
 	int monitor;       /* subscribed to events */
 	uint64_t monitor_dropped; /* events not sent: the client reads too slowly */
 	/* Back-pressure (CTL_WQ_PAUSE): not reading while the replies wait;
-	 * the rest of the last read chunk is kept here until then. */
+	 * the rest of the last read chunk is kept here until then. Also
+	 * paused, with yielded set, after CTL_TURN_REQS requests in one turn
+	 * of the loop: the rest waits for the next turn (on_turn). */
 	int paused;
+	int yielded;
 	char *held;
 	size_t held_len, held_off;
 };
+
+/* Requests of one client handled in one turn of the event loop. A client
+ * that pipelines many (a scraper, a flood) is handled a few at a time,
+ * between the datapath's turns: one read of 16 KiB holds hundreds of
+ * `show conns`, and handling them all at once held every connection of the
+ * host for seconds on a busy machine (the peers took the silence for a
+ * dead daemon). */
+#define CTL_TURN_REQS 4
 
 /* A client whose replies wait unread beyond CTL_WQ_PAUSE bytes is not read
  * from (its requests wait in the socket and then in its own send buffer)
@@ -549,17 +560,34 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	*buf = uv_buf_init(cl->rdbuf, sizeof(cl->rdbuf));
 }
 
+static void on_turn(uv_idle_t *h);
+
+/* The client had its turn: the loop goes round (the datapath runs) before
+ * its next requests are handled. */
+static void client_yield(mrd_ctl_client *cl)
+{
+	mrd_ctl *t = &cl->d->ctl;
+	cl->yielded = 1;
+	t->yields++;
+	if (t->turn_open && !uv_is_active((uv_handle_t *)&t->turn))
+		uv_idle_start(&t->turn, on_turn);
+}
+
 /* Requests of data[0..n): returns how much was consumed, less than n when
- * the client's replies wait beyond CTL_WQ_PAUSE (then it is paused). */
+ * the client's replies wait beyond CTL_WQ_PAUSE or it had its turn's
+ * CTL_TURN_REQS requests (then it is paused). */
 static size_t feed(mrd_ctl_client *cl, const char *data, size_t n)
 {
+	unsigned handled = 0;
 	for (size_t i = 0; i < n && !cl->closing; i++) {
 		char ch = data[i];
 		if (ch == '\n') {
 			if (cl->discarding)
 				cl->discarding = 0;
-			else if (cl->len)
+			else if (cl->len) {
 				handle_line(cl, cl->line, cl->len);
+				handled++;
+			}
 			cl->len = 0;
 			if (cl->closing)
 				break;
@@ -573,6 +601,10 @@ static size_t feed(mrd_ctl_client *cl, const char *data, size_t n)
 			}
 			if (wq_over(cl))
 				return i + 1;
+			if (handled >= CTL_TURN_REQS && i + 1 < n) {
+				client_yield(cl);
+				return i + 1;
+			}
 			continue;
 		}
 		if (cl->discarding)
@@ -610,7 +642,8 @@ static void client_pause(mrd_ctl_client *cl, const char *rest, size_t n)
 {
 	if (!cl->paused) {
 		cl->paused = 1;
-		cl->d->ctl.clients_paused++;
+		if (!cl->yielded)
+			cl->d->ctl.clients_paused++;
 		uv_read_stop((uv_stream_t *)&cl->pipe);
 	}
 	if (!n)
@@ -639,6 +672,7 @@ static void after_input(mrd *d)
  * again unless they filled the queue once more. */
 static void client_resume(mrd_ctl_client *cl)
 {
+	cl->yielded = 0;
 	if (cl->held) {
 		size_t left = cl->held_len - cl->held_off;
 		size_t used = feed(cl, cl->held + cl->held_off, left);
@@ -646,6 +680,8 @@ static void client_resume(mrd_ctl_client *cl)
 			return;
 		if (used < left) {
 			cl->held_off += used;
+			if (!cl->yielded) /* its replies wait again */
+				cl->d->ctl.clients_paused++;
 			return; /* still paused */
 		}
 		free(cl->held);
@@ -655,6 +691,33 @@ static void client_resume(mrd_ctl_client *cl)
 	cl->paused = 0;
 	uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
 	after_input(cl->d);
+}
+
+/* Once per turn of the loop while clients yielded: each gets its next
+ * CTL_TURN_REQS requests (unless its replies wait: on_written resumes it). */
+static void on_turn(uv_idle_t *h)
+{
+	mrd *d = h->data;
+	int more = 0;
+	mrd_ctl_client *next;
+	for (mrd_ctl_client *cl = d->ctl.clients; cl; cl = next) {
+		next = cl->next;
+		if (!cl->yielded || cl->closing)
+			continue;
+		if (cl->paused && wq_over(cl)) {
+			/* its replies wait: on_written resumes it */
+			cl->yielded = 0;
+			d->ctl.clients_paused++;
+			continue;
+		}
+		if (cl->paused)
+			client_resume(cl);
+		else
+			cl->yielded = 0;
+		more |= cl->yielded;
+	}
+	if (!more)
+		uv_idle_stop(h);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -752,6 +815,9 @@ int mrd_ctl_init(mrd *d)
 	uv_timer_init(d->loop, &t->sweep);
 	t->sweep.data = d;
 	t->sweep_open = 1;
+	uv_idle_init(d->loop, &t->turn);
+	t->turn.data = d;
+	t->turn_open = 1;
 	uv_pipe_init(d->loop, &t->server, 0);
 	t->server.data = d;
 	t->open = 1;
@@ -782,6 +848,11 @@ void mrd_ctl_close(mrd *d)
 		t->sweep_open = 0;
 		uv_timer_stop(&t->sweep);
 		uv_close((uv_handle_t *)&t->sweep, NULL);
+	}
+	if (t->turn_open) {
+		t->turn_open = 0;
+		uv_idle_stop(&t->turn);
+		uv_close((uv_handle_t *)&t->turn, NULL);
 	}
 	if (t->open) {
 		t->open = 0;

@@ -78,6 +78,9 @@ typedef struct mrd_ctl {
 	unsigned nclients, nclients_unpriv; /* open; those not root nor our uid */
 	uv_timer_t sweep; /* closes clients that leave a line unfinished */
 	int sweep_open;
+	uv_idle_t turn;   /* hands yielded clients their next turn (ctl.c) */
+	int turn_open;
+	uint64_t yields;  /* clients that had their turn's requests and waited */
 	uint64_t requests, errors;
 	uint64_t clients_paused, clients_dropped; /* write-queue bound (ctl.c) */
 	uint64_t queued, queued_peak; /* reply bytes waiting, all clients */

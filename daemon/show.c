@@ -73,6 +73,7 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "ctl_requests", mrd_json_u64(d->ctl.requests));
 	json_object_set_new(cn, "ctl_errors", mrd_json_u64(d->ctl.errors));
 	json_object_set_new(cn, "ctl_clients_paused", mrd_json_u64(d->ctl.clients_paused));
+	json_object_set_new(cn, "ctl_yields", mrd_json_u64(d->ctl.yields));
 	json_object_set_new(cn, "engine_memory", mrd_json_u64(d->peers->memacct.used));
 	json_object_set_new(cn, "engine_memory_refused", mrd_json_u64(d->peers->memacct.refused));
 	json_object_set_new(cn, "fds_open", mrd_json_u64(d->fdg->open));
