@@ -2674,6 +2674,24 @@ static int pkt_is_last(const rpkt *p)
 	return pkt.hdr.opcode == MRP_OP_WRITE && (pkt.hdr.flags & MRP_F_LAST);
 }
 
+/* Post a WRITE of src[0..len) to the start of B's region and take its
+ * packets off the network (npkts of them, into p) undelivered: returns
+ * the index of the one that carries the message's last byte. */
+static int write_grab(net *n, const uint8_t *src, uint32_t len, uint64_t wr_id, rpkt *p,
+		      int npkts)
+{
+	mrp_wr wr = { .wr_id = wr_id, .opcode = MRP_WR_WRITE, .local = src, .len = len,
+		      .remote_addr = b_addr(n, 0), .rkey = n->mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n->c[0], &wr, 0), 0);
+	assert_int_equal(grab_all(n, p, 8), npkts);
+	int last = -1;
+	for (int i = 0; i < npkts; i++)
+		if (pkt_is_last(&p[i]))
+			last = i;
+	assert_true(last >= 0);
+	return last;
+}
+
 /* The last packet first, the others one by one: the last packet's bytes
  * stay out of the target until the others are all there; a copy of it
  * meanwhile is a duplicate; then the message completes. */
@@ -2688,16 +2706,8 @@ static void test_write_last_packet_held(void **state)
 	uint8_t *dst = n.mr[1].base;
 	memset(dst, 0x5a, LEN);
 	src[LEN - 1] = 0xa5;
-	mrp_wr wr = { .wr_id = 3, .opcode = MRP_WR_WRITE, .local = src, .len = LEN,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
 	static rpkt p[8];
-	assert_int_equal(grab_all(&n, p, 8), 4);
-	int last = -1;
-	for (int i = 0; i < 4; i++)
-		if (pkt_is_last(&p[i]))
-			last = i;
-	assert_true(last >= 0);
+	int last = write_grab(&n, src, LEN, 3, p, 4);
 	give(&n, 0, &p[last]);
 	give(&n, 0, &p[last]); /* a copy: a duplicate, still held once */
 	mrp_conn_stats sb;
@@ -2736,14 +2746,8 @@ static void test_write_held_freed(void **state)
 	enum { LEN = 2 * 4096 + 1 };
 	static uint8_t src[LEN];
 	memset(src, 0x77, LEN);
-	mrp_wr wr = { .wr_id = 4, .opcode = MRP_WR_WRITE, .local = src, .len = LEN,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
 	static rpkt p[8];
-	assert_int_equal(grab_all(&n, p, 8), 3);
-	for (int i = 0; i < 3; i++)
-		if (pkt_is_last(&p[i]))
-			give(&n, 0, &p[i]);
+	give(&n, 0, &p[write_grab(&n, src, LEN, 4, p, 3)]);
 	mrp_conn_stats sb;
 	mrp_conn_get_stats(n.c[1], &sb);
 	assert_int_equal(sb.rx_held_pkts, 1);
@@ -2784,16 +2788,8 @@ static void test_write_hold_refused(void **state)
 	uint8_t *dst = n.mr[1].base;
 	memset(dst, 0x5a, LEN);
 	src[LEN - 1] = 0xa5;
-	mrp_wr wr = { .wr_id = 6, .opcode = MRP_WR_WRITE, .local = src, .len = LEN,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
 	static rpkt p[8];
-	assert_int_equal(grab_all(&n, p, 8), 4);
-	int last = -1;
-	for (int i = 0; i < 4; i++)
-		if (pkt_is_last(&p[i]))
-			last = i;
-	assert_true(last >= 0);
+	int last = write_grab(&n, src, LEN, 6, p, 4);
 	give(&n, 0, &p[last]);
 	assert_int_equal(f.refused, 1);
 	mrp_conn_stats sb;
