@@ -272,6 +272,22 @@ def conns(d, state=None):
     return [c for c in d.ok("show conns") if state is None or c["state"] == state]
 
 
+PERF_REGION = 64 << 20  # daemon/perf.h MRD_PERF_REGION_BYTES
+
+
+def perf_region_warm(d, seconds=6.0):
+    """Wait until a perf transfer into daemon d has moved its whole receive
+    region (mapped on demand: its pages join d's RSS as the first 64 MiB
+    arrive), so that an RSS baseline taken next does not count them. On a
+    loaded host 1 s of transfer moved less than that, and the rest of the
+    region's pages came out of the attack's RSS bound. The received bytes
+    of d's connection(s), or 0 if they did not reach the region's size."""
+    def rx():
+        n = sum(c["stats"]["rx_bytes"] for c in conns(d, "established"))
+        return n if n >= PERF_REGION else 0
+    return wait_for(rx, seconds)
+
+
 def wait_for(pred, seconds, step=0.02):
     end = time.monotonic() + seconds
     while time.monotonic() < end:

@@ -26,7 +26,8 @@ t = threading.Thread(target=lambda: res.update(
     a.request("perf", {"peer": b.peer(), "seconds": 8}, timeout=120)))
 t.start()
 mrtest.check(X.wait_for(lambda: X.conns(b, "established"), 20), "A's transfer to B runs")
-time.sleep(1.0)
+mrtest.check(X.perf_region_warm(b), "A's transfer has filled B's perf region (%d MiB) before "
+             "B's RSS is taken" % (X.PERF_REGION >> 20))
 # The bound: the connection's budget plus 24 MiB; under AddressSanitizer,
 # whose allocator adds redzones and size-class rounding to every block and
 # keeps 16 MiB of freed memory (the transfer's) in quarantine, twice the

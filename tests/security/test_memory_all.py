@@ -32,7 +32,8 @@ t = threading.Thread(target=lambda: res.update(
     a.request("perf", {"peer": b.peer(), "seconds": 8}, timeout=120)))
 t.start()
 mrtest.check(X.wait_for(lambda: X.conns(b, "established"), 20), "A's transfer to B runs")
-time.sleep(1.0)
+mrtest.check(X.perf_region_warm(b), "A's transfer has filled B's perf region (%d MiB) before "
+             "B's RSS is taken" % (X.PERF_REGION >> 20))
 slack = 2 * ALL_MIB + 32 if X.sanitized(b.proc.pid) else ALL_MIB + 24
 # fds: the transfer's paths and the 3 connections' (4 paths each) source ports
 hb = X.Health(b, rss_mib=slack, fds=160)
