@@ -23,6 +23,7 @@
 #define CE 0x03
 #define ECT0 0x02
 
+__attribute__((format(printf, 2, 3)))
 static int fail(cf_ctx *x, const char *fmt, ...)
 {
 	va_list ap;
@@ -32,6 +33,7 @@ static int fail(cf_ctx *x, const char *fmt, ...)
 	return CF_FAIL;
 }
 
+__attribute__((format(printf, 2, 3)))
 static int skip(cf_ctx *x, const char *fmt, ...)
 {
 	va_list ap;
