@@ -1018,6 +1018,57 @@ static void test_burst_on_acks(void **state)
 	run_burst(2);
 }
 
+/* The first data packet A sends on its path 2 is lost. */
+static int first3_lost;
+
+static int first3_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			 uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (from == 0 && ti->is_data && ti->path_id == 2 && !first3_lost) {
+		first3_lost = 1;
+		return 0;
+	}
+	return ok;
+}
+
+/* A fresh connection's short message (36 KiB: 4 packets on each of paths 0
+ * and 1, the initial window, and 1 on path 2) loses the packet of path 2: that path has no RTT sample of its own, but the
+ * connection has one once another path's ACK is in, and the lost packet's
+ * tail-loss probe is re-timed from it (not before the timeout's floor, 100
+ * us, after it was sent) instead of waiting rto_init / 2 (500 us). */
+static void test_fresh_tail_loss(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.policy = first3_policy;
+	first3_lost = 0;
+	size_t len = 36 << 10;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 22);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	n.now = 1000; /* (a timestamp of 0 gives no RTT sample) */
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, n.now), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	uint64_t done_at = n.now;
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	print_message("36 KiB WRITE, path 2's packet lost: complete at %llu us, tail "
+		      "probes %llu, timeouts %llu\n", (unsigned long long)done_at / 1000,
+		      (unsigned long long)st.tlp_count, (unsigned long long)st.rto_count);
+	assert_true(first3_lost);
+	assert_true(done_at < 200000);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A silent black hole on one path: detected by its RTO, its data resent on
  * other paths, the path re-ported; the transfer completes intact. */
 static void test_blackhole_reported(void **state)
@@ -2959,6 +3010,7 @@ int main(void)
 		cmocka_unit_test(test_rto_loss_counted),
 		cmocka_unit_test(test_burst_both_ways),
 		cmocka_unit_test(test_burst_on_acks),
+		cmocka_unit_test(test_fresh_tail_loss),
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_close_graceful),
 		cmocka_unit_test(test_close_abort),
