@@ -30,10 +30,12 @@
  *    fewer are taken as random loss, which selective repeat absorbs.
  *
  *  - Additive increase in congestion avoidance, coupled: an ACK of b bytes
- *    on a path adds ai_pkts_per_rtt * mtu * b / QWND bytes. Over an RTT the
- *    connection acks about QWND bytes in all, so all paths together grow by
- *    ai_pkts_per_rtt MTUs per RTT however many paths there are. Marked bytes
- *    earn no increase.
+ *    on a path adds ai_pkts_per_rtt * mtu * b / F bytes, F the connection's
+ *    bytes in flight (with the ACK's), at most QWND, at least the path's
+ *    cwnd. Over an RTT the connection acks about F bytes in all, so all
+ *    paths together grow by ai_pkts_per_rtt MTUs per RTT however many paths
+ *    there are and whichever of them fill their windows. Marked bytes earn
+ *    no increase.
  *
  *  - RTO: ssthresh = cwnd / 2, cwnd = min (the engine probes the path).
  *
@@ -249,9 +251,18 @@ static void grow(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t bytes)
 	if (p->cwnd < p->ssthresh) {
 		p->cwnd = min_u64(sat_add(p->cwnd, bytes), p->ssthresh);
 	} else {
-		/* QWND as the engine keeps it; never below this path's own
-		 * window (a stale QWND must not inflate the increase). */
-		denom = max_u64(cc->qwnd, p->cwnd);
+		/* What the connection acks in an RTT: QWND, or less when
+		 * some paths' windows are not what limits them (a plane
+		 * held to its link's rate by pacing keeps a large window it
+		 * does not fill, and with QWND as the divisor the paths that
+		 * are window-limited would hardly grow: a plane recovering
+		 * from a loss burst took milliseconds to regrow); never
+		 * below this path's own window (a stale figure must not
+		 * inflate the increase). */
+		denom = cc->qwnd;
+		if (cc->acking_bytes && cc->acking_bytes < denom)
+			denom = cc->acking_bytes;
+		denom = max_u64(denom, p->cwnd);
 		if (denom == 0)
 			return;
 		inc_q = mrp_mul_div((uint64_t)pr->ai_pkts_per_rtt * pr->mtu << FRAC_SHIFT,

@@ -97,6 +97,10 @@ typedef struct mrp_cc_conn {
 	uint64_t hint_rtt_ns;    /* RTT used to turn the hint into a window and QWND
 				  * into a pacing rate (engine sets it, e.g. the
 				  * connection's smoothed RTT); 0 = use the path's srtt_ns */
+	uint64_t acking_bytes;   /* the connection's bytes in flight on every path
+				  * plus those of the ACK being handled (engine
+				  * sets it before on_ack): what an RTT of ACKs
+				  * brings back; 0 = unknown (QWND is used) */
 } mrp_cc_conn;
 
 typedef struct mrp_cc_ops {

@@ -858,8 +858,11 @@ static void test_spurious_rto_undone(void **state)
 }
 
 /* A real loss after a timeout still counts: the path's packets are dropped,
- * the timeout fires, and the ACKs of what the path carries next show them
- * missing. */
+ * the timeout fires, and the ACK the peer sends with its answer to the
+ * path's PROBE shows them missing (SPEC 8.2). The path probes again one PTO
+ * apart after its timeout, so it is back soon after the hole closes (at
+ * 400 us): the message completes at 418 us (730 us when the path waited
+ * for its doubled timeout) and the path's answer comes just after. */
 static void test_rto_loss_counted(void **state)
 {
 	(void)state;
@@ -880,18 +883,187 @@ static void test_rto_loss_counted(void **state)
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
 	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	uint64_t done_at = n.now;
 	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
 	assert_memory_equal(n.mr[1].base, src, len);
+	/* the path's timed-out packets are resolved when its probe is
+	 * answered, which may come just after the completion */
+	net_run_until(&n, NULL, NULL, n.now + 1000000);
 	mrp_conn_stats st;
 	mrp_conn_get_stats(n.c[0], &st);
 	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &p2), 0);
-	print_message("rto %llu spurious %llu lost %llu (path 2: %llu)\n",
-		      (unsigned long long)st.rto_count, (unsigned long long)st.rto_spurious,
-		      (unsigned long long)st.lost_pkts, (unsigned long long)p2.lost_pkts);
+	print_message("complete at %llu us; rto %llu spurious %llu lost %llu (path 2: %llu, "
+		      "probes answered %llu)\n",
+		      (unsigned long long)done_at / 1000, (unsigned long long)st.rto_count,
+		      (unsigned long long)st.rto_spurious, (unsigned long long)st.lost_pkts,
+		      (unsigned long long)p2.lost_pkts, (unsigned long long)p2.probes_answered);
+	assert_true(done_at < 600000);
+	assert_int_equal(p2.state, MRP_PATH_ACTIVE);
+	assert_true(p2.probes_answered > 0);
 	assert_true(st.lost_pkts > 0);
 	assert_true(p2.lost_pkts > 0);
 	assert_true(st.rto_count > 0);
 	assert_int_equal(st.rto_spurious, 0);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
+/* A loss burst on the host's only plane, every path at once: from 30 to
+ * 400 us everything A sends (burst_dirs 1), B sends (2) or both (3) is
+ * lost. */
+static int burst_dirs;
+
+static int burst_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (n->now >= 30000 && n->now < 400000 && (burst_dirs & (1 << from)))
+		return 0;
+	return ok;
+}
+
+static unsigned count_active(mrp_conn *c, unsigned *nopen)
+{
+	unsigned open = 0, active = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(c, i, &pi) != 0)
+			continue;
+		open++;
+		active += pi.state == MRP_PATH_ACTIVE;
+	}
+	if (nopen)
+		*nopen = open;
+	return active;
+}
+
+static int all_active(net *n, void *arg)
+{
+	(void)arg;
+	unsigned open;
+	return count_active(n->c[0], &open) == open;
+}
+
+/* Every path times out in the burst, and no other path of the plane works
+ * to tell a broken route from a common failure: they keep their routes
+ * and probe, again one PTO apart after each timeout (SPEC 8.1), so that
+ * they are back within a few round trips of the burst's end (at 400 us:
+ * back at 436 us; waiting for the doubled timeout, as they did before, the
+ * next probe left at about 730 us, and none left in [350, 400) us). The
+ * ACK the peer sends ahead of each PROBE_ACK (SPEC 8.2) resolves the
+ * timed-out packets: lost ones count as lost; when only the ACKs were lost,
+ * the packets arrived, the timeouts were spurious and nothing is lost. */
+static void run_burst(int dirs)
+{
+	net n;
+	net_init(&n, NULL, NULL);
+	n.policy = burst_policy;
+	burst_dirs = dirs;
+	size_t len = 4 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 21);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	/* (net_run_until() stops after the first event past its limit, and
+	 * the probes in the burst are about 30 us apart) */
+	net_run_until(&n, NULL, NULL, 350000);
+	assert_true(n.now < 400000);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_true(st.rto_count >= 4);
+	assert_int_equal(count_active(n.c[0], NULL), 0); /* every path timed out */
+	assert_true(net_run_until(&n, all_active, NULL, 10000000));
+	uint64_t back_at = n.now;
+	unsigned open = 0, active = count_active(n.c[0], &open);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	uint64_t done_at = n.now;
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	net_run_until(&n, NULL, NULL, n.now + 1000000);
+	mrp_conn_get_stats(n.c[0], &st);
+	print_message("burst %s: %u paths back at %llu us; complete at %llu us; rto %llu "
+		      "spurious %llu late %llu lost %llu\n",
+		      dirs == 3 ? "both ways" : "on the ACKs", open, (unsigned long long)back_at / 1000,
+		      (unsigned long long)done_at / 1000, (unsigned long long)st.rto_count,
+		      (unsigned long long)st.rto_spurious, (unsigned long long)st.rto_late_pkts,
+		      (unsigned long long)st.lost_pkts);
+	assert_true(open > 0);
+	assert_int_equal(active, open);
+	assert_true(back_at < 500000);
+	if (dirs == 3) {
+		assert_true(st.lost_pkts > 0);
+	} else {
+		assert_int_equal(st.lost_pkts, 0);
+		assert_true(st.rto_spurious > 0);
+		assert_true(st.rto_late_pkts > 0);
+	}
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
+static void test_burst_both_ways(void **state)
+{
+	(void)state;
+	run_burst(3);
+}
+
+static void test_burst_on_acks(void **state)
+{
+	(void)state;
+	run_burst(2);
+}
+
+/* The first data packet A sends on its path 2 is lost. */
+static int first3_lost;
+
+static int first3_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			 uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (from == 0 && ti->is_data && ti->path_id == 2 && !first3_lost) {
+		first3_lost = 1;
+		return 0;
+	}
+	return ok;
+}
+
+/* A fresh connection's short message (36 KiB: 4 packets on each of paths 0
+ * and 1, the initial window, and 1 on path 2) loses the packet of path 2: that path has no RTT sample of its own, but the
+ * connection has one once another path's ACK is in, and the lost packet's
+ * tail-loss probe is re-timed from it (not before the timeout's floor, 100
+ * us, after it was sent) instead of waiting rto_init / 2 (500 us). */
+static void test_fresh_tail_loss(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.policy = first3_policy;
+	first3_lost = 0;
+	size_t len = 36 << 10;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 22);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	n.now = 1000; /* (a timestamp of 0 gives no RTT sample) */
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, n.now), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	uint64_t done_at = n.now;
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	print_message("36 KiB WRITE, path 2's packet lost: complete at %llu us, tail "
+		      "probes %llu, timeouts %llu\n", (unsigned long long)done_at / 1000,
+		      (unsigned long long)st.tlp_count, (unsigned long long)st.rto_count);
+	assert_true(first3_lost);
+	assert_true(done_at < 200000);
 	assert_int_equal(n.check_failures, 0);
 	free(src);
 	net_free(&n);
@@ -2836,6 +3008,9 @@ int main(void)
 		cmocka_unit_test(test_ack_req_acks_every_path),
 		cmocka_unit_test(test_spurious_rto_undone),
 		cmocka_unit_test(test_rto_loss_counted),
+		cmocka_unit_test(test_burst_both_ways),
+		cmocka_unit_test(test_burst_on_acks),
+		cmocka_unit_test(test_fresh_tail_loss),
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_close_graceful),
 		cmocka_unit_test(test_close_abort),

@@ -8,7 +8,7 @@
  * What is asserted here is what holds today; the families of issue 11 that
  * do not hold yet (incast drops <= 0.1 % of data packets, which needs
  * first-round-trip admission; scale-across from start to finish, and under
- * loss at 10 ms and on 1 GB; bursty loss; collectives) are listed in
+ * loss at 10 ms and on 1 GB; bursty loss against RoCEv2; collectives) are listed in
  * bench/README.md with their figures, not asserted.
  */
 #include "mrp_host.h"
@@ -420,6 +420,64 @@ static void test_scale_loss(void **state)
 }
 
 /*
+ * Bursty loss: the sender's cable (plane 0, both directions) loses 1 % of
+ * the time in bursts of 2, 10 and 40 us on average (loss_burst 6, 30, 120),
+ * one flow of 32 MB over 1 and 2 planes, two seeds: MetaRoCE keeps >= 0.95
+ * of its goodput on the same fabric without loss (issue 11 asks for 0.9,
+ * and for RoCEv2's goodput or more: see bench/README.md, "Bursty loss", for
+ * the comparison with RoCEv2 and where it falls short). What it takes:
+ * paths that time out in a burst probe again one PTO apart, the peer's ACK
+ * ahead of the PROBE_ACK resolves their timed-out packets (SPEC 8), and the
+ * congestion-avoidance increase is divided by the bytes in flight, so that
+ * the lossy plane regrows beside a plane whose windows pacing holds large
+ * (with QWND as the divisor, 2 planes, burst 15, seed 5 fell to 0.81).
+ */
+static double burst_goodput(const char *name, double burst, uint64_t seed)
+{
+	const char *dir = getenv("SIM_SCENARIOS");
+	char path[1024], err[512] = "";
+	run rn;
+
+	if (!dir)
+		skip();
+	snprintf(path, sizeof(path), "%s/families/%s.yaml", dir, name);
+	memset(&rn, 0, sizeof(rn));
+	if (sim_scenario_load(path, &rn.cfg, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(rn.cfg.ncables, 1);
+	assert_true(rn.cfg.cables[0].mask & SIM_LP_BURST);
+	if (burst > 0)
+		rn.cfg.cables[0].v.loss_burst = burst;
+	else
+		rn.cfg.cables[0].v.loss = 0;
+	rn.cfg.seed = seed;
+	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	double g = rn.r.flows[0].goodput_bps;
+	run_free(&rn);
+	return g;
+}
+
+static void test_bursty_loss(void **state)
+{
+	(void)state;
+	static const char *const fam[] = { "burst_1plane", "burst_2planes" };
+	static const double bursts[] = { 6, 30, 120 };
+	for (unsigned i = 0; i < 2; i++) {
+		double g0 = burst_goodput(fam[i], 0, 1);
+		for (unsigned b = 0; b < 3; b++)
+			for (uint64_t seed = 1; seed <= 2; seed++) {
+				double g = burst_goodput(fam[i], bursts[b], seed);
+				print_message("%-13s burst %3.0f seed %llu: %.1f Gbit/s, %.3f of "
+					      "lossless (%.1f)\n",
+					      fam[i], bursts[b], (unsigned long long)seed, g / 1e9,
+					      g / g0, g0 / 1e9);
+				assert_true(g >= 0.95 * g0);
+			}
+	}
+}
+
+/*
  * One-direction black hole: one direction of one spine-to-leaf cable goes
  * silent at 200 us. Whatever used it -- data one way, ACKs the other --
  * must move: three RTO floors (3 x 100 us) after the hole opened, the
@@ -534,6 +592,7 @@ int main(void)
 		cmocka_unit_test(test_join),
 		cmocka_unit_test(test_scale_startup),
 		cmocka_unit_test(test_scale_loss),
+		cmocka_unit_test(test_bursty_loss),
 		cmocka_unit_test(test_blackhole_one_way),
 	};
 	if (getenv("TEST_FILTER"))
