@@ -275,7 +275,9 @@ struct mrp_conn {
 	uint8_t adm;            /* first-round-trip admission: ADM_* (SPEC 6.6) */
 	uint64_t adm_left;      /* ADM_CREDIT: credit bytes not yet used */
 	uint64_t adm_sent;      /* ... bytes sent under it */
-	uint64_t adm_until;     /* ... usable until then */
+	uint64_t adm_until;     /* ... to be started before then */
+	uint8_t adm_open;       /* ... more than the initial window: the windows
+				 * are open and paths open as they fill */
 	uint64_t max_rtt_ns;    /* largest max_rtt_ns of the active paths */
 	uint8_t ctl_dirty;      /* some path may have a control packet to send */
 	uint8_t pace_blocked;   /* data waits for pace_at */
@@ -310,7 +312,6 @@ enum {
 	ADM_OFF,    /* not in force, or over: the first ACK or grant came */
 	ADM_CREDIT, /* new data only within the credit */
 	ADM_ASK,    /* no credit: a PROBE with GRANT asks, data waits */
-	ADM_RATE,   /* a rate grant: paced at it, no window limit */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -413,7 +414,7 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->wire_overhead = 66;
 	p->caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD;
 	p->rd_max = 16;
-	p->admit_ttl_ns = 500000;
+	p->admit_ttl_ns = 100000;
 	p->rd_dest_max = 64;
 }
 
@@ -1269,8 +1270,9 @@ static uint64_t path_room(const mrp_conn *c, const path *pa)
 
 /* ---- first-round-trip admission (SPEC 6.6) ------------------------------ */
 
-/* Every active path's window to the SACK span's ceiling: under a rate
- * grant pacing, not a window, holds the connection until its first ACK. */
+/* Every active path's window to the SACK span's ceiling: within a credit
+ * larger than the initial window, the credit and pacing at the line, not a
+ * window, hold the connection until its first ACK. */
 static void adm_open_windows(mrp_conn *c)
 {
 	uint64_t ceiling = (uint64_t)(c->p.cc.max_cwnd_pkts - 1) * c->p.mtu;
@@ -1287,22 +1289,34 @@ static void adm_start(mrp_conn *c, uint64_t now)
 	c->adm = ADM_OFF;
 	if (!c->p.admit || !(c->p.caps & MRP_CAP_ADMIT))
 		return;
-	if (c->p.admit_rate_bps) {
-		c->adm = ADM_RATE;
-		c->last_hint_bps = c->p.admit_rate_bps;
-		c->cc.ops->on_rate_hint(&c->cc, c->p.admit_rate_bps, now);
-		adm_open_windows(c);
-		return;
-	}
 	c->adm = ADM_CREDIT;
 	c->adm_left = c->p.admit_credit;
 	c->adm_until = now + c->p.admit_ttl_ns;
+	if (c->adm_left > c->cc.qwnd) {
+		/* more than the initial window: the credit, not the window,
+		 * bounds the first round trip; pacing at the line holds it */
+		c->adm_open = 1;
+		adm_open_windows(c);
+	}
 }
 
-/* The first ACK or grant came: from now on the receiver's hints rule. */
+/* The first ACK or grant came: from now on the receiver's hints rule. (A
+ * large credit's windows stay open: lowering them to what is in flight
+ * slowed the recovery of a returned plane in the simulator's plane churn,
+ * and pacing at the hint holds the rate.) */
 static inline void adm_end(mrp_conn *c)
 {
+	if (c->adm_open) {
+		uint64_t init = (uint64_t)c->p.cc.init_cwnd_pkts * c->p.cc.mtu;
+		for (uint32_t i = 0; i < c->path_hi; i++) {
+			path *pa = c->paths[i];
+			if (pa && pa->open)
+				mrp_cc_path_lower(&c->cc, &pa->cc, max64(pa->cc.inflight, init));
+		}
+		recompute_qwnd(c);
+	}
 	c->adm = ADM_OFF;
+	c->adm_open = 0;
 }
 
 static int check_params(const mrp_conn_params *p)
@@ -2247,6 +2261,10 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 			how |= MRP_RH_SIGNALS | (h->flags & MRP_F_HELD ? MRP_RH_HELD : 0);
 		mrp_rh_arrival(c->p.rh, &c->rh_slot, (uint64_t)(uintptr_t)c,
 			       d->payload_len + MRP_DATA_HDR_LEN + c->p.wire_overhead, how, now);
+		/* Data sent on its admission has left the queue the credit
+		 * reserved room in: that room is free again (SPEC 6.6). */
+		if ((h->flags & MRP_F_GRANT) && (c->p.caps & MRP_CAP_ADMIT))
+			mrp_rh_admit_return(c->p.rh, d->payload_len + MRP_DATA_HDR_LEN);
 	}
 
 	/* Every packet the path delivered counts, NAK'd or not (SPEC 5.5). */
@@ -2407,6 +2425,23 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 
 static void hint_window(mrp_conn *c, uint64_t now);
 
+/* The first ACK within a large credit: the paths it opened before any
+ * RTT was known take this sample as their first, and their timers follow.
+ * Without it, a path whose packets were all lost (or whose last ones
+ * were) would wait for the initial RTO -- 12 ms on a scale-across link --
+ * where its peers take a few round trips. */
+COLD static void adm_seed_rtt(mrp_conn *c, uint64_t rtt, uint64_t now)
+{
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		path *p = c->paths[i];
+		if (!p || !p->open || p->cc.srtt_ns)
+			continue;
+		rtt_sample(p, rtt);
+		if (p->cc.inflight)
+			path_arm_timers(c, p, now);
+	}
+}
+
 static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_ack *a = &pkt->u.ack;
@@ -2417,6 +2452,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		c->last_hint_bps = hint;
 		c->cc.ops->on_rate_hint(&c->cc, hint, now);
 	}
+	int adm_open = c->adm && c->adm_open;
 	adm_end(c); /* the receiver has heard from us: its hints rule (6.6) */
 	path *pa = a->acked_path_id < c->paths_cap ? c->paths[a->acked_path_id] : NULL;
 	if (!pa || !pa->open || a->acked_path_gen != pa->gen) {
@@ -2501,6 +2537,8 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			if (rtt > a->ack_delay_ns)
 				rtt -= a->ack_delay_ns;
 			rtt_sample(pa, rtt);
+			if (adm_open)
+				adm_seed_rtt(c, rtt, now);
 		}
 		path_alive(c, pa, 1, now);
 		c->cc.ops->on_ack(&c->cc, &pa->cc, acked, marked, now);
@@ -3329,9 +3367,14 @@ COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 		return;
 	/* Grow the path set by half at a time (at least one), as slow start
 	 * grows windows, spreading the new paths over the planes in use. */
+	if (c->adm && c->adm_open) {
+		/* Within a large credit until the first ACK, a path at a time:
+		 * the paths are only as many as the round trip needs. */
+		open_paths(c, 1, now);
+		adm_open_windows(c);
+		return;
+	}
 	open_paths(c, active / 2 > 0 ? (uint32_t)active / 2 : 1, now);
-	if (c->adm == ADM_RATE)
-		adm_open_windows(c); /* paced at the grant until the first ACK */
 }
 
 /*
@@ -3432,8 +3475,8 @@ COLD static ssize_t adm_gate(mrp_conn *c, uint32_t bytes, mrp_tx_info *ti, uint8
 			     size_t buflen, uint64_t now)
 {
 	if (c->adm == ADM_CREDIT) {
-		if (now >= c->adm_until)
-			c->adm_left = 0;
+		if (!c->adm_sent && now >= c->adm_until)
+			c->adm_left = 0; /* not started in time: the receiver took it back */
 		if (c->adm_left >= bytes)
 			return 0;
 		if (c->adm_sent)
@@ -3507,7 +3550,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	uint32_t bytes = (m->opcode == MRP_OP_READ_REQ ? 0
 			  : m->len - off < c->p.mtu ? m->len - off : c->p.mtu) +
 			 MRP_DATA_HDR_LEN;
-	if (c->adm && !retx && c->adm != ADM_RATE) {
+	if (c->adm && !retx) {
 		ssize_t g = adm_gate(c, bytes, ti, buf, buflen, now);
 		if (g)
 			return g < 0 ? 0 : g;
@@ -3532,9 +3575,9 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		pa = best_path(c, bytes, now);
 		if (!pa && c->plane_wait_at == NEVER) {
 			maybe_open_path(c, now);
-			/* (under a rate grant no ACK comes to try again: the
-			 * new paths take the packet now) */
-			if (c->adm == ADM_RATE)
+			/* (within a large credit no ACK may come to try
+			 * again: the new paths take the packet now) */
+			if (c->adm && c->adm_open)
 				pa = best_path(c, bytes, now);
 		}
 		if (!pa)
@@ -3557,6 +3600,8 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		 * Held back by a window or a link instead, the sender says
 		 * nothing, and the allocator reads its rate as its demand. */
 		flags = MRP_F_HELD;
+	if (c->adm == ADM_CREDIT && !retx)
+		flags |= MRP_F_GRANT; /* sent before the first ACK, on its admission (6.6) */
 	ssize_t n = write_seg(c, pa, m, seg, retx, flags, ti, buf, buflen, now);
 	if (n <= 0)
 		return n;

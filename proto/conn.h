@@ -171,15 +171,16 @@ typedef struct mrp_conn_params {
 	 * before it has heard anything from it (the ACCEPT's admit, or a
 	 * simulator's model of it). With admit 0 the connection starts with
 	 * its initial window, as without ADMIT. With admit 1, until its first
-	 * ACK or grant it sends new data only within admit_credit bytes (used
-	 * within admit_ttl_ns of its creation), or, with admit_rate_bps, at
-	 * that rate with no window limit; with neither it first asks for a
-	 * grant (a PROBE with GRANT). Receive side: with ADMIT and an rh, a
-	 * PROBE with GRANT is answered with the allocator's share. */
+	 * ACK or grant it sends new data only within admit_credit bytes
+	 * (counted with their headers; started within admit_ttl_ns of its
+	 * creation, or void): a credit above the initial window opens the
+	 * windows, and paths as they fill, paced at the line. With no credit
+	 * it first asks for a grant (a PROBE with GRANT). Receive side: with
+	 * ADMIT and an rh, a PROBE with GRANT is answered with the
+	 * allocator's share, and data sent on admission returns its credit. */
 	uint8_t admit;            /* default 0 */
 	uint64_t admit_credit;    /* bytes, packets counted with their header */
-	uint64_t admit_rate_bps;  /* 0 = no rate grant */
-	uint64_t admit_ttl_ns;    /* default 500 us */
+	uint64_t admit_ttl_ns;    /* default 100 us */
 	/* RDMA READ (SPEC 5.8): only when the capability READ was negotiated.
 	 * Without it READ work requests are refused (MRP_ERR_INVAL) and
 	 * READ_REQ / READ_RESP packets are NAKed MALFORMED. */

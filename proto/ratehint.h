@@ -37,7 +37,7 @@
 #define MRP_RH_DEFAULT_EPOCH_NS 20000
 #define MRP_RH_DEFAULT_IDLE_NS 200000
 #define MRP_RH_DEFAULT_HEADROOM_PCT 25
-#define MRP_RH_DEFAULT_ADM_TTL_NS 1000000
+#define MRP_RH_DEFAULT_ADM_TTL_NS 200000
 
 typedef struct mrp_rh_slot {
 	uint64_t key;          /* caller's id of the sender (e.g. conn pointer); 0 = free */
@@ -139,27 +139,25 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
 uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns);
 
 /*
- * First-round-trip admission (SPEC 6.6): what a new connection may send
- * before it has heard from this receiver. adm_conns counts the new one;
- * pkt_bytes a full data packet as the credit is counted (header and
- * payload). Returns the credit in bytes and sets *rate_bps:
+ * First-round-trip admission (SPEC 6.6): the credit, in bytes, a new
+ * connection may send before it has heard from this receiver.
+ * adm_conns counts the new one; pkt_bytes is a full data packet as the
+ * credit counts it (header and payload); want_bytes what the sender has to
+ * send, UINT64_MAX when the receiver cannot know it. The credit is
+ * min(adm_budget / adm_conns, what of the budget is not out, want_bytes
+ * rounded up to whole packets), in whole packets; 0 when that is less than
+ * one packet: the sender then asks for a grant (a PROBE with GRANT) and
+ * sends after the answer. The receiver's only connection so gets the whole
+ * budget: with a budget of a bandwidth-delay product or more, it runs at
+ * its line rate from its first packet.
  *
- * - a rate grant (*rate_bps = capacity_bps, credit 0) when the new
- *   connection is the receiver's only one, no sender is active and no
- *   credit is out: it may send at that rate until its first ACK. It counts
- *   as half the budget out, so that connections that arrive during its
- *   first round trip get credit from the other half only;
- * - otherwise (*rate_bps = 0) a credit of min(adm_budget / adm_conns, what
- *   of the budget is not out), in whole packets; 0 when that is less than
- *   one packet: the sender then asks for a grant (a PROBE with GRANT) and
- *   sends after the answer.
- *
- * The sum of the credits out never exceeds adm_budget. Credit is not
- * returned packet by packet: all of it comes back adm_ttl_ns after the last
- * grant (a sender may use its credit only within adm_ttl_ns of it). With
- * adm_budget 0 every answer is credit 0, rate 0.
+ * The sum of the credits out never exceeds adm_budget. Credit returns as
+ * the data sent on it arrives (mrp_rh_admit_return()), and what is still
+ * out adm_ttl_ns after the last grant returns then (credit unused, or its
+ * packets lost: a sender must start using its credit within a shorter
+ * time of getting it). With adm_budget 0 every credit is 0.
  */
-uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t now_ns, uint64_t *rate_bps);
+uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint64_t now_ns);
 
 /* The grant for a PROBE with GRANT from sender key (SPEC 6.6): the sender
  * takes a slot as on its first arrival (an equal share at once) and the
@@ -168,6 +166,10 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t now_ns, uint64_t 
  * active, and the first would otherwise be given the whole capacity, the
  * second half of it, and so on. 0: no slot free. */
 uint64_t mrp_rh_grant(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint64_t now_ns);
+
+/* bytes of data sent on an admission (flag GRANT) arrived: their credit
+ * returns to the pool. */
+void mrp_rh_admit_return(mrp_rh *rh, uint64_t bytes);
 
 /* Release a sender's slot (connection closed). */
 void mrp_rh_release(mrp_rh *rh, uint32_t slot, uint64_t key);

@@ -141,6 +141,31 @@ static ssize_t fixed_len(uint8_t op)
 	return MRP_ERR_OPCODE;
 }
 
+/* 2^(r/8) for r = 0..7, times 2^20, rounded down */
+static const uint32_t admit_frac[8] = { 1048576, 1143480, 1246974, 1359834,
+					 1482910, 1617125, 1763487, 1923096 };
+
+uint64_t mrp_admit_bytes(uint8_t admit)
+{
+	unsigned q, r;
+
+	if (admit == 0)
+		return 0;
+	q = (unsigned)(admit - 1) / 8;
+	r = (unsigned)(admit - 1) % 8;
+	/* 4096 * 2^q * frac / 2^20: at most 2^12 * 2^31 * 2^21 / 2^20, no overflow */
+	return ((uint64_t)4096 << q) * admit_frac[r] >> 20;
+}
+
+uint8_t mrp_admit_code(uint64_t bytes)
+{
+	unsigned k = 0;
+
+	while (k < 255 && mrp_admit_bytes((uint8_t)(k + 1)) <= bytes)
+		k++;
+	return (uint8_t)k;
+}
+
 ssize_t mrp_pkt_len(const mrp_pkt *pkt)
 {
 	ssize_t len;
@@ -176,7 +201,8 @@ static int check_version_op(const mrp_hdr *hdr)
 static uint16_t allowed_flags(uint8_t op)
 {
 	if (mrp_op_is_data(op))
-		return MRP_F_FIRST | MRP_F_LAST | MRP_F_RETX | MRP_F_ACK_REQ | MRP_F_HELD;
+		return MRP_F_FIRST | MRP_F_LAST | MRP_F_RETX | MRP_F_ACK_REQ | MRP_F_HELD |
+		       MRP_F_GRANT;
 	if (op == MRP_OP_PROBE)
 		return MRP_F_ACK_REQ | MRP_F_GRANT;
 	if (op == MRP_OP_PROBE_ACK)

@@ -61,7 +61,8 @@
 #define MRP_F_REPLY 0x0010   /* CLOSE: this is the answer to a CLOSE */
 #define MRP_F_HELD 0x0020    /* data: the receiver's rate hint holds back more ready data (SPEC 6.5) */
 #define MRP_F_GRANT 0x0040   /* PROBE: asks the receiver for an admission grant;
-			      * PROBE_ACK: carries one, grant_mbps (SPEC 6.6) */
+			      * PROBE_ACK: carries one, grant_mbps; data: sent on
+			      * the first round trip's admission (SPEC 6.6) */
 
 /* Fixed sizes (bytes). */
 #define MRP_HDR_LEN 28        /* common header, every packet */
@@ -99,11 +100,11 @@
 		       MRP_CAP_READ | MRP_CAP_HELD | MRP_CAP_ADMIT)
 
 /* ACCEPT admit (SPEC 6.6): 0 = no credit (the initiator asks for a grant
- * before it sends data), 1 to 254 = a credit of admit * MRP_ADMIT_UNIT bytes,
- * MRP_ADMIT_RATE = the initiator may send at its line rate until its
- * first ACK or grant. */
-#define MRP_ADMIT_UNIT 4096u
-#define MRP_ADMIT_RATE 255u
+ * before it sends data); k = 1..255: a credit of 4096 * 2^((k - 1) / 8)
+ * bytes, rounded down. mrp_admit_bytes() decodes k; mrp_admit_code() gives
+ * the largest k whose credit is at most bytes (0 below 4096). */
+uint64_t mrp_admit_bytes(uint8_t admit);
+uint8_t mrp_admit_code(uint64_t bytes);
 
 /* NAK reasons. */
 #define MRP_NAK_INVALID_RKEY 1

@@ -123,7 +123,7 @@ static int get_opts(sim *s, mh_opts *o)
 	    sim_opt_time(s, "rto_min", 100000, &o->rto_min_ns) < 0 ||
 	    sim_opt_time(s, "rto_init", 1000000, &o->rto_init_ns) < 0 ||
 	    sim_opt_u64(s, "rate_hints", 1, &o->rate_hints) < 0 ||
-	    sim_opt_u64(s, "admit", 1, &o->admit) < 0 ||
+	    sim_opt_u64(s, "admit", 0, &o->admit) < 0 ||
 	    sim_opt_bytes(s, "admit_budget", 0, &o->admit_budget) < 0)
 		return -1;
 	o->cc = sim_opt_get(s, "cc");
@@ -452,8 +452,8 @@ static uint32_t carried_init_cwnd(mh *m, const sim_flow *f, uint32_t paths, uint
  * First-round-trip admission (SPEC 6.6) as the handshake would give it: the
  * simulator runs no CONNECT/ACCEPT, so a new sender's connection asks its
  * receiver's allocator directly, as the receiver does when it builds its
- * ACCEPT. The receiver's budget is transport.metaroce.admit_budget, or half
- * the queues in front of it (its switch ports, all planes). A flow that
+ * ACCEPT. The receiver's budget is transport.metaroce.admit_budget, or the
+ * queues in front of it (its switch ports, all planes). A flow that
  * runs on its predecessor's connection (a collective's next step) has
  * heard from the receiver already: no admission.
  */
@@ -465,15 +465,17 @@ static void admit(mh *m, const sim_flow *f, mrp_conn_params *p, uint64_t now)
 		return;
 	if (!d->rh.adm_budget) {
 		uint64_t b = d->o.admit_budget;
-		for (unsigned pl = 0; !b && pl < sim_planes(m->s); pl++)
-			b += dh->in[pl] ? dh->in[pl]->queue_bytes / 2 : 0;
+		for (unsigned pl = 0; !d->o.admit_budget && pl < sim_planes(m->s); pl++)
+			b += dh->in[pl] ? dh->in[pl]->queue_bytes : 0;
 		/* (a link with no queue limit: a budget of 64 full packets) */
 		d->rh.adm_budget = b ? b : 64ull * (MRP_DATA_HDR_LEN + sim_mtu(m->s));
 	}
 	p->admit = 1;
 	d->rh.adm_conns = d->rx_conns;
-	p->admit_credit = mrp_rh_admit(&d->rh, MRP_DATA_HDR_LEN + sim_mtu(m->s), now,
-				       &p->admit_rate_bps);
+	/* (what the sender will send: its flow, a whole packet per segment) */
+	uint64_t pkt = MRP_DATA_HDR_LEN + sim_mtu(m->s);
+	uint64_t want = (f->bytes + sim_mtu(m->s) - 1) / sim_mtu(m->s) * pkt;
+	p->admit_credit = mrp_rh_admit(&d->rh, (uint32_t)pkt, want ? want : pkt, now);
 }
 
 /* The engine connection of mc, made now: the sender's messages are posted,
