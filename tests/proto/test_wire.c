@@ -1468,9 +1468,9 @@ static void test_hs_fields(void **state)
 			assert_int_equal(mrp_admit_code(4096), 1);
 			assert_int_equal(mrp_admit_code(8191), 8);
 			assert_int_equal(mrp_admit_code(UINT64_MAX), 255);
-			for (unsigned k = 1; k < 255; k++) {
-				assert_true(mrp_admit_bytes((uint8_t)k) < mrp_admit_bytes((uint8_t)(k + 1)));
-				assert_int_equal(mrp_admit_code(mrp_admit_bytes((uint8_t)k)), k);
+			for (unsigned a = 1; a < 255; a++) {
+				assert_true(mrp_admit_bytes((uint8_t)a) < mrp_admit_bytes((uint8_t)(a + 1)));
+				assert_int_equal(mrp_admit_code(mrp_admit_bytes((uint8_t)a)), a);
 			}
 			BYTE_WITH(op, 67, 0x01, MRP_ERR_RANGE, p->u.hs.mtu = 0);
 		}

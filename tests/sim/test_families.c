@@ -139,13 +139,12 @@ static void test_reordering(void **state)
  * are at most max_drop_pct. The receiver's first-round-trip admission
  * (SPEC 6.6) keeps them at 0 where the engine without it dropped 3.8 %
  * (incast_64) and 15 % (incast_256) of them. At 1,024:1 the family's
- * <= 0.1 % is not met: 3.8-4.1 % over seeds 1-3 (it was 56 %): the first
+ * <= 0.1 % is not met: 1.6-1.8 % over seeds 1-3 (it was 56 %): the first
  * round trip is clean, but a thousand senders paced at a tenth of a Gbit/s
- * each drift into phase and their tail-loss probes add to the queue that
- * builds (bench/README.md). Asserted there: <= 6 %, and the receiver's
- * link >= 0.85 busy (measured 0.898, short of the family's 0.9).
+ * each drift into phase, and the tail-loss probes of packets that wait in
+ * the queue that builds add to it (bench/README.md). Asserted there: <= 3 %.
  */
-static void incast(const char *name, uint64_t seed, double max_drop_pct, double min_util)
+static void incast(const char *name, uint64_t seed, double max_drop_pct)
 {
 	run rn;
 	run_load(&rn, name, seed);
@@ -202,22 +201,22 @@ static void incast(const char *name, uint64_t seed, double max_drop_pct, double 
 		      max_drop_pct);
 	assert_true(j >= 0.95);
 	assert_true(100.0 * (double)all_drops(rn.s) <= max_drop_pct * (double)pkts);
-	assert_true(util >= min_util);
+	assert_true(util >= 0.90);
 	run_free(&rn);
 }
 
 static void test_incast(void **state)
 {
 	(void)state;
-	incast("incast_64", 1, 0.1, 0.90);
-	incast("incast_64", 2, 0.1, 0.90);
-	incast("incast_48_25g", 1, 0.1, 0.90);
-	incast("incast_64_leafspine", 1, 0.1, 0.90);
-	incast("incast_64_leafspine", 2, 0.1, 0.90);
-	incast("incast_32_2planes", 1, 0.1, 0.90);
-	incast("incast_256", 1, 0.1, 0.90);
-	incast("incast_256", 2, 0.1, 0.90);
-	incast("incast_1024", 1, 6.0, 0.85);
+	incast("incast_64", 1, 0.1);
+	incast("incast_64", 2, 0.1);
+	incast("incast_48_25g", 1, 0.1);
+	incast("incast_64_leafspine", 1, 0.1);
+	incast("incast_64_leafspine", 2, 0.1);
+	incast("incast_32_2planes", 1, 0.1);
+	incast("incast_256", 1, 0.1);
+	incast("incast_256", 2, 0.1);
+	incast("incast_1024", 1, 3.0);
 }
 
 /*
@@ -327,8 +326,10 @@ static void scale_startup(const char *name, uint64_t rtt_ns)
 	}
 	double rate = (double)(b95 - b0) * 8e9 / (double)(t95 - 2 * rtt_ns);
 	/* the last packet's arrival: the receiver's link has carried every
-	 * data packet (the network is lossless: each is carried once) */
-	uint64_t mtu = rn.cfg.mtu, wire_all = total + (total + mtu - 1) / mtu * MRP_DATA_HDR_LEN;
+	 * data packet, as the link counts it (the network is lossless: each
+	 * is carried once; the sender's few probes are less than a packet) */
+	uint64_t mtu = rn.cfg.mtu,
+		 wire_all = total + (total + mtu - 1) / mtu * (MRP_DATA_HDR_LEN + SIM_WIRE_OVERHEAD);
 	while (host_rx_bytes(rn.s, 1) < wire_all)
 		run_to(&rn, t += step);
 	double whole = (double)total * 8e9 / (double)(t - t_first);
