@@ -1300,10 +1300,12 @@ static void adm_start(mrp_conn *c, uint64_t now)
 	}
 }
 
-/* The first ACK or grant came: from now on the receiver's hints rule. (A
- * large credit's windows stay open: lowering them to what is in flight
- * slowed the recovery of a returned plane in the simulator's plane churn,
- * and pacing at the hint holds the rate.) */
+/* The first ACK or grant came: from now on the receiver's hints rule. A
+ * large credit's windows come down to what each path has in flight, at
+ * least the initial window, and grow from there (hint_window() sizes them
+ * from the ACK's hint): left at the SACK span they let a lone connection
+ * at line rate overflow an oversubscribed core before its ECN marks came
+ * back (the simulator's reorder_50x_small). */
 static inline void adm_end(mrp_conn *c)
 {
 	if (c->adm_open) {
@@ -3365,8 +3367,6 @@ COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 	}
 	if (!active || now - c->last_open_ns < srtt / 2)
 		return;
-	/* Grow the path set by half at a time (at least one), as slow start
-	 * grows windows, spreading the new paths over the planes in use. */
 	if (c->adm && c->adm_open) {
 		/* Within a large credit until the first ACK, a path at a time:
 		 * the paths are only as many as the round trip needs. */
@@ -3374,6 +3374,8 @@ COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 		adm_open_windows(c);
 		return;
 	}
+	/* Grow the path set by half at a time (at least one), as slow start
+	 * grows windows, spreading the new paths over the planes in use. */
 	open_paths(c, active / 2 > 0 ? (uint32_t)active / 2 : 1, now);
 }
 
