@@ -862,6 +862,12 @@ static const struct vector vectors[] = {
 		.u.probe_ack = { .probed_path_id = 0x2122, .probed_path_gen = 0x2324,
 			.probe_seq = 0x25262728, .ack_delay_ns = 0x292A2B2C,
 			.ts_echo_ns = 0x3132333435363738ull } } },
+	{ "probe_ack_grant.bin", 0, {
+		.hdr = { MRP_VERSION, MRP_OP_PROBE_ACK, MRP_F_GRANT,
+			 0x0A0B, 0x0C0D, 0x1A1B1C1D, 0x0A0B0C0D, 0x99AABBCCDDEEFF01ull, 0 },
+		.u.probe_ack = { .probed_path_id = 0x2122, .probed_path_gen = 0x2324,
+			.probe_seq = 0x25262728, .ack_delay_ns = 0x292A2B2C,
+			.ts_echo_ns = 0x3132333435363738ull, .grant_mbps = 25000 } } },
 	{ "connect.bin", 0, {
 		.hdr = { MRP_VERSION, MRP_OP_CONNECT, 0,
 			 0, 0, 0, 0x0A0B0C0D, 0, 0 },
