@@ -170,6 +170,7 @@ typedef struct path {
 	uint8_t rx_open, rx_ack_now, rx_plane; /* receive side (below) */
 	uint8_t pack_pending;
 	uint8_t pack_grant;     /* ... and the PROBE asked for a grant (SPEC 6.6) */
+	uint8_t probe_asked;    /* our pending PROBE asks for a grant (SPEC 6.6) */
 	uint16_t pack_gen;
 	/* send side */
 	uint32_t snd_nxt, snd_una;
@@ -2710,6 +2711,8 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	path_arm_timers(c, pa, now);
 	if (grant)
 		adm_granted(c, (uint64_t)k->grant_mbps * 1000000, rtt, now);
+	else if (c->adm == ADM_ASK && pa->probe_asked)
+		adm_end(c); /* a request answered without a grant: the initial window (6.6) */
 	return 0;
 }
 
@@ -2995,6 +2998,7 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 	k.hdr.flags = MRP_F_ACK_REQ;
 	if (c->adm == ADM_ASK)
 		k.hdr.flags |= MRP_F_GRANT; /* a request for a grant (SPEC 6.6) */
+	pa->probe_asked = c->adm == ADM_ASK;
 	k.u.probe.probe_seq = ++pa->probe_seq;
 	k.u.probe.ts_ns = now;
 	c->dl_valid = 0;

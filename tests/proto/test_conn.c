@@ -2160,8 +2160,8 @@ static int adm_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pk
 }
 
 /* A 1 MiB WRITE from A to B (B's allocator: 100 Gbit/s, 4 connections),
- * both with ADMIT, A with credit bytes of admission. */
-static void admit_run(uint64_t credit, mrp_conn_stats st[2])
+ * A with ADMIT and credit bytes of admission, B with b_caps. */
+static void admit_run(uint64_t credit, uint64_t b_caps, mrp_conn_stats st[2])
 {
 	static mrp_rh_slot slots[8];
 	mrp_rh rh;
@@ -2175,7 +2175,8 @@ static void admit_run(uint64_t credit, mrp_conn_stats st[2])
 	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100000000000ull, 0), 0);
 	rh.adm_conns = 4;
 	pair_params(p, 1, 0);
-	p[0].caps = p[1].caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
+	p[0].caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
+	p[1].caps = b_caps;
 	p[0].admit = 1;
 	p[0].admit_credit = credit;
 	p[1].rh = &rh;
@@ -2207,8 +2208,10 @@ static void test_admission_request_and_credit(void **state)
 	mrp_conn_stats st[2];
 	const uint64_t pkt = MRP_MTU_DEFAULT + MRP_DATA_HDR_LEN;
 
+	const uint64_t all = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
+
 	(void)state;
-	admit_run(0, st);
+	admit_run(0, all, st);
 	assert_int_equal(adm.a_first_op, MRP_OP_PROBE);
 	assert_true(adm.a_first_flags & MRP_F_GRANT);
 	assert_true(adm.a_first_flags & MRP_F_ACK_REQ);
@@ -2220,12 +2223,22 @@ static void test_admission_request_and_credit(void **state)
 	assert_int_equal(st[0].admit_grants, 1);
 	assert_int_equal(st[1].admit_requests, 1);
 
-	admit_run(3 * pkt, st);
+	admit_run(3 * pkt, all, st);
 	assert_int_equal(adm.a_grant_data, 3);
 	assert_true(adm.a_data_before <= 3);
 	assert_true(adm.a_data_before >= 1);
 	assert_int_equal(adm.b_grants, 0);
 	assert_int_equal(st[0].admit_asks, 0);
+	assert_int_equal(st[1].admit_requests, 0);
+
+	/* a receiver that answers the request without a grant (it ignores
+	 * GRANT): A starts with its initial window, and the WRITE completes */
+	admit_run(0, MRP_CAP_RATE_HINT | MRP_CAP_HELD, st);
+	assert_int_equal(adm.a_first_op, MRP_OP_PROBE);
+	assert_int_equal(adm.a_data_before, 0);
+	assert_int_equal(adm.b_grants, 0);
+	assert_int_equal(st[0].admit_asks, 1);
+	assert_int_equal(st[0].admit_grants, 0);
 	assert_int_equal(st[1].admit_requests, 0);
 }
 
