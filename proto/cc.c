@@ -487,6 +487,15 @@ void mrp_cc_path_raise(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd, uint64_t 
 	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
 }
 
+void mrp_cc_path_lower(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd)
+{
+	uint64_t old = p->cwnd;
+
+	p->cwnd = clamp_cwnd(cc, cwnd < p->cwnd ? cwnd : p->cwnd);
+	p->ai_frac = 0;
+	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
+}
+
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight)
 {

@@ -152,6 +152,12 @@ int mrp_cc_conn_init(mrp_cc_conn *cc, const char *name,
  * the receiver's rate hint (ssthresh UINT64_MAX: still slow start). */
 void mrp_cc_path_raise(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd, uint64_t ssthresh);
 
+/* Lower p's window to at most cwnd (within the window bounds; ssthresh
+ * unchanged); pacing follows. The engine uses it when a first-round-trip
+ * credit (SPEC 6.6) that opened the windows to the SACK span before any RTT
+ * was known ends. */
+void mrp_cc_path_lower(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd);
+
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight);
 

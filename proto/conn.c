@@ -175,6 +175,8 @@ typedef struct path {
 	uint8_t probe_pending; /* a PROBE is waiting for its answer */
 	uint8_t rx_open, rx_ack_now, rx_plane; /* receive side (below) */
 	uint8_t pack_pending;
+	uint8_t pack_grant;     /* ... and the PROBE asked for a grant (SPEC 6.6) */
+	uint8_t probe_asked;    /* our pending PROBE asks for a grant (SPEC 6.6) */
 	uint16_t pack_gen;
 	uint16_t pack_via;     /* path+1 of the ACK sent for the PROBE, 0 = none */
 	/* send side */
@@ -278,6 +280,12 @@ struct mrp_conn {
 
 	uint32_t rh_slot;
 	uint64_t last_hint_bps;
+	uint8_t adm;            /* first-round-trip admission: ADM_* (SPEC 6.6) */
+	uint64_t adm_left;      /* ADM_CREDIT: credit bytes not yet used */
+	uint64_t adm_sent;      /* ... bytes sent under it */
+	uint64_t adm_until;     /* ... to be started before then */
+	uint8_t adm_open;       /* ... more than the initial window: the windows
+				 * are open and paths open as they fill */
 	uint64_t max_rtt_ns;    /* largest max_rtt_ns of the active paths */
 	uint8_t ctl_dirty;      /* some path may have a control packet to send */
 	uint8_t pace_blocked;   /* data waits for pace_at */
@@ -306,6 +314,13 @@ struct mrp_conn {
 	uint8_t dl_valid;
 	uint64_t dl_tmr;
 	mrp_conn_stats st;
+};
+
+/* First-round-trip admission states (mrp_conn.adm). */
+enum {
+	ADM_OFF,    /* not in force, or over: the first ACK or grant came */
+	ADM_CREDIT, /* new data only within the credit */
+	ADM_ASK,    /* no credit: a PROBE with GRANT asks, data waits */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -408,6 +423,7 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->wire_overhead = 66;
 	p->caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD;
 	p->rd_max = 16;
+	p->admit_ttl_ns = 100000;
 	p->rd_dest_max = 64;
 }
 
@@ -1268,6 +1284,59 @@ static uint64_t path_room(const mrp_conn *c, const path *pa)
 
 /* ---- connection lifecycle --------------------------------------------- */
 
+/* ---- first-round-trip admission (SPEC 6.6) ------------------------------ */
+
+/* Every active path's window to the SACK span's ceiling: within a credit
+ * larger than the initial window, the credit and pacing at the line, not a
+ * window, hold the connection until its first ACK. */
+static void adm_open_windows(mrp_conn *c)
+{
+	uint64_t ceiling = (uint64_t)(c->p.cc.max_cwnd_pkts - 1) * c->p.mtu;
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		path *pa = c->paths[i];
+		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE && pa->cc.cwnd < ceiling)
+			mrp_cc_path_raise(&c->cc, &pa->cc, ceiling, UINT64_MAX);
+	}
+	recompute_qwnd(c);
+}
+
+static void adm_start(mrp_conn *c, uint64_t now)
+{
+	c->adm = ADM_OFF;
+	if (!c->p.admit || !(c->p.caps & MRP_CAP_ADMIT))
+		return;
+	c->adm = ADM_CREDIT;
+	c->adm_left = c->p.admit_credit;
+	c->adm_until = now + c->p.admit_ttl_ns;
+	if (c->adm_left > c->cc.qwnd) {
+		/* more than the initial window: the credit, not the window,
+		 * bounds the first round trip; pacing at the line holds it */
+		c->adm_open = 1;
+		adm_open_windows(c);
+	}
+}
+
+/* The first ACK or grant came: from now on the receiver's hints rule. A
+ * large credit's windows come down to what each path has in flight, at
+ * least the initial window, and grow from there (hint_window() sizes them
+ * from the ACK's hint): left at the SACK span they let a lone connection
+ * at line rate overflow an oversubscribed core before its ECN marks came
+ * back (the simulator's reorder_50x_small). */
+static inline void adm_end(mrp_conn *c)
+{
+	if (c->adm_open) {
+		uint64_t init = (uint64_t)c->p.cc.init_cwnd_pkts * c->p.cc.mtu;
+		for (uint32_t i = 0; i < c->path_hi; i++) {
+			path *pa = c->paths[i];
+			if (pa && pa->open)
+				mrp_cc_path_lower(&c->cc, &pa->cc, max64(pa->cc.inflight, init));
+		}
+		recompute_qwnd(c);
+	}
+	c->adm = ADM_OFF;
+	c->adm_open = 0;
+}
+
 static int check_params(const mrp_conn_params *p)
 {
 	if (!p->local_conn_id || !p->peer_conn_id || !p->local_token || !p->peer_token)
@@ -1342,6 +1411,7 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
 	}
 	c->last_open_ns = now_ns;
 	c->last_rx_ns = now_ns;
+	adm_start(c, now_ns);
 	*pconn = c;
 	return 0;
 }
@@ -2209,6 +2279,10 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 			how |= MRP_RH_SIGNALS | (h->flags & MRP_F_HELD ? MRP_RH_HELD : 0);
 		mrp_rh_arrival(c->p.rh, &c->rh_slot, (uint64_t)(uintptr_t)c,
 			       d->payload_len + MRP_DATA_HDR_LEN + c->p.wire_overhead, how, now);
+		/* Data sent on its admission has left the queue the credit
+		 * reserved room in: that room is free again (SPEC 6.6). */
+		if ((h->flags & MRP_F_GRANT) && (c->p.caps & MRP_CAP_ADMIT))
+			mrp_rh_admit_return(c->p.rh, d->payload_len + MRP_DATA_HDR_LEN);
 	}
 
 	/* Every packet the path delivered counts, NAK'd or not (SPEC 5.5). */
@@ -2418,6 +2492,23 @@ static void rearm_unsampled(mrp_conn *c, uint64_t now)
 	}
 }
 
+/* The first ACK within a large credit: the paths it opened before any
+ * RTT was known take this sample as their first, and their timers follow.
+ * Without it, a path whose packets were all lost (or whose last ones
+ * were) would wait for the initial RTO -- 12 ms on a scale-across link --
+ * where its peers take a few round trips. */
+COLD static void adm_seed_rtt(mrp_conn *c, uint64_t rtt, uint64_t now)
+{
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		path *p = c->paths[i];
+		if (!p || !p->open || p->cc.srtt_ns)
+			continue;
+		rtt_sample(p, rtt);
+		if (p->cc.inflight)
+			path_arm_timers(c, p, now);
+	}
+}
+
 static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_ack *a = &pkt->u.ack;
@@ -2428,6 +2519,8 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		c->last_hint_bps = hint;
 		c->cc.ops->on_rate_hint(&c->cc, hint, now);
 	}
+	int adm_open = c->adm && c->adm_open;
+	adm_end(c); /* the receiver has heard from us: its hints rule (6.6) */
 	path *pa = a->acked_path_id < c->paths_cap ? c->paths[a->acked_path_id] : NULL;
 	if (!pa || !pa->open || a->acked_path_gen != pa->gen) {
 		c->st.drops_stale++;
@@ -2511,6 +2604,8 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			if (rtt > a->ack_delay_ns)
 				rtt -= a->ack_delay_ns;
 			rtt_sample(pa, rtt);
+			if (adm_open)
+				adm_seed_rtt(c, rtt, now);
 		}
 		path_alive(c, pa, 1, now);
 		c->cc.acking_bytes = c->total_inflight + acked;
@@ -2619,6 +2714,42 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	return 0;
 }
 
+/* The answer to our request (SPEC 6.6): the granted rate sizes the window
+ * as a first ACK's hint would, over the RTT the request measured. A grant
+ * of 0 (the receiver divides no capacity) leaves the initial window. That
+ * RTT is not a sample of the path's: the request crossed an empty queue
+ * (a control packet, ahead of data where switches prioritise them), and
+ * the data it admits meets the queue that the receiver's budget allows --
+ * with the request's RTT as srtt, the first data's tail-loss probes would
+ * fire while it waits there, and add to it. The first ACK gives the first
+ * sample, as it does without admission. */
+COLD static void adm_granted(mrp_conn *c, uint64_t grant_bps, uint64_t rtt, uint64_t now)
+{
+	adm_end(c);
+	c->st.admit_grants++;
+	if (!grant_bps || !(c->p.caps & MRP_CAP_RATE_HINT))
+		return;
+	c->last_hint_bps = grant_bps;
+	c->cc.ops->on_rate_hint(&c->cc, grant_bps, now);
+	recompute_qwnd(c);
+	if (rtt && !c->cc.hint_rtt_ns) {
+		c->cc.hint_rtt_ns = rtt; /* (hint_window() puts back the paths') */
+		hint_window(c, now);
+		recompute_qwnd(c);
+	}
+	/* Requests that arrived together are answered together: were every
+	 * sender to start with a burst at once, a thousand of them would
+	 * overflow the queue the grants keep empty. Each starts at a random
+	 * point of its first packet's pacing interval, with no burst, so that
+	 * together they arrive at about the receiver's capacity. */
+	if (c->cc.pacing_bps) {
+		uint64_t wire = (uint64_t)MRP_DATA_HDR_LEN + c->p.mtu + c->p.wire_overhead;
+		uint64_t gap = mrp_mul_div(wire, 8000000000ull, c->cc.pacing_bps);
+		c->pace_at = now + mrp_rand_below(&c->rng, gap ? gap : 1);
+		c->pace_blocked = 1;
+	}
+}
+
 static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_probe_ack *k = &pkt->u.probe_ack;
@@ -2650,11 +2781,15 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		if (lost && !pa->rto_pending)
 			pa->undo_valid = 0;
 	}
+	uint64_t rtt = 0;
+	int grant = (pkt->hdr.flags & MRP_F_GRANT) && c->adm == ADM_ASK;
 	if (k->ts_echo_ns <= now) {
-		uint64_t rtt = now - k->ts_echo_ns;
+		rtt = now - k->ts_echo_ns;
 		if (rtt > k->ack_delay_ns)
 			rtt -= k->ack_delay_ns;
-		rtt_sample(pa, rtt);
+		/* (not a grant's: see adm_granted()) */
+		if (!grant)
+			rtt_sample(pa, rtt);
 		pa->probe_rtt_ns = rtt;
 		pa->probes_answered++;
 	}
@@ -2664,6 +2799,10 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	path_arm_timers(c, pa, now);
 	recompute_qwnd(c); /* (the connection's RTT may be its first) */
 	rearm_unsampled(c, now);
+	if (grant)
+		adm_granted(c, (uint64_t)k->grant_mbps * 1000000, rtt, now);
+	else if (c->adm == ADM_ASK && pa->probe_asked)
+		adm_end(c); /* a request answered without a grant: the initial window (6.6) */
 	return 0;
 }
 
@@ -2750,6 +2889,7 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 			return MRP_ERR_RANGE;
 		}
 		pa->pack_pending = 1;
+		pa->pack_grant = (h->flags & MRP_F_GRANT) && (c->p.caps & MRP_CAP_ADMIT);
 		pa->pack_gen = h->path_gen;
 		/* The path's receive state goes back with the answer, ahead of
 		 * it on the same route (write_pkt): a sender probing a path
@@ -2942,6 +3082,20 @@ COLD static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint
 	k.u.probe_ack.ts_echo_ns = pa->pack_ts_ns;
 	uint64_t delay = now - pa->pack_arrival_ns;
 	k.u.probe_ack.ack_delay_ns = delay > UINT32_MAX ? UINT32_MAX : (uint32_t)delay;
+	if (pa->pack_grant) {
+		/* A request (SPEC 6.6): the sender takes its place among ours
+		 * now, and the answer is its share of the capacity. */
+		uint64_t g = 0;
+		if (c->p.rh && (c->p.caps & MRP_CAP_RATE_HINT))
+			g = mrp_rh_grant(c->p.rh, &c->rh_slot, (uint64_t)(uintptr_t)c, now);
+		uint64_t mbps = g / 1000000;
+		if (g && !mbps)
+			mbps = 1;
+		k.hdr.flags = MRP_F_GRANT;
+		k.u.probe_ack.grant_mbps = mbps > UINT32_MAX ? UINT32_MAX : (uint32_t)mbps;
+		pa->pack_grant = 0;
+		c->st.admit_requests++;
+	}
 	return encode_ctl(&k, ti, via, buf, buflen);
 }
 
@@ -2952,6 +3106,9 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 	memset(&k, 0, sizeof(k));
 	fill_hdr(c, &k.hdr, MRP_OP_PROBE, pa);
 	k.hdr.flags = MRP_F_ACK_REQ;
+	if (c->adm == ADM_ASK)
+		k.hdr.flags |= MRP_F_GRANT; /* a request for a grant (SPEC 6.6) */
+	pa->probe_asked = c->adm == ADM_ASK;
 	k.u.probe.probe_seq = ++pa->probe_seq;
 	k.u.probe.ts_ns = now;
 	c->dl_valid = 0;
@@ -3336,6 +3493,13 @@ COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 	}
 	if (!active || now - c->last_open_ns < srtt / 2)
 		return;
+	if (c->adm && c->adm_open) {
+		/* Within a large credit until the first ACK, a path at a time:
+		 * the paths are only as many as the round trip needs. */
+		open_paths(c, 1, now);
+		adm_open_windows(c);
+		return;
+	}
 	/* Grow the path set by half at a time (at least one), as slow start
 	 * grows windows, spreading the new paths over the planes in use. */
 	open_paths(c, active / 2 > 0 ? (uint32_t)active / 2 : 1, now);
@@ -3427,6 +3591,37 @@ static int rnr_waiting(const txmsg *m, uint64_t now)
 	return m->in_rnr && m->rnr_until > now;
 }
 
+/*
+ * Before the first ACK, new data of bytes (header included) may go only
+ * within the receiver's credit (SPEC 6.6). 0: it may. Otherwise the data
+ * waits: > 0 when a request for a grant was written instead, < 0 for
+ * nothing to send. A sender that sent part of its credit waits for that
+ * data's ACK; one that has none (or lets it expire) asks, on its first
+ * active path, once: a lost request is repeated by the path's probe timer.
+ */
+COLD static ssize_t adm_gate(mrp_conn *c, uint32_t bytes, mrp_tx_info *ti, uint8_t *buf,
+			     size_t buflen, uint64_t now)
+{
+	if (c->adm == ADM_CREDIT) {
+		if (!c->adm_sent && now >= c->adm_until)
+			c->adm_left = 0; /* not started in time: the receiver took it back */
+		if (c->adm_left >= bytes)
+			return 0;
+		if (c->adm_sent)
+			return -1;
+		c->adm = ADM_ASK;
+		c->st.admit_asks++;
+		for (uint32_t i = 0; i < c->path_hi; i++) {
+			path *pa = c->paths[i];
+			if (pa && pa->open && !pa->disabled && pa->state == MRP_PATH_ACTIVE &&
+			    !pa->probe_pending)
+				return write_probe(c, pa, ti, buf, buflen, now);
+		}
+		/* no such path now: the next probe of any path asks */
+	}
+	return -1;
+}
+
 static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
 			  uint64_t now)
 {
@@ -3483,6 +3678,11 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	uint32_t bytes = (m->opcode == MRP_OP_READ_REQ ? 0
 			  : m->len - off < c->p.mtu ? m->len - off : c->p.mtu) +
 			 MRP_DATA_HDR_LEN;
+	if (c->adm && !retx) {
+		ssize_t g = adm_gate(c, bytes, ti, buf, buflen, now);
+		if (g)
+			return g < 0 ? 0 : g;
+	}
 	path *pa = NULL;
 	if (avoid) {
 		/* A second copy goes on another clean path with room, or not at
@@ -3501,11 +3701,15 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	}
 	if (!pa) {
 		pa = best_path(c, bytes, now);
-		if (!pa) {
-			if (c->plane_wait_at == NEVER)
-				maybe_open_path(c, now);
-			return 0;
+		if (!pa && c->plane_wait_at == NEVER) {
+			maybe_open_path(c, now);
+			/* (within a large credit no ACK may come to try
+			 * again: the new paths take the packet now) */
+			if (c->adm && c->adm_open)
+				pa = best_path(c, bytes, now);
 		}
+		if (!pa)
+			return 0;
 		c->burst_path = pa->id;
 		c->burst_left = c->p.burst_pkts;
 	}
@@ -3524,9 +3728,15 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		 * Held back by a window or a link instead, the sender says
 		 * nothing, and the allocator reads its rate as its demand. */
 		flags = MRP_F_HELD;
+	if (c->adm == ADM_CREDIT && !retx)
+		flags |= MRP_F_GRANT; /* sent before the first ACK, on its admission (6.6) */
 	ssize_t n = write_seg(c, pa, m, seg, retx, flags, ti, buf, buflen, now);
 	if (n <= 0)
 		return n;
+	if (c->adm == ADM_CREDIT && !retx) {
+		c->adm_left -= bytes; /* (adm_gate() saw it fit) */
+		c->adm_sent += bytes;
+	}
 	c->plane_wait_at = NEVER;
 	if (!avoid)
 		c->burst_left--;

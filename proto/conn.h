@@ -166,6 +166,21 @@ typedef struct mrp_conn_params {
 				  * UDP payload (default 66: Ethernet with preamble,
 				  * FCS and gap, IPv4, UDP); pacing and rate hints
 				  * count them */
+	/* First-round-trip admission (SPEC 6.6), with the capability ADMIT
+	 * negotiated: what the peer, as receiver, granted this connection
+	 * before it has heard anything from it (the ACCEPT's admit, or a
+	 * simulator's model of it). With admit 0 the connection starts with
+	 * its initial window, as without ADMIT. With admit 1, until its first
+	 * ACK or grant it sends new data only within admit_credit bytes
+	 * (counted with their headers; started within admit_ttl_ns of its
+	 * creation, or void): a credit above the initial window opens the
+	 * windows, and paths as they fill, paced at the line. With no credit
+	 * it first asks for a grant (a PROBE with GRANT). Receive side: with
+	 * ADMIT and an rh, a PROBE with GRANT is answered with the
+	 * allocator's share, and data sent on admission returns its credit. */
+	uint8_t admit;            /* default 0 */
+	uint64_t admit_credit;    /* bytes, packets counted with their header */
+	uint64_t admit_ttl_ns;    /* default 100 us */
 	/* RDMA READ (SPEC 5.8): only when the capability READ was negotiated.
 	 * Without it READ work requests are refused (MRP_ERR_INVAL) and
 	 * READ_REQ / READ_RESP packets are NAKed MALFORMED. */
@@ -321,6 +336,9 @@ typedef struct mrp_conn_stats {
 	uint64_t paths_opened, reports, events_dropped;
 	uint64_t qwnd, pacing_bps, rate_hint_bps;
 	uint32_t npaths_active;
+	/* first-round-trip admission (SPEC 6.6): requests for a grant we
+	 * sent, grants we received, requests we answered */
+	uint64_t admit_asks, admit_grants, admit_requests;
 } mrp_conn_stats;
 
 void mrp_conn_get_stats(const mrp_conn *conn, mrp_conn_stats *out);

@@ -251,6 +251,7 @@ int mrp_rh_init(mrp_rh *rh, mrp_rh_slot *slots, uint32_t nslots,
 	rh->idle_ns = MRP_RH_DEFAULT_IDLE_NS;
 	rh->headroom_pct = MRP_RH_DEFAULT_HEADROOM_PCT;
 	rh->epoch_start_ns = now_ns;
+	rh->adm_ttl_ns = MRP_RH_DEFAULT_ADM_TTL_NS;
 	return 0;
 }
 
@@ -349,6 +350,49 @@ uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns)
 	if (rh->dirty)
 		recompute(rh);
 	return rh->slots[slot].share_bps;
+}
+
+uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint64_t now_ns)
+{
+	uint64_t credit, free_bytes, want_pkts;
+
+	if (!rh || pkt_bytes == 0)
+		return 0;
+	epoch_tick(rh, now_ns);
+	if (rh->adm_out && now_ns - rh->adm_at_ns >= rh->adm_ttl_ns)
+		rh->adm_out = 0;
+	free_bytes = rh->adm_budget > rh->adm_out ? rh->adm_budget - rh->adm_out : 0;
+	credit = rh->adm_budget / (rh->adm_conns ? rh->adm_conns : 1);
+	if (credit > free_bytes)
+		credit = free_bytes;
+	credit -= credit % pkt_bytes;
+	want_pkts = want_bytes / pkt_bytes + (want_bytes % pkt_bytes != 0);
+	if (want_pkts < credit / pkt_bytes)
+		credit = want_pkts * pkt_bytes;
+	if (credit) {
+		rh->adm_out += credit;
+		rh->adm_at_ns = now_ns;
+	}
+	return credit;
+}
+
+uint64_t mrp_rh_grant(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint64_t now_ns)
+{
+	int idx = mrp_rh_arrival(rh, pslot, key, 0, 0, now_ns);
+	uint64_t share, fair;
+
+	if (idx < 0)
+		return 0;
+	share = mrp_rh_share(rh, (uint32_t)idx, key, now_ns);
+	fair = rh->capacity_bps / (rh->adm_conns ? rh->adm_conns : 1);
+	return share < fair ? share : (fair ? fair : 1);
+}
+
+void mrp_rh_admit_return(mrp_rh *rh, uint64_t bytes)
+{
+	if (!rh)
+		return;
+	rh->adm_out = rh->adm_out > bytes ? rh->adm_out - bytes : 0;
 }
 
 void mrp_rh_release(mrp_rh *rh, uint32_t slot, uint64_t key)

@@ -37,6 +37,7 @@
 #define MRP_RH_DEFAULT_EPOCH_NS 20000
 #define MRP_RH_DEFAULT_IDLE_NS 200000
 #define MRP_RH_DEFAULT_HEADROOM_PCT 25
+#define MRP_RH_DEFAULT_ADM_TTL_NS 200000
 
 typedef struct mrp_rh_slot {
 	uint64_t key;          /* caller's id of the sender (e.g. conn pointer); 0 = free */
@@ -70,6 +71,16 @@ typedef struct mrp_rh {
 	uint64_t level_bps;     /* the water level of the last division; 0 when
 				 * every demand fitted */
 	uint8_t dirty;          /* shares need recomputing */
+	/* First-round-trip admission (mrp_rh_admit(), SPEC 6.6) */
+	uint64_t adm_budget;    /* bytes the receiver can absorb at once (B);
+				 * 0 = no credit is ever given */
+	uint64_t adm_out;       /* credit handed out and not yet returned */
+	uint64_t adm_at_ns;     /* the last grant */
+	uint64_t adm_ttl_ns;    /* credit returns to the pool this long after
+				 * the last grant (default MRP_RH_DEFAULT_ADM_TTL_NS) */
+	uint32_t adm_conns;     /* connections that may send to this receiver,
+				 * kept by the caller (0 is taken as 1): the fair
+				 * part of credits and grants */
 } mrp_rh;
 
 /* Set up rh over caller storage of nslots slots (zeroed here). capacity_bps > 0,
@@ -126,6 +137,39 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
  * floor). Recomputed at most on each new sender, expiry, capacity change or
  * epoch end: O(nslots) per round, a few rounds in practice, at most 32. */
 uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns);
+
+/*
+ * First-round-trip admission (SPEC 6.6): the credit, in bytes, a new
+ * connection may send before it has heard from this receiver.
+ * adm_conns counts the new one; pkt_bytes is a full data packet as the
+ * credit counts it (header and payload); want_bytes what the sender has to
+ * send, UINT64_MAX when the receiver cannot know it. The credit is
+ * min(adm_budget / adm_conns, what of the budget is not out, want_bytes
+ * rounded up to whole packets), in whole packets; 0 when that is less than
+ * one packet: the sender then asks for a grant (a PROBE with GRANT) and
+ * sends after the answer. The receiver's only connection so gets the whole
+ * budget: with a budget of a bandwidth-delay product or more, it runs at
+ * its line rate from its first packet.
+ *
+ * The sum of the credits out never exceeds adm_budget. Credit returns as
+ * the data sent on it arrives (mrp_rh_admit_return()), and what is still
+ * out adm_ttl_ns after the last grant returns then (credit unused, or its
+ * packets lost: a sender must start using its credit within a shorter
+ * time of getting it). With adm_budget 0 every credit is 0.
+ */
+uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint64_t now_ns);
+
+/* The grant for a PROBE with GRANT from sender key (SPEC 6.6): the sender
+ * takes a slot as on its first arrival (an equal share at once) and the
+ * answer is its share, bit/s, but at most capacity / adm_conns: requests
+ * that arrive together are answered before the later ones are counted
+ * active, and the first would otherwise be given the whole capacity, the
+ * second half of it, and so on. 0: no slot free. */
+uint64_t mrp_rh_grant(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint64_t now_ns);
+
+/* bytes of data sent on an admission (flag GRANT) arrived: their credit
+ * returns to the pool. */
+void mrp_rh_admit_return(mrp_rh *rh, uint64_t bytes);
 
 /* Release a sender's slot (connection closed). */
 void mrp_rh_release(mrp_rh *rh, uint32_t slot, uint64_t key);

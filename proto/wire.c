@@ -141,6 +141,31 @@ static ssize_t fixed_len(uint8_t op)
 	return MRP_ERR_OPCODE;
 }
 
+/* 2^(r/8) for r = 0..7, times 2^20, rounded down */
+static const uint32_t admit_frac[8] = { 1048576, 1143480, 1246974, 1359834,
+					 1482910, 1617125, 1763487, 1923096 };
+
+uint64_t mrp_admit_bytes(uint8_t admit)
+{
+	unsigned q, r;
+
+	if (admit == 0)
+		return 0;
+	q = (unsigned)(admit - 1) / 8;
+	r = (unsigned)(admit - 1) % 8;
+	/* 4096 * 2^q * frac / 2^20: at most 2^12 * 2^31 * 2^21 / 2^20, no overflow */
+	return ((uint64_t)4096 << q) * admit_frac[r] >> 20;
+}
+
+uint8_t mrp_admit_code(uint64_t bytes)
+{
+	unsigned k = 0;
+
+	while (k < 255 && mrp_admit_bytes((uint8_t)(k + 1)) <= bytes)
+		k++;
+	return (uint8_t)k;
+}
+
 ssize_t mrp_pkt_len(const mrp_pkt *pkt)
 {
 	ssize_t len;
@@ -154,6 +179,8 @@ ssize_t mrp_pkt_len(const mrp_pkt *pkt)
 		return len + pkt->u.data.payload_len;
 	if (pkt->hdr.opcode == MRP_OP_CONNECT || pkt->hdr.opcode == MRP_OP_ACCEPT)
 		return len + MRP_HS_ADDR_LEN * pkt->u.hs.num_addrs;
+	if (pkt->hdr.opcode == MRP_OP_PROBE_ACK && (pkt->hdr.flags & MRP_F_GRANT))
+		return MRP_PROBE_ACK_GRANT_LEN;
 	return len;
 }
 
@@ -174,9 +201,12 @@ static int check_version_op(const mrp_hdr *hdr)
 static uint16_t allowed_flags(uint8_t op)
 {
 	if (mrp_op_is_data(op))
-		return MRP_F_FIRST | MRP_F_LAST | MRP_F_RETX | MRP_F_ACK_REQ | MRP_F_HELD;
+		return MRP_F_FIRST | MRP_F_LAST | MRP_F_RETX | MRP_F_ACK_REQ | MRP_F_HELD |
+		       MRP_F_GRANT;
 	if (op == MRP_OP_PROBE)
-		return MRP_F_ACK_REQ;
+		return MRP_F_ACK_REQ | MRP_F_GRANT;
+	if (op == MRP_OP_PROBE_ACK)
+		return MRP_F_GRANT;
 	if (op == MRP_OP_CLOSE)
 		return MRP_F_REPLY;
 	return 0;
@@ -266,8 +296,8 @@ static int check_hs(uint8_t op, const mrp_hs *hs, const uint8_t *raw,
 	    hs->max_streams == 0 || hs->max_paths == 0 || hs->service_port == 0 ||
 	    hs->num_addrs == 0 || hs->num_addrs > MRP_MAX_ADDRS)
 		return MRP_ERR_RANGE;
-	if (rsv_set(raw, 67, 1))
-		return MRP_ERR_RESERVED;
+	if (op == MRP_OP_CONNECT && hs->admit != 0)
+		return MRP_ERR_RESERVED; /* (in ACCEPT: admit, SPEC 6.6) */
 	len = MRP_HS_FIXED_LEN + MRP_HS_ADDR_LEN * (size_t)hs->num_addrs;
 	if (pktlen < len)
 		return MRP_ERR_TRUNCATED;
@@ -313,8 +343,12 @@ static int check_pkt(const mrp_pkt *pkt, const uint8_t *raw, size_t pktlen)
 
 	if (op == MRP_OP_CONNECT || op == MRP_OP_ACCEPT)
 		return check_hs(op, &pkt->u.hs, raw, pktlen);
-	if (pktlen != (size_t)fixed_len(op))
+	if (op == MRP_OP_PROBE_ACK && (pkt->hdr.flags & MRP_F_GRANT)) {
+		if (pktlen != MRP_PROBE_ACK_GRANT_LEN)
+			return MRP_ERR_LENGTH;
+	} else if (pktlen != (size_t)fixed_len(op)) {
 		return MRP_ERR_LENGTH;
+	}
 
 	switch (op) {
 	case MRP_OP_NAK: {
@@ -416,6 +450,7 @@ static void decode_hs(mrp_hs *hs, const uint8_t *p, size_t datalen)
 	hs->max_paths = get16(p + 62);
 	hs->service_port = get16(p + 64);
 	hs->num_addrs = p[66];
+	hs->admit = p[67];
 
 	n = (datalen - MRP_HS_FIXED_LEN) / MRP_HS_ADDR_LEN;
 	if (n > hs->num_addrs)
@@ -483,6 +518,9 @@ static void decode_body(mrp_pkt *pkt, const uint8_t *p, size_t datalen)
 		a->probe_seq = get32(p + 32);
 		a->ack_delay_ns = get32(p + 36);
 		a->ts_echo_ns = get64(p + 40);
+		a->grant_mbps = 0;
+		if ((pkt->hdr.flags & MRP_F_GRANT) && datalen >= MRP_PROBE_ACK_GRANT_LEN)
+			a->grant_mbps = get32(p + 48);
 		break;
 	}
 	case MRP_OP_CONNECT:
@@ -572,7 +610,7 @@ static void encode_hs(uint8_t *p, const mrp_hs *hs)
 	put16(p + 62, hs->max_paths);
 	put16(p + 64, hs->service_port);
 	p[66] = hs->num_addrs;
-	p[67] = 0;
+	p[67] = hs->admit; /* 0 in a CONNECT (check_hs()) */
 	for (i = 0; i < hs->num_addrs; i++) {
 		uint8_t *a = p + MRP_HS_FIXED_LEN + MRP_HS_ADDR_LEN * i;
 
@@ -640,6 +678,8 @@ static void encode_body(uint8_t *p, const mrp_pkt *pkt)
 		put32(p + 32, a->probe_seq);
 		put32(p + 36, a->ack_delay_ns);
 		put64(p + 40, a->ts_echo_ns);
+		if (pkt->hdr.flags & MRP_F_GRANT)
+			put32(p + 48, a->grant_mbps);
 		break;
 	}
 	case MRP_OP_CONNECT:

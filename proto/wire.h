@@ -60,6 +60,9 @@
 #define MRP_F_ACK_REQ 0x0008 /* data, PROBE: acknowledge without delay */
 #define MRP_F_REPLY 0x0010   /* CLOSE: this is the answer to a CLOSE */
 #define MRP_F_HELD 0x0020    /* data: the receiver's rate hint holds back more ready data (SPEC 6.5) */
+#define MRP_F_GRANT 0x0040   /* PROBE: asks the receiver for an admission grant;
+			      * PROBE_ACK: carries one, grant_mbps; data: sent on
+			      * the first round trip's admission (SPEC 6.6) */
 
 /* Fixed sizes (bytes). */
 #define MRP_HDR_LEN 28        /* common header, every packet */
@@ -68,6 +71,7 @@
 #define MRP_NAK_LEN 60
 #define MRP_PROBE_LEN 44
 #define MRP_PROBE_ACK_LEN 48
+#define MRP_PROBE_ACK_GRANT_LEN 52 /* a PROBE_ACK with GRANT: grant_mbps follows */
 #define MRP_HS_FIXED_LEN 68   /* CONNECT/ACCEPT without the address list */
 #define MRP_HS_ADDR_LEN 20    /* one plane address in CONNECT/ACCEPT */
 #define MRP_REJECT_LEN 36
@@ -90,8 +94,17 @@
 #define MRP_CAP_RETRY 0x0008ull     /* CONNECT: the initiator answers RETRY (SPEC 9.7) */
 #define MRP_CAP_READ 0x0010ull      /* READ_REQ and READ_RESP (SPEC 5.8) */
 #define MRP_CAP_HELD 0x0020ull      /* data packets carry HELD (SPEC 6.5) */
+#define MRP_CAP_ADMIT 0x0040ull     /* first-round-trip admission: ACCEPT admit,
+				     * PROBE/PROBE_ACK GRANT (SPEC 6.6) */
 #define MRP_CAP_KNOWN (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY | \
-		       MRP_CAP_READ | MRP_CAP_HELD)
+		       MRP_CAP_READ | MRP_CAP_HELD | MRP_CAP_ADMIT)
+
+/* ACCEPT admit (SPEC 6.6): 0 = no credit (the initiator asks for a grant
+ * before it sends data); k = 1..255: a credit of 4096 * 2^((k - 1) / 8)
+ * bytes, rounded down. mrp_admit_bytes() decodes k; mrp_admit_code() gives
+ * the largest k whose credit is at most bytes (0 below 4096). */
+uint64_t mrp_admit_bytes(uint8_t admit);
+uint8_t mrp_admit_code(uint64_t bytes);
 
 /* NAK reasons. */
 #define MRP_NAK_INVALID_RKEY 1
@@ -187,6 +200,8 @@ typedef struct mrp_probe_ack {
 	uint32_t probe_seq;       /* 32 */
 	uint32_t ack_delay_ns;    /* 36 */
 	uint64_t ts_echo_ns;      /* 40 */
+	uint32_t grant_mbps;      /* 48: only with MRP_F_GRANT (the packet is then
+				   * 52 bytes): rate the receiver grants, Mbit/s */
 } mrp_probe_ack;
 
 /* One plane address of the sender of a CONNECT or ACCEPT. */
@@ -210,7 +225,8 @@ typedef struct mrp_hs {
 	uint16_t max_paths;    /* 62: >= 1 */
 	uint16_t service_port; /* 64: UDP port the sender receives on */
 	uint8_t num_addrs;     /* 66: 1..MRP_MAX_ADDRS */
-	/* 67: reserved, zero */
+	uint8_t admit;         /* 67: ACCEPT: the initiator's first-round-trip
+				* admission (MRP_ADMIT_*, SPEC 6.6); CONNECT: 0 */
 	mrp_addr addrs[MRP_MAX_ADDRS]; /* 68: num_addrs * 20 bytes */
 } mrp_hs;
 

@@ -71,6 +71,7 @@ struct mconn {
 typedef struct mh_opts {
 	uint64_t paths_per_plane, max_paths, msg_size, burst, ack_every, nic_queue;
 	uint64_t ack_delay_ns, rto_min_ns, rto_init_ns, rate_hints;
+	uint64_t admit, admit_budget;
 	const char *cc;
 } mh_opts;
 
@@ -96,6 +97,8 @@ struct mh {
 	uint64_t pkt_max; /* wire bytes of the largest packet the engine writes */
 	mrp_rh rh;
 	mrp_rh_slot *slots;
+	uint32_t rx_conns; /* receiver records not retired: the connections that
+			    * may send to this host (admission's fair part) */
 	uint8_t pkt[MRP_DATA_HDR_LEN + MRP_MTU_MAX];
 };
 
@@ -103,7 +106,7 @@ struct mh {
 static const char *const mh_options[] = {
 	"paths_per_plane", "max_paths", "cc", "msg_size", "burst", "ack_every",
 	"ack_delay", "rto_min", "rto_init", "nic_queue", "rate_hints", "flow_paths",
-	"dump", NULL,
+	"dump", "admit", "admit_budget", NULL,
 };
 
 
@@ -119,7 +122,9 @@ static int get_opts(sim *s, mh_opts *o)
 	    sim_opt_time(s, "ack_delay", 8000, &o->ack_delay_ns) < 0 ||
 	    sim_opt_time(s, "rto_min", 100000, &o->rto_min_ns) < 0 ||
 	    sim_opt_time(s, "rto_init", 1000000, &o->rto_init_ns) < 0 ||
-	    sim_opt_u64(s, "rate_hints", 1, &o->rate_hints) < 0)
+	    sim_opt_u64(s, "rate_hints", 1, &o->rate_hints) < 0 ||
+	    sim_opt_u64(s, "admit", 0, &o->admit) < 0 ||
+	    sim_opt_bytes(s, "admit_budget", 0, &o->admit_budget) < 0)
 		return -1;
 	o->cc = sim_opt_get(s, "cc");
 	if (!o->cc)
@@ -443,6 +448,36 @@ static uint32_t carried_init_cwnd(mh *m, const sim_flow *f, uint32_t paths, uint
 	return per > max_pkts ? max_pkts : (uint32_t)per;
 }
 
+/*
+ * First-round-trip admission (SPEC 6.6) as the handshake would give it: the
+ * simulator runs no CONNECT/ACCEPT, so a new sender's connection asks its
+ * receiver's allocator directly, as the receiver does when it builds its
+ * ACCEPT. The receiver's budget is transport.metaroce.admit_budget, or the
+ * queues in front of it (its switch ports, all planes). A flow that
+ * runs on its predecessor's connection (a collective's next step) has
+ * heard from the receiver already: no admission.
+ */
+static void admit(mh *m, const sim_flow *f, mrp_conn_params *p, uint64_t now)
+{
+	sim_host *dh = sim_host_get(m->s, f->dst);
+	mh *d = dh ? dh->ts : NULL;
+	if (!d)
+		return;
+	if (!d->rh.adm_budget) {
+		uint64_t b = d->o.admit_budget;
+		for (unsigned pl = 0; !d->o.admit_budget && pl < sim_planes(m->s); pl++)
+			b += dh->in[pl] ? dh->in[pl]->queue_bytes : 0;
+		/* (a link with no queue limit: a budget of 64 full packets) */
+		d->rh.adm_budget = b ? b : 64ull * (MRP_DATA_HDR_LEN + sim_mtu(m->s));
+	}
+	p->admit = 1;
+	d->rh.adm_conns = d->rx_conns;
+	/* (what the sender will send: its flow, a whole packet per segment) */
+	uint64_t pkt = MRP_DATA_HDR_LEN + sim_mtu(m->s);
+	uint64_t want = (f->bytes + sim_mtu(m->s) - 1) / sim_mtu(m->s) * pkt;
+	p->admit_credit = mrp_rh_admit(&d->rh, (uint32_t)pkt, want ? want : pkt, now);
+}
+
 /* The engine connection of mc, made now: the sender's messages are posted,
  * the receiver's receives (SEND, WRITE_IMM), and planes that are down or
  * drained host-wide are reported. 0, or < 0 (the flow fails). */
@@ -488,6 +523,11 @@ static int engine_new(mconn *mc, uint64_t now)
 	p.rto_init_ns = o.rto_init_ns;
 	p.probe_idle_ns = 0;
 	p.rh = (!sender && o.rate_hints) ? &m->rh : NULL;
+	if (o.admit && o.rate_hints) {
+		p.caps |= MRP_CAP_ADMIT;
+		if (sender && f->conn_prev < 0)
+			admit(m, f, &p, now);
+	}
 	mrp_rng rng = { host_rand, m };
 	mrp_mr_ops mr = { rx_resolve, mc };
 	int rc = mrp_conn_new(&mc->c, &p, &heap, &rng, &mr, now);
@@ -667,6 +707,8 @@ static void retire(mconn *mc)
 	mrp_conn_del(mc->c);
 	mc->c = NULL;
 	mc->retired = 1;
+	if (!mc->sender && m->rx_conns)
+		m->rh.adm_conns = --m->rx_conns;
 	mc->deadline = SIM_NEVER;
 }
 
@@ -824,6 +866,7 @@ static int mh_flow_accept(void *hs, sim_flow *f, uint64_t now)
 	if (!mc)
 		return MRP_ERR_NOMEM;
 	f->rx_ctx = mc;
+	m->rh.adm_conns = ++m->rx_conns;
 	finish(m, now);
 	return 0;
 }

@@ -2295,6 +2295,125 @@ static void test_held_marks_hint_bound_packets(void **state)
 	assert_int_equal(held_share(1000000000ull, 0), 0);
 }
 
+/* ---- first-round-trip admission (SPEC 6.6) -------------------------------- */
+
+/* What A sent before B sent anything (B answers only what it heard, so A
+ * had heard nothing from B then), and the GRANT flags on the wire. */
+static struct {
+	int b_spoke;
+	unsigned a_data_before, a_first_op, a_first_flags, a_grant_data;
+	unsigned b_grants;
+	uint32_t b_grant_mbps;
+} adm;
+
+static int adm_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+		      uint64_t *delay, int *ce)
+{
+	uint16_t flags = (uint16_t)(pkt[2] << 8 | pkt[3]);
+
+	if (from == 0) {
+		if (!adm.a_first_op) {
+			adm.a_first_op = pkt[1];
+			adm.a_first_flags = flags;
+		}
+		if (ti->is_data && !adm.b_spoke)
+			adm.a_data_before++;
+		if (ti->is_data && (flags & MRP_F_GRANT))
+			adm.a_grant_data++;
+	} else {
+		adm.b_spoke = 1;
+		if (pkt[1] == MRP_OP_PROBE_ACK && (flags & MRP_F_GRANT)) {
+			adm.b_grants++;
+			adm.b_grant_mbps = (uint32_t)pkt[48] << 24 | (uint32_t)pkt[49] << 16 |
+					   (uint32_t)pkt[50] << 8 | pkt[51];
+		}
+	}
+	return default_policy(n, from, ti, pkt, delay, ce);
+}
+
+/* A 1 MiB WRITE from A to B (B's allocator: 100 Gbit/s, 4 connections),
+ * A with ADMIT and credit bytes of admission, B with b_caps. */
+static void admit_run(uint64_t credit, uint64_t b_caps, mrp_conn_stats st[2])
+{
+	static mrp_rh_slot slots[8];
+	mrp_rh rh;
+	mrp_conn_params p[2];
+	net n;
+	size_t len = 1 << 20;
+	uint8_t *src = malloc(len);
+
+	assert_non_null(src);
+	fill_pattern(src, len, 11);
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100000000000ull, 0), 0);
+	rh.adm_conns = 4;
+	pair_params(p, 1, 0);
+	p[0].caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
+	p[1].caps = b_caps;
+	p[0].admit = 1;
+	p[0].admit_credit = credit;
+	p[1].rh = &rh;
+	net_init(&n, &p[0], &p[1]);
+	n.policy = adm_policy;
+	memset(&adm, 0, sizeof(adm));
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 10000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	assert_int_equal(n.check_failures, 0);
+	mrp_conn_get_stats(n.c[0], &st[0]);
+	mrp_conn_get_stats(n.c[1], &st[1]);
+	net_free(&n);
+	free(src);
+}
+
+/* No credit: A's first packet is a request (a PROBE with GRANT and
+ * ACK_REQ), no data leaves before B has answered, and B's answer is a
+ * 52-byte PROBE_ACK with GRANT whose rate is at most B's capacity over its
+ * connections. A credit of 3 packets: exactly 3 data packets carry GRANT,
+ * at most 3 leave before B has said anything, and A asks for nothing. */
+static void test_admission_request_and_credit(void **state)
+{
+	mrp_conn_stats st[2];
+	const uint64_t pkt = MRP_MTU_DEFAULT + MRP_DATA_HDR_LEN;
+
+	const uint64_t all = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
+
+	(void)state;
+	admit_run(0, all, st);
+	assert_int_equal(adm.a_first_op, MRP_OP_PROBE);
+	assert_true(adm.a_first_flags & MRP_F_GRANT);
+	assert_true(adm.a_first_flags & MRP_F_ACK_REQ);
+	assert_int_equal(adm.a_data_before, 0);
+	assert_int_equal(adm.a_grant_data, 0);
+	assert_int_equal(adm.b_grants, 1);
+	assert_true(adm.b_grant_mbps > 0 && adm.b_grant_mbps <= 100000 / 4);
+	assert_int_equal(st[0].admit_asks, 1);
+	assert_int_equal(st[0].admit_grants, 1);
+	assert_int_equal(st[1].admit_requests, 1);
+
+	admit_run(3 * pkt, all, st);
+	assert_int_equal(adm.a_grant_data, 3);
+	assert_true(adm.a_data_before <= 3);
+	assert_true(adm.a_data_before >= 1);
+	assert_int_equal(adm.b_grants, 0);
+	assert_int_equal(st[0].admit_asks, 0);
+	assert_int_equal(st[1].admit_requests, 0);
+
+	/* a receiver that answers the request without a grant (it ignores
+	 * GRANT): A starts with its initial window, and the WRITE completes */
+	admit_run(0, MRP_CAP_RATE_HINT | MRP_CAP_HELD, st);
+	assert_int_equal(adm.a_first_op, MRP_OP_PROBE);
+	assert_int_equal(adm.a_data_before, 0);
+	assert_int_equal(adm.b_grants, 0);
+	assert_int_equal(st[0].admit_asks, 1);
+	assert_int_equal(st[0].admit_grants, 0);
+	assert_int_equal(st[1].admit_requests, 0);
+}
+
 /* ---- RDMA READ (SPEC 5.8) ------------------------------------------------ */
 
 /* Both ends negotiated READ, with these bounds; B's region may be read. */
@@ -3032,6 +3151,7 @@ int main(void)
 		cmocka_unit_test(test_small_send_too_long),
 		cmocka_unit_test(test_steer_onto_down_plane),
 		cmocka_unit_test(test_held_marks_hint_bound_packets),
+		cmocka_unit_test(test_admission_request_and_credit),
 		cmocka_unit_test(test_read_placed),
 		cmocka_unit_test(test_read_loss),
 		cmocka_unit_test(test_read_duplicates),

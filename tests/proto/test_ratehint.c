@@ -572,6 +572,94 @@ static void test_fallback_half_level(void **state)
 	assert_true(share_of(&rh, cache, 0, now) <= 3 * GBPS * 125 / 100 + GBPS / 100);
 }
 
+/*
+ * First-round-trip admission (SPEC 6.6): a credit of min(budget /
+ * connections, what is free, what the sender wants) in whole packets, 0
+ * below one packet; the sum out never exceeds the budget; data sent on
+ * admission returns its credit, and what is left returns adm_ttl_ns after
+ * the last grant.
+ */
+static void test_admit_budget(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	const uint32_t pkt = 4168;
+	const uint64_t B = 1000000;
+	uint64_t credit, out = 0;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	/* no budget: nothing, not even for the only connection */
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 0), 0);
+	rh.adm_budget = B;
+	/* the only connection: the whole budget (adm_conns 0 counts as 1) */
+	credit = mrp_rh_admit(&rh, pkt, UINT64_MAX, 0);
+	assert_int_equal(credit, B / pkt * pkt);
+	assert_int_equal(rh.adm_out, credit);
+	/* a second in its first round trip: what is left, less than a packet */
+	rh.adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), 0);
+	/* data sent on admission arrives: its room is free again */
+	mrp_rh_admit_return(&rh, 10ull * pkt);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 2 * US), 10ull * pkt);
+	assert_true(rh.adm_out <= B);
+	/* what is left returns adm_ttl_ns after the last grant, not before */
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 2 * US + rh.adm_ttl_ns - 1), 0);
+	rh.adm_conns = 100;
+	credit = mrp_rh_admit(&rh, pkt, UINT64_MAX, 2 * US + 2 * rh.adm_ttl_ns);
+	assert_int_equal(credit, (B / 100) / pkt * pkt); /* the fair part */
+	/* a sender that wants less gets what it wants, in whole packets */
+	credit = mrp_rh_admit(&rh, pkt, pkt + 1, 3 * US + 2 * rh.adm_ttl_ns);
+	assert_int_equal(credit, 2ull * pkt);
+	/* a fair part below one packet: 0 */
+	rh.adm_conns = 1000;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 4 * US + 2 * rh.adm_ttl_ns), 0);
+	/* the sum out never exceeds the budget, whatever the order */
+	rh.adm_out = 0;
+	for (uint32_t n = 1; n <= 64; n++) {
+		rh.adm_conns = n;
+		out += mrp_rh_admit(&rh, pkt, UINT64_MAX, 5 * US + 2 * rh.adm_ttl_ns);
+		assert_true(rh.adm_out <= B);
+	}
+	assert_true(out <= B);
+	assert_true(out >= B - pkt); /* and all of it is given out */
+	mrp_rh_admit_return(&rh, 2 * B); /* more than is out: floor 0 */
+	assert_int_equal(rh.adm_out, 0);
+	/* arguments */
+	assert_int_equal(mrp_rh_admit(NULL, pkt, UINT64_MAX, 0), 0);
+	assert_int_equal(mrp_rh_admit(&rh, 0, UINT64_MAX, 0), 0);
+	mrp_rh_admit_return(NULL, 1);
+}
+
+/* A request's grant is the requester's share, but no more than the
+ * capacity over the receiver's connections: requests that arrive together
+ * must not get C, C/2, C/3 ... before the later ones are counted. */
+static void test_grant_fair_part(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[300];
+	uint32_t cache[256];
+	uint64_t sum = 0;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 300, 100 * GBPS, 0), 0);
+	rh.adm_conns = 256;
+	for (unsigned i = 0; i < 256; i++) {
+		cache[i] = UINT32_MAX;
+		uint64_t g = mrp_rh_grant(&rh, &cache[i], key_of(i), 1 * US + i);
+		assert_true(g > 0);
+		assert_true(g <= 100 * GBPS / 256);
+		sum += g;
+	}
+	assert_true(sum <= 100 * GBPS);
+	assert_int_equal(rh.nactive, 256);
+	/* with no connection count the share alone decides */
+	rh.adm_conns = 0;
+	assert_int_equal(mrp_rh_grant(&rh, &cache[0], key_of(0), 2 * US),
+			 mrp_rh_share(&rh, cache[0], key_of(0), 2 * US));
+	assert_int_equal(mrp_rh_grant(&rh, NULL, 0, 3 * US), 0); /* key 0 */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -591,6 +679,8 @@ int main(void)
 		cmocka_unit_test(test_held_sender_keeps_its_share),
 		cmocka_unit_test(test_held_verdict_survives_a_stall),
 		cmocka_unit_test(test_fallback_half_level),
+		cmocka_unit_test(test_admit_budget),
+		cmocka_unit_test(test_grant_fair_part),
 	};
 	return cmocka_run_group_tests_name("proto/ratehint", tests, NULL, NULL);
 }

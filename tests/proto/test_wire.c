@@ -307,6 +307,10 @@ static size_t raw_encode(uint8_t *b, const mrp_pkt *p)
 		w32(b, 36, p->u.probe_ack.ack_delay_ns);
 		w64(b, 40, p->u.probe_ack.ts_echo_ns);
 		len = 48;
+		if (h->flags & MRP_F_GRANT) { /* SPEC 6.6: grant_mbps follows */
+			w32(b, 48, p->u.probe_ack.grant_mbps);
+			len = 52;
+		}
 		break;
 	case MRP_OP_CONNECT:
 	case MRP_OP_ACCEPT:
@@ -321,6 +325,7 @@ static size_t raw_encode(uint8_t *b, const mrp_pkt *p)
 		w16(b, 62, p->u.hs.max_paths);
 		w16(b, 64, p->u.hs.service_port);
 		b[66] = p->u.hs.num_addrs;
+		b[67] = p->u.hs.admit;
 		n = p->u.hs.num_addrs < MRP_MAX_ADDRS ? p->u.hs.num_addrs : MRP_MAX_ADDRS;
 		for (i = 0; i < n; i++) {
 			b[68 + 20 * i] = p->u.hs.addrs[i].family;
@@ -420,6 +425,8 @@ static void assert_pkt_equal(const mrp_pkt *a, const mrp_pkt *b)
 		EQ(u.probe_ack.probe_seq);
 		EQ(u.probe_ack.ack_delay_ns);
 		EQ(u.probe_ack.ts_echo_ns);
+		if (a->hdr.flags & MRP_F_GRANT) /* (the field exists only then) */
+			EQ(u.probe_ack.grant_mbps);
 		break;
 	case MRP_OP_CONNECT:
 	case MRP_OP_ACCEPT:
@@ -434,6 +441,7 @@ static void assert_pkt_equal(const mrp_pkt *a, const mrp_pkt *b)
 		EQ(u.hs.max_paths);
 		EQ(u.hs.service_port);
 		EQ(u.hs.num_addrs);
+		EQ(u.hs.admit);
 		for (i = 0; i < a->u.hs.num_addrs; i++) {
 			EQ(u.hs.addrs[i].family);
 			EQ(u.hs.addrs[i].plane);
@@ -854,6 +862,12 @@ static const struct vector vectors[] = {
 		.u.probe_ack = { .probed_path_id = 0x2122, .probed_path_gen = 0x2324,
 			.probe_seq = 0x25262728, .ack_delay_ns = 0x292A2B2C,
 			.ts_echo_ns = 0x3132333435363738ull } } },
+	{ "probe_ack_grant.bin", 0, {
+		.hdr = { MRP_VERSION, MRP_OP_PROBE_ACK, MRP_F_GRANT,
+			 0x0A0B, 0x0C0D, 0x1A1B1C1D, 0x0A0B0C0D, 0x99AABBCCDDEEFF01ull, 0 },
+		.u.probe_ack = { .probed_path_id = 0x2122, .probed_path_gen = 0x2324,
+			.probe_seq = 0x25262728, .ack_delay_ns = 0x292A2B2C,
+			.ts_echo_ns = 0x3132333435363738ull, .grant_mbps = 25000 } } },
 	{ "connect.bin", 0, {
 		.hdr = { MRP_VERSION, MRP_OP_CONNECT, 0,
 			 0, 0, 0, 0x0A0B0C0D, 0, 0 },
@@ -1129,8 +1143,9 @@ static void test_flags(void **state)
 	for (i = 0; i < NUM_OPS; i++) {
 		uint8_t op = all_ops[i];
 		uint16_t allowed = mrp_op_is_data(op) ?
-			MRP_F_RETX | MRP_F_ACK_REQ | MRP_F_HELD : op == MRP_OP_PROBE ?
-			MRP_F_ACK_REQ : op == MRP_OP_CLOSE ? MRP_F_REPLY : 0;
+			MRP_F_RETX | MRP_F_ACK_REQ | MRP_F_HELD | MRP_F_GRANT : op == MRP_OP_PROBE ?
+			MRP_F_ACK_REQ | MRP_F_GRANT : op == MRP_OP_CLOSE ? MRP_F_REPLY :
+			op == MRP_OP_PROBE_ACK ? MRP_F_GRANT : 0;
 
 		for (bit = 0; bit < 16; bit++) {
 			uint16_t f = (uint16_t)(1u << bit);
@@ -1339,6 +1354,31 @@ static void test_ack_nak_probe(void **state)
 	VALID(MRP_OP_PROBE_ACK, memset(&p->u.probe_ack, 0xff, sizeof(p->u.probe_ack)));
 	VALID(MRP_OP_PROBE_ACK, memset(&p->u.probe_ack, 0, sizeof(p->u.probe_ack)));
 	VALID(MRP_OP_PROBE, p->u.probe.probe_seq = 0, p->u.probe.ts_ns = 0);
+	/* GRANT (SPEC 6.6): a request on a PROBE, a 52-byte PROBE_ACK that
+	 * carries grant_mbps (any value), sent-on-admission on data */
+	VALID(MRP_OP_PROBE, p->hdr.flags = MRP_F_ACK_REQ | MRP_F_GRANT);
+	VALID(MRP_OP_PROBE_ACK, p->hdr.flags = MRP_F_GRANT, p->u.probe_ack.grant_mbps = 0);
+	VALID(MRP_OP_PROBE_ACK, p->hdr.flags = MRP_F_GRANT, p->u.probe_ack.grant_mbps = UINT32_MAX);
+	VALID(MRP_OP_WRITE, p->hdr.flags |= MRP_F_GRANT);
+	{
+		mrp_pkt g, out;
+		uint8_t buf[MAX_PKT];
+
+		sample(&g, MRP_OP_PROBE_ACK);
+		g.hdr.flags = MRP_F_GRANT;
+		g.u.probe_ack.grant_mbps = 0x01020304;
+		assert_rv(mrp_pkt_len(&g), MRP_PROBE_ACK_GRANT_LEN);
+		assert_rv(mrp_pkt_encode(buf, sizeof(buf), &g), MRP_PROBE_ACK_GRANT_LEN);
+		assert_int_equal(buf[48], 0x01);
+		assert_int_equal(buf[51], 0x04);
+		assert_rv(decode_exact(&out, buf, MRP_PROBE_ACK_GRANT_LEN), MRP_PROBE_ACK_GRANT_LEN);
+		assert_int_equal(out.u.probe_ack.grant_mbps, 0x01020304);
+		/* with GRANT 48 bytes are short; without it 52 are long */
+		assert_rv(decode_exact(&out, buf, MRP_PROBE_ACK_LEN), MRP_ERR_LENGTH);
+		buf[3] = 0;
+		assert_rv(decode_exact(&out, buf, MRP_PROBE_ACK_GRANT_LEN), MRP_ERR_LENGTH);
+		assert_rv(decode_exact(&out, buf, MRP_PROBE_ACK_LEN), MRP_PROBE_ACK_LEN);
+	}
 
 	/* NAK reason 1..7 */
 	RULE(MRP_OP_NAK, MRP_ERR_RANGE, p->u.nak.reason = 0);
@@ -1413,9 +1453,33 @@ static void test_hs_fields(void **state)
 		RULE(op, MRP_ERR_RANGE, set_addrs(p, MRP_MAX_ADDRS + 1));
 		RULE(op, MRP_ERR_RANGE, set_addrs(p, 255));
 		VALID(op, set_addrs(p, MRP_MAX_ADDRS));
-		/* reserved byte 67, after the fields before it */
-		BYTE(op, 67, 0x01, MRP_ERR_RESERVED);
-		BYTE_WITH(op, 67, 0x01, MRP_ERR_RANGE, p->u.hs.mtu = 0);
+		/* byte 67: reserved in a CONNECT, checked after the fields
+		 * before it; in an ACCEPT the admit field, any value (6.6) */
+		if (op == MRP_OP_CONNECT) {
+			BYTE(op, 67, 0x01, MRP_ERR_RESERVED);
+			BYTE_WITH(op, 67, 0x01, MRP_ERR_RANGE, p->u.hs.mtu = 0);
+			RULE(op, MRP_ERR_RESERVED, p->u.hs.admit = 1);
+		} else {
+			VALID(op, p->u.hs.admit = 1);
+			VALID(op, p->u.hs.admit = 255);
+			/* the credit's scale (SPEC 9.2): 4 KiB x 2^((k - 1) / 8) */
+			assert_int_equal(mrp_admit_bytes(0), 0);
+			assert_int_equal(mrp_admit_bytes(1), 4096);
+			assert_int_equal(mrp_admit_bytes(9), 8192);
+			assert_int_equal(mrp_admit_bytes(5), 5792); /* 4096 x 2^0.5 */
+			assert_int_equal(mrp_admit_bytes(81), 4096ull << 10);
+			assert_true(mrp_admit_bytes(255) > 14000000000000ull);
+			assert_int_equal(mrp_admit_code(0), 0);
+			assert_int_equal(mrp_admit_code(4095), 0);
+			assert_int_equal(mrp_admit_code(4096), 1);
+			assert_int_equal(mrp_admit_code(8191), 8);
+			assert_int_equal(mrp_admit_code(UINT64_MAX), 255);
+			for (unsigned a = 1; a < 255; a++) {
+				assert_true(mrp_admit_bytes((uint8_t)a) < mrp_admit_bytes((uint8_t)(a + 1)));
+				assert_int_equal(mrp_admit_code(mrp_admit_bytes((uint8_t)a)), a);
+			}
+			BYTE_WITH(op, 67, 0x01, MRP_ERR_RANGE, p->u.hs.mtu = 0);
+		}
 		/* the address list against the datagram: too short TRUNCATED
 		 * (the prefix test does every length), too long LENGTH */
 		sample(&s, op);

@@ -6,12 +6,14 @@
  * printed, so that a failure says by how much.
  *
  * What is asserted here is what holds today; the families of issue 11 that
- * do not hold yet (incast drops <= 0.1 % of data packets, which needs
- * first-round-trip admission; scale-across from start to finish, and under
- * loss at 10 ms and on 1 GB; bursty loss against RoCEv2; collectives) are listed in
- * bench/README.md with their figures, not asserted.
+ * do not hold yet (incast drops <= 0.1 % at 1,024:1, where <= 3 % is
+ * asserted; scale-across from start to finish at 10 ms, and under loss at
+ * 10 ms and on 1 GB; bursty loss against RoCEv2; collectives) are listed in
+ * bench/README.md with their figures, not asserted. The incast and
+ * scale-across scenarios run with first-round-trip admission (SPEC 6.6).
  */
 #include "mrp_host.h"
+#include "wire.h"
 #include "report.h"
 #include "sim_test.h"
 
@@ -132,11 +134,18 @@ static void test_reordering(void **state)
  * sender is done, Jain >= 0.95 over the senders' rates and the receiver's
  * links >= 90 % busy. Over a single switch (64:1 with a 2 MB queue; 48:1 at
  * 25 Gbit/s), a leaf-spine fabric (64:1 from four leaves; ECMP seeds 1 and
- * 2) and two planes (32:1). Drops of the first
- * round trip are printed, not asserted: the family's <= 0.1 % does not
- * hold yet.
+ * 2), two planes (32:1), 256:1 and 1,024:1 with a 1 MB queue.
+ *
+ * Drops over the whole run, as a share of the data packets the flows need,
+ * are at most max_drop_pct. The receiver's first-round-trip admission
+ * (SPEC 6.6) keeps them at 0 where the engine without it dropped 3.8 %
+ * (incast_64) and 15 % (incast_256) of them. At 1,024:1 the family's
+ * <= 0.1 % is not met: 1.6-1.8 % over seeds 1-3 (it was 56 %): the first
+ * round trip is clean, but a thousand senders paced at a tenth of a Gbit/s
+ * each drift into phase, and the tail-loss probes of packets that wait in
+ * the queue that builds add to it (bench/README.md). Asserted there: <= 3 %.
  */
-static void incast(const char *name, uint64_t seed)
+static void incast(const char *name, uint64_t seed, double max_drop_pct)
 {
 	run rn;
 	run_load(&rn, name, seed);
@@ -145,7 +154,7 @@ static void incast(const char *name, uint64_t seed)
 	double cap = 0;
 	for (unsigned p = 0; p < sim_planes(rn.s); p++)
 		cap += (double)rn.cfg.plane[p].host_link.rate_bps;
-	assert_true(n <= 256);
+	assert_true(n <= 1024);
 	while (!t_rtt) {
 		t += 1 * US;
 		run_to(&rn, t);
@@ -162,7 +171,8 @@ static void incast(const char *name, uint64_t seed)
 	}
 	uint64_t t0 = 2 * t_rtt;
 	run_to(&rn, t0);
-	uint64_t tx0[256], rx0 = host_rx_bytes(rn.s, rx);
+	static uint64_t tx0[1024];
+	uint64_t rx0 = host_rx_bytes(rn.s, rx);
 	for (uint32_t i = 0; i < n; i++)
 		tx0[i] = host_tx_bytes(rn.s, sim_flow_get(rn.s, i)->src);
 	int any_done = 0;
@@ -173,7 +183,7 @@ static void incast(const char *name, uint64_t seed)
 		for (uint32_t i = 0; i < n; i++)
 			any_done |= sim_flow_get(rn.s, i)->done;
 	}
-	double rate[256];
+	static double rate[1024];
 	for (uint32_t i = 0; i < n; i++)
 		rate[i] = (double)(host_tx_bytes(rn.s, sim_flow_get(rn.s, i)->src) - tx0[i]) * 8e9 /
 			  (double)(t - t0);
@@ -185,11 +195,13 @@ static void incast(const char *name, uint64_t seed)
 	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
 	print_message("%-20s seed %llu: first round trip %.0f us; from %.0f us for %.0f us: "
 		      "Jain %.4f, receiver links %.3f busy; drops over the run %llu of %llu "
-		      "data packets (%.2f %%, not asserted)\n",
+		      "data packets (%.3f %%, at most %.1f %% asserted)\n",
 		      name, (unsigned long long)seed, (double)t_rtt / 1e3, (double)t0 / 1e3,
 		      (double)(t - t0) / 1e3, j, util, (unsigned long long)all_drops(rn.s),
-		      (unsigned long long)pkts, 100.0 * (double)all_drops(rn.s) / (double)pkts);
+		      (unsigned long long)pkts, 100.0 * (double)all_drops(rn.s) / (double)pkts,
+		      max_drop_pct);
 	assert_true(j >= 0.95);
+	assert_true(100.0 * (double)all_drops(rn.s) <= max_drop_pct * (double)pkts);
 	assert_true(util >= 0.90);
 	run_free(&rn);
 }
@@ -197,12 +209,15 @@ static void incast(const char *name, uint64_t seed)
 static void test_incast(void **state)
 {
 	(void)state;
-	incast("incast_64", 1);
-	incast("incast_48_25g", 1);
-	incast("incast_64_leafspine", 1);
-	incast("incast_64_leafspine", 2);
-	incast("incast_32_2planes", 1);
-	incast("incast_256", 1);
+	incast("incast_64", 1, 0.1);
+	incast("incast_64", 2, 0.1);
+	incast("incast_48_25g", 1, 0.1);
+	incast("incast_64_leafspine", 1, 0.1);
+	incast("incast_64_leafspine", 2, 0.1);
+	incast("incast_32_2planes", 1, 0.1);
+	incast("incast_256", 1, 0.1);
+	incast("incast_256", 2, 0.1);
+	incast("incast_1024", 1, 3.0);
 }
 
 /*
@@ -275,17 +290,30 @@ static void test_plane_churn(void **state)
 
 /*
  * Start-up at scale-across distances: one flow over a 1 ms and a 4 ms round
- * trip at 100 Gbit/s. The receiver's first rate hint sizes the window (and
- * opens the paths it needs), so from the second round trip on the flow runs
- * at >= 0.95 of the link until 95 % of its bytes are in (the first round
- * trip still carries only the initial window: that is why the family's
- * "start to finish" figure is not met at 4 and 10 ms, bench/README.md).
+ * trip at 100 Gbit/s. The receiver grants the connection, its only one, its
+ * line rate for the first round trip (first-round-trip admission, SPEC
+ * 6.6), and its first rate hint then sizes the window, so the flow's
+ * payload arrives at >= 0.95 of the link's 100 Gbit/s from its first
+ * packet's arrival to its last's (the wire carries 72 + 66 bytes per 4 KB
+ * packet on top: the ceiling is 96.7 Gbit/s). Without the grant the first
+ * round trip carried only the initial window: 55 Gbit/s over the whole 4 ms
+ * flow (sender's FCT). Also: from the second round trip to 95 % of the
+ * bytes.
  */
 static void scale_startup(const char *name, uint64_t rtt_ns)
 {
 	run rn;
 	run_load(&rn, name, 1);
 	uint64_t total = sim_flow_get(rn.s, 0)->bytes, t = 2 * rtt_ns, b0, b95 = 0, t95 = 0;
+	/* the first packet's arrival, to 1/16 of a round trip */
+	uint64_t t_first = 0, step = rtt_ns / 16;
+	for (uint64_t u = step; u <= t; u += step) {
+		run_to(&rn, u);
+		if (host_rx_bytes(rn.s, 1)) {
+			t_first = u - step;
+			break;
+		}
+	}
 	run_to(&rn, t);
 	b0 = host_rx_bytes(rn.s, 1);
 	while (!t95) {
@@ -298,12 +326,21 @@ static void scale_startup(const char *name, uint64_t rtt_ns)
 		}
 	}
 	double rate = (double)(b95 - b0) * 8e9 / (double)(t95 - 2 * rtt_ns);
+	/* the last packet's arrival: the receiver's link has carried every
+	 * data packet, as the link counts it (the network is lossless: each
+	 * is carried once; the sender's few probes are less than a packet) */
+	uint64_t mtu = rn.cfg.mtu,
+		 wire_all = total + (total + mtu - 1) / mtu * (MRP_DATA_HDR_LEN + SIM_WIRE_OVERHEAD);
+	while (host_rx_bytes(rn.s, 1) < wire_all)
+		run_to(&rn, t += step);
+	double whole = (double)total * 8e9 / (double)(t - t_first);
 	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-	print_message("%-18s: from the 2nd round trip to 95 %% of the bytes %.1f Gbit/s; whole "
-		      "flow %.1f Gbit/s (FCT %.1f ms)\n",
-		      name, rate / 1e9, rn.r.agg_goodput_bps / 1e9,
-		      (double)rn.r.flows[0].fct_ns / 1e6);
+	print_message("%-18s: from the 2nd round trip to 95 %% of the bytes %.1f Gbit/s; payload "
+		      "from the first packet's arrival to the last's %.1f Gbit/s (the sender's "
+		      "FCT %.1f ms)\n",
+		      name, rate / 1e9, whole / 1e9, (double)rn.r.flows[0].fct_ns / 1e6);
 	assert_true(rate >= 0.95 * 100e9);
+	assert_true(whole >= 0.95 * 100e9);
 	run_free(&rn);
 }
 

@@ -55,24 +55,25 @@ WIRE.C CHECKS (function | # | code | rule | expert info)
 | check_hs         | 1 | RANGE     | min_version 0, > max_version; ACCEPT: min != max   | metaroce.range     |
 | check_hs         | 2 | RANGE     | mtu, hs_token, max_streams, max_paths,             | metaroce.range     |
 |                  |   |           | service_port, num_addrs out of range               |                    |
-| check_hs         | 3 | RESERVED  | byte 67 != 0                                       | metaroce.reserved  |
+| check_hs         | 3 | RESERVED  | CONNECT: byte 67 != 0 (ACCEPT: admit, any value)   | metaroce.reserved  |
 | check_hs         | 4 | TRUNCATED | datalen < 68 + 20 * num_addrs                      | metaroce.truncated |
 | check_hs         | 5 | LENGTH    | datalen > 68 + 20 * num_addrs                      | metaroce.length    |
 | check_hs         | 6 | RANGE     | address family not 4/6, or plane >= 16             | metaroce.range     |
 | check_hs         | 7 | RESERVED  | address entry bytes 2-3 != 0                       | metaroce.reserved  |
 | check_hs         | 8 | RESERVED  | IPv4 entry with address bytes 4-15 != 0            | metaroce.reserved  |
-| check_pkt        | 1 | LENGTH    | datalen != fixed length (ACK..RETRY)               | metaroce.length    |
-| check_pkt        | 2 | RANGE     | NAK reason not 1-7                                 | metaroce.range     |
-| check_pkt        | 3 | RESERVED  | NAK byte 29 != 0                                   | metaroce.reserved  |
-| check_pkt        | 4 | RANGE     | NAK token_echo != 0 exactly when UNKNOWN_CONN       | metaroce.range     |
-| check_pkt        | 5 | RESERVED  | NAK retry_after_us != 0 unless RNR                 | metaroce.reserved  |
-| check_pkt        | 6 | RESERVED  | PROBE bytes 32-35 != 0                             | metaroce.reserved  |
-| check_pkt        | 7 | RANGE     | REJECT reason not 1-5, min_version 0 or > max      | metaroce.range     |
-| check_pkt        | 8 | RESERVED  | REJECT byte 31 != 0                                | metaroce.reserved  |
-| check_pkt        | 9 | RANGE     | CLOSE/RESET reason > 5                             | metaroce.range     |
-| check_pkt        |10 | RESERVED  | CLOSE/RESET bytes 30-31 != 0                       | metaroce.reserved  |
-| check_pkt        |11 | RANGE     | RETRY cookie = 0                                   | metaroce.range     |
-| check_pkt        |12 | RESERVED  | RETRY bytes 40-43 != 0                             | metaroce.reserved  |
+| check_pkt        | 1 | LENGTH    | PROBE_ACK with GRANT: datalen != 52                | metaroce.length    |
+| check_pkt        | 2 | LENGTH    | datalen != fixed length (ACK..RETRY)               | metaroce.length    |
+| check_pkt        | 3 | RANGE     | NAK reason not 1-7                                 | metaroce.range     |
+| check_pkt        | 4 | RESERVED  | NAK byte 29 != 0                                   | metaroce.reserved  |
+| check_pkt        | 5 | RANGE     | NAK token_echo != 0 exactly when UNKNOWN_CONN       | metaroce.range     |
+| check_pkt        | 6 | RESERVED  | NAK retry_after_us != 0 unless RNR                 | metaroce.reserved  |
+| check_pkt        | 7 | RESERVED  | PROBE bytes 32-35 != 0                             | metaroce.reserved  |
+| check_pkt        | 8 | RANGE     | REJECT reason not 1-5, min_version 0 or > max      | metaroce.range     |
+| check_pkt        | 9 | RESERVED  | REJECT byte 31 != 0                                | metaroce.reserved  |
+| check_pkt        |10 | RANGE     | CLOSE/RESET reason > 5                             | metaroce.range     |
+| check_pkt        |11 | RESERVED  | CLOSE/RESET bytes 30-31 != 0                       | metaroce.reserved  |
+| check_pkt        |12 | RANGE     | RETRY cookie = 0                                   | metaroce.range     |
+| check_pkt        |13 | RESERVED  | RETRY bytes 40-43 != 0                             | metaroce.reserved  |
 END WIRE.C CHECKS
 
 Beyond the decoder (never an error, never metaroce.error):
@@ -128,12 +129,16 @@ local FIXED_LEN = {
 }
 
 local F_FIRST, F_LAST, F_RETX, F_ACK_REQ, F_REPLY, F_HELD = 0x0001, 0x0002, 0x0004, 0x0008, 0x0010, 0x0020
+local F_GRANT = 0x0040
 local FLAG_NAMES = { {F_FIRST, "FIRST"}, {F_LAST, "LAST"}, {F_RETX, "RETX"},
-	{F_ACK_REQ, "ACK_REQ"}, {F_REPLY, "REPLY"}, {F_HELD, "HELD"} }
-local F_UNASSIGNED = 0xffc0
+	{F_ACK_REQ, "ACK_REQ"}, {F_REPLY, "REPLY"}, {F_HELD, "HELD"}, {F_GRANT, "GRANT"} }
+local F_UNASSIGNED = 0xff80
+-- A PROBE_ACK with GRANT carries grant_mbps after the 48 bytes (SPEC 8.3).
+local PROBE_ACK_GRANT_LEN = 52
 
 local CAP_IMM, CAP_RATE_HINT, CAP_MULTIPLANE, CAP_RETRY, CAP_READ, CAP_HELD = 0x1, 0x2, 0x4, 0x8, 0x10, 0x20
-local CAP_KNOWN = 0x3f
+local CAP_ADMIT = 0x40
+local CAP_KNOWN = 0x7f
 
 local NAK_REASONS = {
 	[1] = "INVALID_RKEY", [2] = "OUT_OF_BOUNDS", [3] = "ACCESS", [4] = "RNR",
@@ -187,6 +192,8 @@ field("flags.reply", ProtoField.bool("metaroce.flags.reply", "REPLY", 16, nil, F
 	"this CLOSE answers a CLOSE"))
 field("flags.held", ProtoField.bool("metaroce.flags.held", "HELD", 16, nil, F_HELD,
 	"the receiver's rate hint holds back more data that is ready"))
+field("flags.grant", ProtoField.bool("metaroce.flags.grant", "GRANT", 16, nil, F_GRANT,
+	"first-round-trip admission: data sent on it, a request (PROBE), a grant (PROBE_ACK)"))
 field("flags.unassigned", ProtoField.uint16("metaroce.flags.unassigned", "Unassigned", base.HEX,
 	nil, F_UNASSIGNED))
 field("path", ProtoField.uint16("metaroce.path", "Path ID", base.DEC, nil, nil,
@@ -247,6 +254,8 @@ field("token_echo", ProtoField.uint64("metaroce.token_echo", "Token echo", base.
 field("probe_seq", ProtoField.uint32("metaroce.probe_seq", "Probe sequence", base.DEC))
 field("probed_path", ProtoField.uint16("metaroce.probed_path", "Probed path ID", base.DEC))
 field("probed_path_gen", ProtoField.uint16("metaroce.probed_path_gen", "Probed path generation", base.DEC))
+field("grant_mbps", ProtoField.uint32("metaroce.grant_mbps", "Grant (Mbit/s)", base.DEC, nil, nil,
+	"the rate the receiver grants the connection (SPEC 6.6); 0 = start with the initial window"))
 
 -- CONNECT, ACCEPT
 field("min_version", ProtoField.uint8("metaroce.min_version", "Min version", base.DEC))
@@ -268,11 +277,15 @@ field("caps.read", ProtoField.bool("metaroce.caps.read", "READ", 64, nil, CAP_RE
 	"READ_REQ and READ_RESP (SPEC 5.8)"))
 field("caps.held", ProtoField.bool("metaroce.caps.held", "HELD", 64, nil, CAP_HELD,
 	"data packets carry HELD (SPEC 6.5)"))
+field("caps.admit", ProtoField.bool("metaroce.caps.admit", "ADMIT", 64, nil, CAP_ADMIT,
+	"first-round-trip admission (SPEC 6.6)"))
 field("caps.unassigned", ProtoField.uint64("metaroce.caps.unassigned", "Unassigned bits", base.HEX))
 field("max_streams", ProtoField.uint16("metaroce.max_streams", "Max streams", base.DEC))
 field("max_paths", ProtoField.uint16("metaroce.max_paths", "Max paths", base.DEC))
 field("service_port", ProtoField.uint16("metaroce.service_port", "Service port", base.DEC))
 field("num_addrs", ProtoField.uint8("metaroce.num_addrs", "Number of addresses", base.DEC))
+field("admit", ProtoField.uint8("metaroce.admit", "Admit", base.DEC, nil, nil,
+	"ACCEPT: the initiator's first-round-trip credit, 4 KiB x 2^((admit - 1) / 8) bytes; 0 none (SPEC 6.6)"))
 field("addr", ProtoField.none("metaroce.addr", "Plane address"))
 field("addr.family", ProtoField.uint8("metaroce.addr.family", "Family", base.DEC, FAMILIES))
 field("addr.plane", ProtoField.uint8("metaroce.addr.plane", "Plane", base.DEC))
@@ -374,8 +387,9 @@ end
 local TOKEN_ZERO, TOKEN_NONZERO, TOKEN_ANY = 0, 1, 2
 
 local function allowed_flags(op)
-	if is_data(op) then return bit32.bor(F_FIRST, F_LAST, F_RETX, F_ACK_REQ, F_HELD) end
-	if op == OP.PROBE then return F_ACK_REQ end
+	if is_data(op) then return bit32.bor(F_FIRST, F_LAST, F_RETX, F_ACK_REQ, F_HELD, F_GRANT) end
+	if op == OP.PROBE then return bit32.bor(F_ACK_REQ, F_GRANT) end
+	if op == OP.PROBE_ACK then return F_GRANT end
 	if op == OP.CLOSE then return F_REPLY end
 	return 0
 end
@@ -490,7 +504,9 @@ local function check_hs(r, op, datalen)
 	if n == 0 or n > MAX_ADDRS then
 		return "RANGE", "num_addrs", string.format("num_addrs %d outside 1-%d", n, MAX_ADDRS)
 	end
-	if r.u8(67) ~= 0 then return "RESERVED", "rsv67", "byte 67 must be 0" end
+	if op == OP.CONNECT and r.u8(67) ~= 0 then
+		return "RESERVED", "rsv67", "byte 67 must be 0 in a CONNECT"
+	end
 	local len = HS_FIXED_LEN + HS_ADDR_LEN * n
 	if datalen < len then
 		return "TRUNCATED", "num_addrs", string.format(
@@ -531,7 +547,13 @@ local function check_control(r, op, datalen)
 	local code, key, msg = check_hdr(r, op, token_rule)
 	if code then return code, key, msg end
 	if op == OP.CONNECT or op == OP.ACCEPT then return check_hs(r, op, datalen) end
-	if datalen ~= FIXED_LEN[op] then
+	if op == OP.PROBE_ACK and bit32.band(r.u16(2), F_GRANT) ~= 0 then
+		if datalen ~= PROBE_ACK_GRANT_LEN then
+			return "LENGTH", "packet", string.format(
+				"PROBE_ACK with GRANT is %d bytes, the datagram has %d",
+				PROBE_ACK_GRANT_LEN, datalen)
+		end
+	elseif datalen ~= FIXED_LEN[op] then
 		return "LENGTH", "packet", string.format("%s is %d bytes, the datagram has %d",
 			OPCODE_NAMES[op], FIXED_LEN[op], datalen)
 	end
@@ -611,6 +633,7 @@ local function own_length(tvb, datalen)
 		if fl == nil or datalen < fl then return nil end
 		if is_data(op) then return DATA_HDR_LEN + r.u16(30) end
 		if op == OP.CONNECT or op == OP.ACCEPT then return HS_FIXED_LEN + HS_ADDR_LEN * r.u8(66) end
+		if op == OP.PROBE_ACK and bit32.band(r.u16(2), F_GRANT) ~= 0 then return PROBE_ACK_GRANT_LEN end
 		return fl
 	end)
 	if ok then return len end
@@ -664,11 +687,21 @@ local PROBE_ACK = {
 	{"probed_path", 28, 2}, {"probed_path_gen", 30, 2}, {"probe_seq", 32, 4},
 	{"ack_delay_ns", 36, 4}, {"ts_echo_ns", 40, 8},
 }
+local PROBE_ACK_GRANT = {
+	{"probed_path", 28, 2}, {"probed_path_gen", 30, 2}, {"probe_seq", 32, 4},
+	{"ack_delay_ns", 36, 4}, {"ts_echo_ns", 40, 8}, {"grant_mbps", 48, 4},
+}
 local HS = {
 	{"min_version", 28, 1}, {"max_version", 29, 1}, {"mtu", 30, 2},
 	{"service_id", 32, 4}, {"hs_token", 36, 8}, {"instance_id", 44, 8},
 	{"caps", 52, 8}, {"max_streams", 60, 2}, {"max_paths", 62, 2},
 	{"service_port", 64, 2}, {"num_addrs", 66, 1}, {"rsv67", 67, 1},
+}
+local ACCEPT_HS = {
+	{"min_version", 28, 1}, {"max_version", 29, 1}, {"mtu", 30, 2},
+	{"service_id", 32, 4}, {"hs_token", 36, 8}, {"instance_id", 44, 8},
+	{"caps", 52, 8}, {"max_streams", 60, 2}, {"max_paths", 62, 2},
+	{"service_port", 64, 2}, {"num_addrs", 66, 1}, {"admit", 67, 1},
 }
 local REJECT = {
 	{"reject_reason", 28, 1}, {"min_version", 29, 1}, {"max_version", 30, 1},
@@ -708,7 +741,7 @@ local function add_flags(tree, tvb, items)
 	local it = tree:add(f.flags, tvb(2, 2))
 	it:append_text(" (" .. flag_text(flags) .. ")")
 	for _, k in ipairs({"flags.first", "flags.last", "flags.retx", "flags.ack_req",
-			"flags.reply", "flags.held", "flags.unassigned"}) do
+			"flags.reply", "flags.held", "flags.grant", "flags.unassigned"}) do
 		it:add(f[k], tvb(2, 2))
 	end
 	items.flags = it
@@ -719,7 +752,7 @@ local function add_caps(tree, tvb, items)
 	local it = tree:add(f.caps, tvb(52, 8))
 	local names = {}
 	for _, c in ipairs({{CAP_IMM, "IMM"}, {CAP_RATE_HINT, "RATE_HINT"}, {CAP_MULTIPLANE, "MULTIPLANE"},
-			{CAP_RETRY, "RETRY"}, {CAP_READ, "READ"}, {CAP_HELD, "HELD"}}) do
+			{CAP_RETRY, "RETRY"}, {CAP_READ, "READ"}, {CAP_HELD, "HELD"}, {CAP_ADMIT, "ADMIT"}}) do
 		if caps:band(UInt64(c[1])) ~= UInt64(0) then names[#names + 1] = c[2] end
 	end
 	local unknown = caps:band(UInt64(CAP_KNOWN):bnot())
@@ -731,6 +764,7 @@ local function add_caps(tree, tvb, items)
 	it:add(f["caps.retry"], tvb(52, 8))
 	it:add(f["caps.read"], tvb(52, 8))
 	it:add(f["caps.held"], tvb(52, 8))
+	it:add(f["caps.admit"], tvb(52, 8))
 	it:add(f["caps.unassigned"], tvb(52, 8), unknown)
 	items.caps = it
 end
@@ -905,6 +939,11 @@ local function dissect_packet(tvb, pinfo, tree, gso_i)
 	end
 
 	local layout = version == VERSION and op and BODY[op]
+	if layout == PROBE_ACK and cap >= 4 and bit32.band(tvb(2, 2):uint(), F_GRANT) ~= 0 then
+		layout = PROBE_ACK_GRANT
+	elseif layout == HS and op == OP.ACCEPT then
+		layout = ACCEPT_HS
+	end
 	if layout and datalen >= HDR_LEN then
 		for _, fd in ipairs(layout) do
 			local k, off, len = fd[1], fd[2], fd[3]
