@@ -28,7 +28,16 @@ def planes():
     return {x["name"]: x for x in mrtest.request(p.a.sock, "show planes")["result"]}
 
 
+def waited_s(d):
+    """Seconds daemon d's loop has been runnable but waiting for a CPU
+    (/proc/PID/schedstat, second field)."""
+    with open("/proc/%d/schedstat" % d.proc.pid) as f:
+        return int(f.read().split()[1]) / 1e9
+
+
+w0 = waited_s(p.a)
 rc, out, err = run("-j", "drill", "plane", "p0", "--peer", p.b.peer(), "--duration", "3s")
+waited = waited_s(p.a) - w0
 mrtest.check(rc == 0, "drill of p0 with perf traffic: exit 0 (%s)" % err.strip()[-300:])
 r = json.loads(out)
 mrtest.check(r["pass"] and r["restored"] and r["taken_out"] and not r["cancelled"],
@@ -44,7 +53,12 @@ tx = r["tx_gbps"]
 mrtest.check(tx["before"] > 0 and tx["during"] > 0 and tx["after"] > 0,
              "traffic before %.2f, during %.2f, after %.2f Gbit/s"
              % (tx["before"], tx["during"], tx["after"]))
-mrtest.check(abs(r["out_s"] - 3) < 0.1, "the plane was out %.3f s" % r["out_s"])
+# Never given back early; late by at most 0.1 s plus the time A's loop
+# waited for a CPU during the drill (a 1 ms tick gives the plane back: on
+# a loaded host the loop ran 165 ms late once, with nothing wrong in it).
+mrtest.check(2.999 <= r["out_s"] < 3.1 + waited,
+             "the plane was out %.3f s (3 s asked; A waited %.3f s for a CPU meanwhile)"
+             % (r["out_s"], waited))
 # Redistribution: defined against the pre-drill rate; on loopback one plane
 # can carry it all.
 mrtest.check(r["redistribution_ms"] is not None,
