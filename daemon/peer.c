@@ -840,6 +840,14 @@ static void conn_service(mrd_conn *c, uint64_t now)
 		break;
 	}
 	c->in_service = 0;
+	/* A deadline in the near future (mostly the pacing time of the next
+	 * packet, a few us away) waits for timers.wake_slack: the daemon wakes
+	 * once for a bunch of packets (the engine's pacing bucket lets a
+	 * burst's worth accumulate) instead of once or twice per packet.
+	 * What is due now (more to send, a control packet) is not delayed. */
+	uint64_t slack = d->cfg.wake_slack_ns;
+	if (slack && next > now && next - now < slack)
+		next = now + slack;
 	if (mrd_timer_set(&d->timer, &c->tent, next) < 0)
 		mrd_conn_touch(c); /* no memory for the heap: retry next run */
 }
