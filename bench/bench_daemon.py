@@ -148,6 +148,7 @@ def run_udp(blast, seconds):
         if rx.stdout.readline().strip() != "ready":
             raise RuntimeError("udp_blast receiver did not start")
         tx = subprocess.Popen([blast, "send", port, str(seconds), "4168"],
+                              stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
         cpu = wait_cpu(tx, seconds + 30)
         if tx.returncode != 0:
