@@ -267,9 +267,9 @@ void mrd_config_defaults(mrd_config *c)
 	c->ack_delay_ns = cp.ack_delay_ns;
 	c->rnr_delay_ns = cp.rnr_delay_ns;
 	/* The daemon's, not the engine's (peer.c, conn_service()): a wake-up
-	 * costs more than the few us a pacing deadline is away. Loopback
-	 * perf, paired runs on a loaded 2-core host (bench/README.md): 0 us
-	 * 1.4 Gbit/s median, 15 us 1.4, 30-120 us 1.9-3.1. */
+	 * costs more than the few us a pacing wait lasts. Loopback perf,
+	 * paired runs on a loaded 2-core host (bench/README.md): 0 us 1.4
+	 * Gbit/s median, 15 us 1.4, 30-120 us 1.9-3.1. */
 	c->wake_slack_ns = 50 * T_US;
 	c->max_streams = cp.max_streams;
 	c->msg_window = cp.msg_window;

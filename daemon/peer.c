@@ -817,7 +817,14 @@ static void conn_service(mrd_conn *c, uint64_t now)
 			next = now;
 			break;
 		}
-		next = mrp_conn_deadline(c->eng);
+		/* A pacing wait (the time the next packet may leave, mostly
+		 * a few us away) ends no sooner than timers.wake_slack from
+		 * now: the daemon wakes once for a bunch of packets (the
+		 * pacing bucket lets up to burst_pkts accumulate) instead of
+		 * once or twice per packet. The other deadlines (delayed ACK,
+		 * RTO, a control packet due) are kept as they are. */
+		next = mrp_conn_deadline_paced(c->eng, d->cfg.wake_slack_ns
+							   ? now + d->cfg.wake_slack_ns : 0);
 		if (mrd_chal_deadline(&c->chal) < next)
 			next = mrd_chal_deadline(&c->chal);
 		if (silent && !c->silenced && c->heard_ns + silent < next)
@@ -840,14 +847,6 @@ static void conn_service(mrd_conn *c, uint64_t now)
 		break;
 	}
 	c->in_service = 0;
-	/* A deadline in the near future (mostly the pacing time of the next
-	 * packet, a few us away) waits for timers.wake_slack: the daemon wakes
-	 * once for a bunch of packets (the engine's pacing bucket lets a
-	 * burst's worth accumulate) instead of once or twice per packet.
-	 * What is due now (more to send, a control packet) is not delayed. */
-	uint64_t slack = d->cfg.wake_slack_ns;
-	if (slack && next > now && next - now < slack)
-		next = now + slack;
 	if (mrd_timer_set(&d->timer, &c->tent, next) < 0)
 		mrd_conn_touch(c); /* no memory for the heap: retry next run */
 }
