@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -48,6 +49,22 @@ BASE_PORT = 30000 + (os.getpid() % 2000) * 5
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
+
+
+GIB = float(1 << 30)
+
+
+def proc_cpu(pid):
+    """CPU seconds (user + system) a running process has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu():
+    """CPU seconds of the children waited for so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def daemon_config(tmp, name, port, sports, extra=""):
@@ -116,7 +133,12 @@ class Daemons:
                "--socket", f"{self.tmp}/a.app.sock", "--json"] + args
         if busy:
             cmd += ["--busy-poll", str(busy)]
+        # CPU of everything in the path: both daemons and the server (from
+        # /proc, running), the client (waited for)
+        running = [p.pid for p in self.procs] + [self.server.pid]
+        cpu0 = sum(proc_cpu(p) for p in running) + children_cpu()
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
+        self.cpu_s = sum(proc_cpu(p) for p in running) + children_cpu() - cpu0
         out = None
         for line in r.stdout.splitlines():
             if line.startswith("{"):
@@ -156,6 +178,9 @@ def run_metaroce(a, extra, env):
                             a.seconds, a.busy_poll)
         res["bw"] = {"gbps": out["gbps"], "messages": out["messages"],
                      "verified": out["verify"] and out["server_verified"] > 0}
+        nbytes = out["gbps"] * 1e9 / 8 * a.seconds
+        if nbytes:
+            res["bw"]["cpu_s_per_gib"] = d.cpu_s / (nbytes / GIB)
         out, srv = d.client(["--pingpong", "--seconds", str(a.seconds)] + v, a.seconds,
                             a.busy_poll)
         res["lat"] = {"p50_us": out["lat_us_p50"], "p99_us": out["lat_us_p99"],
@@ -184,9 +209,19 @@ def run_tcp(iperf3, seconds):
                                capture_output=True, text=True, timeout=seconds + 30)
             try:
                 res = json.loads(r.stdout)
-                return {"gbps": res["end"]["sum_received"]["bits_per_second"] / 1e9}
+                end = res["end"]
+                out = {"gbps": end["sum_received"]["bits_per_second"] / 1e9}
             except (ValueError, KeyError):
                 time.sleep(0.1)  # the server is not listening yet
+                continue
+            # iperf3's own CPU figures (client and server, percent of the run)
+            cu = end.get("cpu_utilization_percent", {})
+            secs = end["sum_received"].get("seconds") or seconds
+            nbytes = end["sum_received"].get("bytes")
+            if "host_total" in cu and "remote_total" in cu and nbytes:
+                out["cpu_s_per_gib"] = ((cu["host_total"] + cu["remote_total"]) / 100 * secs
+                                        / (nbytes / GIB))
+            return out
         raise RuntimeError("iperf3 failed: " + (r.stdout + r.stderr)[-300:])
     finally:
         try:
@@ -279,13 +314,16 @@ def main():
                 ok = False
 
     def med(k, f):
-        return statistics.median(x[f] for x in runs[k]) if runs[k] else None
+        v = [x[f] for x in runs[k] if x.get(f) is not None]
+        return statistics.median(v) if v else None
 
     m = {"bw_gbps": med("bw", "gbps"), "tcp_gbps": med("tcp", "gbps"),
          "lat_p50_us": med("lat", "p50_us"), "lat_p99_us": med("lat", "p99_us"),
          "sockperf_p50_us": med("sockperf", "p50_us"),
          "sockperf_p99_us": med("sockperf", "p99_us"),
-         "rate_msg_per_s": med("rate", "msg_per_s")}
+         "rate_msg_per_s": med("rate", "msg_per_s"),
+         "bw_cpu_s_per_gib": med("bw", "cpu_s_per_gib"),
+         "tcp_cpu_s_per_gib": med("tcp", "cpu_s_per_gib")}
     ratios = {}
     if m["bw_gbps"] is not None and m["tcp_gbps"]:
         ratios["bw_over_tcp"] = m["bw_gbps"] / m["tcp_gbps"]
@@ -307,7 +345,9 @@ def main():
         def line(label, v, unit):
             print(f"  {label:52} " + (f"{v:9.3f} {unit}" if v is not None else "  skipped"))
         line("metaroce-perf write " + a.bw, m["bw_gbps"], "Gbit/s")
+        line("  CPU (daemons, client, server)", m["bw_cpu_s_per_gib"], "s/GiB")
         line("kernel TCP, iperf3 -M 4000", m["tcp_gbps"], "Gbit/s")
+        line("  CPU (iperf3 client, server)", m["tcp_cpu_s_per_gib"], "s/GiB")
         line("metaroce-perf 8-byte SEND ping-pong, p50", m["lat_p50_us"], "us")
         line("metaroce-perf 8-byte SEND ping-pong, p99", m["lat_p99_us"], "us")
         line("sockperf UDP ping-pong (14 B), p50", m["sockperf_p50_us"], "us")

@@ -11,6 +11,10 @@ Three workloads, each run --reps times (default 3), medians reported:
           the kernel's UDP ceiling on this host (UDP payload Gbit/s).
   tcp     iperf3 -M 4000 over loopback: kernel TCP at (about) the same MSS.
 
+Beside each rate: CPU seconds per GiB delivered (median): both daemons'
+CPU during the transfer (/proc), udp_blast's sender and receiver (wait4),
+iperf3's own figures for its client and server.
+
 Prints daemon/udp and daemon/tcp (ratios of the medians). The bar is
 daemon/tcp >= 0.5, the goal >= 1.0: printed, never enforced (the exit status
 is 0 when every run completed and the daemon's data verified, 1 otherwise).
@@ -39,6 +43,30 @@ BASE_PORT = 20000 + (os.getpid() % 2000) * 5
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
+
+
+GIB = float(1 << 30)
+
+
+def proc_cpu(pid):
+    """CPU seconds (user + system) a running process has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_cpu(p, timeout):
+    """Wait for a child; its CPU seconds (user + system, from wait4)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid == p.pid:
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return ru.ru_utime + ru.ru_stime
+        if time.monotonic() > deadline:
+            p.kill()
+            raise subprocess.TimeoutExpired(p.args, timeout)
+        time.sleep(0.02)
 
 
 def daemon_config(tmp, name, port, sports, extra=""):
@@ -83,14 +111,20 @@ def run_daemon(build, seconds, extra=""):
                 time.sleep(0.05)
             else:
                 raise RuntimeError(f"daemon {name} did not become ready")
+        cpu0 = sum(proc_cpu(p.pid) for p in procs)
         r = subprocess.run([ctl, "-j", "-s", f"{tmp}/a.sock", "perf",
                             f"127.0.0.1:{BASE_PORT + 2}", "--seconds", str(seconds)],
                            capture_output=True, text=True, timeout=seconds + 60)
+        cpu = sum(proc_cpu(p.pid) for p in procs) - cpu0
         if r.returncode != 0:
             raise RuntimeError("perf failed: " + (r.stderr or r.stdout).strip())
         res = json.loads(r.stdout)
         st = res.get("stats", res)
         out = {"gbps": float(res["goodput_gbps"]), "verified": bool(res.get("verified"))}
+        # both daemons' CPU during the transfer, per GiB delivered
+        nbytes = res.get("bytes") or res["goodput_gbps"] * 1e9 / 8 * seconds
+        out["cpu_s"] = cpu
+        out["cpu_s_per_gib"] = cpu / (nbytes / GIB) if nbytes else None
         for k in ("tx_pkts", "retx_pkts", "rto_count"):
             if isinstance(st, dict) and k in st:
                 out[k] = st[k]
@@ -113,17 +147,23 @@ def run_udp(blast, seconds):
     try:
         if rx.stdout.readline().strip() != "ready":
             raise RuntimeError("udp_blast receiver did not start")
-        tx = subprocess.run([blast, "send", port, str(seconds), "4168"],
-                            capture_output=True, text=True, timeout=seconds + 30)
+        tx = subprocess.Popen([blast, "send", port, str(seconds), "4168"],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+        cpu = wait_cpu(tx, seconds + 30)
         if tx.returncode != 0:
-            raise RuntimeError("udp_blast sender failed: " + tx.stderr.strip())
-        out, _ = rx.communicate(timeout=seconds + 30)
+            raise RuntimeError("udp_blast sender failed: " + tx.stderr.read().strip())
+        out = rx.stdout.read()
+        cpu += wait_cpu(rx, seconds + 30)
     finally:
         if rx.poll() is None:
             rx.kill()
             rx.wait()
     res = json.loads(out.strip().splitlines()[-1])
-    return {"gbps": float(res["gbps"])}
+    gbps = float(res["gbps"])
+    # sender and receiver, whole runs (the rate is measured over `seconds`)
+    return {"gbps": gbps, "cpu_s": cpu,
+            "cpu_s_per_gib": cpu / (gbps * 1e9 / 8 * seconds / GIB) if gbps else None}
 
 
 def run_tcp(iperf3, seconds):
@@ -138,9 +178,22 @@ def run_tcp(iperf3, seconds):
                                capture_output=True, text=True, timeout=seconds + 30)
             try:
                 res = json.loads(r.stdout)
-                return {"gbps": res["end"]["sum_received"]["bits_per_second"] / 1e9}
+                end = res["end"]
+                gbps = end["sum_received"]["bits_per_second"] / 1e9
             except (ValueError, KeyError):
                 time.sleep(0.1)  # the server is not listening yet
+                continue
+            out = {"gbps": gbps}
+            # iperf3's own CPU figures (percent of the run, user + system,
+            # sender and receiver): as CPU seconds per GiB received
+            cu = end.get("cpu_utilization_percent", {})
+            secs = end["sum_received"].get("seconds") or seconds
+            nbytes = end["sum_received"].get("bytes")
+            if "host_total" in cu and "remote_total" in cu and nbytes:
+                cpu = (cu["host_total"] + cu["remote_total"]) / 100 * secs
+                out["cpu_s"] = cpu
+                out["cpu_s_per_gib"] = cpu / (nbytes / GIB)
+            return out
         raise RuntimeError("iperf3 failed: " + (r.stdout + r.stderr)[-300:])
     finally:
         try:
@@ -191,10 +244,17 @@ def main():
                 log(f"bench_daemon: daemon run {rep + 1}: data NOT verified")
                 ok = False
             runs[name].append(r)
-            log(f"  {name:6} run {rep + 1}/{a.reps}: {r['gbps']:.3f} Gbit/s")
+            cpu = r.get("cpu_s_per_gib")
+            log(f"  {name:6} run {rep + 1}/{a.reps}: {r['gbps']:.3f} Gbit/s" +
+                (f", {cpu:.2f} CPU s/GiB" if cpu is not None else ""))
     med = {k: statistics.median(x["gbps"] for x in v) for k, v in runs.items() if v}
+    cpu_med = {}
+    for k, v in runs.items():
+        c = [x["cpu_s_per_gib"] for x in v if x.get("cpu_s_per_gib") is not None]
+        if c:
+            cpu_med[k] = statistics.median(c)
     out = {"reps": a.reps, "seconds": a.seconds, "transport": a.transport,
-           "median_gbps": med,
+           "median_gbps": med, "median_cpu_s_per_gib": cpu_med,
            "runs": runs, "skipped": [] if iperf3 else ["tcp"]}
     ratios = {}
     if "daemon" in med and med.get("udp"):
@@ -213,7 +273,8 @@ def main():
                          ("udp", "raw UDP GSO/GRO blaster (UDP payload)"),
                          ("tcp", "kernel TCP, iperf3 -M 4000")):
             if k in med:
-                print(f"  {label:40} {med[k]:7.3f} Gbit/s")
+                cpu = f"  {cpu_med[k]:5.2f} CPU s/GiB" if k in cpu_med else ""
+                print(f"  {label:40} {med[k]:7.3f} Gbit/s{cpu}")
             elif k == "tcp" and not iperf3:
                 print(f"  {label:40}  skipped" + ("" if a.no_tcp else " (no iperf3: scripts/install-deps.sh)"))
         for k, v in ratios.items():

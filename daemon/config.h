@@ -107,6 +107,7 @@ typedef struct mrd_config {
 	uint64_t probe_interval_ns; /* probe a path idle this long; 0 = never */
 	uint64_t ack_delay_ns;      /* longest wait before acknowledging */
 	uint64_t rnr_delay_ns;      /* wait after a receiver-not-ready NAK */
+	uint64_t wake_slack_ns;     /* a pacing wait lasts at least this (peer.c) */
 
 	/* transport (per connection): */
 	uint16_t max_streams;

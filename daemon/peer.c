@@ -817,7 +817,14 @@ static void conn_service(mrd_conn *c, uint64_t now)
 			next = now;
 			break;
 		}
-		next = mrp_conn_deadline(c->eng);
+		/* A pacing wait (the time the next packet may leave, mostly
+		 * a few us away) ends no sooner than timers.wake_slack from
+		 * now: the daemon wakes once for a bunch of packets (the
+		 * pacing bucket lets up to burst_pkts accumulate) instead of
+		 * once or twice per packet. The other deadlines (delayed ACK,
+		 * RTO, a control packet due) are kept as they are. */
+		next = mrp_conn_deadline_paced(c->eng, d->cfg.wake_slack_ns
+							   ? now + d->cfg.wake_slack_ns : 0);
 		if (mrd_chal_deadline(&c->chal) < next)
 			next = mrd_chal_deadline(&c->chal);
 		if (silent && !c->silenced && c->heard_ns + silent < next)

@@ -18,6 +18,16 @@ static void on_readable(uv_poll_t *h, int status, int events)
 	t->cb(t);
 }
 
+/* The earliest deadline was due at the last re-arm: run the owner once the
+ * loop has polled (libuv runs idle handles before a poll with timeout 0). */
+static void on_soon(uv_idle_t *h)
+{
+	mrd_timer *t = h->data;
+	uv_idle_stop(h);
+	t->soon_on = 0;
+	t->cb(t);
+}
+
 int mrd_timer_init(mrd_timer *t, uv_loop_t *loop, mrd_timer_cb cb, void *data)
 {
 	t->heap = NULL;
@@ -25,13 +35,21 @@ int mrd_timer_init(mrd_timer *t, uv_loop_t *loop, mrd_timer_cb cb, void *data)
 	t->armed = MRD_NEVER;
 	t->cb = cb;
 	t->data = data;
+	t->soon_init = t->soon_on = 0;
+	t->fd = -1;
+	int rv = uv_idle_init(loop, &t->soon);
+	if (rv < 0)
+		return rv;
+	t->soon.data = t;
+	t->soon_init = 1;
 	t->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (t->fd < 0)
-		return -errno;
-	int rv = uv_poll_init(loop, &t->poll, t->fd);
+	rv = t->fd < 0 ? -errno : uv_poll_init(loop, &t->poll, t->fd);
 	if (rv < 0) {
-		close(t->fd);
+		if (t->fd >= 0)
+			close(t->fd);
 		t->fd = -1;
+		t->soon_init = 0;
+		uv_close((uv_handle_t *)&t->soon, NULL);
 		return rv;
 	}
 	t->poll.data = t;
@@ -130,7 +148,22 @@ mrd_timer_ent *mrd_timer_pop_due(mrd_timer *t, uint64_t now)
 void mrd_timer_rearm(mrd_timer *t)
 {
 	uint64_t next = mrd_timer_next(t);
-	if (next == t->armed || t->fd < 0)
+	if (t->fd < 0)
+		return;
+	if (next != MRD_NEVER && t->soon_init && next <= uv_hrtime()) {
+		/* Due already: no timerfd (whatever it is armed to fires in
+		 * its time and finds what is due then). */
+		if (!t->soon_on) {
+			t->soon_on = 1;
+			uv_idle_start(&t->soon, on_soon);
+		}
+		return;
+	}
+	if (t->soon_on) {
+		t->soon_on = 0;
+		uv_idle_stop(&t->soon);
+	}
+	if (next == t->armed)
 		return;
 	struct itimerspec its = {0};
 	if (next != MRD_NEVER) {
@@ -150,6 +183,10 @@ void mrd_timer_close(mrd_timer *t, uv_close_cb close_cb)
 	free(t->heap);
 	t->heap = NULL;
 	t->len = t->cap = 0;
+	if (t->soon_init) {
+		t->soon_init = t->soon_on = 0;
+		uv_close((uv_handle_t *)&t->soon, NULL);
+	}
 	if (t->fd >= 0) {
 		uv_close((uv_handle_t *)&t->poll, close_cb);
 		/* libuv does not own the fd of a poll handle: close it after

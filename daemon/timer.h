@@ -10,6 +10,15 @@
  * the due entries with mrd_timer_pop_due() and re-arms with
  * mrd_timer_rearm() once it has updated their deadlines.
  *
+ * A deadline that has already passed when the timer is re-armed (a
+ * connection with more to send than one turn's budget, a pacing time
+ * reached while it ran, a control packet waiting) does not go to the
+ * timerfd: an idle handle runs the callback after the loop has polled its
+ * sockets once, without blocking. Arming a timerfd in the past costs a
+ * system call, a timer interrupt (on a VM, exits to the hypervisor for the
+ * timer device) and an epoll wake-up; profiles of a bulk transfer put a
+ * fifth of the sender's CPU there (bench/README.md).
+ *
  * Entries (mrd_timer_ent) are embedded in the objects they time (a
  * connection): no allocation per deadline.
  */
@@ -31,6 +40,8 @@ typedef void (*mrd_timer_cb)(mrd_timer *t);
 
 struct mrd_timer {
 	uv_poll_t poll; /* watches fd; data = the owner's pointer */
+	uv_idle_t soon; /* active while the earliest deadline is due; data = this */
+	uint8_t soon_init, soon_on;
 	int fd;
 	mrd_timer_ent **heap;
 	uint32_t len, cap;
@@ -62,7 +73,9 @@ static inline uint64_t mrd_timer_next(const mrd_timer *t)
 	return t->len ? t->heap[0]->deadline : MRD_NEVER;
 }
 
-/* Arm the timerfd to the earliest deadline (no system call if unchanged). */
+/* Arm the timerfd to the earliest deadline (no system call if unchanged),
+ * or, when that deadline has passed, have cb run on the next turn of the
+ * loop (after one poll that does not block). */
 void mrd_timer_rearm(mrd_timer *t);
 
 /* Close the poll handle; close_cb gets it. The heap is freed here: entries

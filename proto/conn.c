@@ -289,6 +289,7 @@ struct mrp_conn {
 	uint64_t max_rtt_ns;    /* largest max_rtt_ns of the active paths */
 	uint8_t ctl_dirty;      /* some path may have a control packet to send */
 	uint8_t pace_blocked;   /* data waits for pace_at */
+	uint64_t pace_gap;      /* the last data packet's time at the pacing rate */
 	uint64_t plane_pace_at[MRP_MAX_PLANES]; /* per-plane token buckets */
 	uint64_t plane_wait_at; /* data waits for a paced plane, NEVER for none */
 	uint32_t ctl_rr;        /* round robin over paths for ACKs */
@@ -3190,16 +3191,17 @@ COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size
 
 /* Token bucket: take a packet of wire_bytes at rate from the bucket whose
  * next free time is *at; a burst of burst_pkts may leave back to back. */
-static void bucket_take(uint64_t *at, uint64_t rate, uint32_t wire_bytes,
-			uint32_t burst, uint64_t now)
+static uint64_t bucket_take(uint64_t *at, uint64_t rate, uint32_t wire_bytes,
+			    uint32_t burst, uint64_t now)
 {
 	if (!rate)
-		return;
+		return 0;
 	/* rounded up: rounding down would let the queue behind us grow */
 	uint64_t gap = ((uint64_t)wire_bytes * 8 * 1000000000ull + rate - 1) / rate;
 	uint64_t slack = gap * burst;
 	uint64_t base = *at + slack < now ? now - slack : *at;
 	*at = base + gap;
+	return gap;
 }
 
 /* A data packet of `bytes` left on plane: charge the connection's pacing
@@ -3208,7 +3210,7 @@ static void bucket_take(uint64_t *at, uint64_t rate, uint32_t wire_bytes,
 static void pace_sent(mrp_conn *c, uint8_t plane, uint32_t bytes, uint64_t now)
 {
 	uint32_t wire = bytes + c->p.wire_overhead;
-	bucket_take(&c->pace_at, c->cc.pacing_bps, wire, c->p.burst_pkts, now);
+	c->pace_gap = bucket_take(&c->pace_at, c->cc.pacing_bps, wire, c->p.burst_pkts, now);
 	bucket_take(&c->plane_pace_at[plane], c->p.plane_rate_bps[plane], wire,
 		    c->p.burst_pkts, now);
 }
@@ -3866,6 +3868,11 @@ static uint64_t timers_at(const mrp_conn *c)
 
 uint64_t mrp_conn_deadline(const mrp_conn *c)
 {
+	return mrp_conn_deadline_paced(c, 0);
+}
+
+uint64_t mrp_conn_deadline_paced(const mrp_conn *c, uint64_t not_before)
+{
 	if (c->ctl_dirty || c->nakq_len)
 		return 0; /* a control packet waits */
 	uint64_t t = timers_at(c);
@@ -3873,8 +3880,17 @@ uint64_t mrp_conn_deadline(const mrp_conn *c)
 	 * connection that stopped while paced must not stay due forever.
 	 * (These are read here, not cached: they change with most packets.) */
 	if (sending(c)) {
-		if (c->pace_blocked)
-			t = min64(t, c->pace_at);
+		if (c->pace_blocked) {
+			/* put back, but not past the time the bucket is full
+			 * again (burst_pkts packets of the last one's size):
+			 * small packets must not be capped at a burst per
+			 * not_before */
+			uint64_t at = c->pace_at;
+			if (not_before > at)
+				at = min64(not_before,
+					   at + c->pace_gap * (c->p.burst_pkts ? c->p.burst_pkts - 1 : 0));
+			t = min64(t, at);
+		}
 		t = min64(t, c->plane_wait_at);
 		if (sends_outstanding(c))
 			t = min64(t, c->last_rx_ns + c->p.peer_timeout_ns);

@@ -252,6 +252,14 @@ ssize_t mrp_conn_write_pkt(mrp_conn *conn, mrp_tx_info *ti, uint8_t *buf,
  * on the same connection than any other function here.) */
 uint64_t mrp_conn_deadline(const mrp_conn *conn);
 
+/* mrp_conn_deadline(), with a pacing wait (the connection's rate) that ends
+ * before not_before put back towards not_before, but no later than the time
+ * the pacing bucket is full again (burst_pkts packets of the last one's
+ * size); the other deadlines as they are. For a host that pays more for a
+ * wake-up than for a packet: woken a little later, it sends what the bucket
+ * let accumulate in one go. not_before 0: the same as mrp_conn_deadline(). */
+uint64_t mrp_conn_deadline_paced(const mrp_conn *conn, uint64_t not_before);
+
 /* Run the timers that are due (RTO, tail-loss probe, delayed ACK, RNR
  * retry, probes). */
 void mrp_conn_handle_timeout(mrp_conn *conn, uint64_t now_ns);

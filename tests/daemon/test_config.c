@@ -110,6 +110,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c.probe_interval_ns, p.probe_idle_ns);
 	assert_int_equal(c.ack_delay_ns, p.ack_delay_ns);
 	assert_int_equal(c.rnr_delay_ns, p.rnr_delay_ns);
+	assert_int_equal(c.wake_slack_ns, 50000); /* the daemon's own */
 	assert_int_equal(c.max_streams, p.max_streams);
 	assert_int_equal(c.msg_window, p.msg_window);
 	assert_int_equal(c.burst_pkts, 32);  /* the daemon's own, not the engine's */
@@ -204,6 +205,7 @@ static const char full_yaml[] =
 	"  probe_interval: 0\n"
 	"  ack_delay: 0\n"
 	"  rnr_delay: 1ms\n"
+	"  wake_slack: 0\n"
 	"transport:\n"
 	"  max_streams: 16\n"
 	"  msg_window: 65536\n"
@@ -272,6 +274,7 @@ static void test_every_key(void **state)
 	assert_int_equal(c.probe_interval_ns, 0);
 	assert_int_equal(c.ack_delay_ns, 0);
 	assert_int_equal(c.rnr_delay_ns, 1000000);
+	assert_int_equal(c.wake_slack_ns, 0);
 	assert_int_equal(c.max_streams, 16);
 	assert_int_equal(c.msg_window, 65536);
 	assert_int_equal(c.burst_pkts, 1);
@@ -1365,6 +1368,7 @@ static void test_dump(void **state)
 		"  probe_interval: 0\n"
 		"  ack_delay: 0\n"
 		"  rnr_delay: 1ms\n"
+		"  wake_slack: 0\n"
 		"transport:\n"
 		"  max_streams: 16\n"
 		"  msg_window: 65536\n"
@@ -1504,7 +1508,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 6 + 10 + 5 + 7 + 3);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 10 + 5 + 7 + 3);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

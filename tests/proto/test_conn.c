@@ -2414,6 +2414,67 @@ static void test_admission_request_and_credit(void **state)
 	assert_int_equal(st[1].admit_requests, 0);
 }
 
+/* ---- pacing waits put back (mrp_conn_deadline_paced) ------------------- */
+
+typedef struct paced_seen {
+	want w;
+	uint64_t slack;
+	unsigned postponed, due_now, steps;
+} paced_seen;
+
+/* Before every step of a transfer: with not_before 0 the deadline is
+ * mrp_conn_deadline()'s; with not_before = now + slack it is never sooner,
+ * never later than not_before when it moved, and a control packet due now
+ * (deadline 0) stays due now. */
+static int paced_check(net *n, void *arg)
+{
+	paced_seen *ps = arg;
+	for (int i = 0; i < 2; i++) {
+		uint64_t d = mrp_conn_deadline(n->c[i]);
+		assert_int_equal(mrp_conn_deadline_paced(n->c[i], 0), d);
+		uint64_t nb = n->now + ps->slack;
+		uint64_t p = mrp_conn_deadline_paced(n->c[i], nb);
+		assert_true(p >= d);
+		if (d == 0) {
+			assert_int_equal(p, 0);
+			ps->due_now++;
+		}
+		if (p != d) {
+			assert_true(p <= nb);
+			ps->postponed++;
+		}
+	}
+	ps->steps++;
+	return have_cqes(n, &ps->w);
+}
+
+static void test_deadline_paced(void **state)
+{
+	(void)state;
+	net n;
+	mrp_conn_params p[2];
+	pair_params(p, 2, 0);
+	net_init(&n, &p[0], &p[1]);
+	size_t len = 4 << 20;
+	uint8_t *src = malloc(len);
+	fill_pattern(src, len, 11);
+	mrp_wr wr = { .wr_id = 7, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	cqlog log[2] = { 0 };
+	paced_seen ps = { { log, 0, 1 }, 50000, 0, 0, 0 };
+	assert_true(net_run_until(&n, paced_check, &ps, 2000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	/* the checks ran, pacing waits did occur and were put back, and
+	 * control packets were due at once */
+	assert_true(ps.steps > 100);
+	assert_true(ps.postponed > 0);
+	assert_true(ps.due_now > 0);
+	free(src);
+	net_free(&n);
+}
+
 /* ---- RDMA READ (SPEC 5.8) ------------------------------------------------ */
 
 /* Both ends negotiated READ, with these bounds; B's region may be read. */
@@ -3152,6 +3213,7 @@ int main(void)
 		cmocka_unit_test(test_steer_onto_down_plane),
 		cmocka_unit_test(test_held_marks_hint_bound_packets),
 		cmocka_unit_test(test_admission_request_and_credit),
+		cmocka_unit_test(test_deadline_paced),
 		cmocka_unit_test(test_read_placed),
 		cmocka_unit_test(test_read_loss),
 		cmocka_unit_test(test_read_duplicates),
