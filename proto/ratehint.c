@@ -28,6 +28,8 @@
  * so one that paused for an epoch is not told (almost) nothing. */
 #define FLOOR_SHIFT 4
 #define UNSATURATED UINT64_MAX
+/* Packets a sender may miss at its share before it counts as idle. */
+#define IDLE_PKTS 4
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
 {
@@ -41,8 +43,6 @@ static uint64_t elapsed_ns(uint64_t now_ns, uint64_t since_ns)
 }
 
 
-/* Packets a sender may miss at its share before it counts as idle. */
-#define IDLE_PKTS 4
 
 /*
  * How long s may be silent and still be active: idle_ns, or longer while
@@ -54,10 +54,15 @@ static uint64_t elapsed_ns(uint64_t now_ns, uint64_t since_ns)
  */
 static uint64_t slot_idle_ns(const mrp_rh *rh, const mrp_rh_slot *s)
 {
+	uint64_t equal = rh->capacity_bps / (rh->nactive ? rh->nactive : 1);
 	uint64_t share = s->share_bps, need;
 
 	if (share == 0 || share == UINT64_MAX)
-		share = rh->capacity_bps / (rh->nactive ? rh->nactive : 1);
+		share = equal;
+	/* (not below the demand floor: a light sender that left frees its
+	 * slot within 4 x 2^FLOOR_SHIFT packets at an equal share) */
+	if (share < equal >> FLOOR_SHIFT)
+		share = equal >> FLOOR_SHIFT;
 	if (share == 0 || rh->max_pkt_bytes == 0)
 		return rh->idle_ns;
 	need = mrp_mul_div((uint64_t)IDLE_PKTS * rh->max_pkt_bytes * 8, NS_PER_S, share);
