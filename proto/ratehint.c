@@ -28,6 +28,8 @@
  * so one that paused for an epoch is not told (almost) nothing. */
 #define FLOOR_SHIFT 4
 #define UNSATURATED UINT64_MAX
+/* Packets a sender may miss at its share before it counts as idle. */
+#define IDLE_PKTS 4
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
 {
@@ -41,9 +43,35 @@ static uint64_t elapsed_ns(uint64_t now_ns, uint64_t since_ns)
 }
 
 
+
+/*
+ * How long s may be silent and still be active: idle_ns, or longer while
+ * its share (an equal one before the first division) sends fewer than
+ * IDLE_PKTS of the largest packets in idle_ns. A thousand senders paced at
+ * a tenth of a Gbit/s each send a packet every 350 us: expired between two
+ * of their packets, they would come back unmeasured, and the senders left
+ * would be handed the capacity of those that only seemed gone.
+ */
+static uint64_t slot_idle_ns(const mrp_rh *rh, const mrp_rh_slot *s)
+{
+	uint64_t equal = rh->capacity_bps / (rh->nactive ? rh->nactive : 1);
+	uint64_t share = s->share_bps, need;
+
+	if (share == 0 || share == UINT64_MAX)
+		share = equal;
+	/* (not below the demand floor: a light sender that left frees its
+	 * slot within 4 x 2^FLOOR_SHIFT packets at an equal share) */
+	if (share < equal >> FLOOR_SHIFT)
+		share = equal >> FLOOR_SHIFT;
+	if (share == 0 || rh->max_pkt_bytes == 0)
+		return rh->idle_ns;
+	need = mrp_mul_div((uint64_t)IDLE_PKTS * rh->max_pkt_bytes * 8, NS_PER_S, share);
+	return need > rh->idle_ns ? need : rh->idle_ns;
+}
+
 static int slot_expired(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t now_ns)
 {
-	return s->key != 0 && elapsed_ns(now_ns, s->last_ns) > rh->idle_ns;
+	return s->key != 0 && elapsed_ns(now_ns, s->last_ns) > slot_idle_ns(rh, s);
 }
 
 static void slot_free(mrp_rh *rh, mrp_rh_slot *s)

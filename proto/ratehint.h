@@ -61,7 +61,9 @@ typedef struct mrp_rh {
 				 * an equal share of the capacity sends fewer than
 				 * 4 of the largest packets seen in it (many
 				 * senders), so a rate sample is not mere rounding */
-	uint64_t idle_ns;       /* a sender idle this long is no longer active (default 200 us) */
+	uint64_t idle_ns;       /* a sender idle this long is no longer active (default
+				 * 200 us), or longer while its share sends fewer than 4
+				 * of the largest packets seen in it (many senders) */
 	uint32_t headroom_pct;  /* demand = measured rate * (100 + headroom) / 100 (default 25) */
 	uint64_t epoch_start_ns;
 	uint64_t epoch_bytes;   /* bytes that arrived in this epoch, all senders */

@@ -412,6 +412,62 @@ static void test_epoch_sized_for_many_senders(void **state)
 	assert_true(lo >= SHARED(cap) / 64 * 9 / 10);
 }
 
+/* 1,024 senders, each paced at an equal share of 100 Gbit/s (a 4 KB packet
+ * every 350 us, longer than idle_ns): none is expired between two of its
+ * packets, so none is handed the capacity of senders that only seemed
+ * gone -- every share stays within an eighth of the equal share. One that
+ * stops for good is expired within a few of its packet times. */
+static void test_slow_senders_stay_active(void **state)
+{
+	enum { N = 1024 };
+	static mrp_rh_slot slots[N];
+	static uint32_t cache[N];
+	static uint64_t next[N];
+	mrp_rh rh;
+	const uint64_t cap = 100 * GBPS;
+	const uint32_t pkt = 4234;
+	/* N packets per period fill 95 % of cap */
+	const uint64_t period = (uint64_t)pkt * 8 * N * 1000000000ull / (cap / 100 * 95);
+	const uint64_t eq = SHARED(cap) / N;
+	uint64_t hi = 0, lo = UINT64_MAX, now;
+	uint32_t least = N;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, N, cap, 0), 0);
+	assert_true(period > rh.idle_ns); /* (the case this is about) */
+	cache_reset(cache, N);
+	for (unsigned i = 0; i < N; i++)
+		next[i] = period * i / N;
+	for (now = 0; now < 6000 * US; now += US) {
+		for (unsigned i = 0; i < N; i++)
+			if (next[i] <= now) {
+				assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), pkt, 0, now) >= 0);
+				next[i] += period;
+				if (now < period)
+					continue; /* (not every sender has arrived yet) */
+				uint64_t sh = share_of(&rh, cache, i, now);
+				hi = sh > hi ? sh : hi;
+				lo = sh < lo ? sh : lo;
+				least = rh.nactive < least ? rh.nactive : least;
+			}
+	}
+	assert_int_equal(least, N);
+	assert_true(hi <= eq + eq / 8);
+	assert_true(lo >= eq - eq / 8);
+
+	/* sender 0 stops: gone after 4 of its packet times and an epoch */
+	next[0] = UINT64_MAX;
+	uint64_t t_stop = now;
+	for (; now < t_stop + 4 * period + 2 * 1500 * US; now += US)
+		for (unsigned i = 1; i < N; i++)
+			if (next[i] <= now) {
+				assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), pkt, 0, now) >= 0);
+				next[i] += period;
+			}
+	assert_int_equal(rh.nactive, N - 1);
+	assert_int_equal(share_of(&rh, cache, 0, now), 0);
+}
+
 /* CE-marked arrivals shrink what is divided (a queue before the receiver
  * is over its threshold); unmarked arrivals give it back. */
 static void test_ce_shrinks_allotment(void **state)
@@ -665,6 +721,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ce_shrinks_allotment),
 		cmocka_unit_test(test_epoch_sized_for_many_senders),
+		cmocka_unit_test(test_slow_senders_stay_active),
 		cmocka_unit_test(test_init_invalid),
 		cmocka_unit_test(test_single_sender_full_capacity),
 		cmocka_unit_test(test_incast_64_equal_from_first_arrival),
