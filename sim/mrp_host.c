@@ -118,12 +118,12 @@ static int get_opts(sim *s, mh_opts *o)
 	    sim_opt_bytes(s, "msg_size", 1 << 20, &o->msg_size) < 0 ||
 	    sim_opt_u64(s, "burst", 4, &o->burst) < 0 ||
 	    sim_opt_u64(s, "ack_every", 4, &o->ack_every) < 0 ||
-	    sim_opt_bytes(s, "nic_queue", 64 << 10, &o->nic_queue) < 0 ||
+	    sim_opt_bytes(s, "nic_queue", 128 << 10, &o->nic_queue) < 0 ||
 	    sim_opt_time(s, "ack_delay", 8000, &o->ack_delay_ns) < 0 ||
 	    sim_opt_time(s, "rto_min", 100000, &o->rto_min_ns) < 0 ||
 	    sim_opt_time(s, "rto_init", 1000000, &o->rto_init_ns) < 0 ||
 	    sim_opt_u64(s, "rate_hints", 1, &o->rate_hints) < 0 ||
-	    sim_opt_u64(s, "admit", 0, &o->admit) < 0 ||
+	    sim_opt_u64(s, "admit", 1, &o->admit) < 0 ||
 	    sim_opt_bytes(s, "admit_budget", 0, &o->admit_budget) < 0)
 		return -1;
 	o->cc = sim_opt_get(s, "cc");

@@ -9,7 +9,8 @@
  * do not hold yet (scale-across from start to finish at 10 ms, and under loss at
  * 10 ms and on 1 GB; bursty loss against RoCEv2; collectives) are listed in
  * bench/README.md with their figures, not asserted. The incast and
- * scale-across scenarios run with first-round-trip admission (SPEC 6.6).
+ * scale-across scenarios, like every other, run with first-round-trip
+ * admission (SPEC 6.6), the simulator's default.
  */
 #include "mrp_host.h"
 #include "wire.h"
@@ -226,13 +227,18 @@ static void test_incast(void **state)
  * their planes that are up (the sum of those host links). Three sequences:
  * eight planes between two hosts (down, down, up, down), eight leaf-spine
  * planes with four flows across the leaves (the same), four planes between
- * two hosts (down, up, down, down).
+ * two hosts (down, up, down, down). First-round-trip admission is on (the
+ * simulator's default).
  *
- * Not met: in churn_8planes_pair, after plane 2 comes back, 0.939: every
- * sender is paced at its full share then (8 x 21.4 Gbit/s), but the host
- * model asks a connection for a packet only while all of the host's ports
- * have room, and seven planes each near 98 % busy keep one of them full
- * often enough to hold the others back. That window is held to >= 0.90.
+ * churn_8planes_pair is the one that tells the host's NIC model apart: eight
+ * connections on one host, each paced at its share (~98 % of the planes
+ * that are up), share its ports, and the host asks a connection for a
+ * packet only while every port has room (the engine picks the plane). With
+ * a 64 KiB nic_queue (15 packets of 4 KB) a port that a few connections hit
+ * together filled often enough to hold the seven others back: 0.939 after
+ * plane 2 came back, and with admission on (its grants start the senders at
+ * other points of their pacing intervals) 0.919 after plane 2 went down.
+ * With the 128 KiB default: >= 0.98 in every window.
  */
 typedef struct churn_event {
 	uint64_t at_ns;
@@ -240,7 +246,7 @@ typedef struct churn_event {
 } churn_event;
 
 static void churn(const char *name, const uint32_t *rx, unsigned nrx,
-		  const churn_event *ev, unsigned nev, int known_short)
+		  const churn_event *ev, unsigned nev)
 {
 	run rn;
 	run_load(&rn, name, 1);
@@ -262,12 +268,10 @@ static void churn(const char *name, const uint32_t *rx, unsigned nrx,
 		for (unsigned i = 0; i < nrx; i++)
 			b1 += host_rx_bytes(rn.s, rx[i]);
 		double share = (double)(b1 - b0) * 8e9 / (double)(t1 - t0) / cap;
-		int shortfall = (int)e == known_short;
-		print_message("%-22s plane %d %s at %.0f ms: %.3f of the surviving capacity%s\n",
+		print_message("%-22s plane %d %s at %.0f ms: %.3f of the surviving capacity\n",
 			      name, ev[e].plane, ev[e].up ? "up" : "down",
-			      (double)ev[e].at_ns / 1e6, share,
-			      shortfall ? " (known shortfall: >= 0.90 asserted)" : "");
-		assert_true(share >= (shortfall ? 0.90 : 0.95));
+			      (double)ev[e].at_ns / 1e6, share);
+		assert_true(share >= 0.95);
 	}
 	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
 	run_free(&rn);
@@ -283,9 +287,9 @@ static void test_plane_churn(void **state)
 		{ 1000 * US, 0, 1 }, { 3000 * US, 1, 1 }, { 5000 * US, 0, 3 }, { 7000 * US, 0, 0 },
 	};
 	static const uint32_t one[] = { 1 }, four[] = { 4, 5, 6, 7 };
-	churn("churn_8planes_pair", one, 1, ev8, 4, 2);
-	churn("churn_8planes", four, 4, ev8, 4, -1);
-	churn("churn_4planes_updown", one, 1, ev4, 4, -1);
+	churn("churn_8planes_pair", one, 1, ev8, 4);
+	churn("churn_8planes", four, 4, ev8, 4);
+	churn("churn_4planes_updown", one, 1, ev4, 4);
 }
 
 /*
