@@ -346,6 +346,20 @@ static uint64_t b_addr(net *n, uint64_t off)
 	return n->mr[1].addr + off;
 }
 
+/* A patterned buffer of len bytes (seed), written by A at the start of B's
+ * region in one work request (wr_id 1) posted at now: the buffer, for the
+ * test to compare B's region with and free. */
+static uint8_t *post_write(net *n, size_t len, uint32_t seed, uint64_t now)
+{
+	uint8_t *src = malloc(len);
+	assert_non_null(src);
+	fill_pattern(src, len, seed);
+	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
+		      .remote_addr = b_addr(n, 0), .rkey = n->mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n->c[0], &wr, now), 0);
+	return src;
+}
+
 /* ---- an allocator that refuses one call ---------------------------------- */
 
 typedef struct failer {
@@ -762,11 +776,7 @@ static void test_ce_cuts_one_path(void **state)
 	net_init(&n, NULL, NULL);
 	n.ce_path = 1;
 	size_t len = 4 << 20;
-	uint8_t *src = malloc(len);
-	fill_pattern(src, len, 5);
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	uint8_t *src = post_write(&n, len, 5, 0);
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
 	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
@@ -817,11 +827,7 @@ static void test_spurious_rto_undone(void **state)
 	n.policy = spike_policy;
 	spike_last_at = 0;
 	size_t len = 8 << 20;
-	uint8_t *src = malloc(len);
-	fill_pattern(src, len, 12);
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	uint8_t *src = post_write(&n, len, 12, 0);
 	net_run_until(&n, NULL, NULL, 30000);
 	mrp_path_info before;
 	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &before), 0);
@@ -871,11 +877,7 @@ static void test_rto_loss_counted(void **state)
 	mrp_path_info p2;
 	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &p2), 0);
 	size_t len = 4 << 20;
-	uint8_t *src = malloc(len);
-	fill_pattern(src, len, 13);
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	uint8_t *src = post_write(&n, len, 13, 0);
 	net_run_until(&n, NULL, NULL, 30000);
 	n.blackhole_sport = p2.sport; /* a black hole from 30 to 400 us */
 	net_run_until(&n, NULL, NULL, 400000);
@@ -961,11 +963,7 @@ static void run_burst(int dirs)
 	n.policy = burst_policy;
 	burst_dirs = dirs;
 	size_t len = 4 << 20;
-	uint8_t *src = malloc(len);
-	fill_pattern(src, len, 21);
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	uint8_t *src = post_write(&n, len, 21, 0);
 	/* (net_run_until() stops after the first event past its limit, and
 	 * the probes in the burst are about 30 us apart) */
 	net_run_until(&n, NULL, NULL, 350000);
@@ -1045,12 +1043,8 @@ static void test_fresh_tail_loss(void **state)
 	n.policy = first3_policy;
 	first3_lost = 0;
 	size_t len = 36 << 10;
-	uint8_t *src = malloc(len);
-	fill_pattern(src, len, 22);
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
 	n.now = 1000; /* (a timestamp of 0 gives no RTT sample) */
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, n.now), 0);
+	uint8_t *src = post_write(&n, len, 22, n.now);
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
 	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
@@ -1080,11 +1074,7 @@ static void test_blackhole_reported(void **state)
 	assert_int_equal(mrp_conn_path_info(n.c[0], 2, &p2), 0);
 	n.blackhole_sport = p2.sport;
 	size_t len = 2 << 20;
-	uint8_t *src = malloc(len);
-	fill_pattern(src, len, 6);
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	uint8_t *src = post_write(&n, len, 6, 0);
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
 	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
@@ -1124,11 +1114,7 @@ static void test_lone_path_reports(void **state)
 	assert_int_equal(mrp_conn_path_info(n.c[0], 0, &p0), 0);
 	n.blackhole_sport = p0.sport;
 	size_t len = 256 << 10;
-	uint8_t *src = malloc(len);
-	fill_pattern(src, len, 23);
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	uint8_t *src = post_write(&n, len, 23, 0);
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
 	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
@@ -1164,11 +1150,7 @@ static void test_common_failure_keeps_routes(void **state)
 	for (unsigned i = 0; i < 4; i++)
 		assert_int_equal(mrp_conn_path_info(n.c[0], i, &before[i]), 0);
 	size_t len = 4 << 20;
-	uint8_t *src = malloc(len);
-	fill_pattern(src, len, 21);
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	uint8_t *src = post_write(&n, len, 21, 0);
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
 	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
@@ -1214,11 +1196,7 @@ static void test_plane_down(void **state)
 	n.policy = plane_policy;
 	plane1_down = 0;
 	size_t len = 4 << 20;
-	uint8_t *src = malloc(len);
-	fill_pattern(src, len, 8);
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	uint8_t *src = post_write(&n, len, 8, 0);
 	net_run_until(&n, NULL, NULL, 6000); /* packets in flight on both planes */
 	plane1_down = 1;
 	for (int i = 0; i < 2; i++)
