@@ -42,8 +42,6 @@ static uint64_t elapsed_ns(uint64_t now_ns, uint64_t since_ns)
 	return now_ns > since_ns ? now_ns - since_ns : 0;
 }
 
-
-
 /*
  * How long s may be silent and still be active: idle_ns, or longer while
  * its share (an equal one before the first division) sends fewer than
