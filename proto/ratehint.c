@@ -393,6 +393,14 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
 		credit = free_bytes;
 	credit -= credit % pkt_bytes;
 	want_pkts = want_bytes / pkt_bytes + (want_bytes % pkt_bytes != 0);
+	if (rh->adm_conns <= 1 && rh->adm_out == 0 && rh->adm_budget) {
+		/* a lone connection: the line rate for its first round trip */
+		uint64_t lone = rh->adm_lone_bytes / pkt_bytes;
+		if (lone > want_pkts)
+			lone = want_pkts;
+		if (lone > credit / pkt_bytes)
+			credit = lone * pkt_bytes;
+	}
 	if (want_pkts < credit / pkt_bytes)
 		credit = want_pkts * pkt_bytes;
 	if (credit) {

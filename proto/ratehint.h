@@ -83,6 +83,10 @@ typedef struct mrp_rh {
 	uint32_t adm_conns;     /* connections that may send to this receiver,
 				 * kept by the caller (0 is taken as 1): the fair
 				 * part of credits and grants */
+	uint64_t adm_lone_bytes; /* the credit of a lone connection (adm_conns
+				 * <= 1, no credit out) may exceed the budget,
+				 * up to this (default 0: the budget bounds it
+				 * too); see mrp_rh_admit() */
 } mrp_rh;
 
 /* Set up rh over caller storage of nslots slots (zeroed here). capacity_bps > 0,
@@ -153,7 +157,20 @@ uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns);
  * budget: with a budget of a bandwidth-delay product or more, it runs at
  * its line rate from its first packet.
  *
- * The sum of the credits out never exceeds adm_budget. Credit returns as
+ * A lone connection -- adm_conns <= 1 and no credit out -- may be given
+ * more than the budget: min(want_bytes, adm_lone_bytes) in whole packets
+ * when that is more. Paced at a line rate no faster than this receiver's,
+ * its data queues nowhere, and its first ACK ends its credit one round
+ * trip after its first packet, whatever is left of it: so it runs at its
+ * line rate for its whole first round trip, however long (a budget of a
+ * queue is less than the bandwidth-delay product of a long-distance path).
+ * A connection that arrives meanwhile finds that credit out and asks for a
+ * grant, and the rate hints share the capacity from the lone one's first
+ * ACK. The caller sets adm_lone_bytes only for a sender whose line rate is
+ * no more than rh's capacity (a faster one would fill the queue at the
+ * difference for a round trip).
+ *
+ * Otherwise the sum of the credits out never exceeds adm_budget. Credit returns as
  * the data sent on it arrives (mrp_rh_admit_return()), and what is still
  * out adm_ttl_ns after the last grant returns then (credit unused, or its
  * packets lost: a sender must start using its credit within a shorter

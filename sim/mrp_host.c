@@ -71,7 +71,7 @@ struct mconn {
 typedef struct mh_opts {
 	uint64_t paths_per_plane, max_paths, msg_size, burst, ack_every, nic_queue;
 	uint64_t ack_delay_ns, rto_min_ns, rto_init_ns, rate_hints;
-	uint64_t admit, admit_budget;
+	uint64_t admit, admit_budget, admit_lone;
 	const char *cc;
 } mh_opts;
 
@@ -106,7 +106,7 @@ struct mh {
 static const char *const mh_options[] = {
 	"paths_per_plane", "max_paths", "cc", "msg_size", "burst", "ack_every",
 	"ack_delay", "rto_min", "rto_init", "nic_queue", "rate_hints", "flow_paths",
-	"dump", "admit", "admit_budget", NULL,
+	"dump", "admit", "admit_budget", "admit_lone", NULL,
 };
 
 
@@ -124,7 +124,8 @@ static int get_opts(sim *s, mh_opts *o)
 	    sim_opt_time(s, "rto_init", 1000000, &o->rto_init_ns) < 0 ||
 	    sim_opt_u64(s, "rate_hints", 1, &o->rate_hints) < 0 ||
 	    sim_opt_u64(s, "admit", 1, &o->admit) < 0 ||
-	    sim_opt_bytes(s, "admit_budget", 0, &o->admit_budget) < 0)
+	    sim_opt_bytes(s, "admit_budget", 0, &o->admit_budget) < 0 ||
+	    sim_opt_u64(s, "admit_lone", 1, &o->admit_lone) < 0)
 		return -1;
 	o->cc = sim_opt_get(s, "cc");
 	if (!o->cc)
@@ -455,7 +456,11 @@ static uint32_t carried_init_cwnd(mh *m, const sim_flow *f, uint32_t paths, uint
  * ACCEPT. The receiver's budget is transport.metaroce.admit_budget, or the
  * queues in front of it (its switch ports, all planes). A flow that
  * runs on its predecessor's connection (a collective's next step) has
- * heard from the receiver already: no admission.
+ * heard from the receiver already: no admission. With admit_lone, the
+ * receiver's only connection may have more than the budget (its line rate
+ * until its first ACK, mrp_rh_admit()) if its sender's links are no faster
+ * than the receiver's: a rate the ACCEPT's receiver would have to be told
+ * or configured with (the simulator knows it).
  */
 static void admit(mh *m, const sim_flow *f, mrp_conn_params *p, uint64_t now)
 {
@@ -472,6 +477,8 @@ static void admit(mh *m, const sim_flow *f, mrp_conn_params *p, uint64_t now)
 	}
 	p->admit = 1;
 	d->rh.adm_conns = d->rx_conns;
+	d->rh.adm_lone_bytes =
+		d->o.admit_lone && link_capacity(m) <= d->rh.capacity_bps ? UINT64_MAX : 0;
 	/* (what the sender will send: its flow, a whole packet per segment) */
 	uint64_t pkt = MRP_DATA_HDR_LEN + sim_mtu(m->s);
 	uint64_t want = (f->bytes + sim_mtu(m->s) - 1) / sim_mtu(m->s) * pkt;

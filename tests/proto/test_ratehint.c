@@ -687,6 +687,61 @@ static void test_admit_budget(void **state)
 	mrp_rh_admit_return(NULL, 1);
 }
 
+/*
+ * A lone connection (adm_conns <= 1, no credit out) may be given more than
+ * the budget, up to adm_lone_bytes and what it wants, in whole packets; it
+ * counts as out in full, so a second connection in its first round trip
+ * gets no credit (it asks for a grant). With adm_lone_bytes 0, or a second
+ * connection counted, or credit out, the budget rules as before.
+ */
+static void test_admit_lone(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	const uint32_t pkt = 4168;
+	const uint64_t B = 1000000, want = 50ull * B;
+	uint64_t credit;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	rh.adm_budget = B;
+	rh.adm_lone_bytes = UINT64_MAX;
+	/* what it wants, beyond the budget, in whole packets */
+	credit = mrp_rh_admit(&rh, pkt, want, 0);
+	assert_int_equal(credit, (want + pkt - 1) / pkt * pkt);
+	assert_int_equal(rh.adm_out, credit);
+	/* a second one meanwhile: nothing is free */
+	rh.adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, want, 1 * US), 0);
+	/* once that credit is back: two connections, the budget's half */
+	credit = mrp_rh_admit(&rh, pkt, want, 1 * US + rh.adm_ttl_ns);
+	assert_int_equal(credit, (B / 2) / pkt * pkt);
+	/* alone again but credit out: the budget bounds it */
+	rh.adm_conns = 1;
+	credit = mrp_rh_admit(&rh, pkt, want, 2 * US + rh.adm_ttl_ns);
+	assert_int_equal(credit, (B - (B / 2) / pkt * pkt) / pkt * pkt);
+	/* bounded by adm_lone_bytes, never below the budget's credit */
+	rh.adm_out = 0;
+	rh.adm_lone_bytes = 3 * B;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, want, 3 * US + rh.adm_ttl_ns), 3 * B / pkt * pkt);
+	rh.adm_out = 0;
+	rh.adm_lone_bytes = B / 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, want, 4 * US + rh.adm_ttl_ns), B / pkt * pkt);
+	/* a sender that wants less than the budget: what it wants */
+	rh.adm_out = 0;
+	rh.adm_lone_bytes = UINT64_MAX;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, 3ull * pkt, 5 * US + rh.adm_ttl_ns), 3ull * pkt);
+	/* the receiver cannot know what it wants: no overflow */
+	rh.adm_out = 0;
+	credit = mrp_rh_admit(&rh, pkt, UINT64_MAX, 6 * US + rh.adm_ttl_ns);
+	assert_int_equal(credit, UINT64_MAX / pkt * pkt);
+	assert_int_equal(rh.adm_out, credit);
+	/* no budget: still nothing (the receiver gives no credit at all) */
+	rh.adm_out = 0;
+	rh.adm_budget = 0;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, want, 7 * US + rh.adm_ttl_ns), 0);
+}
+
 /* A request's grant is the requester's share, but no more than the
  * capacity over the receiver's connections: requests that arrive together
  * must not get C, C/2, C/3 ... before the later ones are counted. */
@@ -737,6 +792,7 @@ int main(void)
 		cmocka_unit_test(test_held_verdict_survives_a_stall),
 		cmocka_unit_test(test_fallback_half_level),
 		cmocka_unit_test(test_admit_budget),
+		cmocka_unit_test(test_admit_lone),
 		cmocka_unit_test(test_grant_fair_part),
 	};
 	return cmocka_run_group_tests_name("proto/ratehint", tests, NULL, NULL);
