@@ -353,6 +353,7 @@ static void test_scale_startup(void **state)
 	(void)state;
 	scale_startup("scale_1ms_quick", 1000 * US);
 	scale_startup("scale_4ms_quick", 4000 * US);
+	scale_startup("scale_10ms_quick", 10000 * US);
 }
 
 /*
@@ -446,8 +447,9 @@ static void test_scale_loss(void **state)
 	} fam[] = {
 		{ "scale_1ms_quick", "scale_1ms_loss_quick", 1000 * US },
 		{ "scale_4ms_quick", "scale_4ms_loss_quick", 4000 * US },
+		{ "scale_10ms_quick", "scale_10ms_loss_quick", 10000 * US },
 	};
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
 		uint64_t f0 = scale_fct(fam[i].lossless, 1);
 		for (uint64_t seed = 1; seed <= 3; seed++) {
 			uint64_t f = scale_fct(fam[i].lossy, seed);
