@@ -2412,6 +2412,37 @@ static uint64_t path_pto(const mrp_conn *c, const path *pa)
 	       c->p.ack_delay_ns;
 }
 
+/*
+ * In the tail -- no new data left to send -- nothing sent later on a path
+ * shows a loss of its last packets, and a lost ACK of them is repeated by
+ * nothing: the path waits for its tail-loss probe or its timeout, at a
+ * long round trip 1.5-2 round trips after its ACK was due (a 10 ms path
+ * with 1 % loss on its cable ended 24 ms after its last new data, where the
+ * repair of a loss takes 10). The path's newest packet should be answered
+ * one of the connection's largest round trips after it left (the ACK may
+ * come back on the slowest path), plus the receiver's ACK delay: its probe
+ * is due a quarter of that round trip later, counted from that packet, not
+ * from the last ACK. Only on a path clean of ECN marks: where the queues
+ * are full, a round trip is no firm bound and a probe adds to the queue.
+ */
+static uint64_t tail_probe_at(const mrp_conn *c, const path *pa)
+{
+	if (c->sq_head || !pa->cc.srtt_ns || pa->cc.alpha_q16 || pa->snd_nxt == pa->snd_una)
+		return NEVER;
+	const txent *e = &pa->ring[(pa->snd_nxt - 1) & (pa->ring_cap - 1)];
+	uint64_t rtt = max64(pa->max_rtt_ns, c->max_rtt_ns);
+	return e->sent_ns + rtt + rtt / 8 + c->p.ack_delay_ns;
+}
+
+static void tail_arm(mrp_conn *c, path *pa)
+{
+	uint64_t t = tail_probe_at(c, pa);
+	if (t < pa->tlp_at) {
+		pa->tlp_at = t;
+		c->dl_valid = 0;
+	}
+}
+
 static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 {
 	if (!pa->cc.inflight) {
@@ -2422,7 +2453,7 @@ static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 	}
 	pa->rto_at = now + path_rto(c, pa);
 	pa->tlp_n = 0;
-	pa->tlp_at = now + path_pto(c, pa);
+	pa->tlp_at = min64(now + path_pto(c, pa), max64(tail_probe_at(c, pa), now));
 	pa->cold_timers = !pa->cc.srtt_ns && !c->max_rtt_ns;
 	c->cold_timers |= pa->cold_timers;
 }
@@ -3769,6 +3800,10 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 					c->sq_tail = prev;
 				m->qnext = NULL;
 			}
+			/* the last new data left: the tail begins (the other
+			 * paths' probes follow at their next ACK) */
+			if (!c->sq_head)
+				tail_arm(c, pa);
 		}
 	}
 	return n;

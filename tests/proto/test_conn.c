@@ -1794,6 +1794,98 @@ static void test_tlp_skips_acked_copy(void **state)
 	net_free(&n);
 }
 
+/* In the tail -- nothing new left to send -- a path whose last ACK was lost
+ * probes 1.125 largest RTTs (plus the ACK delay) after its newest packet
+ * left, not 2 smoothed RTTs after the last ACK or at its timeout: over a
+ * long round trip those come one round trip later. The probe (a copy of
+ * the newest packet, ACK_REQ) brings the ACK back: the transfer completes
+ * with no timeout. One path, a 4 ms round trip. */
+static void test_tail_probe_after_lost_ack(void **state)
+{
+	(void)state;
+	const uint64_t R = 4000000;
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	for (int i = 0; i < 2; i++) {
+		p[i].initial_paths = 1;
+		p[i].rto_init_ns = 50000000;
+	}
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	static uint8_t src[8 * 4096];
+	static rpkt d[8], a, q;
+	fill_pattern(src, sizeof(src), 15);
+	mrp_wr w1 = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = 4 * 4096,
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	mrp_wr w2 = w1;
+	w2.wr_id = 2;
+	w2.local = src + 4 * 4096;
+	w2.remote_addr = b_addr(&n, 4 * 4096);
+	/* the first message takes a round trip of R: the path's RTT sample
+	 * (from 1 ms: a timestamp of 0 is none) */
+	const uint64_t t0 = 1000000;
+	n.now = t0;
+	assert_int_equal(mrp_conn_post_send(n.c[0], &w1, n.now), 0);
+	for (int i = 0; i < 4; i++)
+		assert_true(grab(&n, 0, &d[i]) > 0);
+	assert_int_equal(grab(&n, 0, &q), 0);
+	n.now = t0 + R / 2;
+	for (int i = 0; i < 4; i++)
+		give(&n, 0, &d[i]);
+	n.now += p[1].ack_delay_ns;
+	mrp_conn_handle_timeout(n.c[1], n.now);
+	assert_true(grab(&n, 1, &a) > 0); /* B's ACK leaves ... */
+	n.now = t0 + R + p[1].ack_delay_ns;
+	give(&n, 1, &a); /* ... and arrives */
+	mrp_path_info pi;
+	assert_int_equal(mrp_conn_path_info(n.c[0], 0, &pi), 0);
+	assert_true(pi.srtt_ns >= R && pi.inflight == 0);
+	/* the second, the last data: it arrives, its ACK is lost */
+	const uint64_t t1 = n.now;
+	assert_int_equal(mrp_conn_post_send(n.c[0], &w2, n.now), 0);
+	for (int i = 4; i < 8; i++)
+		assert_true(grab(&n, 0, &d[i]) > 0);
+	assert_int_equal(grab(&n, 0, &q), 0);
+	n.now = t1 + R / 2;
+	for (int i = 4; i < 8; i++)
+		give(&n, 0, &d[i]);
+	n.now += p[1].ack_delay_ns;
+	mrp_conn_handle_timeout(n.c[1], n.now);
+	assert_true(grab(&n, 1, &a) > 0); /* lost */
+	/* A's next move: the tail probe, a round trip and an eighth after t1 */
+	uint64_t t = mrp_conn_deadline(n.c[0]);
+	print_message("tail probe due %.3f round trips after the last packet left\n",
+		      (double)(t - t1) / (double)R);
+	assert_true(t >= t1 + R);
+	assert_true(t <= t1 + R + R / 8 + p[0].ack_delay_ns);
+	n.now = t;
+	mrp_conn_handle_timeout(n.c[0], n.now);
+	assert_true(grab(&n, 0, &q) > 0);
+	mrp_pkt pkt;
+	assert_int_equal(mrp_pkt_decode(&pkt, q.data, q.len), (ssize_t)q.len);
+	assert_true(pkt.hdr.flags & MRP_F_ACK_REQ);
+	assert_int_equal(pkt.u.data.offset, 3 * 4096); /* the newest packet again */
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.tlp_count, 1);
+	assert_int_equal(st.rto_count, 0);
+	/* its ACK comes back: both messages complete, no timeout */
+	n.now += R / 2;
+	give(&n, 0, &q);
+	n.now += R / 2;
+	give_all(&n, 1);
+	cqlog log[2] = { 0 };
+	poll_all(&n, log);
+	assert_int_equal(log[0].n, 2);
+	assert_int_equal(log[0].e[1].wr_id, 2);
+	assert_int_equal(log[0].e[1].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, sizeof(src));
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.rto_count, 0);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
 /* Forge a SEND packet on stream 0 from A to B. */
 static int forge_send(net *n, uint32_t psn, uint32_t msn, uint32_t recv_idx,
 		      uint32_t msg_len, uint32_t offset)
@@ -3183,6 +3275,7 @@ int main(void)
 		cmocka_unit_test(test_nak_fails_queued_message),
 		cmocka_unit_test(test_rnr_copy_completes),
 		cmocka_unit_test(test_tlp_skips_acked_copy),
+		cmocka_unit_test(test_tail_probe_after_lost_ack),
 		cmocka_unit_test(test_two_messages_one_receive),
 		cmocka_unit_test(test_two_messages_one_receive_in_order),
 		cmocka_unit_test(test_small_messages),
