@@ -24,10 +24,12 @@
  *   - windows stay within [min_cwnd, max_cwnd] (the max is capped by the
  *     256-packet SACK span);
  *   - the receiver's rate hint caps the connection's pacing rate and QWND;
- *     until a path sees its first congestion signal, the engine also raises
- *     QWND at once to what the hinted rate carries in one RTT (opening the
- *     paths that needs), so a flow runs at its share from its second RTT
- *     instead of slow-starting for many (scale-across distances).
+ *     while no active path has had a multiplicative cut in the last 3 RTTs
+ *     (none yet, or none lately), the engine also raises QWND at once to
+ *     what the hinted rate carries in one RTT (opening the paths that
+ *     needs), so a flow runs at its share from its second RTT instead of
+ *     slow-starting for many, and takes up at once the capacity a sender
+ *     that left gives back (scale-across distances).
  *
  * Pure computation: no clock, no allocation. Times in ns, rates in bit/s.
  */

@@ -3577,8 +3577,12 @@ static void hint_window(mrp_conn *c, uint64_t now)
 		path *pa = c->paths[i];
 		if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
 			continue;
-		if (pa->cc.ssthresh != UINT64_MAX)
-			return; /* congestion seen: the window grows as usual */
+		/* congestion seen lately: the window grows as usual (a cut
+		 * 3 round trips ago or more no longer holds it below the hint:
+		 * a rising hint is capacity another sender left) */
+		if (pa->cc.ssthresh != UINT64_MAX &&
+		    (pa->cc.last_cut_ns == UINT64_MAX || now - pa->cc.last_cut_ns < 3 * rtt))
+			return;
 		active++;
 	}
 	if (!active)
