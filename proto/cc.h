@@ -25,7 +25,8 @@
  *     256-packet SACK span);
  *   - the receiver's rate hint caps the connection's pacing rate and QWND;
  *     while no active path has had a multiplicative cut in the last 3 RTTs
- *     (none yet, or none lately), the engine also raises QWND at once to
+ *     (none yet, or none lately; a path whose ssthresh an RTO set without
+ *     a cut still holds it), the engine also raises QWND at once to
  *     what the hinted rate carries in one RTT (opening the paths that
  *     needs), so a flow runs at its share from its second RTT instead of
  *     slow-starting for many, and takes up at once the capacity a sender
