@@ -2751,6 +2751,17 @@ COLD static void adm_granted(mrp_conn *c, uint64_t grant_bps, uint64_t rtt, uint
 	}
 }
 
+/* Whether a PROBE that asks for a grant is out on some path. */
+COLD static int adm_asking(const mrp_conn *c)
+{
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->open && pa->probe_pending && pa->probe_asked)
+			return 1;
+	}
+	return 0;
+}
+
 static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_probe_ack *k = &pkt->u.probe_ack;
@@ -2804,6 +2815,14 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		adm_granted(c, (uint64_t)k->grant_mbps * 1000000, rtt, now);
 	else if (c->adm == ADM_ASK && pa->probe_asked)
 		adm_end(c); /* a request answered without a grant: the initial window (6.6) */
+	else if (c->adm == ADM_ASK && !adm_asking(c)) {
+		/* Data waits for a grant that no PROBE asked for: every path
+		 * had a PROBE out when the data came (a ping's). This path
+		 * answers: ask on it now, not at its next idle probe. */
+		pa->probe_at = now;
+		c->ctl_dirty = 1;
+		c->dl_valid = 0;
+	}
 	return 0;
 }
 
