@@ -705,8 +705,9 @@ static void peer_instance(mrd *d, mrd_peer *pe, uint64_t inst, int authenticated
 	}
 }
 
-/* A challenged connection got no answer: the old instance is gone. */
-static void chal_expired(mrd_conn *c, uint64_t now)
+/* The old instance of c's peer is gone: one restart per round of
+ * challenges, however many of its connections tell. */
+static void count_restart(mrd_conn *c)
 {
 	mrd *d = c->d;
 	mrd_peer *pe = c->peer;
@@ -718,6 +719,12 @@ static void chal_expired(mrd_conn *c, uint64_t now)
 		mrd_info("peer %s restarted: its old connections do not answer",
 			 mrd_sockaddr_str(&pe->addr, buf, sizeof(buf)));
 	}
+}
+
+/* A challenged connection got no answer: the old instance is gone. */
+static void chal_expired(mrd_conn *c, uint64_t now)
+{
+	count_restart(c);
 	conn_kill(c, "peer restarted", now);
 }
 
@@ -1461,6 +1468,14 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 		else if (err >= 0 && h->opcode == MRP_OP_CLOSE && !c->end_reason[0])
 			snprintf(c->end_reason, sizeof(c->end_reason), "closed by peer");
 		else if (err >= 0 && h->opcode == MRP_OP_NAK &&
+			 pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN && mrd_chal_running(&c->chal)) {
+			/* the answer to our challenge, from the address of the
+			 * peer that claimed a new instance, echoing the token
+			 * only our PROBE carried: that instance does not know
+			 * the connection; the old one is gone */
+			count_restart(c);
+			snprintf(c->end_reason, sizeof(c->end_reason), "peer restarted");
+		} else if (err >= 0 && h->opcode == MRP_OP_NAK &&
 			 pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN)
 			snprintf(c->end_reason, sizeof(c->end_reason),
 				 "peer does not know the connection");
