@@ -48,7 +48,7 @@ enum vtype {
 };
 
 #define F_LIVE 0x1     /* a reload applies it without a restart */
-#define F_ZERO 0x2     /* 0 is allowed besides [min, max] and means "never" */
+#define F_ZERO 0x2     /* 0 is allowed besides [min, max] and means "never" or "off" */
 #define F_AUTO 0x4     /* "auto" is allowed and stored as 0 */
 #define F_REQUIRED 0x8 /* the map is incomplete without it */
 
@@ -164,6 +164,7 @@ static const key transport_keys[] = {
 	C_KEY("conn_memory", V_SIZE, conn_memory, S_MI, S_TI, F_LIVE),
 	C_KEY("memory", V_SIZE, memory, S_MI, S_PI, F_LIVE),
 	C_KEY("max_conns_per_address", V_UINT, max_conns_per_addr, 1, 65536, F_LIVE),
+	C_KEY("admit_budget", V_SIZE, admit_budget, S_KI * 16, S_GI, F_LIVE | F_ZERO),
 	END,
 };
 
@@ -291,6 +292,7 @@ void mrd_config_defaults(mrd_config *c)
 	c->conn_memory = 64 * S_MI;
 	c->memory = 1 * S_GI;
 	c->max_conns_per_addr = 4096;
+	c->admit_budget = 256 * S_KI;
 	c->app_max_contexts = 16;
 	c->app_max_regions = 1024;
 	c->app_max_region_bytes = 64 * S_GI;
@@ -810,7 +812,7 @@ static int parse_size_value(ctx *x, const key *k, const char *s, void *field,
 			return fail_range(x, line, what, k, shown);
 		}
 	}
-	if (v < k->min || v > k->max)
+	if (!(v == 0 && (k->flags & F_ZERO)) && (v < k->min || v > k->max))
 		return fail_range(x, line, what, k, shown);
 	memcpy(field, &v, sizeof(v));
 	return 0;

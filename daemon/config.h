@@ -120,6 +120,9 @@ typedef struct mrd_config {
 	uint64_t conn_memory;    /* engine memory per connection (membudget.h) */
 	uint64_t memory;         /* engine memory of all connections together */
 	uint32_t max_conns_per_addr; /* connections accepted from one address */
+	uint64_t admit_budget;   /* first-round-trip admission (SPEC 6.6): bytes
+				  * new connections may send before they hear
+				  * from us, all together; 0 = ADMIT not offered */
 
 	/* services (the daemon's own, svcpolicy.h): */
 	int services_perf;       /* PERF answers CONNECTs (it hands out an rkey) */

@@ -51,6 +51,7 @@ typedef struct mrd_counters {
 	uint64_t drops[MRD_NERR]; /* datagrams dropped, by mrp_err_name(-i) */
 	uint64_t rx_pkts, rx_bytes;
 	uint64_t connects_rx, accepts_tx, rejects_tx, naks_unknown_tx;
+	uint64_t admit_credits; /* ACCEPTs that carried an admission credit (SPEC 6.6) */
 	uint64_t answers_limited; /* answers dropped by the rate limit (SPEC 14.3) */
 	uint64_t conns_opened, conns_failed, conns_closed, peer_restarts;
 	uint64_t conns_silent; /* ended: nothing with our token heard (peer.c) */

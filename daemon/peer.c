@@ -40,6 +40,34 @@ MRP_ERRNO_MAP(MRD_ERR_FITS)
 #define SILENT_PROBES 10              /* and 10 probe intervals */
 #define OUR_CAPS (MRP_CAP_IMM | MRP_CAP_RATE_HINT | MRP_CAP_MULTIPLANE | MRP_CAP_RETRY | MRP_CAP_READ | \
 		  MRP_CAP_HELD)
+/* First-round-trip admission (SPEC 6.6). A daemon's datagrams leave and
+ * arrive in bursts between its scheduling gaps, so both times are longer
+ * than the engine's defaults (100 us to start on a credit, 200 us before
+ * the receiver takes unused credit back): an initiator whose application
+ * posts its first message more than ADMIT_START_NS after the ACCEPT asks
+ * for a grant instead; the acceptor takes credit back ADMIT_RETURN_NS after
+ * its last one if the data has not come. */
+#define ADMIT_START_NS 1000000ull
+#define ADMIT_RETURN_NS 2000000ull
+
+/* What we offer in a CONNECT and accept in one: ADMIT only with a budget
+ * (transport.admit_budget) and the rate-hint allocator it is kept in. */
+static uint64_t our_caps(const mrd *d)
+{
+	return OUR_CAPS | (d->cfg.admit_budget && d->rh ? MRP_CAP_ADMIT : 0);
+}
+
+/* The allocator's admission state from the configuration and our
+ * connections (each may send to us): the fair part of a credit or grant
+ * is the budget or capacity over them. */
+static void admit_update(mrd *d)
+{
+	if (!d->rh)
+		return;
+	d->rh->adm_budget = d->cfg.admit_budget;
+	d->rh->adm_ttl_ns = ADMIT_RETURN_NS;
+	d->rh->adm_conns = d->peers->nconns;
+}
 
 /* ---- randomness ---------------------------------------------------------- */
 
@@ -236,6 +264,7 @@ static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
 		p->all->prev = c;
 	p->all = c;
 	p->nconns++;
+	admit_update(d);
 	return c;
 }
 
@@ -259,10 +288,16 @@ static void conn_free(mrd_conn *c)
 	if (c->state == MRD_CONN_HALF_OPEN) {
 		p->nhalf--;
 		c->peer->nhalf--;
+		/* never confirmed, so nothing was sent on its credit: back to
+		 * the budget (half-open connections of a CONNECT flood would
+		 * otherwise keep it out, every new one renewing its time) */
+		if (c->admit_credit && d->rh)
+			mrp_rh_admit_return(d->rh, c->admit_credit);
 	}
 	p->nconns--;
 	c->peer->nconns--;
 	c->peer->naccepted -= !c->initiator;
+	admit_update(d);
 	mrp_conn_del(c->eng);
 	if (p->hooks.freed)
 		p->hooks.freed(p->hooks.ud, c);
@@ -496,6 +531,12 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	cp.caps = c->caps; /* what both ends negotiated (SPEC 12.4) */
 	cp.nplanes = (uint8_t)c->npairs;
 	cp.read = (c->caps & MRP_CAP_READ) != 0; /* SPEC 5.8 */
+	if (c->initiator && (c->caps & MRP_CAP_ADMIT)) {
+		/* the ACCEPT's credit; none: ask for a grant (SPEC 6.6) */
+		cp.admit = 1;
+		cp.admit_credit = c->admit_credit;
+		cp.admit_ttl_ns = ADMIT_START_NS;
+	}
 	uint32_t maxp = (uint32_t)d->cfg.max_paths_per_plane * c->npairs;
 	uint32_t initp = (uint32_t)(c->opt_paths ? c->opt_paths
 						  : d->cfg.initial_paths_per_plane) * c->npairs;
@@ -664,8 +705,9 @@ static void peer_instance(mrd *d, mrd_peer *pe, uint64_t inst, int authenticated
 	}
 }
 
-/* A challenged connection got no answer: the old instance is gone. */
-static void chal_expired(mrd_conn *c, uint64_t now)
+/* The old instance of c's peer is gone: one restart per round of
+ * challenges, however many of its connections tell. */
+static void count_restart(mrd_conn *c)
 {
 	mrd *d = c->d;
 	mrd_peer *pe = c->peer;
@@ -677,6 +719,12 @@ static void chal_expired(mrd_conn *c, uint64_t now)
 		mrd_info("peer %s restarted: its old connections do not answer",
 			 mrd_sockaddr_str(&pe->addr, buf, sizeof(buf)));
 	}
+}
+
+/* A challenged connection got no answer: the old instance is gone. */
+static void chal_expired(mrd_conn *c, uint64_t now)
+{
+	count_restart(c);
 	conn_kill(c, "peer restarted", now);
 }
 
@@ -940,7 +988,7 @@ int mrd_conn_connect_opts(mrd *d, const mrd_sockaddr *to, socklen_t tolen,
 	hs->service_id = service_id;
 	hs->hs_token = c->local_token;
 	hs->instance_id = d->instance_id;
-	hs->caps = OUR_CAPS;
+	hs->caps = c->caps = our_caps(d); /* the offer, which the ACCEPT may narrow */
 	hs->max_streams = cp.max_streams;
 	hs->max_paths = cp.max_paths;
 	hs->service_port = d->cfg.port;
@@ -972,7 +1020,7 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 	else if (hs->mtu > cp.mtu || hs->max_streams > cp.max_streams ||
 		 hs->max_paths > cp.max_paths)
 		bad = "limits above ours";
-	else if (hs->caps & ~(uint64_t)OUR_CAPS)
+	else if (hs->caps & ~c->caps)
 		bad = "capabilities we did not offer";
 	else if (hs->service_id != c->service_id)
 		bad = "service id";
@@ -994,6 +1042,7 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 	c->max_streams = hs->max_streams;
 	c->max_paths = hs->max_paths;
 	c->caps = hs->caps;
+	c->admit_credit = (c->caps & MRP_CAP_ADMIT) ? mrp_admit_bytes(hs->admit) : 0;
 	c->peer_instance = hs->instance_id;
 	if (!make_pairs(c, hs, plane)) {
 		conn_ended(c, "no usable plane pair", now);
@@ -1206,7 +1255,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 			c->max_streams = m;
 	}
 	c->max_paths = hs->max_paths < cp.max_paths ? hs->max_paths : cp.max_paths;
-	c->caps = hs->caps & OUR_CAPS;
+	c->caps = hs->caps & our_caps(d);
 	/* 4. Parameters: a usable address pair. */
 	if (!make_pairs(c, hs, plane) || conn_engine(c, now) < 0) {
 		send_reject(d, s, src, srclen, dst, ti, MRP_REJ_PARAM, hs->service_id);
@@ -1228,6 +1277,16 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	a->max_paths = c->max_paths;
 	a->service_port = d->cfg.port;
 	a->num_addrs = our_addrs(d, a->addrs, 0);
+	if (c->caps & MRP_CAP_ADMIT) {
+		/* What the initiator may send before it hears from us: its
+		 * part of the budget, in whole packets, as the code can say it
+		 * (rounded down; the rest returns with the credit's time). */
+		uint64_t credit = mrp_rh_admit(d->rh, c->mtu + MRP_DATA_HDR_LEN, UINT64_MAX, now);
+		a->admit = mrp_admit_code(credit);
+		c->admit_credit = mrp_admit_bytes(a->admit);
+		mrp_rh_admit_return(d->rh, credit - c->admit_credit);
+		d->cnt.admit_credits += c->admit_credit > 0;
+	}
 	ssize_t n = mrp_pkt_encode(c->hs_pkt, sizeof(c->hs_pkt), &k);
 	if (n < 0) {
 		conn_free(c);
@@ -1409,6 +1468,14 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 		else if (err >= 0 && h->opcode == MRP_OP_CLOSE && !c->end_reason[0])
 			snprintf(c->end_reason, sizeof(c->end_reason), "closed by peer");
 		else if (err >= 0 && h->opcode == MRP_OP_NAK &&
+			 pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN && mrd_chal_running(&c->chal)) {
+			/* the answer to our challenge, from the address of the
+			 * peer that claimed a new instance, echoing the token
+			 * only our PROBE carried: that instance does not know
+			 * the connection; the old one is gone */
+			count_restart(c);
+			snprintf(c->end_reason, sizeof(c->end_reason), "peer restarted");
+		} else if (err >= 0 && h->opcode == MRP_OP_NAK &&
 			 pkt.u.nak.reason == MRP_NAK_UNKNOWN_CONN)
 			snprintf(c->end_reason, sizeof(c->end_reason),
 				 "peer does not know the connection");

@@ -133,6 +133,7 @@ struct mrd_conn {
 	uint64_t local_token, peer_token;
 	uint32_t service_id;
 	uint64_t peer_instance, caps;
+	uint64_t admit_credit;    /* ADMIT (SPEC 6.6): the ACCEPT's credit, bytes */
 	uint32_t mtu;
 	uint16_t max_streams, max_paths;
 	mrp_conn *eng;

@@ -64,7 +64,8 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "drops", drops);
 	json_object_set_new(cn, "drops_total", mrd_json_u64(total));
 #define C(f) json_object_set_new(cn, #f, mrd_json_u64(k->f))
-	C(connects_rx); C(accepts_tx); C(rejects_tx); C(naks_unknown_tx); C(answers_limited);
+	C(connects_rx); C(accepts_tx); C(admit_credits); C(rejects_tx); C(naks_unknown_tx);
+	C(answers_limited);
 	C(conns_opened); C(conns_failed); C(conns_closed); C(peer_restarts); C(conns_silent); C(conns_per_addr_full); C(sport_bind_fails);
 	C(challenges); C(challenges_answered); C(half_open_discarded);
 	C(retries_tx); C(retries_rx); C(connects_validated); C(cookies_bad);

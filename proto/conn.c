@@ -287,6 +287,7 @@ struct mrp_conn {
 	uint8_t adm_open;       /* ... more than the initial window: the windows
 				 * are open and paths open as they fill */
 	uint64_t max_rtt_ns;    /* largest max_rtt_ns of the active paths */
+	uint64_t plane_max_rtt_ns[MRP_MAX_PLANES]; /* ... of those on each plane */
 	uint8_t ctl_dirty;      /* some path may have a control packet to send */
 	uint8_t pace_blocked;   /* data waits for pace_at */
 	uint64_t pace_gap;      /* the last data packet's time at the pacing rate */
@@ -931,17 +932,27 @@ static int rq_push(mrp_conn *c, txmsg *m, uint32_t seg)
 static uint64_t path_rto(const mrp_conn *c, const path *pa)
 {
 	uint64_t rto;
-	if (pa->cc.srtt_ns == 0 && c->max_rtt_ns)
+	if (pa->cc.srtt_ns == 0 && c->plane_max_rtt_ns[pa->plane])
 		/* A path without an RTT sample of its own, beside paths to
-		 * the same peer that have one: their largest recent RTT,
-		 * doubled, rather than the initial timeout for an unknown
-		 * network (a new path whose first packets a loss burst took
-		 * held the end of a transfer for rto_init / 2). */
-		rto = min64(2 * c->max_rtt_ns, c->p.rto_init_ns);
+		 * the same peer on its plane that have one: their largest
+		 * recent RTT, doubled, rather than the initial timeout for an
+		 * unknown network (a new path whose first packets a loss
+		 * burst took held the end of a transfer for rto_init / 2).
+		 * Only its own plane's: planes are separate networks, and
+		 * one may be 50x further away than another (a path on it,
+		 * timed from the near plane's RTT, sent its first window
+		 * again for nothing: 0.26 % of a 64 MB flow's packets). */
+		rto = min64(2 * c->plane_max_rtt_ns[pa->plane], c->p.rto_init_ns);
 	else if (pa->cc.srtt_ns == 0)
 		rto = c->p.rto_init_ns;
-	else
-		rto = max64(pa->cc.srtt_ns + 4 * pa->rttvar_ns, pa->max_rtt_ns + pa->max_rtt_ns / 2);
+	else {
+		/* Its ACKs may come back by any return route of the plane
+		 * (SPEC 6.3): wait for the plane's largest recent RTT too,
+		 * not only its own, which decays towards its smoothed RTT
+		 * between the rare ACKs that take the slowest route. */
+		uint64_t mx = max64(pa->max_rtt_ns, c->plane_max_rtt_ns[pa->plane]);
+		rto = max64(pa->cc.srtt_ns + 4 * pa->rttvar_ns, mx + mx / 2);
+	}
 	rto = max64(rto, c->p.rto_min_ns);
 	for (uint32_t i = 0; i < pa->rto_count + pa->fails && rto < c->p.rto_max_ns; i++)
 		rto *= 2;
@@ -961,12 +972,15 @@ static void recompute_qwnd(mrp_conn *c)
 {
 	uint64_t q = 0, rtt = 0, maxrtt = 0;
 	uint32_t n = 0;
+	memset(c->plane_max_rtt_ns, 0, sizeof(c->plane_max_rtt_ns));
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE) {
 			q += pa->cc.cwnd;
 			rtt = max64(rtt, pa->cc.srtt_ns);
 			maxrtt = max64(maxrtt, pa->max_rtt_ns);
+			c->plane_max_rtt_ns[pa->plane] =
+				max64(c->plane_max_rtt_ns[pa->plane], pa->max_rtt_ns);
 			n++;
 		}
 	}
@@ -2454,7 +2468,7 @@ static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 	pa->rto_at = now + path_rto(c, pa);
 	pa->tlp_n = 0;
 	pa->tlp_at = min64(now + path_pto(c, pa), max64(tail_probe_at(c, pa), now));
-	pa->cold_timers = !pa->cc.srtt_ns && !c->max_rtt_ns;
+	pa->cold_timers = !pa->cc.srtt_ns && !c->plane_max_rtt_ns[pa->plane];
 	c->cold_timers |= pa->cold_timers;
 }
 
@@ -2482,10 +2496,10 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 
 static void hint_window(mrp_conn *c, uint64_t now);
 
-/* The connection's first RTT sample: paths that sent before it armed their
- * timers (cold_timers) on the initial timeout for an unknown network (rto_init, its
+/* The first RTT sample on a plane: paths of that plane that sent before it
+ * armed their timers (cold_timers) on the initial timeout for an unknown network (rto_init, its
  * tail-loss probe at half that); those still without a sample of their own
- * re-time their tail-loss probe from the connection's RTT now (path_pto()),
+ * re-time their tail-loss probe from their plane's RTT now (path_pto()),
  * counted from their oldest packet in flight, but not sooner than the
  * timeout's floor after it: their own route may be far slower than the one
  * that answered (50x in the reordering family; at path_pto() alone, 0.13 %
@@ -2505,6 +2519,11 @@ static void rearm_unsampled(mrp_conn *c, uint64_t now)
 		path *pa = c->paths[i];
 		if (!pa || !pa->cold_timers)
 			continue;
+		if (!c->plane_max_rtt_ns[pa->plane]) {
+			/* no RTT of its plane yet (path_rto()): later */
+			c->cold_timers = 1;
+			continue;
+		}
 		pa->cold_timers = 0;
 		if (!pa->open || pa->cc.srtt_ns || !pa->cc.inflight)
 			continue;
@@ -2529,11 +2548,13 @@ static void rearm_unsampled(mrp_conn *c, uint64_t now)
  * Without it, a path whose packets were all lost (or whose last ones
  * were) would wait for the initial RTO -- 12 ms on a scale-across link --
  * where its peers take a few round trips. */
-COLD static void adm_seed_rtt(mrp_conn *c, uint64_t rtt, uint64_t now)
+COLD static void adm_seed_rtt(mrp_conn *c, uint8_t plane, uint64_t rtt, uint64_t now)
 {
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *p = c->paths[i];
-		if (!p || !p->open || p->cc.srtt_ns)
+		/* (only its plane's paths: another plane may be far slower,
+		 * path_rto()) */
+		if (!p || !p->open || p->cc.srtt_ns || p->plane != plane)
 			continue;
 		rtt_sample(p, rtt);
 		if (p->cc.inflight)
@@ -2630,15 +2651,22 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		if (late && !acked)
 			path_alive(c, pa, 1, now);
 	}
+	if ((acked || late) && a->ts_echo_ns && a->ts_echo_ns <= now) {
+		/* A timed-out packet that arrived after all is a sample too
+		 * (a PSN is never sent twice: the echo is its own), and the
+		 * one that matters: it took longer than the timer allowed.
+		 * Without it a path whose ACKs now and then come back by a
+		 * slower return route (SPEC 6.3) timed out at each of them
+		 * and never learnt (spines 2 and 100 us away: 0.44 % of the
+		 * packets sent again for nothing). */
+		uint64_t rtt = now - a->ts_echo_ns;
+		if (rtt > a->ack_delay_ns)
+			rtt -= a->ack_delay_ns;
+		rtt_sample(pa, rtt);
+		if (acked && adm_open)
+			adm_seed_rtt(c, pa->plane, rtt, now);
+	}
 	if (acked) {
-		if (a->ts_echo_ns && a->ts_echo_ns <= now) {
-			uint64_t rtt = now - a->ts_echo_ns;
-			if (rtt > a->ack_delay_ns)
-				rtt -= a->ack_delay_ns;
-			rtt_sample(pa, rtt);
-			if (adm_open)
-				adm_seed_rtt(c, rtt, now);
-		}
 		path_alive(c, pa, 1, now);
 		c->cc.acking_bytes = c->total_inflight + acked;
 		c->cc.ops->on_ack(&c->cc, &pa->cc, acked, marked, now);
@@ -2782,6 +2810,17 @@ COLD static void adm_granted(mrp_conn *c, uint64_t grant_bps, uint64_t rtt, uint
 	}
 }
 
+/* Whether a PROBE that asks for a grant is out on some path. */
+COLD static int adm_asking(const mrp_conn *c)
+{
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->open && pa->probe_pending && pa->probe_asked)
+			return 1;
+	}
+	return 0;
+}
+
 static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_probe_ack *k = &pkt->u.probe_ack;
@@ -2835,6 +2874,14 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		adm_granted(c, (uint64_t)k->grant_mbps * 1000000, rtt, now);
 	else if (c->adm == ADM_ASK && pa->probe_asked)
 		adm_end(c); /* a request answered without a grant: the initial window (6.6) */
+	else if (c->adm == ADM_ASK && !adm_asking(c)) {
+		/* Data waits for a grant that no PROBE asked for: every path
+		 * had a PROBE out when the data came (a ping's). This path
+		 * answers: ask on it now, not at its next idle probe. */
+		pa->probe_at = now;
+		c->ctl_dirty = 1;
+		c->dl_valid = 0;
+	}
 	return 0;
 }
 
@@ -3131,6 +3178,8 @@ COLD static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint
 	return encode_ctl(&k, ti, via, buf, buflen);
 }
 
+static int plane_alive_without(const mrp_conn *c, const path *pa, uint64_t now);
+
 COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 			   size_t buflen, uint64_t now)
 {
@@ -3154,9 +3203,17 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 	/* A SUSPECT path probes again one PTO later, REPROBE_MAX times
 	 * before its timeout: a loss burst on a link usually ends within a
 	 * few round trips, and the doubled timeout would keep the path out
-	 * of service long after it (SPEC 8). */
+	 * of service long after it (SPEC 8). While another path of its plane
+	 * works, what failed may be its own route alone (a hole, a cable down
+	 * on it) and may last: the others carry the plane's traffic, and the
+	 * waits between its probes double (a sender's path probed a black
+	 * hole every 38 us for 0.3 ms: 1-3 % of the cable's former packets
+	 * 3 RTO floors after the hole opened). */
 	if (pa->state == MRP_PATH_SUSPECT && pa->reprobe_n < REPROBE_MAX) {
-		uint64_t next = now + path_pto(c, pa);
+		uint64_t pto = path_pto(c, pa);
+		if (plane_alive_without(c, pa, now))
+			pto <<= pa->reprobe_n;
+		uint64_t next = now + pto;
 		if (next < pa->rto_at) {
 			pa->reprobe_n++;
 			pa->probe_at = next;

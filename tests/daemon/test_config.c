@@ -216,6 +216,7 @@ static const char full_yaml[] =
 	"  suspect_rtos: 2\n"
 	"  conn_memory: 8MiB\n"
 	"  memory: 2GiB\n"
+	"  admit_budget: 0\n"
 	"telemetry:\n"
 	"  interval: 100ms\n"
 	"  retention: 7d\n"
@@ -283,6 +284,7 @@ static void test_every_key(void **state)
 	assert_int_equal(c.rnr_retry_max, 0);
 	assert_int_equal(c.suspect_rtos, 2);
 	assert_true(c.conn_memory == 8ull << 20 && c.memory == 2ull << 30);
+	assert_true(c.admit_budget == 0); /* off, not the 256 KiB default */
 	assert_int_equal(c.services_perf, 1);
 	assert_string_equal(c.perf_peers, "10.0.0.0/8, fd00::/64");
 	assert_string_equal(c.echo_peers, "127.0.0.1");
@@ -1380,6 +1382,7 @@ static void test_dump(void **state)
 		"  conn_memory: 8MiB\n"
 		"  memory: 2GiB\n"
 		"  max_conns_per_address: 4096\n"
+		"  admit_budget: 0\n"
 		"telemetry:\n"
 		"  interval: 100ms\n"
 		"  retention: 7d\n"
@@ -1508,7 +1511,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 10 + 5 + 7 + 3);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 11 + 5 + 7 + 3);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

@@ -20,7 +20,9 @@ room for the start of SENDERS connections and their ends, which do not
 all fall at the same moment). Mid-run, each
 sender's connection must hold a rate hint from the receiver (the
 allocator is wired in: a hint of 0 means none) of at most half the
-bottleneck (an equal share is a quarter).
+bottleneck (an equal share is a quarter), and have started on the
+receiver's first-round-trip admission (a credit in its ACCEPT, or a grant
+it asked for: SPEC 6.6).
 
 Needs root, network namespaces and tc: exits 77 (skipped), saying why,
 otherwise.
@@ -76,6 +78,15 @@ try:
             "every sender holds the receiver's rate hint, at most half the bottleneck "
             "(%s Mbit/s of %.0f)"
             % (", ".join("%.0f" % (hints[h] / 1e6) for h in senders), cap / 1e6))
+    # First-round-trip admission (SPEC 6.6, transport.admit_budget on by
+    # default): every sender's first round trip was the receiver's to
+    # decide, a credit in its ACCEPT or a grant it asked for.
+    adm = {h: {k: res[h]["conn"]["stats"][k] for k in ("admit_credit", "admit_asks",
+                                                        "admit_grants")} for h in senders}
+    print("admission: %s; the receiver's ACCEPTs with credit: %d" % (
+        adm, f.req(rx, "status")["counters"]["admit_credits"]))
+    f.check(all(a["admit_credit"] > 0 or a["admit_grants"] > 0 for a in adm.values()),
+            "every sender started on the receiver's credit or grant")
     print("daemons during the incast: %s" % f.load_text(snap))
     f.check(j >= 0.9, "Jain's index of the %d senders' goodputs %.3f >= 0.9" % (SENDERS, j))
     f.check(sum(g) >= 0.8 * ref, "together the senders got %.3f Gbit/s through the "

@@ -2402,8 +2402,11 @@ static int adm_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pk
 }
 
 /* A 1 MiB WRITE from A to B (B's allocator: 100 Gbit/s, 4 connections),
- * A with ADMIT and credit bytes of admission, B with b_caps. */
-static void admit_run(uint64_t credit, uint64_t b_caps, mrp_conn_stats st[2])
+ * A with ADMIT and credit bytes of admission, B with b_caps; with
+ * probe_first, A probes every path (as a ping does) before it posts, and
+ * idle paths are probed every second. Returns when the WRITE completed. */
+static uint64_t admit_run_probed(uint64_t credit, uint64_t b_caps, int probe_first,
+				 mrp_conn_stats st[2])
 {
 	static mrp_rh_slot slots[8];
 	mrp_rh rh;
@@ -2416,7 +2419,7 @@ static void admit_run(uint64_t credit, uint64_t b_caps, mrp_conn_stats st[2])
 	fill_pattern(src, len, 11);
 	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100000000000ull, 0), 0);
 	rh.adm_conns = 4;
-	pair_params(p, 1, 0);
+	pair_params(p, 1, probe_first ? 1000000000ull : 0);
 	p[0].caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
 	p[1].caps = b_caps;
 	p[0].admit = 1;
@@ -2425,12 +2428,19 @@ static void admit_run(uint64_t credit, uint64_t b_caps, mrp_conn_stats st[2])
 	net_init(&n, &p[0], &p[1]);
 	n.policy = adm_policy;
 	memset(&adm, 0, sizeof(adm));
+	if (probe_first) {
+		unsigned probed = 0;
+		for (uint16_t id = 0; id < p[0].max_paths; id++)
+			probed += mrp_conn_path_probe(n.c[0], id, n.now) == 0;
+		assert_true(probed > 0);
+	}
 	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = (uint32_t)len,
 		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
 	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
 	assert_true(net_run_until(&n, have_cqes, &w, 10000000000ull));
+	uint64_t done = n.now;
 	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
 	assert_memory_equal(n.mr[1].base, src, len);
 	assert_int_equal(n.check_failures, 0);
@@ -2438,6 +2448,12 @@ static void admit_run(uint64_t credit, uint64_t b_caps, mrp_conn_stats st[2])
 	mrp_conn_get_stats(n.c[1], &st[1]);
 	net_free(&n);
 	free(src);
+	return done;
+}
+
+static void admit_run(uint64_t credit, uint64_t b_caps, mrp_conn_stats st[2])
+{
+	admit_run_probed(credit, b_caps, 0, st);
 }
 
 /* No credit: A's first packet is a request (a PROBE with GRANT and
@@ -2482,6 +2498,26 @@ static void test_admission_request_and_credit(void **state)
 	assert_int_equal(st[0].admit_asks, 1);
 	assert_int_equal(st[0].admit_grants, 0);
 	assert_int_equal(st[1].admit_requests, 0);
+}
+
+/* No credit, and every path has a PROBE out when the data comes (a ping's,
+ * sent before the data was posted, so not a request): the first answer
+ * sends the request on its path at once. Without that, the data waited
+ * for the next idle probe (1 s here): found by metarocd's pings to a
+ * daemon whose budget was out. */
+static void test_admission_request_after_probes(void **state)
+{
+	mrp_conn_stats st[2];
+	const uint64_t all = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
+
+	(void)state;
+	uint64_t done = admit_run_probed(0, all, 1, st);
+	assert_int_equal(adm.a_first_op, MRP_OP_PROBE);
+	assert_int_equal(adm.a_data_before, 0);
+	assert_int_equal(st[0].admit_asks, 1);
+	assert_int_equal(st[0].admit_grants, 1);
+	assert_int_equal(st[1].admit_requests, 1);
+	assert_true(done < 100000000ull); /* simulated: far below the 1 s probe */
 }
 
 /* ---- pacing waits put back (mrp_conn_deadline_paced) ------------------- */
@@ -3284,6 +3320,7 @@ int main(void)
 		cmocka_unit_test(test_steer_onto_down_plane),
 		cmocka_unit_test(test_held_marks_hint_bound_packets),
 		cmocka_unit_test(test_admission_request_and_credit),
+		cmocka_unit_test(test_admission_request_after_probes),
 		cmocka_unit_test(test_deadline_paced),
 		cmocka_unit_test(test_read_placed),
 		cmocka_unit_test(test_read_loss),
