@@ -260,6 +260,25 @@ typedef struct churn_event {
 	int up, plane;
 } churn_event;
 
+/* What the receivers rx[] got from t0 to t1, as a share of the capacity of
+ * the planes up[] (their host links). */
+static double churn_share(run *rn, const int *up, unsigned np, const uint32_t *rx,
+			  unsigned nrx, uint64_t t0, uint64_t t1)
+{
+	double cap = 0;
+	uint64_t b0 = 0, b1 = 0;
+	for (unsigned p = 0; p < np; p++)
+		if (up[p])
+			cap += (double)rn->cfg.plane[p].host_link.rate_bps * nrx;
+	run_to(rn, t0);
+	for (unsigned i = 0; i < nrx; i++)
+		b0 += host_rx_bytes(rn->s, rx[i]);
+	run_to(rn, t1);
+	for (unsigned i = 0; i < nrx; i++)
+		b1 += host_rx_bytes(rn->s, rx[i]);
+	return (double)(b1 - b0) * 8e9 / (double)(t1 - t0) / cap;
+}
+
 static void churn(const char *name, const uint32_t *rx, unsigned nrx,
 		  const churn_event *ev, unsigned nev)
 {
@@ -271,18 +290,8 @@ static void churn(const char *name, const uint32_t *rx, unsigned nrx,
 		up[p] = 1;
 	for (unsigned e = 0; e < nev; e++) {
 		up[ev[e].plane] = ev[e].up;
-		uint64_t t0 = ev[e].at_ns + 1000 * US, t1 = t0 + 1000 * US, b0 = 0, b1 = 0;
-		double cap = 0;
-		for (unsigned p = 0; p < np; p++)
-			if (up[p])
-				cap += (double)rn.cfg.plane[p].host_link.rate_bps * nrx;
-		run_to(&rn, t0);
-		for (unsigned i = 0; i < nrx; i++)
-			b0 += host_rx_bytes(rn.s, rx[i]);
-		run_to(&rn, t1);
-		for (unsigned i = 0; i < nrx; i++)
-			b1 += host_rx_bytes(rn.s, rx[i]);
-		double share = (double)(b1 - b0) * 8e9 / (double)(t1 - t0) / cap;
+		uint64_t t0 = ev[e].at_ns + 1000 * US, t1 = t0 + 1000 * US;
+		double share = churn_share(&rn, up, np, rx, nrx, t0, t1);
 		print_message("%-22s plane %d %s at %.0f ms: %.3f of the surviving capacity\n",
 			      name, ev[e].plane, ev[e].up ? "up" : "down",
 			      (double)ev[e].at_ns / 1e6, share);
@@ -329,18 +338,7 @@ static void churn_events(const char *name, uint64_t seed)
 			t1 = rn.cfg.events[e + 1].at_ns;
 		if (t1 < t0 + 100 * US)
 			continue;
-		double cap = 0;
-		uint64_t b0 = 0, b1 = 0;
-		for (unsigned p = 0; p < np; p++)
-			if (up[p])
-				cap += (double)rn.cfg.plane[p].host_link.rate_bps * nrx;
-		run_to(&rn, t0);
-		for (unsigned i = 0; i < nrx; i++)
-			b0 += host_rx_bytes(rn.s, rx[i]);
-		run_to(&rn, t1);
-		for (unsigned i = 0; i < nrx; i++)
-			b1 += host_rx_bytes(rn.s, rx[i]);
-		double share = (double)(b1 - b0) * 8e9 / (double)(t1 - t0) / cap;
+		double share = churn_share(&rn, up, np, rx, nrx, t0, t1);
 		print_message("%-22s seed %llu: plane %d %s at %.2f ms: %.3f of the surviving "
 			      "capacity (%.0f to %.0f us)\n",
 			      name, (unsigned long long)seed, ev->plane,
