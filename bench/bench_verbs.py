@@ -74,6 +74,12 @@ def pair_run(srv_argv, cli_argv, timeout):
     return c.returncode, out, srv.returncode, so
 
 
+def gbit(mbs):
+    # perftest's MB/sec are MiB/s (its format factor is 0x100000), and
+    # metaroce-perf reports 10^9 bits per second
+    return mbs * 1048576 * 8 / 1e9
+
+
 def rows(out):
     r = []
     for line in out.splitlines():
@@ -131,7 +137,7 @@ def main():
                 ok = False
                 log("ib_write_bw failed:\n" + out[-2000:] + so[-1000:])
             else:
-                res["verbs_bw"].append(r[-1][3] * 8e6 / 1e9)  # MB/s -> Gbit/s
+                res["verbs_bw"].append(gbit(r[-1][3]))
 
             # the same with a completion per WRITE (-Q 1), as metaroce-perf
             # takes them: by default perftest signals one WRITE in DEPTH and
@@ -145,7 +151,7 @@ def main():
                 ok = False
                 log("ib_write_bw -Q 1 failed:\n" + out[-2000:] + so[-1000:])
             else:
-                res["verbs_bw_q1"].append(r[-1][3] * 8e6 / 1e9)
+                res["verbs_bw_q1"].append(gbit(r[-1][3]))
 
             rc, out, src, so = pair_run(
                 [perf, "server", "--socket", B, "--once"] + spin,
@@ -170,7 +176,7 @@ def main():
                 ok = False
                 log("ib_read_bw failed:\n" + out[-2000:] + so[-1000:])
             else:
-                res["verbs_read"].append(r[-1][3] * 8e6 / 1e9)
+                res["verbs_read"].append(gbit(r[-1][3]))
 
             rc, out, src, so = pair_run(
                 [perf, "server", "--socket", B, "--once"] + spin,

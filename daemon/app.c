@@ -788,7 +788,7 @@ void app_session_close(app_session *s, const char *why)
 				app_region_unref(x->wrs[i].r);
 				x->wrs[i].used = 0;
 			}
-		x->nout = 0;
+		x->nout = x->nsend = 0;
 		app_ctx_free(x);
 	}
 	for (uint32_t i = 0; s->regions && i < s->max_regions; i++)
@@ -937,8 +937,10 @@ int mrd_apps_init(mrd *d)
 	uv_check_init(d->loop, &a->check);
 	uv_idle_init(d->loop, &a->idle);
 	uv_timer_init(d->loop, &a->credit_timer);
+	uv_timer_init(d->loop, &a->awake_timer);
 	uv_timer_init(d->loop, &a->hello_timer);
 	a->prepare.data = a->check.data = a->idle.data = a->credit_timer.data = a;
+	a->awake_timer.data = a;
 	a->hello_timer.data = a;
 	a->handles_open = 1;
 	uv_prepare_start(&a->prepare, app_on_prepare);
@@ -1010,6 +1012,7 @@ void mrd_apps_close(mrd *d)
 		uv_close((uv_handle_t *)&a->check, NULL);
 		uv_close((uv_handle_t *)&a->idle, NULL);
 		uv_close((uv_handle_t *)&a->credit_timer, NULL);
+		uv_close((uv_handle_t *)&a->awake_timer, NULL);
 		uv_close((uv_handle_t *)&a->hello_timer, NULL);
 	}
 	free(a->rkeys);

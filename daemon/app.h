@@ -132,12 +132,14 @@ typedef struct mrd_apps {
 	uint32_t retired[1024]; /* rkeys freed lately: not handed out again soon */
 	uint32_t retired_next;
 	/* Contexts with completions to publish, with SQ work left after their
-	 * budget, and waiting for CQ credit. */
-	app_ctx *dirty, *pending, *blocked;
+	 * budget, waiting for CQ credit, and whose SQ is looked at on every
+	 * turn of the loop (sends outstanding: no doorbell needed). */
+	app_ctx *dirty, *pending, *blocked, *awake;
 	uv_prepare_t prepare;
 	uv_check_t check;
 	uv_idle_t idle;
 	uv_timer_t credit_timer;
+	uv_timer_t awake_timer; /* while SQs stay awake: each looked at every ms */
 	uv_timer_t hello_timer; /* closes sessions that never send HELLO */
 	int handles_open;
 	mrd_apps_counters cnt;

@@ -43,6 +43,12 @@
 #define MAX_FDS 8            /* fds one message may carry (the rest are cut) */
 #define CQ_MAX (4 * MRC_SQ_MAX)
 #define CREDIT_RETRY_MS 1    /* contexts waiting for CQ credit are re-checked */
+/* A context with sends outstanding has its SQ looked at on every turn of
+ * the loop, and at least every SQ_AWAKE_POLL_MS, instead of sleeping on the
+ * doorbell, until SQ_AWAKE_MS pass without a request posted or completed
+ * (app_ring.c, sq_stay_awake()). */
+#define SQ_AWAKE_POLL_MS 1
+#define SQ_AWAKE_MS 10
 #define LKEY_SLOT_BITS 21
 
 enum { S_HELLO, S_REFUSED, S_OPEN, S_CLOSED };
@@ -76,8 +82,8 @@ typedef struct app_wr {
 
 struct app_ctx {
 	app_ctx *next;       /* the session's */
-	app_ctx *dnext, *pnext, *bnext;
-	uint8_t in_dirty, in_pending, in_blocked, dead;
+	app_ctx *dnext, *pnext, *bnext, *anext;
+	uint8_t in_dirty, in_pending, in_blocked, in_awake, dead;
 	app_session *s;
 	uint32_t id;
 	uint8_t *map;
@@ -91,6 +97,8 @@ struct app_ctx {
 	int doorbell, wakeup;
 	uv_poll_t poll;
 	uint32_t nout;       /* requests outstanding in engines */
+	uint32_t nsend;      /* of them WRITE*, SEND*, READ (not RECV) */
+	uint64_t active_ms;  /* uv_now() of the last request posted or completed */
 	uint32_t users;      /* connections and listeners completing here */
 	app_wr *wrs;         /* cq_entries slots */
 	uint32_t *free;      /* free slot stack */
@@ -217,6 +225,7 @@ app_listener *app_listener_by_service(mrd_apps *a, uint32_t service_id);
 app_region *app_lkey_find(app_session *s, uint32_t lkey);
 void app_on_check(uv_check_t *h);
 void app_on_credit(uv_timer_t *t);
+void app_on_awake_timer(uv_timer_t *t);
 void app_on_idle(uv_idle_t *h);
 void app_on_prepare(uv_prepare_t *h);
 void app_publish_all(mrd_apps *a);

@@ -70,6 +70,10 @@ void app_wr_release(app_ctx *x, uint32_t slot)
 	w->used = 0;
 	x->free[x->nfree++] = slot;
 	x->nout--;
+	if (w->opcode != MRC_OP_RECV) {
+		x->nsend--;
+		x->active_ms = uv_now(x->s->a->d->loop);
+	}
 }
 
 /* ---- contexts: the submission ring -------------------------------------------- */
@@ -195,6 +199,10 @@ static int sqe_post(app_ctx *x, const mrc_sqe *q)
 	if (r)
 		r->refs++;
 	x->nout++;
+	if (op != MRC_OP_RECV) {
+		x->nsend++;
+		x->active_ms = uv_now(s->a->d->loop);
+	}
 	s->wrs++;
 	s->a->cnt.wrs++;
 	mrd_conn_touch(ac->c);
@@ -222,6 +230,38 @@ static void ctx_block(app_ctx *x)
 		uv_timer_start(&a->credit_timer, app_on_credit, CREDIT_RETRY_MS, CREDIT_RETRY_MS);
 }
 
+/*
+ * Whether the SQ stays awake (its NEED_WAKEUP flag clear, so the
+ * application rings no doorbell) instead of sleeping on the doorbell. While
+ * the context has sends outstanding, this loop turns again soon anyway (for
+ * their ACKs), and every turn looks at the SQs that stay awake
+ * (app_poll_awake()); so does the awake timer, every SQ_AWAKE_POLL_MS, in
+ * case nothing comes back (a request posted then waits that long at most).
+ * A program that posts one request per call as its completions come
+ * (verbs programs do) rang the doorbell every third request or so, and each
+ * ring cost it a system call and this loop an extra turn. A context that
+ * neither posts nor completes anything for SQ_AWAKE_MS (a peer gone silent,
+ * a send waiting for the peer's receive) sleeps on the doorbell again.
+ */
+static int sq_stay_awake(app_ctx *x)
+{
+	uv_loop_t *loop = x->s->a->d->loop;
+	return x->nsend && uv_now(loop) - x->active_ms < SQ_AWAKE_MS;
+}
+
+static void list_add_awake(app_ctx *x)
+{
+	mrd_apps *a = x->s->a;
+	if (x->in_awake)
+		return;
+	x->in_awake = 1;
+	x->anext = a->awake;
+	a->awake = x;
+	if (!uv_is_active((uv_handle_t *)&a->awake_timer))
+		uv_timer_start(&a->awake_timer, app_on_awake_timer, SQ_AWAKE_POLL_MS,
+			       SQ_AWAKE_POLL_MS);
+}
+
 /* Take what the SQ holds, within the budget and the CQ credit. */
 void app_ctx_consume(app_ctx *x)
 {
@@ -237,6 +277,10 @@ void app_ctx_consume(app_ctx *x)
 			return;
 		}
 		if (!ready) {
+			if (sq_stay_awake(x)) {
+				list_add_awake(x);
+				break;
+			}
 			/* Sleep on the doorbell; a tail published meanwhile is seen. */
 			ready = mrc_ring_prepare_sleep(x->sq, x->sq_head);
 			if (!ready)
@@ -339,14 +383,50 @@ void app_on_credit(uv_timer_t *t)
 	app_publish_all(a);
 }
 
+/* The SQs that stay awake: what was posted since the last turn is taken,
+ * and each stays awake or goes to sleep on its doorbell (sq_stay_awake()). */
+static void app_poll_awake(mrd_apps *a)
+{
+	app_ctx *list = a->awake;
+	int took = 0;
+	a->awake = NULL;
+	while (list) {
+		app_ctx *x = list;
+		list = x->anext;
+		x->in_awake = 0;
+		if (!x->dead && mrc_ring_ready(x->sq, x->sq_head) == 0 && sq_stay_awake(x)) {
+			list_add_awake(x); /* nothing new: as it was */
+			continue;
+		}
+		uint32_t head = x->sq_head;
+		app_ctx_consume(x);
+		took |= x->sq_head != head;
+	}
+	if (took)
+		mrd_peer_run(a->d);
+}
+
+void app_on_awake_timer(uv_timer_t *t)
+{
+	mrd_apps *a = t->data;
+	app_poll_awake(a);
+	if (!a->awake)
+		uv_timer_stop(t);
+	app_publish_all(a);
+}
+
 /* Completions delivered anywhere in this loop pass are published once. */
 void app_on_check(uv_check_t *h)
 {
+	app_poll_awake(h->data);
 	app_publish_all(h->data);
 }
 
+/* (before the loop blocks: an SQ that may not stay awake goes to sleep on
+ * its doorbell here) */
 void app_on_prepare(uv_prepare_t *h)
 {
+	app_poll_awake(h->data);
 	app_publish_all(h->data);
 }
 
@@ -378,6 +458,7 @@ void app_ctx_free(app_ctx *x)
 	list_remove(&a->dirty, x, offsetof(app_ctx, dnext), &x->in_dirty);
 	list_remove(&a->pending, x, offsetof(app_ctx, pnext), &x->in_pending);
 	list_remove(&a->blocked, x, offsetof(app_ctx, bnext), &x->in_blocked);
+	list_remove(&a->awake, x, offsetof(app_ctx, anext), &x->in_awake);
 	for (app_ctx **pp = &x->s->ctxs; *pp; pp = &(*pp)->next)
 		if (*pp == x) {
 			*pp = x->next;

@@ -44,7 +44,10 @@
  * to be answered, and the daemon stores its head before it sets the flag
  * and re-reads the tail, so the same fences make it take the new entries
  * (libmetaroce does: a program posting one request per call rang once
- * per request while the daemon was waking up).
+ * per request while the daemon was waking up). The daemon leaves the SQ's
+ * flag clear while the context has sends outstanding (it looks at the SQ
+ * on every turn of its loop and at least every millisecond then), so the
+ * application rings only when it starts work on an idle context.
  *
  * Trust: the daemon never trusts the mapping. It keeps its own copy of the
  * indices it owns (SQ head, CQ tail) and only ever writes them; it bounds

@@ -85,6 +85,7 @@ typedef struct mrv_ctx mrv_ctx;
 typedef struct mrv_slot {
 	uint64_t wr_id;
 	mrv_qp *qp;
+	uint32_t len; /* a send's bytes (0 for a receive) */
 	uint32_t next_free;
 	uint8_t signaled;
 	uint8_t opcode; /* enum ibv_wc_opcode */
@@ -151,6 +152,8 @@ struct mrv_ctx {
 	uint32_t idle_polls;
 	uint32_t empty_run; /* empty polls in a row (poll_cq) */
 	uint64_t idle_since_ns; /* the first of them (0: the last poll found some) */
+	uint32_t nsend;     /* sends (WRITE, SEND, READ) in the daemon */
+	uint64_t send_bytes; /* and their bytes */
 	mrc_ctx *ctx;
 	mrc_devinfo_rep info;
 	mrv_cq *cqs;
@@ -179,12 +182,21 @@ static struct ibv_device mrv_device = {
 /* An empty ibv_poll_cq() spins, yielding the CPU every MRV_IDLE_SPIN
  * empty polls, for MRV_SPIN_NS from the first of them (a reply that comes
  * soon is seen without a wakeup: ping-pong latency), then sleeps until the
- * next completion (at most MRV_IDLE_SLEEP_NS) every MRV_IDLE_SPIN empty
- * polls (the daemons get the CPU: bandwidth). METAROCE_VERBS_SPIN_US sets
- * the spin; METAROCE_VERBS_POLL=spin never sleeps. */
+ * next completion every MRV_IDLE_SPIN empty polls (the daemons get the
+ * CPU: bandwidth). It spins only while at most MRV_SPIN_MAX_BYTES of sends
+ * are outstanding: with more, the next completion is far (a 64 KiB WRITE
+ * takes the daemons 30 us and more on a host like ours) and a spinning
+ * program only takes a CPU from the daemons that must produce it. A sleep
+ * lasts at most MRV_IDLE_SLEEP_NS (a program that polls a CQ while it waits
+ * for something else, such as memory a peer writes, sees an empty poll that
+ * was a little slow, never a hang), or MRV_BUSY_SLEEP_NS while sends are
+ * outstanding (their completions wake it). METAROCE_VERBS_SPIN_US sets the
+ * spin; METAROCE_VERBS_POLL=spin never sleeps. */
 #define MRV_IDLE_SPIN 64
 #define MRV_IDLE_SLEEP_NS 100000
+#define MRV_BUSY_SLEEP_NS 1000000
 #define MRV_SPIN_NS 30000
+#define MRV_SPIN_MAX_BYTES 65536u
 static int g_poll_spin;
 static uint64_t g_spin_ns = MRV_SPIN_NS;
 
@@ -759,6 +771,10 @@ static int drain(mrv_ctx *x)
 				continue;
 			mrv_slot sl = x->slots[w[i].wr_id];
 			slot_put(x, (uint32_t)w[i].wr_id);
+			if (sl.opcode != IBV_WC_RECV) {
+				x->nsend--;
+				x->send_bytes -= sl.len;
+			}
 			mrv_qp *q = sl.qp;
 			if (!q)
 				continue; /* its QP is gone */
@@ -839,6 +855,7 @@ static int post_one_send(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, un
 	s->qp = q;
 	s->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	s->opcode = (uint8_t)wop;
+	s->len = sg ? sg->length : 0;
 	mrc_wr w = {
 		.wr_id = i,
 		.opcode = op,
@@ -862,6 +879,8 @@ static int post_one_send(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, un
 		say("QP %u: post: %s", q->qp.qp_num, mrc_strerror(rc));
 		return rc == MRC_ERR_INVAL ? EINVAL : EIO;
 	}
+	x->nsend++;
+	x->send_bytes += x->slots[i].len;
 	q->outstanding_send++;
 	return 0;
 }
@@ -890,6 +909,7 @@ static int post_one_recv(mrv_ctx *x, mrv_qp *q, const struct ibv_recv_wr *wr, un
 	s->qp = q;
 	s->signaled = 1;
 	s->opcode = IBV_WC_RECV;
+	s->len = 0;
 	int rc = mrc_post_recv(x->ctx, q->conn, 0, sg ? (void *)(uintptr_t)sg->addr : NULL,
 			       sg ? sg->length : 0, m ? m->m : NULL, i, flags);
 	if (rc == MRC_ERR_AGAIN) {
@@ -1129,7 +1149,8 @@ static int ensure_thread(mrv_ctx *x)
 
 /*
  * Sleep on the context's wakeup descriptor until the daemon writes a
- * completion, at most MRV_IDLE_SLEEP_NS (a program that polls a CQ while it
+ * completion, at most MRV_IDLE_SLEEP_NS, or MRV_BUSY_SLEEP_NS while sends
+ * are outstanding (a program that polls a CQ while it
  * waits for something else, such as memory a peer writes, sees an empty
  * poll that was a little slow, never a hang), then drain (lock held on
  * entry and on return; released while asleep). The notifier thread may
@@ -1140,9 +1161,9 @@ static void idle_sleep(mrv_ctx *x)
 {
 	int ready = mrc_ctx_arm(x->ctx);
 	if (ready == 0) {
+		struct timespec ts = {0, x->nsend ? MRV_BUSY_SLEEP_NS : MRV_IDLE_SLEEP_NS};
 		pthread_mutex_unlock(&x->lock);
 		struct pollfd p = {.fd = mrc_ctx_fd(x->ctx), .events = POLLIN};
-		struct timespec ts = {0, MRV_IDLE_SLEEP_NS};
 		(void)ppoll(&p, 1, &ts, NULL); /* EINTR: a signal (perftest -D) */
 		pthread_mutex_lock(&x->lock);
 	}
@@ -1188,7 +1209,8 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			uint64_t now = mono_ns();
 			if (!x->idle_since_ns)
 				x->idle_since_ns = now;
-			if (g_poll_spin || now - x->idle_since_ns < g_spin_ns) {
+			if (g_poll_spin || (now - x->idle_since_ns < g_spin_ns &&
+					    x->send_bytes <= MRV_SPIN_MAX_BYTES)) {
 				pthread_mutex_unlock(&x->lock);
 				sched_yield();
 				return 0;

@@ -239,6 +239,29 @@ class Ctx:
         self.set32(self.sq_off + 64, self.sq_tail)
         self.kick()
 
+    def post_quiet(self, *sqes):
+        """As post(), but the doorbell rings only if the daemon's flag asks
+        for it (abi.h): returns True when it did not (the SQ was awake)."""
+        if self.sq_tail - self.sq_head() + len(sqes) > self.sq_entries:
+            raise AssertionError("SQ full")
+        for q in sqes:
+            i = self.sq_tail & (self.sq_entries - 1)
+            SQE.pack_into(self.mm, self.sqes_off + 64 * i, q.get("wr_id", 0), q["opcode"],
+                          q.get("flags", 0), q.get("stream", 0), q.get("conn", 0),
+                          q.get("addr", 0), q.get("lkey", 0), q.get("len", 0),
+                          q.get("remote_addr", 0), q.get("rkey", 0), q.get("imm", 0),
+                          q.get("reserved", b"\0" * 16))
+            self.sq_tail += 1
+        self.set32(self.sq_off + 64, self.sq_tail)
+        flag = self.u32(self.sq_off + 128)
+        if flag & NEED_WAKEUP:
+            os.write(self.doorbell, b"\1")
+            return False
+        return True
+
+    def sq_sleeps(self):
+        return bool(self.u32(self.sq_off + 128) & NEED_WAKEUP)
+
     def set_tail_raw(self, tail):
         self.set32(self.sq_off + 64, tail)
         os.write(self.doorbell, b"\1")

@@ -325,6 +325,42 @@ check(cq["wr_id"] == 12 and cq["status"] == 0 and cq["opcode"] == R.WC_OP_RECV_W
 check(bytes(aregion.mm[500000:500000 + len(data)]) == data,
       "A: the 300000 written bytes are in its region")
 
+# While B's context has a send outstanding, its SQ stays awake (NEED_WAKEUP
+# clear): the daemon looks at it on every turn of its loop, so a request
+# published then needs no doorbell and is still taken. Once nothing is
+# outstanding, the SQ sleeps on its doorbell again.
+big = 512 << 10
+bregion.mm[0:big] = os.urandom(big)
+awake = 0
+for k in range(20):
+    bctx.post({"wr_id": 100 + 2 * k, "opcode": R.OP_WRITE, "conn": conn_b, "stream": 0,
+               "addr": bregion.addr, "lkey": blkey, "len": big,
+               "remote_addr": aregion.addr + (1 << 20) - big, "rkey": arkey})
+    t_end = time.time() + 1
+    while bctx.sq_head() != bctx.sq_tail and time.time() < t_end:
+        pass  # until the daemon took it
+    quiet = bctx.post_quiet({"wr_id": 101 + 2 * k, "opcode": R.OP_WRITE, "conn": conn_b,
+                             "stream": 0, "addr": bregion.addr + big, "lkey": blkey,
+                             "len": 4096, "remote_addr": aregion.addr + 4096, "rkey": arkey})
+    cqs = bctx.reap(2)
+    check([c["wr_id"] for c in cqs] == [100 + 2 * k, 101 + 2 * k] and
+          all(c["status"] == 0 for c in cqs),
+          "B: a 512 KiB WRITE and a 4 KiB one posted %s complete in order (%r)"
+          % ("without a doorbell while the first was outstanding" if quiet else
+             "with a doorbell (the SQ slept)", cqs))
+    awake += quiet
+    if awake >= 3:
+        break
+check(awake >= 3, "B's SQ stayed awake while a WRITE was outstanding in %d of %d tries"
+      % (awake, k + 1))
+check(bytes(aregion.mm[(1 << 20) - big:1 << 20]) == bytes(bregion.mm[0:big]) and
+      bytes(aregion.mm[4096:8192]) == bytes(bregion.mm[big:big + 4096]),
+      "A: the written bytes are in its region")
+t_end = time.time() + 5
+while not bctx.sq_sleeps() and time.time() < t_end:
+    time.sleep(0.001)
+check(bctx.sq_sleeps(), "with nothing outstanding, B's SQ sleeps on its doorbell again")
+
 # Remote errors end the connection (as an RDMA QP goes to the error state):
 # each gets a connection of its own; both applications see it end. The
 # receiver NAKs the packet and resets the connection, so the writer's
