@@ -221,11 +221,16 @@ class Ctx:
         return self.u32(self.sq_off)
 
     def kick(self):
+        """Rings the doorbell if the daemon's flag asks for it (abi.h);
+        returns whether it rang."""
         if self.u32(self.sq_off + 128) & NEED_WAKEUP:
             os.write(self.doorbell, b"\1")  # any byte rings it
+            return True
+        return False
 
     def post(self, *sqes):
-        """Each sqe a dict of mrc_sqe fields; published together."""
+        """Each sqe a dict of mrc_sqe fields; published together. Returns
+        whether the doorbell rang."""
         if self.sq_tail - self.sq_head() + len(sqes) > self.sq_entries:
             raise AssertionError("SQ full")
         for q in sqes:
@@ -237,27 +242,12 @@ class Ctx:
                           q.get("reserved", b"\0" * 16))
             self.sq_tail += 1
         self.set32(self.sq_off + 64, self.sq_tail)
-        self.kick()
+        return self.kick()
 
     def post_quiet(self, *sqes):
-        """As post(), but the doorbell rings only if the daemon's flag asks
-        for it (abi.h): returns True when it did not (the SQ was awake)."""
-        if self.sq_tail - self.sq_head() + len(sqes) > self.sq_entries:
-            raise AssertionError("SQ full")
-        for q in sqes:
-            i = self.sq_tail & (self.sq_entries - 1)
-            SQE.pack_into(self.mm, self.sqes_off + 64 * i, q.get("wr_id", 0), q["opcode"],
-                          q.get("flags", 0), q.get("stream", 0), q.get("conn", 0),
-                          q.get("addr", 0), q.get("lkey", 0), q.get("len", 0),
-                          q.get("remote_addr", 0), q.get("rkey", 0), q.get("imm", 0),
-                          q.get("reserved", b"\0" * 16))
-            self.sq_tail += 1
-        self.set32(self.sq_off + 64, self.sq_tail)
-        flag = self.u32(self.sq_off + 128)
-        if flag & NEED_WAKEUP:
-            os.write(self.doorbell, b"\1")
-            return False
-        return True
+        """As post(): True when the doorbell did not ring (the SQ was
+        awake)."""
+        return not self.post(*sqes)
 
     def sq_sleeps(self):
         return bool(self.u32(self.sq_off + 128) & NEED_WAKEUP)
