@@ -10,8 +10,10 @@ static void *b_alloc(void *ud, size_t size)
 {
 	mrd_membudget *b = ud;
 	uint64_t n = (uint64_t)size + HDR;
+	/* the reserve covers what it can; the rest is new to the daemon */
+	uint64_t fresh = n > b->reserve ? n - b->reserve : 0;
 	if (size > UINT32_MAX || b->used + n > b->limit ||
-	    (b->all && b->all->used + n > b->all->limit)) {
+	    (b->all && fresh && b->all->used + fresh > b->all->limit)) {
 		b->refused++;
 		if (b->all)
 			b->all->refused++;
@@ -21,11 +23,12 @@ static void *b_alloc(void *ud, size_t size)
 	if (!p)
 		return NULL;
 	*(uint64_t *)p = n;
+	b->reserve -= n - fresh;
 	b->used += n;
 	if (b->used > b->peak)
 		b->peak = b->used;
 	if (b->all)
-		b->all->used += n;
+		b->all->used += fresh;
 	return p + HDR;
 }
 
@@ -37,15 +40,26 @@ static void b_free(void *ud, void *ptr)
 	uint8_t *p = (uint8_t *)ptr - HDR;
 	uint64_t n = *(uint64_t *)p;
 	b->used -= n;
-	if (b->all)
-		b->all->used -= n;
+	b->reserve += n;
+	if (b->reserve > MRD_MEM_RESERVE_MAX) {
+		if (b->all)
+			b->all->used -= b->reserve - MRD_MEM_RESERVE_MAX;
+		b->reserve = MRD_MEM_RESERVE_MAX;
+	}
 	free(p);
+}
+
+void mrd_membudget_fini(mrd_membudget *b)
+{
+	if (b->all)
+		b->all->used -= b->reserve;
+	b->reserve = 0;
 }
 
 void mrd_membudget_init(mrd_membudget *b, mrd_memacct *all, uint64_t limit)
 {
 	b->all = all;
-	b->used = b->peak = b->refused = 0;
+	b->used = b->peak = b->refused = b->reserve = 0;
 	b->limit = limit;
 }
 

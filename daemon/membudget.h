@@ -21,14 +21,27 @@ typedef struct mrd_memacct { /* the daemon's */
 	uint64_t used, limit, refused;
 } mrd_memacct;
 
+/* What a connection freed stays its own, up to this much, counted in the
+ * daemon's total: reused before anything new is taken from the daemon's
+ * budget. The daemon-wide budget is first come, first served; without
+ * this, memory a working connection freed as its messages completed was
+ * taken by a peer that held everything else (a flood of message starts),
+ * and the working connection's next message was refused (NAK RNR) until
+ * its sender gave up. */
+#define MRD_MEM_RESERVE_MAX (1ull << 20)
+
 typedef struct mrd_membudget { /* one connection's */
 	mrd_memacct *all;
 	uint64_t used, peak, limit, refused;
+	uint64_t reserve; /* freed, kept for reuse: in all->used, not in used */
 } mrd_membudget;
 
 void mrd_membudget_init(mrd_membudget *b, mrd_memacct *all, uint64_t limit);
 
 /* The allocator to hand the engine (ud = b; b must outlive the engine). */
 mrp_mem mrd_membudget_mem(mrd_membudget *b);
+
+/* After the engine is deleted: its reserve goes back to the daemon. */
+void mrd_membudget_fini(mrd_membudget *b);
 
 #endif

@@ -299,6 +299,7 @@ static void conn_free(mrd_conn *c)
 	c->peer->naccepted -= !c->initiator;
 	admit_update(d);
 	mrp_conn_del(c->eng);
+	mrd_membudget_fini(&c->mem);
 	if (p->hooks.freed)
 		p->hooks.freed(p->hooks.ud, c);
 	free(c);

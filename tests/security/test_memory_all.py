@@ -11,9 +11,12 @@ meanwhile.
 
 The daemon-wide budget is first come, first served: a connection that needs
 new memory while the attacker holds all of it is refused too (NAK RNR,
-retried by its sender). The perf transfer here needs little beyond what it
-held before the attack and verifies; a fair share per address is not
-implemented (see SPEC 14.4).
+retried by its sender). What a connection frees stays its own, up to 1 MiB
+(daemon/membudget.h), so the perf transfer here, which needs little beyond
+what it held before the attack, reuses what its completed messages freed
+and verifies (before that reserve, the attacker took that memory as it was
+freed and the transfer failed "receiver not ready" in about half the runs);
+a fair share per address is not implemented (see SPEC 14.4).
 """
 import socket
 import threading
