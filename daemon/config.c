@@ -163,6 +163,7 @@ static const key transport_keys[] = {
 	C_KEY("suspect_rtos", V_UINT, suspect_rtos, 1, 255, F_LIVE),
 	C_KEY("conn_memory", V_SIZE, conn_memory, S_MI, S_TI, F_LIVE),
 	C_KEY("memory", V_SIZE, memory, S_MI, S_PI, F_LIVE),
+	C_KEY("address_memory_share", V_UINT, address_memory_share, 1, 100, F_LIVE),
 	C_KEY("max_conns_per_address", V_UINT, max_conns_per_addr, 1, 65536, F_LIVE),
 	C_KEY("admit_budget", V_SIZE, admit_budget, S_KI * 16, S_GI, F_LIVE | F_ZERO),
 	END,
@@ -291,6 +292,7 @@ void mrd_config_defaults(mrd_config *c)
 	c->app_max_sessions_per_user = 64;
 	c->conn_memory = 64 * S_MI;
 	c->memory = 1 * S_GI;
+	c->address_memory_share = 25;
 	c->max_conns_per_addr = 4096;
 	c->admit_budget = 256 * S_KI;
 	c->app_max_contexts = 16;

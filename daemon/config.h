@@ -119,6 +119,7 @@ typedef struct mrd_config {
 	uint32_t suspect_rtos;   /* consecutive RTOs that fail a path */
 	uint64_t conn_memory;    /* engine memory per connection (membudget.h) */
 	uint64_t memory;         /* engine memory of all connections together */
+	uint32_t address_memory_share; /* % of memory one peer IP address may hold */
 	uint32_t max_conns_per_addr; /* connections accepted from one address */
 	uint64_t admit_budget;   /* first-round-trip admission (SPEC 6.6): bytes
 				  * new connections may send before they hear

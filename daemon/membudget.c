@@ -1,6 +1,8 @@
 #include "membudget.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 
 /* Each block carries its size in front, so a free knows what to give back;
  * 16 bytes keep the block aligned for anything. */
@@ -19,6 +21,15 @@ static void *b_alloc(void *ud, size_t size)
 			b->all->refused++;
 		return NULL;
 	}
+	if (b->addr && fresh && b->addr->used + fresh > b->addr->limit) {
+		b->refused++;
+		b->addr->refused++;
+		if (b->all) {
+			b->all->refused++;
+			b->all->refused_addr++;
+		}
+		return NULL;
+	}
 	uint8_t *p = malloc(n);
 	if (!p)
 		return NULL;
@@ -29,6 +40,8 @@ static void *b_alloc(void *ud, size_t size)
 		b->peak = b->used;
 	if (b->all)
 		b->all->used += fresh;
+	if (b->addr)
+		b->addr->used += fresh;
 	return p + HDR;
 }
 
@@ -44,6 +57,8 @@ static void b_free(void *ud, void *ptr)
 	if (b->reserve > MRD_MEM_RESERVE_MAX) {
 		if (b->all)
 			b->all->used -= b->reserve - MRD_MEM_RESERVE_MAX;
+		if (b->addr)
+			b->addr->used -= b->reserve - MRD_MEM_RESERVE_MAX;
 		b->reserve = MRD_MEM_RESERVE_MAX;
 	}
 	free(p);
@@ -53,12 +68,16 @@ void mrd_membudget_fini(mrd_membudget *b)
 {
 	if (b->all)
 		b->all->used -= b->reserve;
+	if (b->addr)
+		b->addr->used -= b->reserve;
 	b->reserve = 0;
 }
 
-void mrd_membudget_init(mrd_membudget *b, mrd_memacct *all, uint64_t limit)
+void mrd_membudget_init(mrd_membudget *b, mrd_memacct *all, mrd_memacct *addr,
+			uint64_t limit)
 {
 	b->all = all;
+	b->addr = addr;
 	b->used = b->peak = b->refused = b->reserve = 0;
 	b->limit = limit;
 }
@@ -66,4 +85,44 @@ void mrd_membudget_init(mrd_membudget *b, mrd_memacct *all, uint64_t limit)
 mrp_mem mrd_membudget_mem(mrd_membudget *b)
 {
 	return (mrp_mem){.alloc = b_alloc, .free = b_free, .ud = b};
+}
+
+mrd_addrmem *mrd_addrmem_find(mrd_addrmem *list, int family, const void *ip)
+{
+	size_t len = family == AF_INET6 ? 16 : 4;
+	for (mrd_addrmem *a = list; a; a = a->next)
+		if (a->family == family && memcmp(a->ip, ip, len) == 0)
+			return a;
+	return NULL;
+}
+
+mrd_addrmem *mrd_addrmem_get(mrd_addrmem **list, int family, const void *ip,
+			     uint64_t limit)
+{
+	size_t len = family == AF_INET6 ? 16 : 4;
+	mrd_addrmem *a = mrd_addrmem_find(*list, family, ip);
+	if (!a) {
+		a = calloc(1, sizeof(*a));
+		if (!a)
+			return NULL;
+		a->family = family;
+		memcpy(a->ip, ip, len);
+		a->next = *list;
+		*list = a;
+	}
+	a->refs++;
+	a->acct.limit = limit;
+	return a;
+}
+
+void mrd_addrmem_put(mrd_addrmem **list, mrd_addrmem *a)
+{
+	if (!a || --a->refs)
+		return;
+	for (mrd_addrmem **pp = list; *pp; pp = &(*pp)->next)
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	free(a);
 }

@@ -17,9 +17,36 @@
 
 #include "mem.h"
 
-typedef struct mrd_memacct { /* the daemon's */
+typedef struct mrd_memacct { /* the daemon's, or one peer address's */
 	uint64_t used, limit, refused;
+	uint64_t refused_addr; /* the daemon's: of refused, by an address's share */
 } mrd_memacct;
+
+/* What the connections with one peer IP address hold together, within
+ * transport.address_memory (SPEC 14.4): the daemon's budget is first come,
+ * first served, so without a share per address the peers at one address
+ * could hold all of it and every other peer's new messages would wait
+ * (NAK RNR) until they let go. One entry per IP address that has a
+ * connection, shared by its connections (refs); the daemon keeps the
+ * entries in a keyed hash table, list is the chain of one bucket. */
+typedef struct mrd_addrmem {
+	mrd_memacct acct;
+	struct mrd_addrmem *next;
+	unsigned refs;
+	uint32_t accepted; /* connections its CONNECTs made (max_conns_per_address) */
+	int family;
+	uint8_t ip[16];
+} mrd_addrmem;
+
+/* The entry of the address (family AF_INET: 4 bytes of ip, AF_INET6: 16)
+ * in *list, created if there is none (NULL when out of memory), with one
+ * more reference and its limit set to limit. */
+mrd_addrmem *mrd_addrmem_get(mrd_addrmem **list, int family, const void *ip,
+			     uint64_t limit);
+/* The entry of the address in list, or NULL. */
+mrd_addrmem *mrd_addrmem_find(mrd_addrmem *list, int family, const void *ip);
+/* One reference less; the entry goes when the last one does. */
+void mrd_addrmem_put(mrd_addrmem **list, mrd_addrmem *a);
 
 /* What a connection freed stays its own, up to this much, counted in the
  * daemon's total: reused before anything new is taken from the daemon's
@@ -31,17 +58,20 @@ typedef struct mrd_memacct { /* the daemon's */
 #define MRD_MEM_RESERVE_MAX (1ull << 20)
 
 typedef struct mrd_membudget { /* one connection's */
-	mrd_memacct *all;
+	mrd_memacct *all;  /* the daemon's (or NULL) */
+	mrd_memacct *addr; /* its peer address's (or NULL) */
 	uint64_t used, peak, limit, refused;
 	uint64_t reserve; /* freed, kept for reuse: in all->used, not in used */
 } mrd_membudget;
 
-void mrd_membudget_init(mrd_membudget *b, mrd_memacct *all, uint64_t limit);
+void mrd_membudget_init(mrd_membudget *b, mrd_memacct *all, mrd_memacct *addr,
+			uint64_t limit);
 
 /* The allocator to hand the engine (ud = b; b must outlive the engine). */
 mrp_mem mrd_membudget_mem(mrd_membudget *b);
 
-/* After the engine is deleted: its reserve goes back to the daemon. */
+/* After the engine is deleted: its reserve goes back to the daemon (and
+ * the address). */
 void mrd_membudget_fini(mrd_membudget *b);
 
 #endif

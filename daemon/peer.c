@@ -9,6 +9,7 @@
 #include "log.h"
 #include "mrd.h"
 #include "planes.h"
+#include "siphash.h"
 #include "svcpolicy.h"
 
 /* Every engine error code has its slot in the drop counters. */
@@ -24,6 +25,9 @@ MRP_ERRNO_MAP(MRD_ERR_FITS)
 #define MAX_CONNS 65536
 #define MAX_HALF_OPEN 1024
 #define MAX_PEERS 4096
+#define PEER_BUCKETS 1024 /* the keyed hash tables of mrd_peers (peer.h) */
+#define ACC_BUCKETS 8192
+#define IP_BUCKETS 1024
 #define WRITE_BUDGET 256              /* packets per connection per service */
 #define PROBE_TS_OFF 36               /* PROBE ts_ns (SPEC 8.2) */
 #define PROBE_ACK_DELAY_OFF 36        /* PROBE_ACK ack_delay_ns (SPEC 8.3) */
@@ -157,6 +161,19 @@ int mrd_peers_init(mrd *d)
 	p->buckets = calloc(p->nbuckets, sizeof(*p->buckets));
 	if (!p->buckets)
 		return -ENOMEM;
+	p->pbuckets = calloc(PEER_BUCKETS, sizeof(*p->pbuckets));
+	p->abuckets = calloc(ACC_BUCKETS, sizeof(*p->abuckets));
+	p->ipbuckets = calloc(IP_BUCKETS, sizeof(*p->ipbuckets));
+	if (!p->pbuckets || !p->abuckets || !p->ipbuckets) {
+		free(p->buckets);
+		free(p->pbuckets);
+		free(p->abuckets);
+		free(p->ipbuckets);
+		return -ENOMEM;
+	}
+	uint64_t k0 = random_u64(), k1 = random_u64();
+	memcpy(p->hkey, &k0, 8);
+	memcpy(p->hkey + 8, &k1, 8);
 	p->rng_state = random_nonzero();
 	p->mem = (mrp_mem){.alloc = eng_alloc, .free = eng_free, .ud = NULL};
 	p->rng = (mrp_rng){.next = eng_rng, .ud = &p->rng_state};
@@ -165,6 +182,42 @@ int mrd_peers_init(mrd *d)
 	mrd_budget_init(&p->accepts, RL_SRC_RATE, RL_ALL_RATE, NULL);
 	mrd_cookie_init(&p->cookies, uv_hrtime(), NULL);
 	return 0;
+}
+
+/* The buckets of the keyed tables (peer.h): an attacker who cannot learn
+ * the key cannot choose addresses or ids that share one. */
+static mrd_peer **peer_bucket(mrd_peers *p, const mrd_sockaddr *a, socklen_t alen)
+{
+	return &p->pbuckets[mrd_siphash24(p->hkey, a, alen) & (PEER_BUCKETS - 1)];
+}
+
+static mrd_conn **acc_bucket(mrd_peers *p, uint32_t peer_id, const mrd_sockaddr *a,
+			     socklen_t alen)
+{
+	uint8_t k[4 + sizeof(mrd_sockaddr)];
+	size_t n = alen < sizeof(mrd_sockaddr) ? alen : sizeof(mrd_sockaddr);
+	memcpy(k, &peer_id, 4);
+	memcpy(k + 4, a, n);
+	return &p->abuckets[mrd_siphash24(p->hkey, k, 4 + n) & (ACC_BUCKETS - 1)];
+}
+
+/* The IP address of a (no port) and its bucket. */
+static mrd_addrmem **ip_bucket(mrd_peers *p, const mrd_sockaddr *a, int *family,
+			       const void **ip)
+{
+	size_t n;
+	if (a->sa.sa_family == AF_INET6) {
+		*ip = &a->in6.sin6_addr;
+		n = 16;
+	} else {
+		*ip = &a->in.sin_addr;
+		n = 4;
+	}
+	*family = a->sa.sa_family;
+	uint8_t k[17];
+	k[0] = (uint8_t)*family;
+	memcpy(k + 1, *ip, n);
+	return &p->ipbuckets[mrd_siphash24(p->hkey, k, 1 + n) & (IP_BUCKETS - 1)];
 }
 
 static uint32_t hash_id(const mrd_peers *p, uint32_t id)
@@ -204,13 +257,16 @@ static void hash_grow(mrd_peers *p)
 static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int create)
 {
 	mrd_peers *p = d->peers;
-	for (mrd_peer *pe = p->list; pe; pe = pe->next)
+	mrd_peer **b = peer_bucket(p, a, alen);
+	for (mrd_peer *pe = *b; pe; pe = pe->hnext)
 		if (pe->alen == alen && memcmp(&pe->addr, a, alen) == 0)
 			return pe;
 	if (!create)
 		return NULL;
 	if (p->npeers >= MAX_PEERS) {
-		/* Forget the least recently seen peer without connections. */
+		/* Forget the least recently seen peer without connections (a
+		 * scan of every peer, only when a CONNECT that passed the
+		 * ACCEPT budget, or our own connect, needs a new one). */
 		mrd_peer **lru = NULL;
 		for (mrd_peer **pp = &p->list; *pp; pp = &(*pp)->next)
 			if (!(*pp)->nconns && (!lru || (*pp)->last_ns < (*lru)->last_ns))
@@ -219,6 +275,12 @@ static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int cre
 			return NULL;
 		mrd_peer *gone = *lru;
 		*lru = gone->next;
+		for (mrd_peer **pp = peer_bucket(p, &gone->addr, gone->alen); *pp;
+		     pp = &(*pp)->hnext)
+			if (*pp == gone) {
+				*pp = gone->hnext;
+				break;
+			}
 		free(gone);
 		p->npeers--;
 	}
@@ -230,6 +292,8 @@ static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int cre
 	pe->first_ns = pe->last_ns = uv_hrtime();
 	pe->next = p->list;
 	p->list = pe;
+	pe->hnext = *b;
+	*b = pe;
 	p->npeers++;
 	return pe;
 }
@@ -242,6 +306,17 @@ static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
 	mrd_conn *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
+	/* its peer IP address's share (SPEC 14.4; limits read at creation) */
+	int fam;
+	const void *ip;
+	mrd_addrmem **ipb = ip_bucket(p, &pe->addr, &fam, &ip);
+	c->addrmem = mrd_addrmem_get(ipb, fam, ip,
+				     d->cfg.memory * d->cfg.address_memory_share / 100);
+	if (!c->addrmem) {
+		free(c);
+		return NULL;
+	}
+	c->addrmem->accepted += !initiator;
 	c->d = d;
 	c->initiator = (uint8_t)initiator;
 	c->peer = pe;
@@ -294,12 +369,25 @@ static void conn_free(mrd_conn *c)
 		if (c->admit_credit && d->rh)
 			mrp_rh_admit_return(d->rh, c->admit_credit);
 	}
+	if (!c->initiator && c->hs_alen)
+		for (mrd_conn **pp = acc_bucket(p, c->peer_id, &c->hs_addr, c->hs_alen); *pp;
+		     pp = &(*pp)->anext)
+			if (*pp == c) {
+				*pp = c->anext;
+				break;
+			}
 	p->nconns--;
 	c->peer->nconns--;
 	c->peer->naccepted -= !c->initiator;
+	c->addrmem->accepted -= !c->initiator;
 	admit_update(d);
 	mrp_conn_del(c->eng);
 	mrd_membudget_fini(&c->mem);
+	{
+		int fam;
+		const void *ip;
+		mrd_addrmem_put(ip_bucket(p, &c->peer->addr, &fam, &ip), c->addrmem);
+	}
 	if (p->hooks.freed)
 		p->hooks.freed(p->hooks.ud, c);
 	free(c);
@@ -564,7 +652,7 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	/* Its own allocator, within the connection's and the daemon's memory
 	 * budgets (membudget.h; limits read at creation, like the rest). */
 	d->peers->memacct.limit = d->cfg.memory;
-	mrd_membudget_init(&c->mem, &d->peers->memacct, d->cfg.conn_memory);
+	mrd_membudget_init(&c->mem, &d->peers->memacct, &c->addrmem->acct, d->cfg.conn_memory);
 	mrp_mem mem = mrd_membudget_mem(&c->mem);
 	int rv = mrp_conn_new(&c->eng, &cp, &mem, &d->peers->rng, &mr, now);
 	if (rv < 0) {
@@ -1130,20 +1218,14 @@ static void on_reject(mrd *d, mrd_conn *c, const mrp_pkt *pkt, uint64_t now)
 /* ---- acceptor ------------------------------------------------------------ */
 
 /* Connections peers at src's IP address opened to us, whatever service
- * port they claimed (transport.max_conns_per_address). Runs only for a
- * CONNECT that passed the ACCEPT budget. */
-static unsigned accepted_from(const mrd *d, const mrd_sockaddr *src)
+ * port they claimed (transport.max_conns_per_address). */
+static unsigned accepted_from(mrd *d, const mrd_sockaddr *src)
 {
-	unsigned n = 0;
-	for (const mrd_peer *pe = d->peers->list; pe; pe = pe->next) {
-		if (pe->addr.sa.sa_family != src->sa.sa_family)
-			continue;
-		if (src->sa.sa_family == AF_INET6
-			    ? memcmp(&pe->addr.in6.sin6_addr, &src->in6.sin6_addr, 16) == 0
-			    : pe->addr.in.sin_addr.s_addr == src->in.sin_addr.s_addr)
-			n += pe->naccepted;
-	}
-	return n;
+	int fam;
+	const void *ip;
+	mrd_addrmem **b = ip_bucket(d->peers, src, &fam, &ip);
+	const mrd_addrmem *a = mrd_addrmem_find(*b, fam, ip);
+	return a ? a->accepted : 0;
 }
 
 static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
@@ -1170,7 +1252,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	}
 	d->cnt.connects_validated++;
 	/* 1. Duplicate: resend the same ACCEPT. */
-	for (mrd_conn *c = p->all; c; c = c->next)
+	for (mrd_conn *c = *acc_bucket(p, pkt->hdr.src_conn_id, src, srclen); c; c = c->anext)
 		if (!c->initiator && c->peer_id == pkt->hdr.src_conn_id &&
 		    c->peer_instance == hs->instance_id && c->hs_alen == srclen &&
 		    memcmp(&c->hs_addr, src, srclen) == 0) {
@@ -1248,6 +1330,9 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	c->hs_sock = s;
 	c->hs_addr = *src;
 	c->hs_alen = srclen;
+	mrd_conn **ab = acc_bucket(p, c->peer_id, &c->hs_addr, c->hs_alen);
+	c->anext = *ab;
+	*ab = c;
 	c->mtu = hs->mtu < cp.mtu ? hs->mtu : cp.mtu;
 	c->max_streams = hs->max_streams < cp.max_streams ? hs->max_streams : cp.max_streams;
 	if (ops->max_streams) {
@@ -1567,7 +1652,13 @@ void mrd_peers_free(mrd *d)
 		free(pe);
 	}
 	free(p->buckets);
+	free(p->pbuckets);
+	free(p->abuckets);
+	free(p->ipbuckets);
 	p->buckets = NULL;
+	p->pbuckets = NULL;
+	p->abuckets = NULL;
+	p->ipbuckets = NULL;
 }
 
 /* ---- the engine's calls for the other modules (peer.h) ------------------- */

@@ -103,6 +103,7 @@ typedef struct mrd_pair {
 
 struct mrd_peer {
 	mrd_peer *next;
+	mrd_peer *hnext;   /* address hash chain */
 	mrd_sockaddr addr; /* handshake address and service port */
 	socklen_t alen;
 	uint64_t instance_id;
@@ -123,6 +124,7 @@ struct mrd_peer {
 struct mrd_conn {
 	mrd *d;
 	mrd_conn *hnext;       /* id hash chain */
+	mrd_conn *anext;       /* acceptor: (peer id, handshake address) hash chain */
 	mrd_conn *next, *prev; /* every connection */
 	mrd_conn *dnext;       /* dirty list */
 	uint8_t dirty, in_service, initiator, busy;
@@ -163,6 +165,7 @@ struct mrd_conn {
 	void *tel;                /* the telemetry sampler's state (telemetry.c) */
 	mrd_challenge chal;       /* is the peer's old instance alive? (SPEC 9.6) */
 	mrd_membudget mem;        /* what its engine holds (membudget.h) */
+	mrd_addrmem *addrmem;     /* and its peer address's share of it */
 };
 
 typedef struct mrd_peers {
@@ -180,6 +183,15 @@ typedef struct mrd_peers {
 	mrd_budget answers, retries, accepts;
 	mrd_cookie_keys cookies; /* SPEC 9.7 */
 	mrd_memacct memacct;     /* engine memory of every connection */
+	/* Lookups a CONNECT makes, each a keyed hash (hkey), so that their
+	 * cost does not grow with what peers opened (SPEC 14.4): peers by
+	 * handshake address and port, acceptor connections by the initiator's
+	 * connection id and address, and each peer IP address's share of the
+	 * engine memory and of the accepted connections. */
+	uint8_t hkey[16];
+	mrd_peer **pbuckets;     /* 1,024 (peers: at most 4,096) */
+	mrd_conn **abuckets;     /* 8,192 (connections: at most 65,536) */
+	mrd_addrmem **ipbuckets; /* 1,024 */
 	mrd_peer_hooks hooks;
 	struct {
 		mrd_service_fn fn;

@@ -77,6 +77,8 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "ctl_yields", mrd_json_u64(d->ctl.yields));
 	json_object_set_new(cn, "engine_memory", mrd_json_u64(d->peers->memacct.used));
 	json_object_set_new(cn, "engine_memory_refused", mrd_json_u64(d->peers->memacct.refused));
+	json_object_set_new(cn, "engine_memory_refused_address",
+			    mrd_json_u64(d->peers->memacct.refused_addr));
 	json_object_set_new(cn, "fds_open", mrd_json_u64(d->fdg->open));
 	json_object_set_new(cn, "fds_limit", mrd_json_u64(d->fdg->limit));
 	json_object_set_new(cn, "fds_near_limit", mrd_json_u64(d->fdg->near_limit));

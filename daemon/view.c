@@ -66,6 +66,10 @@ json_t *mrd_json_conn(const mrd_conn *c)
 		json_object_set_new(m, "peak", mrd_json_u64(c->mem.peak));
 		json_object_set_new(m, "limit", mrd_json_u64(c->mem.limit));
 		json_object_set_new(m, "refused", mrd_json_u64(c->mem.refused));
+		if (c->mem.addr) {
+			json_object_set_new(m, "address_bytes", mrd_json_u64(c->mem.addr->used));
+			json_object_set_new(m, "address_limit", mrd_json_u64(c->mem.addr->limit));
+		}
 		json_object_set_new(o, "memory", m);
 	}
 	if (mrd_conn_has_engine(c)) {

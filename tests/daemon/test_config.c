@@ -216,6 +216,7 @@ static const char full_yaml[] =
 	"  suspect_rtos: 2\n"
 	"  conn_memory: 8MiB\n"
 	"  memory: 2GiB\n"
+	"  address_memory_share: 40\n"
 	"  admit_budget: 0\n"
 	"telemetry:\n"
 	"  interval: 100ms\n"
@@ -284,6 +285,7 @@ static void test_every_key(void **state)
 	assert_int_equal(c.rnr_retry_max, 0);
 	assert_int_equal(c.suspect_rtos, 2);
 	assert_true(c.conn_memory == 8ull << 20 && c.memory == 2ull << 30);
+	assert_true(c.address_memory_share == 40);
 	assert_true(c.admit_budget == 0); /* off, not the 256 KiB default */
 	assert_int_equal(c.services_perf, 1);
 	assert_string_equal(c.perf_peers, "10.0.0.0/8, fd00::/64");
@@ -1381,6 +1383,7 @@ static void test_dump(void **state)
 		"  suspect_rtos: 2\n"
 		"  conn_memory: 8MiB\n"
 		"  memory: 2GiB\n"
+		"  address_memory_share: 40\n"
 		"  max_conns_per_address: 4096\n"
 		"  admit_budget: 0\n"
 		"telemetry:\n"
@@ -1511,7 +1514,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 11 + 5 + 7 + 3);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 12 + 5 + 7 + 3);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

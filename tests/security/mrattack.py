@@ -74,6 +74,17 @@ def probe(dst, src, token, path_id=0, path_gen=0, seq=1, ts=0, ack_req=True):
                path_gen) + PROBE.pack(seq, 0, ts)
 
 
+PROBE_ACK = struct.Struct(">HHIIQ")      # SPEC 8.3, 20 bytes after the header
+assert PROBE_ACK.size == 20
+
+
+def probe_ack(dst, src, token, probe):
+    """The answer to a parsed PROBE (SPEC 8.3), on our path 0: keeps a
+    connection's paths alive in the peer's eyes."""
+    return hdr("PROBE_ACK", dst, src, token) + PROBE_ACK.pack(
+        probe["path_id"], probe["path_gen"], probe["seq"], 0, probe["ts"])
+
+
 DATA = struct.Struct(">HHIIIIQQII")       # SPEC 5.1, 44 bytes after the header
 assert DATA.size == 44
 F_FIRST, F_LAST = 0x1, 0x2
@@ -101,11 +112,13 @@ def parse(pkt):
         return None
     v, op, flags, pid, pgen, dst, src, token, psn = HDR.unpack_from(pkt)
     r = {"version": v, "op": op, "flags": flags, "dst": dst, "src": src, "token": token,
-         "len": len(pkt)}
+         "len": len(pkt), "path_id": pid, "path_gen": pgen}
     if op in (OP["CONNECT"], OP["ACCEPT"]) and len(pkt) >= 68:
         (r["min_version"], r["max_version"], r["mtu"], r["service_id"], r["hs_token"],
          r["instance"], r["caps"], r["max_streams"], r["max_paths"], r["service_port"],
          r["num_addrs"], _) = HS.unpack_from(pkt, 28)
+    elif op == OP["PROBE"] and len(pkt) == 44:
+        r["seq"], _, r["ts"] = PROBE.unpack_from(pkt, 28)
     elif op == OP["NAK"] and len(pkt) >= 60:
         r["reason"] = pkt[28]
     elif op == OP["RETRY"] and len(pkt) >= 44:
