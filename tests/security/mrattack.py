@@ -309,3 +309,87 @@ def wait_for(pred, seconds, step=0.02):
             return v
         time.sleep(step)
     return pred()
+
+
+# ---- the memory attacks' common parts (test_memory_all, test_memory_address)
+
+
+def victim_app(d, svc, size=64 << 20):
+    """An application on daemon d that registered a region of size bytes for
+    remote writes and listens on service svc, each step checked: (client,
+    region, rkey)."""
+    import rawabi as R
+    app = R.Client(d.app_sock)
+    mrtest.check(app.hello(b"victim")[0] == 0, "an application attached to %s" % d.name)
+    st, ctx = app.ctx_create(8)
+    region = R.Region(size)
+    st, keys = app.mr_reg(region, R.ACCESS_LOCAL_WRITE | R.ACCESS_REMOTE_WRITE)
+    mrtest.check(st == 0 and app.listen(svc, ctx.id)[0] == 0,
+                 "it listens with a %d MiB region for remote writes" % (size >> 20))
+    return app, region, keys[1]
+
+
+def attacker_conns(d, src_ip, svc, n, mtu=256):
+    """n connections to service svc at d's plane0 address, each from a UDP
+    socket of its own bound to src_ip, confirmed with a PROBE (checked):
+    dicts {"u": non-blocking socket, "ca": d's connection id, "ci": ours,
+    "ta": d's token, "psn": next PSN}."""
+    dst = (d.addrs[0], d.port)
+    out = []
+    for k in range(n):
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind((src_ip, 0))
+        u.settimeout(2.0)
+        ci, ti = rand32(), rand64()
+        acc, _ = handshake(u, dst, ci, ti, rand64(), svc, u.getsockname()[1], [(0, src_ip)],
+                           mtu=mtu, max_streams=64, max_paths=4)
+        mrtest.check(acc is not None and acc["op"] == OP["ACCEPT"],
+                     "attacker connection %d from %s accepted" % (k, src_ip))
+        u.sendto(probe(acc["src"], ci, acc["hs_token"]), dst)
+        u.setblocking(False)
+        out.append({"u": u, "ca": acc["src"], "ci": ci, "ta": acc["hs_token"], "psn": 0})
+    ids = {c["ca"] for c in out}
+    mrtest.check(wait_for(lambda: len([c for c in conns(d, "established")
+                                       if int(c["id"], 16) in ids]) == n, 5),
+                 "... all %d confirmed" % n)
+    return out
+
+
+def drain(c, naks, answer_to=None):
+    """Read what arrived on attacker connection c: count NAKs by reason in
+    naks; with answer_to (the daemon's address), answer its PROBEs, so that
+    it keeps the connection for as long as the attack needs."""
+    try:
+        while True:
+            r = parse(c["u"].recv(2048))
+            if r and r["op"] == OP["NAK"]:
+                naks[r["reason"]] = naks.get(r["reason"], 0) + 1
+            elif answer_to and r and r["op"] == OP["PROBE"] and "seq" in r:
+                c["u"].sendto(probe_ack(c["ca"], c["ci"], c["ta"], r), answer_to)
+    except BlockingIOError:
+        pass
+
+
+def flood_starts(conns, dst, region, rkey, count, seconds, naks, size=lambda i: 64 << 20,
+                 answer_to=None, sample=None):
+    """On each attacker connection in turn, up to count (and seconds) first
+    packets of WRITEs into region, 256 bytes each, every one of a new
+    message (64 streams, message sizes from size(i)) that is never finished:
+    msn 0 of each stream never comes, so nothing completes and each start
+    holds its tracking memory. Every 200 packets: a pause of 10 ms, sample(),
+    drain(c, naks, answer_to). Then 0.5 s and a last drain of each."""
+    payload = bytes(256)
+    for c in conns:
+        for i in bounded(count, seconds):
+            stream, msn = i % 64, 1 + i // 64
+            c["u"].sendto(data("WRITE", c["ca"], c["ci"], c["ta"], c["psn"], stream, msn, 0,
+                               size(i), payload, remote_addr=region.addr, rkey=rkey), dst)
+            c["psn"] += 1
+            if i % 200 == 0:
+                time.sleep(0.01)
+                if sample:
+                    sample()
+                drain(c, naks, answer_to)
+    time.sleep(0.5)
+    for c in conns:
+        drain(c, naks, answer_to)

@@ -15,13 +15,11 @@ attacker still holding its share, A (another address) starts a verified
 transfer to B, whose new connection needs memory the attacker did not get:
 it verifies.
 """
-import socket
 import threading
 import time
 
 import mrattack as X
 import mrtest
-import rawabi as R
 
 CONN_MIB, ALL_MIB, SHARE, NCONN = 8, 24, 50, 3
 ADDR_MIB = ALL_MIB * SHARE // 100
@@ -38,71 +36,19 @@ hb = X.Health(b, rss_mib=(2 * ALL_MIB + 32 if X.sanitized(b.proc.pid) else ALL_M
 b0 = b.ok("status")["counters"]
 
 SVC = 0x4d454d33  # "MEM3"
-app = R.Client(b.app_sock)
-mrtest.check(app.hello(b"victim")[0] == 0, "an application attached to B")
-st, ctx = app.ctx_create(8)
-region = R.Region(64 << 20)
-st, keys = app.mr_reg(region, R.ACCESS_LOCAL_WRITE | R.ACCESS_REMOTE_WRITE)
-rkey = keys[1]
-mrtest.check(st == 0 and app.listen(SVC, ctx.id)[0] == 0,
-             "it listens with a 64 MiB region for remote writes")
-
+app, region, rkey = X.victim_app(b, SVC)
 bdst = (b.addrs[0], b.port)
-conns = []
-for k in range(NCONN):
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    u.bind((evil, 0))
-    u.settimeout(2.0)
-    ci, ti = X.rand32(), X.rand64()
-    acc, _ = X.handshake(u, bdst, ci, ti, X.rand64(), SVC, u.getsockname()[1],
-                         [(0, evil)], mtu=256, max_streams=64, max_paths=4)
-    mrtest.check(acc is not None and acc["op"] == X.OP["ACCEPT"],
-                 "attacker connection %d from %s accepted" % (k, evil))
-    u.sendto(X.probe(acc["src"], ci, acc["hs_token"]), bdst)
-    u.setblocking(False)
-    conns.append({"u": u, "ca": acc["src"], "ci": ci, "ta": acc["hs_token"], "psn": 0})
+conns = X.attacker_conns(b, evil, SVC, NCONN)
 ids = {c["ca"] for c in conns}
-mrtest.check(X.wait_for(lambda: len([c for c in X.conns(b, "established")
-                                     if int(c["id"], 16) in ids]) == NCONN, 5),
-             "... all %d confirmed" % NCONN)
-
-MSG = 64 << 20
-payload = bytes(256)
-naks = {}
-
-
-def drain(c):
-    """Count B's NAKs and answer its PROBEs, so that B keeps the attacker's
-    connections (and what they hold) for as long as the test needs."""
-    try:
-        while True:
-            r = X.parse(c["u"].recv(2048))
-            if r and r["op"] == X.OP["NAK"]:
-                naks[r["reason"]] = naks.get(r["reason"], 0) + 1
-            elif r and r["op"] == X.OP["PROBE"] and "seq" in r:
-                c["u"].sendto(X.probe_ack(c["ca"], c["ci"], c["ta"], r), bdst)
-    except BlockingIOError:
-        pass
-
 
 # 3 x 3000 message starts of 64 MiB: each needs tracking memory (32 KiB at
 # MTU 256), more than the 24 MiB all three connections could hold without
 # the share; then 3 x 600 starts of 4 KiB messages, whose tracking is small
-# enough to take the crumbs the large ones left.
-for c in conns:
-    for i in X.bounded(3600, 10.0):
-        stream, msn = i % 64, 1 + i // 64  # msn 0 never comes: nothing completes
-        size = MSG if i < 3000 else 4096
-        c["u"].sendto(X.data("WRITE", c["ca"], c["ci"], c["ta"], c["psn"], stream, msn, 0,
-                             size, payload, remote_addr=region.addr, rkey=rkey), bdst)
-        c["psn"] += 1
-        if i % 200 == 0:
-            time.sleep(0.01)
-            hb.sample()
-            drain(c)
-time.sleep(0.5)
-for c in conns:
-    drain(c)
+# enough to take the crumbs the large ones left. The attacker answers B's
+# PROBEs, so its connections (and what they hold) live on.
+naks = {}
+X.flood_starts(conns, bdst, region, rkey, 3600, 10.0, naks,
+               size=lambda i: 64 << 20 if i < 3000 else 4096, answer_to=bdst, sample=hb.sample)
 hb.sample()
 st = b.ok("status")["counters"]
 held = {int(c["id"], 16): c["memory"] for c in X.conns(b) if int(c["id"], 16) in ids}
@@ -135,13 +81,13 @@ t = threading.Thread(target=lambda: res.update(
 t.start()
 while t.is_alive():
     for c in conns:
-        drain(c)
+        X.drain(c, naks, bdst)
     time.sleep(0.005)
 mrtest.check(res.get("ok") and res["result"]["verified"],
              "a transfer A->B started during the attack verified: %s"
              % res.get("result", res).get("verified"))
 for c in conns:
-    drain(c)
+    X.drain(c, naks, bdst)
 still = sum(c["memory"]["bytes"] for c in X.conns(b, "established") if int(c["id"], 16) in ids)
 mrtest.check(still > CONN_MIB << 20,
              "the attacker held its share throughout (%d bytes after the transfer)" % still)

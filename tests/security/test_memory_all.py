@@ -20,13 +20,10 @@ peers at other addresses are protected by the share of one address
 (transport.address_memory_share, test_memory_address.py), which this test
 sets to 100 % since its attacker uses A's own address.
 """
-import socket
 import threading
-import time
 
 import mrattack as X
 import mrtest
-import rawabi as R
 
 CONN_MIB, ALL_MIB, NCONN = 8, 12, 3
 # (address_memory_share 100: the attacker shares A's address here, and this
@@ -48,62 +45,13 @@ hb = X.Health(b, rss_mib=slack, fds=160)
 b0 = b.ok("status")["counters"]
 
 SVC = 0x4d454d32  # "MEM2"
-app = R.Client(b.app_sock)
-mrtest.check(app.hello(b"victim")[0] == 0, "an application attached to B")
-st, ctx = app.ctx_create(8)
-region = R.Region(64 << 20)
-st, keys = app.mr_reg(region, R.ACCESS_LOCAL_WRITE | R.ACCESS_REMOTE_WRITE)
-rkey = keys[1]
-mrtest.check(st == 0 and app.listen(SVC, ctx.id)[0] == 0,
-             "it listens with a 64 MiB region for remote writes")
-
+app, region, rkey = X.victim_app(b, SVC)
 bdst = (b.addrs[0], b.port)
-conns = []
-for k in range(NCONN):
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    u.bind((a.addrs[0], 0))
-    u.settimeout(2.0)
-    ci, ti = X.rand32(), X.rand64()
-    acc, _ = X.handshake(u, bdst, ci, ti, X.rand64(), SVC, u.getsockname()[1],
-                         [(0, a.addrs[0])], mtu=256, max_streams=64, max_paths=4)
-    mrtest.check(acc is not None and acc["op"] == X.OP["ACCEPT"],
-                 "attacker connection %d accepted" % k)
-    u.sendto(X.probe(acc["src"], ci, acc["hs_token"]), bdst)
-    u.setblocking(False)
-    conns.append({"u": u, "ca": acc["src"], "ci": ci, "ta": acc["hs_token"], "psn": 0})
+conns = X.attacker_conns(b, a.addrs[0], SVC, NCONN)
 ids = {c["ca"] for c in conns}
-mrtest.check(X.wait_for(lambda: len([c for c in X.conns(b, "established")
-                                     if int(c["id"], 16) in ids]) == NCONN, 5),
-             "... all %d confirmed" % NCONN)
 
-MSG = 64 << 20
-payload = bytes(256)
 naks = {}
-
-
-def drain(c):
-    try:
-        while True:
-            r = X.parse(c["u"].recv(2048))
-            if r and r["op"] == X.OP["NAK"]:
-                naks[r["reason"]] = naks.get(r["reason"], 0) + 1
-    except BlockingIOError:
-        pass
-
-
-for c in conns:
-    for i in X.bounded(3000, 8.0):
-        stream, msn = i % 64, 1 + i // 64  # msn 0 never comes: nothing completes
-        c["u"].sendto(X.data("WRITE", c["ca"], c["ci"], c["ta"], c["psn"], stream, msn, 0,
-                             MSG, payload, remote_addr=region.addr, rkey=rkey), bdst)
-        c["psn"] += 1
-        if i % 200 == 0:
-            time.sleep(0.01)
-            hb.sample()
-            drain(c)
-time.sleep(0.5)
-for c in conns:
-    drain(c)
+X.flood_starts(conns, bdst, region, rkey, 3000, 8.0, naks, sample=hb.sample)
 hb.sample()
 st = b.ok("status")["counters"]
 held = {int(c["id"], 16): c["memory"] for c in X.conns(b) if int(c["id"], 16) in ids}
