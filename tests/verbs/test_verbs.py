@@ -244,6 +244,7 @@ def t_unsupported(p):
 
 
 def t_memory(p):
+    quiet0 = p.a.ok("status")["apps"]["cqes_unsignaled"]
     r = subprocess.run([RUN, os.environ["VERBS_REGMR"], p.a.app_sock, p.b.app_sock],
                        capture_output=True, text=True, timeout=100)
     show("regmr", r.stdout + r.stderr)
@@ -257,6 +258,16 @@ def t_memory(p):
                          r.stdout)) == 4, "RDMA READ of four kinds of memory verified byte by byte")
     check("a READ after a WRITE of the same 64 KiB returns the written bytes" in r.stdout,
           "a READ after a WRITE returns the written bytes")
+    check("128 WRITEs of 4 KiB, one in 16 signaled, through a send queue of 32: 8 completions, "
+          "every byte in place" in r.stdout,
+          "unsignaled WRITEs: only the signaled ones complete, their send-queue slots are "
+          "freed, every byte arrives")
+    check("an unsignaled WRITE past the region -> REM_ACCESS_ERR, then WR_FLUSH_ERR" in r.stdout,
+          "an unsignaled WRITE that fails completes with its error and flushes the rest")
+    quiet = p.a.ok("status")["apps"]["cqes_unsignaled"] - quiet0
+    # regmr's unsignaled WRITEs that succeed: 4 + 1 on the first QP, 120 on the second
+    check(quiet >= 120, "daemon A wrote no completion for %d successful unsignaled requests "
+          "(MRC_SQE_UNSIGNALED)" % quiet)
 
 
 def dynsyms(lib):
