@@ -23,9 +23,11 @@ reported:
 --only bw,lat runs just those workloads (bw: verbs_bw and native_bw,
 q1: verbs_bw_q1, read, lat). --alternate puts native first in every
 other rep, so neither side always runs first. --ab-unsignaled adds
-verbs_bw_signaled: ib_write_bw with METAROCE_VERBS_UNSIGNALED=0 (every WRITE
-gets a completion from the daemon, which the library drops: the code before
-MRC_SQE_UNSIGNALED), in the same rep. Each run's 1-minute load average and,
+verbs_bw_q16 (ib_write_bw -Q 16: one WRITE in 16 signaled; perftest's
+default, here as with -Q 1, signals every WRITE) and verbs_bw_q16_signaled,
+the same with METAROCE_VERBS_UNSIGNALED=0 (the daemon writes a completion for
+every WRITE, which the library drops: the code before MRC_SQE_UNSIGNALED),
+next to each other in each rep. Each run's 1-minute load average and,
 for the bandwidth runs, daemon A's counters per work request (completions
 written, wakeups, doorbells: status.apps) are printed and in the JSON.
 
@@ -138,7 +140,7 @@ def main():
     p = mrtest.Pair("bench-verbs")
     A, B, peer = p.a.app_sock, p.b.app_sock, p.b.addrs[0]
     res = {"verbs_bw": [], "verbs_bw_q1": [], "native_bw": [], "verbs_read": [], "native_read": [],
-           "verbs_lat": [], "native_lat": [], "verbs_bw_signaled": []}
+           "verbs_lat": [], "native_lat": [], "verbs_bw_q16": [], "verbs_bw_q16_signaled": []}
     load = {k: [] for k in res}    # 1-minute load average at each run's end
     counters = {k: [] for k in res}  # daemon A's counters per work request
     ok = True
@@ -199,10 +201,15 @@ def main():
                 if native_first:
                     native_write()
                 verbs_write("verbs_bw", [])
-                if a.ab_unsignaled:
-                    verbs_write("verbs_bw_signaled", [], no_unsig)
                 if not native_first:
                     native_write()
+            if a.ab_unsignaled:
+                # the flag on and off, in turn first
+                for on in ((True, False) if rep % 2 == 0 else (False, True)):
+                    if on:
+                        verbs_write("verbs_bw_q16", ["-Q", "16"])
+                    else:
+                        verbs_write("verbs_bw_q16_signaled", ["-Q", "16"], no_unsig)
 
             # the same with a completion per WRITE (-Q 1), as metaroce-perf
             # takes them: by default perftest signals one WRITE in DEPTH and
@@ -280,8 +287,9 @@ def main():
         rs = [x / y for x, y in zip(res[k], res[ref]) if y]
         return statistics.median(rs) if rs and len(res[k]) == len(res[ref]) else None
     bw_paired, lat_paired = paired("verbs_bw", "native_bw"), paired("verbs_lat", "native_lat")
-    sig_paired = paired("verbs_bw_signaled", "native_bw")
-    unsig_vs_sig = paired("verbs_bw", "verbs_bw_signaled")
+    q16_paired = paired("verbs_bw_q16", "native_bw")
+    q16_sig_paired = paired("verbs_bw_q16_signaled", "native_bw")
+    unsig_vs_sig = paired("verbs_bw_q16", "verbs_bw_q16_signaled")
     lat_ratio = (med["verbs_lat"] / med["native_lat"]
                  if med["verbs_lat"] is not None and med["native_lat"] else None)
     read_ratio = (med["verbs_read"] / med["native_read"]
@@ -293,7 +301,8 @@ def main():
            "count": a.count, "runs": res, "median": med,
            "bw_ratio": bw_ratio, "bw_q1_ratio": bw_q1_ratio, "lat_ratio": lat_ratio,
            "bw_ratio_paired": bw_paired, "lat_ratio_paired": lat_paired, "read_ratio": read_ratio,
-           "read_write_ratio": read_write, "bw_signaled_ratio_paired": sig_paired,
+           "read_write_ratio": read_write, "bw_q16_ratio_paired": q16_paired,
+           "bw_q16_signaled_ratio_paired": q16_sig_paired,
            "unsignaled_vs_signaled_paired": unsig_vs_sig, "load": load, "counters": counters,
            "alternate": a.alternate, "ok": ok}
     if a.json:
@@ -308,11 +317,13 @@ def main():
         print("  ratio verbs/native        %s   (bar >= 0.9)" % f(bw_ratio, "x"))
         print("  median of per-rep ratios  %s" % f(bw_paired, "x"))
         if a.ab_unsignaled:
-            print("  METAROCE_VERBS_UNSIGNALED=0 %s (a CQE per WRITE, dropped by the library)"
-                  % f(med["verbs_bw_signaled"], "Gbit/s"))
-            print("    its per-rep ratio to native %s; unsignaled/signaled per rep %s"
-                  % (f(sig_paired, "x"), f(unsig_vs_sig, "x")))
-        for k in ("verbs_bw", "verbs_bw_signaled", "native_bw"):
+            print("  ib_write_bw -Q 16         %s   (per-rep ratio to native %s)"
+                  % (f(med["verbs_bw_q16"], "Gbit/s"), f(q16_paired, "x")))
+            print("  the same, UNSIGNALED=0    %s   (per-rep ratio to native %s; a CQE per WRITE,"
+                  " dropped by the library)"
+                  % (f(med["verbs_bw_q16_signaled"], "Gbit/s"), f(q16_sig_paired, "x")))
+            print("  -Q 16 flag on/off per rep %s" % f(unsig_vs_sig, "x"))
+        for k in ("verbs_bw", "verbs_bw_q16", "verbs_bw_q16_signaled", "native_bw"):
             cs = [c for c in counters[k] if c]
             if cs:
                 print("  %-18s per WR (median): cqes %.3f wakeups %.3f doorbells %.3f"

@@ -197,6 +197,9 @@ def t_perftest(p):
         (["ib_write_bw", "-x", "0", "-a", "-n", "10"], alls, "ib_write_bw -a", True),
         (["ib_write_bw", "-x", "0", "-q", "4", "-n", "100"], [65536], "ib_write_bw -q 4", True),
         (["ib_write_bw", "-x", "0", "-b", "-n", "100"], [65536], "ib_write_bw -b", True),
+        # one WRITE in 16 signaled (perftest's default signals every one)
+        (["ib_write_bw", "-x", "0", "-Q", "16", "-n", "1000"], [65536], "ib_write_bw -Q 16",
+         True),
         (["ib_write_lat", "-x", "0", "-a", "-n", "10"], alls, "ib_write_lat -a", False),
         (["ib_read_bw", "-x", "0", "-a", "-n", "10"], alls, "ib_read_bw -a", True),
         (["ib_read_lat", "-x", "0", "-n", "200"], [2], "ib_read_lat", False),
@@ -206,7 +209,13 @@ def t_perftest(p):
         if only and only != label:
             continue
         port += 1
+        q0 = p.a.ok("status")["apps"]["cqes_unsignaled"]
         perftest(p, port, argv, sizes, label, bw)
+        if label == "ib_write_bw -Q 16":
+            # 1000 WRITEs, 62 of them signaled: the rest cost the daemon no
+            # completion (MRC_SQE_UNSIGNALED)
+            n = p.a.ok("status")["apps"]["cqes_unsignaled"] - q0
+            check(n >= 900, "ib_write_bw -Q 16: %d WRITEs without a completion written" % n)
 
 
 def fails_cleanly(p, port, argv, want, label, server=True):
