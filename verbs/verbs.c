@@ -1495,11 +1495,17 @@ MRV_API struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	for (uint32_t i = 0; i < x->nslots; i++)
 		x->slots[i].next_free = i + 1 < x->nslots ? i + 1 : UINT32_MAX;
 	x->free_slot = 0;
-	/* Unsignaled sends go to the daemon as such when it takes them
-	 * (METAROCE_VERBS_UNSIGNALED=0: every send gets a completion, which
-	 * the library drops, as before the daemon could). */
+	/* METAROCE_VERBS_UNSIGNALED=1: unsignaled sends go to the daemon as
+	 * such when it takes them, and it writes no completion for them. Off
+	 * by default: every send gets a completion, which the library drops
+	 * for an unsignaled one. The completions are what tells the library
+	 * that the end of a batch is near (it spins for the last one, see
+	 * poll_cq()); without them it sleeps through the batch and the wakeup
+	 * for the signaled completion lands on the program's critical path:
+	 * ib_write_bw -Q 16 measured 0.83x with the flag (bench/README.md,
+	 * "No completion on success"). */
 	const char *un = getenv("METAROCE_VERBS_UNSIGNALED");
-	x->unsig_ok = (mrc_session_features(s) & MRC_FEATURE_UNSIGNALED) && !(un && !strcmp(un, "0"));
+	x->unsig_ok = (mrc_session_features(s) & MRC_FEATURE_UNSIGNALED) && un && !strcmp(un, "1");
 	pthread_mutex_init(&x->lock, NULL);
 
 	struct verbs_context *v = &x->vctx;

@@ -197,7 +197,8 @@ def t_perftest(p):
         (["ib_write_bw", "-x", "0", "-a", "-n", "10"], alls, "ib_write_bw -a", True),
         (["ib_write_bw", "-x", "0", "-q", "4", "-n", "100"], [65536], "ib_write_bw -q 4", True),
         (["ib_write_bw", "-x", "0", "-b", "-n", "100"], [65536], "ib_write_bw -b", True),
-        # one WRITE in 16 signaled (perftest's default signals every one)
+        # one WRITE in 16 signaled (perftest's default signals every one),
+        # with METAROCE_VERBS_UNSIGNALED=1
         (["ib_write_bw", "-x", "0", "-Q", "16", "-n", "1000"], [65536], "ib_write_bw -Q 16",
          True),
         (["ib_write_lat", "-x", "0", "-a", "-n", "10"], alls, "ib_write_lat -a", False),
@@ -210,7 +211,12 @@ def t_perftest(p):
             continue
         port += 1
         q0 = p.a.ok("status")["apps"]["cqes_unsignaled"]
-        perftest(p, port, argv, sizes, label, bw)
+        if label == "ib_write_bw -Q 16":  # with the daemon's unsignaled requests
+            os.environ["METAROCE_VERBS_UNSIGNALED"] = "1"
+        try:
+            perftest(p, port, argv, sizes, label, bw)
+        finally:
+            os.environ.pop("METAROCE_VERBS_UNSIGNALED", None)
         if label == "ib_write_bw -Q 16":
             # 1000 WRITEs, 62 of them signaled: the rest cost the daemon no
             # completion (MRC_SQE_UNSIGNALED)
@@ -254,8 +260,10 @@ def t_unsupported(p):
 
 def t_memory(p):
     quiet0 = p.a.ok("status")["apps"]["cqes_unsignaled"]
+    # with the daemon's unsignaled requests (off by default in the library)
     r = subprocess.run([RUN, os.environ["VERBS_REGMR"], p.a.app_sock, p.b.app_sock],
-                       capture_output=True, text=True, timeout=100)
+                       capture_output=True, text=True, timeout=100,
+                       env=dict(os.environ, METAROCE_VERBS_UNSIGNALED="1"))
     show("regmr", r.stdout + r.stderr)
     check(r.returncode == 0, "regmr: every memory kind registered and written, RC error "
           "semantics (exit %d)" % r.returncode)
