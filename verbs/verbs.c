@@ -779,6 +779,14 @@ static void check_dead(mrv_ctx *x)
  * listed until the QP is reset or destroyed: sq_drop()). */
 static void sq_retire(mrv_ctx *x, mrv_qp *q, uint32_t k, int success)
 {
+	/* Not listed (a send from before the QP was reset, whose completion
+	 * was still in the ring): it implies nothing about the sends now
+	 * listed. */
+	uint32_t j = q->sq_head;
+	while (j != UINT32_MAX && j != k)
+		j = x->slots[j].qnext;
+	if (j != k)
+		return;
 	uint32_t *pp = &q->sq_head, prev = UINT32_MAX;
 	while (*pp != UINT32_MAX && *pp != k) {
 		uint32_t i = *pp;
