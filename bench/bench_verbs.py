@@ -7,9 +7,10 @@ Seven workloads, each run --reps times (default 3), interleaved, medians
 reported:
 
   verbs_bw    ib_write_bw -s SIZE -t DEPTH -D SECONDS (1 QP): BW average
-              (perftest signals one WRITE in DEPTH: its pipeline drains
-              each DEPTH WRITEs); verbs_bw_q1: the same with -Q 1, a
-              completion per WRITE, as native_bw takes them
+              (perftest 6.06 signals every WRITE by default, checked with
+              the daemon's counters; with -Q 16 one in 16, and its
+              pipeline then drains every 16); verbs_bw_q1: the same with
+              -Q 1, a completion per WRITE, as native_bw takes them
   native_bw   metaroce-perf client --op write --size SIZE --depth DEPTH
               --streams 1 --seconds SECONDS --busy-poll (1 connection)
   verbs_read  ib_read_bw -s SIZE -t DEPTH -D SECONDS (1 QP, 16 READs out):
@@ -19,6 +20,18 @@ reported:
               half round trips), microseconds
   native_lat  metaroce-perf --pingpong --op send --size 8 --count COUNT
               --busy-poll: p50 of half round trips, microseconds
+
+--only bw,lat runs just those workloads (bw: verbs_bw and native_bw,
+q1: verbs_bw_q1, read, lat). --alternate puts native first in every
+other rep, so neither side always runs first. --ab-unsignaled adds
+verbs_bw_q16 (ib_write_bw -Q 16: one WRITE in 16 signaled; perftest's
+default, here as with -Q 1, signals every WRITE) with
+METAROCE_VERBS_UNSIGNALED=1 (no completion written for the unsignaled
+WRITEs: MRC_SQE_UNSIGNALED) and verbs_bw_q16_signaled, the same with the
+library's default (the daemon writes a completion for every WRITE, which
+the library drops), next to each other in each rep. Each run's 1-minute load average and,
+for the bandwidth runs, daemon A's counters per work request (completions
+written, wakeups, doorbells: status.apps) are printed and in the JSON.
 
 perftest always polls (the verbs library yields the CPU between empty
 polls); metaroce-perf uses the library's default (sleep on the wakeup fd at
@@ -32,7 +45,7 @@ missing.
 
   bench_verbs.py --build DIR [--reps N] [--seconds S] [--size BYTES]
                  [--depth D] [--count N] [--native-busy-poll USEC] [--json]
-                 [--quick]
+                 [--quick] [--only LIST] [--alternate] [--ab-unsignaled]
 """
 import argparse
 import json
@@ -54,13 +67,14 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def pair_run(srv_argv, cli_argv, timeout):
-    srv = subprocess.Popen(srv_argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def pair_run(srv_argv, cli_argv, timeout, env=None):
+    srv = subprocess.Popen(srv_argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env=env)
     time.sleep(0.5)
     out = ""
     for _ in range(10):
         c = subprocess.run(cli_argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env=env)
         out = c.stdout
         if c.returncode != 0 and re.search(r"Couldn't connect|refused", out) and srv.poll() is None:
             time.sleep(0.3)
@@ -101,7 +115,14 @@ def main():
                     help="metaroce-perf --busy-poll (0: sleep at once, the default)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="one short run of each")
+    ap.add_argument("--only", default="bw,q1,read,lat",
+                    help="workloads, comma-separated: bw, q1, read, lat (default: all)")
+    ap.add_argument("--alternate", action="store_true",
+                    help="native first in every other rep")
+    ap.add_argument("--ab-unsignaled", action="store_true",
+                    help="also ib_write_bw -Q 16 with and without METAROCE_VERBS_UNSIGNALED=1")
     a = ap.parse_args()
+    only = set(a.only.split(","))
     if a.quick:
         a.reps, a.seconds, a.count = 1, 1, 200
 
@@ -121,97 +142,138 @@ def main():
     p = mrtest.Pair("bench-verbs")
     A, B, peer = p.a.app_sock, p.b.app_sock, p.b.addrs[0]
     res = {"verbs_bw": [], "verbs_bw_q1": [], "native_bw": [], "verbs_read": [], "native_read": [],
-           "verbs_lat": [], "native_lat": []}
+           "verbs_lat": [], "native_lat": [], "verbs_bw_q16": [], "verbs_bw_q16_signaled": []}
+    load = {k: [] for k in res}    # 1-minute load average at each run's end
+    counters = {k: [] for k in res}  # daemon A's counters per work request
     ok = True
     port = PORT
     to = a.seconds * 10 + 60
     spin = ["--busy-poll", str(a.native_busy_poll)]
+
+    def apps():
+        return p.a.ok("status")["apps"]
+
+    def per_wr(before, after):
+        n = after["wrs"] - before["wrs"]
+        if n <= 0:
+            return None
+        return {"wrs": n} | {k: round((after[k] - before[k]) / n, 4)
+                             for k in ("cqes", "wakeups", "doorbells", "cqes_unsignaled")}
+
+    def verbs_write(key, extra, env=None):
+        nonlocal port, ok
+        port += 1
+        wb = ["ib_write_bw", "-x", "0", "-s", str(a.size), "-t", str(a.depth),
+              "-D", str(a.seconds), "-p", str(port)] + extra
+        c0 = apps()
+        rc, out, src, so = pair_run([run, "-s", B] + wb, [run, "-s", A] + wb + [peer], to, env)
+        load[key].append(os.getloadavg()[0])
+        counters[key].append(per_wr(c0, apps()))
+        r = rows(out)
+        if rc or src or not r:
+            ok = False
+            log("%s failed:\n" % " ".join(wb) + out[-2000:] + so[-1000:])
+        else:
+            res[key].append(gbit(r[-1][3]))
+
+    def native_write():
+        nonlocal ok
+        c0 = apps()
+        rc, out, src, so = pair_run(
+            [perf, "server", "--socket", B, "--once"] + spin,
+            [perf, "client", peer, "--socket", A, "--op", "write", "--size", str(a.size),
+             "--depth", str(a.depth), "--streams", "1", "--seconds", str(a.seconds),
+             "--json"] + spin, to)
+        load["native_bw"].append(os.getloadavg()[0])
+        counters["native_bw"].append(per_wr(c0, apps()))
+        try:
+            j = json.loads(out.strip().splitlines()[-1])
+            if not j.get("ok"):
+                raise ValueError
+            res["native_bw"].append(j["gbps"])
+        except (ValueError, IndexError, KeyError):
+            ok = False
+            log("metaroce-perf write failed:\n" + out[-2000:])
+
+    with_unsig = dict(os.environ, METAROCE_VERBS_UNSIGNALED="1")
     try:
         for rep in range(a.reps):
-            port += 1
-            wb = ["ib_write_bw", "-x", "0", "-s", str(a.size), "-t", str(a.depth),
-                  "-D", str(a.seconds), "-p", str(port)]
-            rc, out, src, so = pair_run([run, "-s", B] + wb, [run, "-s", A] + wb + [peer], to)
-            r = rows(out)
-            if rc or src or not r:
-                ok = False
-                log("ib_write_bw failed:\n" + out[-2000:] + so[-1000:])
-            else:
-                res["verbs_bw"].append(gbit(r[-1][3]))
+            native_first = a.alternate and rep % 2 == 1
+            if "bw" in only:
+                if native_first:
+                    native_write()
+                verbs_write("verbs_bw", [])
+                if not native_first:
+                    native_write()
+            if a.ab_unsignaled:
+                # the flag on and off, in turn first
+                for on in ((True, False) if rep % 2 == 0 else (False, True)):
+                    if on:
+                        verbs_write("verbs_bw_q16", ["-Q", "16"], with_unsig)
+                    else:
+                        verbs_write("verbs_bw_q16_signaled", ["-Q", "16"])
 
             # the same with a completion per WRITE (-Q 1), as metaroce-perf
             # takes them: by default perftest signals one WRITE in DEPTH and
             # waits for it before posting again, so its pipeline drains
-            port += 1
-            wq = ["ib_write_bw", "-x", "0", "-s", str(a.size), "-t", str(a.depth),
-                  "-D", str(a.seconds), "-Q", "1", "-p", str(port)]
-            rc, out, src, so = pair_run([run, "-s", B] + wq, [run, "-s", A] + wq + [peer], to)
-            r = rows(out)
-            if rc or src or not r:
-                ok = False
-                log("ib_write_bw -Q 1 failed:\n" + out[-2000:] + so[-1000:])
-            else:
-                res["verbs_bw_q1"].append(gbit(r[-1][3]))
+            if "q1" in only:
+                verbs_write("verbs_bw_q1", ["-Q", "1"])
 
-            rc, out, src, so = pair_run(
-                [perf, "server", "--socket", B, "--once"] + spin,
-                [perf, "client", peer, "--socket", A, "--op", "write", "--size", str(a.size),
-                 "--depth", str(a.depth), "--streams", "1", "--seconds", str(a.seconds),
-                 "--json"] + spin, to)
-            try:
-                j = json.loads(out.strip().splitlines()[-1])
-                if not j.get("ok"):
-                    raise ValueError
-                res["native_bw"].append(j["gbps"])
-            except (ValueError, IndexError, KeyError):
-                ok = False
-                log("metaroce-perf write failed:\n" + out[-2000:])
+            if "read" in only:
+                port += 1
+                rb = ["ib_read_bw", "-x", "0", "-s", str(a.size), "-t", str(a.depth),
+                      "-D", str(a.seconds), "-p", str(port)]
+                rc, out, src, so = pair_run([run, "-s", B] + rb, [run, "-s", A] + rb + [peer], to)
+                load["verbs_read"].append(os.getloadavg()[0])
+                r = rows(out)
+                if rc or src or not r:
+                    ok = False
+                    log("ib_read_bw failed:\n" + out[-2000:] + so[-1000:])
+                else:
+                    res["verbs_read"].append(gbit(r[-1][3]))
 
-            port += 1
-            rb = ["ib_read_bw", "-x", "0", "-s", str(a.size), "-t", str(a.depth),
-                  "-D", str(a.seconds), "-p", str(port)]
-            rc, out, src, so = pair_run([run, "-s", B] + rb, [run, "-s", A] + rb + [peer], to)
-            r = rows(out)
-            if rc or src or not r:
-                ok = False
-                log("ib_read_bw failed:\n" + out[-2000:] + so[-1000:])
-            else:
-                res["verbs_read"].append(gbit(r[-1][3]))
+                rc, out, src, so = pair_run(
+                    [perf, "server", "--socket", B, "--once"] + spin,
+                    [perf, "client", peer, "--socket", A, "--op", "read", "--size", str(a.size),
+                     "--depth", str(a.depth), "--streams", "1", "--seconds", str(a.seconds),
+                     "--json"] + spin, to)
+                load["native_read"].append(os.getloadavg()[0])
+                try:
+                    j = json.loads(out.strip().splitlines()[-1])
+                    if not j.get("ok"):
+                        raise ValueError
+                    res["native_read"].append(j["gbps"])
+                except (ValueError, IndexError, KeyError):
+                    ok = False
+                    log("metaroce-perf read failed:\n" + out[-2000:])
 
-            rc, out, src, so = pair_run(
-                [perf, "server", "--socket", B, "--once"] + spin,
-                [perf, "client", peer, "--socket", A, "--op", "read", "--size", str(a.size),
-                 "--depth", str(a.depth), "--streams", "1", "--seconds", str(a.seconds),
-                 "--json"] + spin, to)
-            try:
-                j = json.loads(out.strip().splitlines()[-1])
-                if not j.get("ok"):
-                    raise ValueError
-                res["native_read"].append(j["gbps"])
-            except (ValueError, IndexError, KeyError):
-                ok = False
-                log("metaroce-perf read failed:\n" + out[-2000:])
-
-            port += 1
-            sl = ["ib_send_lat", "-x", "0", "-s", "8", "-n", str(a.count), "-p", str(port)]
-            rc, out, src, so = pair_run([run, "-s", B] + sl, [run, "-s", A] + sl + [peer], to)
-            r = rows(out)
-            if rc or src or not r:
-                ok = False
-                log("ib_send_lat failed:\n" + out[-2000:] + so[-1000:])
-            else:
-                res["verbs_lat"].append(r[-1][4])  # t_typical
-
-            rc, out, src, so = pair_run(
-                [perf, "server", "--socket", B, "--once"] + spin,
-                [perf, "client", peer, "--socket", A, "--op", "send", "--size", "8",
-                 "--pingpong", "--count", str(a.count)] + spin, to)
-            m = re.search(r"p50 ([0-9.]+) us", out)
-            if rc or not m:
-                ok = False
-                log("metaroce-perf pingpong failed:\n" + out[-2000:])
-            else:
-                res["native_lat"].append(float(m.group(1)))
+            if "lat" in only:
+                for side in (("native", "verbs") if native_first else ("verbs", "native")):
+                    if side == "verbs":
+                        port += 1
+                        sl = ["ib_send_lat", "-x", "0", "-s", "8", "-n", str(a.count),
+                              "-p", str(port)]
+                        rc, out, src, so = pair_run([run, "-s", B] + sl,
+                                                    [run, "-s", A] + sl + [peer], to)
+                        load["verbs_lat"].append(os.getloadavg()[0])
+                        r = rows(out)
+                        if rc or src or not r:
+                            ok = False
+                            log("ib_send_lat failed:\n" + out[-2000:] + so[-1000:])
+                        else:
+                            res["verbs_lat"].append(r[-1][4])  # t_typical
+                        continue
+                    rc, out, src, so = pair_run(
+                        [perf, "server", "--socket", B, "--once"] + spin,
+                        [perf, "client", peer, "--socket", A, "--op", "send", "--size", "8",
+                         "--pingpong", "--count", str(a.count)] + spin, to)
+                    load["native_lat"].append(os.getloadavg()[0])
+                    m = re.search(r"p50 ([0-9.]+) us", out)
+                    if rc or not m:
+                        ok = False
+                        log("metaroce-perf pingpong failed:\n" + out[-2000:])
+                    else:
+                        res["native_lat"].append(float(m.group(1)))
     finally:
         p.close()
 
@@ -227,6 +289,9 @@ def main():
         rs = [x / y for x, y in zip(res[k], res[ref]) if y]
         return statistics.median(rs) if rs and len(res[k]) == len(res[ref]) else None
     bw_paired, lat_paired = paired("verbs_bw", "native_bw"), paired("verbs_lat", "native_lat")
+    q16_paired = paired("verbs_bw_q16", "native_bw")
+    q16_sig_paired = paired("verbs_bw_q16_signaled", "native_bw")
+    unsig_vs_sig = paired("verbs_bw_q16", "verbs_bw_q16_signaled")
     lat_ratio = (med["verbs_lat"] / med["native_lat"]
                  if med["verbs_lat"] is not None and med["native_lat"] else None)
     read_ratio = (med["verbs_read"] / med["native_read"]
@@ -238,7 +303,10 @@ def main():
            "count": a.count, "runs": res, "median": med,
            "bw_ratio": bw_ratio, "bw_q1_ratio": bw_q1_ratio, "lat_ratio": lat_ratio,
            "bw_ratio_paired": bw_paired, "lat_ratio_paired": lat_paired, "read_ratio": read_ratio,
-           "read_write_ratio": read_write, "ok": ok}
+           "read_write_ratio": read_write, "bw_q16_ratio_paired": q16_paired,
+           "bw_q16_signaled_ratio_paired": q16_sig_paired,
+           "unsignaled_vs_signaled_paired": unsig_vs_sig, "load": load, "counters": counters,
+           "alternate": a.alternate, "ok": ok}
     if a.json:
         print(json.dumps(out))
     else:
@@ -250,6 +318,22 @@ def main():
               % (f(med["native_bw"], "Gbit/s"), a.native_busy_poll))
         print("  ratio verbs/native        %s   (bar >= 0.9)" % f(bw_ratio, "x"))
         print("  median of per-rep ratios  %s" % f(bw_paired, "x"))
+        if a.ab_unsignaled:
+            print("  ib_write_bw -Q 16, UNSIGNALED=1 %s (per-rep ratio to native %s)"
+                  % (f(med["verbs_bw_q16"], "Gbit/s"), f(q16_paired, "x")))
+            print("  the same, default         %s   (per-rep ratio to native %s; a CQE per WRITE,"
+                  " dropped by the library)"
+                  % (f(med["verbs_bw_q16_signaled"], "Gbit/s"), f(q16_sig_paired, "x")))
+            print("  -Q 16 flag on/off per rep %s" % f(unsig_vs_sig, "x"))
+        for k in ("verbs_bw", "verbs_bw_q16", "verbs_bw_q16_signaled", "native_bw"):
+            cs = [c for c in counters[k] if c]
+            if cs:
+                print("  %-18s per WR (median): cqes %.3f wakeups %.3f doorbells %.3f"
+                      % (k, statistics.median(c["cqes"] for c in cs),
+                         statistics.median(c["wakeups"] for c in cs),
+                         statistics.median(c["doorbells"] for c in cs)))
+        print("  load average (1 min) during the runs: %s"
+              % " ".join("%.1f" % x for k in load for x in load[k]))
         print("  ib_write_bw -Q 1          %s   (a completion per WRITE, as native)"
               % f(med["verbs_bw_q1"], "Gbit/s"))
         print("  ratio -Q 1/native         %s" % f(bw_q1_ratio, "x"))

@@ -234,6 +234,7 @@ static void req_hello(app_session *s, const mrc_msg_hdr *h, const mrc_hello_req 
 		.nplanes = d->dp->nplanes,
 		.mtu = cp.mtu,
 		.max_msg = MRP_MSG_MAX,
+		.features = MRC_FEAT_UNSIGNALED,
 	};
 	mrd_info("app session %u: pid %d uid %u '%s' attached", s->id, (int)s->pid,
 		 (unsigned)s->uid, s->name);
@@ -1039,6 +1040,8 @@ json_t *mrd_apps_json(mrd *d)
 	json_object_set_new(o, "wrs_bad", json_integer((json_int_t)k->wrs_bad));
 	json_object_set_new(o, "cqes", json_integer((json_int_t)k->cqes));
 	json_object_set_new(o, "wakeups", json_integer((json_int_t)k->wakeups));
+	json_object_set_new(o, "cqes_unsignaled", json_integer((json_int_t)k->cqes_unsignaled));
+	json_object_set_new(o, "doorbells", json_integer((json_int_t)k->doorbells));
 	json_t *bad = json_object();
 	for (int i = 0; i < MRD_APP_NBAD; i++)
 		if (k->bad[i])

@@ -113,6 +113,8 @@ typedef struct mrd_apps_counters {
 	uint64_t requests, requests_bad, bad[MRD_APP_NBAD];
 	uint64_t wrs, wrs_bad, wr_bad[MRD_APP_WR_NBAD];
 	uint64_t cqes, wakeups;
+	uint64_t cqes_unsignaled; /* successes of MRC_SQE_UNSIGNALED requests: no CQE */
+	uint64_t doorbells;       /* doorbell wakeups of the loop (on_doorbell) */
 } mrd_apps_counters;
 
 typedef struct mrd_apps {

@@ -137,6 +137,15 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 	app_wr *w = &x->wrs[slot];
 	if (e->status != MRP_WC_SUCCESS && e->status != MRP_WC_FLUSHED)
 		ac->failed = 1;
+	/* An unsignaled request that succeeded gets no completion: the next
+	 * completion of its stream implies it (abi.h, MRC_SQE_UNSIGNALED).
+	 * Failed and flushed ones are reported like any other. Its credit
+	 * (app_ctx_consume()) is given back with the slot. */
+	if (w->unsignaled && e->status == MRP_WC_SUCCESS) {
+		x->s->a->cnt.cqes_unsignaled++;
+		app_wr_release(x, slot);
+		return;
+	}
 	/* The engine's opcodes and statuses are the ABI's (app_int.h), READ's
 	 * translated. */
 	app_cq_put(x, w->wr_id, ac->handle, e->status,

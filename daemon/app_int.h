@@ -78,6 +78,7 @@ typedef struct app_wr {
 	uint32_t gen;
 	uint16_t stream;
 	uint8_t opcode, used;
+	uint8_t unsignaled; /* MRC_SQE_UNSIGNALED: no CQE on success */
 } app_wr;
 
 struct app_ctx {

@@ -68,6 +68,7 @@ void app_wr_release(app_ctx *x, uint32_t slot)
 	w->r = NULL;
 	w->ac = NULL;
 	w->used = 0;
+	w->unsignaled = 0;
 	x->free[x->nfree++] = slot;
 	x->nout--;
 	if (w->opcode != MRC_OP_RECV) {
@@ -112,7 +113,9 @@ static int sqe_post(app_ctx *x, const mrc_sqe *q)
 		app_wr_bad(x, q, MRD_APP_WR_BAD_OPCODE, MRC_WC_BAD_WR);
 		return 0;
 	}
-	if (q->flags || !app_zero(q->reserved, sizeof(q->reserved)) ||
+	if ((q->flags & ~MRC_SQE_FLAGS_KNOWN) ||
+	    (op == MRC_OP_RECV && (q->flags & MRC_SQE_UNSIGNALED)) ||
+	    !app_zero(q->reserved, sizeof(q->reserved)) ||
 	    (!write && (q->remote_addr || q->rkey)) || (!imm && q->imm) ||
 	    (!q->len && (q->addr || q->lkey))) {
 		app_wr_bad(x, q, MRD_APP_WR_BAD_FIELDS, MRC_WC_BAD_WR);
@@ -195,6 +198,7 @@ static int sqe_post(app_ctx *x, const mrc_sqe *q)
 	w->ac = ac;
 	w->stream = q->stream;
 	w->opcode = (uint8_t)op;
+	w->unsignaled = (q->flags & MRC_SQE_UNSIGNALED) != 0;
 	w->used = 1;
 	if (r)
 		r->refs++;
@@ -334,6 +338,7 @@ static void on_doorbell(uv_poll_t *p, int status, int events)
 		app_session_close(x->s, "doorbell error");
 		return;
 	}
+	x->s->a->cnt.doorbells++;
 	/* Our own end, non-blocking twice over (SOCK_NONBLOCK, MSG_DONTWAIT):
 	 * the application's end is another open file description, so its
 	 * flags cannot make this block. A bounded drain: the bytes only say

@@ -91,7 +91,7 @@ _Static_assert(sizeof(mrc_ring) == 3 * MRC_CACHELINE, "mrc_ring layout");
 typedef struct mrc_sqe {
 	uint64_t wr_id;       /* returned in the completion */
 	uint8_t opcode;       /* MRC_OP_* */
-	uint8_t flags;        /* none defined: 0 */
+	uint8_t flags;        /* MRC_SQE_* (others must be 0) */
 	uint16_t stream;      /* < the connection's stream count */
 	uint32_t conn;        /* connection handle (mrc_msg_event.conn) */
 	uint64_t addr;        /* local buffer: app virtual address ... */
@@ -104,6 +104,21 @@ typedef struct mrc_sqe {
 } mrc_sqe;
 
 _Static_assert(sizeof(mrc_sqe) == 64, "mrc_sqe layout");
+
+/* mrc_sqe.flags. MRC_SQE_UNSIGNALED: no completion when the request
+ * succeeds (a WRITE, WRITE_IMM, SEND, SEND_IMM or READ; a RECV with it is
+ * MRC_WC_BAD_WR). It still gets one when it fails or is flushed, with its
+ * wr_id. Completions of a stream come in posting order (SPEC 5.6: the
+ * engine reports a send only after every earlier send of its stream, and
+ * after a failure every other outstanding send is flushed), so a
+ * successful completion of a later request on the same connection and
+ * stream means every unsignaled request posted before it on that stream
+ * completed successfully. The daemon takes the flag only when its HELLO
+ * reply has MRC_FEAT_UNSIGNALED; an older daemon completes such an entry
+ * with MRC_WC_BAD_WR (it wants flags 0), so libraries check the bit first.
+ * Entries without the flag are completed as they always were. */
+#define MRC_SQE_UNSIGNALED 0x1u
+#define MRC_SQE_FLAGS_KNOWN MRC_SQE_UNSIGNALED
 
 /* Completion entry: 32 bytes. */
 typedef struct mrc_cqe {
@@ -236,8 +251,13 @@ typedef struct mrc_hello_rep {
 	uint32_t nplanes;
 	uint32_t mtu;         /* smallest plane MTU: payload bytes per packet */
 	uint32_t max_msg;     /* largest message in bytes */
-	uint32_t reserved;
+	uint32_t features;    /* MRC_FEAT_*; 0 from daemons older than the first */
 } mrc_hello_rep;
+
+/* mrc_hello_rep.features: additions within one ABI version, so that an
+ * older library still works with a newer daemon (it never asks for them)
+ * and a newer library with an older daemon (it sees the bit clear). */
+#define MRC_FEAT_UNSIGNALED 0x1u /* mrc_sqe.flags MRC_SQE_UNSIGNALED */
 
 typedef struct mrc_ctx_create_req {
 	uint32_t sq_entries; /* power of two, MRC_SQ_MIN..MRC_SQ_MAX */

@@ -249,7 +249,7 @@ static int check_wr(const mrc_ctx *ctx, const mrc_conn *c, int op, uint16_t stre
 
 static void fill_sqe(mrc_ctx *ctx, int op, const mrc_conn *c, uint16_t stream, const void *addr,
 		     uint32_t len, const mrc_mr *mr, uint64_t raddr, uint32_t rkey, uint32_t imm,
-		     uint64_t wr_id)
+		     uint64_t wr_id, unsigned flags)
 {
 	mrc_sqe *e = &ctx->sqes[ctx->sq_tail & ctx->sq_mask];
 	/* Whole-entry store: reserved bytes must be 0 and the daemon may be
@@ -258,6 +258,7 @@ static void fill_sqe(mrc_ctx *ctx, int op, const mrc_conn *c, uint16_t stream, c
 	*e = (mrc_sqe){
 		.wr_id = wr_id,
 		.opcode = (uint8_t)op,
+		.flags = (flags & MRC_POST_UNSIGNALED) ? MRC_SQE_UNSIGNALED : 0,
 		.stream = stream,
 		.conn = c->handle,
 		.addr = len ? (uint64_t)(uintptr_t)addr : 0,
@@ -309,6 +310,21 @@ MRC_API int mrc_submit(mrc_ctx *ctx)
 	return (int)n;
 }
 
+/* The flags of a post: MRC_ERR_INVAL for an unsignaled receive,
+ * MRC_ERR_VERSION for unsignaled requests to a daemon that would refuse
+ * them (abi.h, MRC_FEAT_UNSIGNALED). (Other bits are ignored, as they
+ * always were.) */
+static int check_flags(const mrc_ctx *ctx, int op, unsigned flags)
+{
+	if (!(flags & MRC_POST_UNSIGNALED))
+		return 0;
+	if (op == MRC_OP_RECV)
+		return MRC_ERR_INVAL;
+	if (!(ctx->s->hello.features & MRC_FEAT_UNSIGNALED))
+		return MRC_ERR_VERSION;
+	return 0;
+}
+
 static int post_one(mrc_ctx *ctx, mrc_conn *c, int op, uint16_t stream, const void *addr,
 		    uint32_t len, const mrc_mr *mr, uint64_t raddr, uint32_t rkey, uint32_t imm,
 		    uint64_t wr_id, unsigned flags)
@@ -317,12 +333,14 @@ static int post_one(mrc_ctx *ctx, mrc_conn *c, int op, uint16_t stream, const vo
 		return MRC_ERR_INVAL;
 	if (mrc_is_dead(ctx->s))
 		return MRC_ERR_DAEMON;
-	int rc = check_wr(ctx, c, op, stream, addr, len, mr);
+	int rc = check_flags(ctx, op, flags);
+	if (!rc)
+		rc = check_wr(ctx, c, op, stream, addr, len, mr);
 	if (rc)
 		return rc;
 	if (mrc_ring_room(ctx->sq, ctx->sq_tail, ctx->sq_entries) == 0)
 		return MRC_ERR_AGAIN;
-	fill_sqe(ctx, op, c, stream, addr, len, mr, raddr, rkey, imm, wr_id);
+	fill_sqe(ctx, op, c, stream, addr, len, mr, raddr, rkey, imm, wr_id, flags);
 	if (!(flags & MRC_POST_MORE))
 		(void)mrc_submit(ctx);
 	return 0;
@@ -381,7 +399,10 @@ MRC_API int mrc_post(mrc_ctx *ctx, const mrc_wr *wrs, int n, unsigned flags)
 	if ((uint32_t)n > ctx->sq_entries)
 		return MRC_ERR_INVAL;
 	for (int i = 0; i < n; i++) {
-		int rc = check_wr(ctx, wrs[i].conn, wrs[i].opcode, wrs[i].stream, wrs[i].addr,
+		int rc = check_flags(ctx, wrs[i].opcode, flags);
+		if (rc)
+			return rc;
+		rc = check_wr(ctx, wrs[i].conn, wrs[i].opcode, wrs[i].stream, wrs[i].addr,
 				  wrs[i].len, wrs[i].mr);
 		if (rc)
 			return rc;
@@ -391,7 +412,7 @@ MRC_API int mrc_post(mrc_ctx *ctx, const mrc_wr *wrs, int n, unsigned flags)
 	for (int i = 0; i < n; i++) {
 		const mrc_wr *w = &wrs[i];
 		fill_sqe(ctx, w->opcode, w->conn, w->stream, w->addr, w->len, w->mr,
-			 w->remote_addr, w->rkey, w->imm, w->wr_id);
+			 w->remote_addr, w->rkey, w->imm, w->wr_id, flags);
 	}
 	if (!(flags & MRC_POST_MORE))
 		(void)mrc_submit(ctx);

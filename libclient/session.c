@@ -473,6 +473,12 @@ MRC_API uint32_t mrc_session_max_msg(const mrc_session *s)
 	return s ? s->hello.max_msg : 0;
 }
 
+MRC_API uint32_t mrc_session_features(const mrc_session *s)
+{
+	/* the hello's bits are the ABI's (abi.h, MRC_FEAT_*) */
+	return s ? s->hello.features & MRC_FEATURE_UNSIGNALED : 0;
+}
+
 /* ---- events ------------------------------------------------------------------- */
 
 MRC_API int mrc_get_event(mrc_session *s, mrc_event *ev, int timeout_ms)

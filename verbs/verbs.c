@@ -82,12 +82,19 @@ typedef struct mrv_qp mrv_qp;
 typedef struct mrv_cq mrv_cq;
 typedef struct mrv_ctx mrv_ctx;
 
+/* A work request in the daemon. Its wr_id there is the slot's index and,
+ * above it, the slot's generation: a completion for a slot freed and
+ * reused since (an unsignaled send retired by a later completion, whose
+ * own flush still came) is told apart and dropped. */
 typedef struct mrv_slot {
 	uint64_t wr_id;
 	mrv_qp *qp;
 	uint32_t len; /* a send's bytes (0 for a receive) */
 	uint32_t next_free;
+	uint32_t gen;
+	uint32_t qnext; /* a send: the next send of its QP (posting order) */
 	uint8_t signaled;
+	uint8_t unsig;  /* posted MRC_POST_UNSIGNALED: no completion on success */
 	uint8_t opcode; /* enum ibv_wc_opcode */
 	uint8_t used;
 } mrv_slot;
@@ -127,6 +134,7 @@ struct mrv_qp {
 	int sq_sig_all;
 	struct ibv_qp_cap cap;
 	uint32_t outstanding_send, outstanding_recv;
+	uint32_t sq_head, sq_tail; /* its sends in the daemon, in posting order (slots) */
 	mrv_pending *pend_head, *pend_tail;
 	union ibv_gid dgid;
 	uint32_t dest_qpn;
@@ -161,6 +169,7 @@ struct mrv_ctx {
 	mrv_mr *mrs;
 	mrv_slot *slots;
 	uint32_t nslots, free_slot;
+	int unsig_ok; /* the daemon takes MRC_POST_UNSIGNALED (and it is not turned off) */
 	unsigned nawaiting;
 	int evfd; /* async_fd: a real fd that never fires (no async events) */
 	/* the notifier thread */
@@ -697,6 +706,9 @@ static uint32_t slot_get(mrv_ctx *x)
 		return i;
 	x->free_slot = x->slots[i].next_free;
 	x->slots[i].used = 1;
+	x->slots[i].gen++;
+	x->slots[i].unsig = 0;
+	x->slots[i].qnext = UINT32_MAX;
 	return i;
 }
 
@@ -756,6 +768,72 @@ static void check_dead(mrv_ctx *x)
 			chan_push((mrv_chan *)c->cq.channel, c);
 }
 
+/* A send of q leaves the daemon: take slot k off q's list of sends in
+ * posting order. When its completion is a success, every unsignaled send
+ * posted before it on q completed successfully too (abi.h,
+ * MRC_SQE_UNSIGNALED: one stream, completions in posting order) and
+ * retires here: as a success, dropped by deliver(), or as a flush when
+ * the QP is in the error state, as its own completion would have been.
+ * A failed or flushed completion retires only its own request: unsignaled
+ * ones before it either come back flushed or completed unseen (they stay
+ * listed until the QP is reset or destroyed: sq_drop()). */
+static void sq_retire(mrv_ctx *x, mrv_qp *q, uint32_t k, int success)
+{
+	/* Not listed (a send from before the QP was reset, whose completion
+	 * was still in the ring): it implies nothing about the sends now
+	 * listed. */
+	uint32_t j = q->sq_head;
+	while (j != UINT32_MAX && j != k)
+		j = x->slots[j].qnext;
+	if (j != k)
+		return;
+	uint32_t *pp = &q->sq_head, prev = UINT32_MAX;
+	while (*pp != UINT32_MAX && *pp != k) {
+		uint32_t i = *pp;
+		mrv_slot *s = &x->slots[i];
+		if (!success || !s->unsig) {
+			prev = i;
+			pp = &s->qnext;
+			continue;
+		}
+		*pp = s->qnext;
+		mrv_slot sl = *s;
+		slot_put(x, i);
+		x->nsend--;
+		x->send_bytes -= sl.len;
+		q->outstanding_send--;
+		deliver(q, 0, 0, sl.wr_id, (enum ibv_wc_opcode)sl.opcode, IBV_WC_SUCCESS, sl.len, 0,
+			0);
+	}
+	if (*pp == k) {
+		*pp = x->slots[k].qnext;
+		if (q->sq_tail == k)
+			q->sq_tail = prev;
+	}
+}
+
+/* q is reset or destroyed: its unsignaled sends still listed are
+ * forgotten (a completion that still comes for one has a stale generation
+ * and is dropped: a reset completes nothing). Signaled ones keep their
+ * slots until their completion comes, as before. */
+static void sq_drop(mrv_ctx *x, mrv_qp *q)
+{
+	uint32_t i = q->sq_head;
+	while (i != UINT32_MAX) {
+		mrv_slot *s = &x->slots[i];
+		uint32_t next = s->qnext;
+		s->qnext = UINT32_MAX;
+		if (s->unsig) {
+			x->nsend--;
+			x->send_bytes -= s->len;
+			q->outstanding_send--;
+			slot_put(x, i);
+		}
+		i = next;
+	}
+	q->sq_head = q->sq_tail = UINT32_MAX;
+}
+
 /* Drain the context's ring (lock held). Returns MRC_ERR_* or 0. */
 static int drain(mrv_ctx *x)
 {
@@ -767,10 +845,13 @@ static int drain(mrv_ctx *x)
 			return n;
 		}
 		for (int i = 0; i < n; i++) {
-			if (w[i].wr_id >= x->nslots || !x->slots[w[i].wr_id].used)
+			uint32_t si = (uint32_t)w[i].wr_id, gen = (uint32_t)(w[i].wr_id >> 32);
+			if (si >= x->nslots || !x->slots[si].used || x->slots[si].gen != gen)
 				continue;
-			mrv_slot sl = x->slots[w[i].wr_id];
-			slot_put(x, (uint32_t)w[i].wr_id);
+			mrv_slot sl = x->slots[si];
+			if (sl.opcode != IBV_WC_RECV && sl.qp)
+				sq_retire(x, sl.qp, si, w[i].status == MRC_WC_SUCCESS);
+			slot_put(x, si);
 			if (sl.opcode != IBV_WC_RECV) {
 				x->nsend--;
 				x->send_bytes -= sl.len;
@@ -854,10 +935,13 @@ static int post_one_send(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, un
 	s->wr_id = wr->wr_id;
 	s->qp = q;
 	s->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	s->unsig = !s->signaled && x->unsig_ok;
 	s->opcode = (uint8_t)wop;
 	s->len = sg ? sg->length : 0;
+	if (s->unsig)
+		flags |= MRC_POST_UNSIGNALED;
 	mrc_wr w = {
-		.wr_id = i,
+		.wr_id = ((uint64_t)s->gen << 32) | i,
 		.opcode = op,
 		.conn = q->conn,
 		.addr = sg ? (const void *)(uintptr_t)sg->addr : NULL,
@@ -882,6 +966,11 @@ static int post_one_send(mrv_ctx *x, mrv_qp *q, const struct ibv_send_wr *wr, un
 	x->nsend++;
 	x->send_bytes += x->slots[i].len;
 	q->outstanding_send++;
+	if (q->sq_tail == UINT32_MAX)
+		q->sq_head = i;
+	else
+		x->slots[q->sq_tail].qnext = i;
+	q->sq_tail = i;
 	return 0;
 }
 
@@ -911,11 +1000,13 @@ static int post_one_recv(mrv_ctx *x, mrv_qp *q, const struct ibv_recv_wr *wr, un
 	s->opcode = IBV_WC_RECV;
 	s->len = 0;
 	int rc = mrc_post_recv(x->ctx, q->conn, 0, sg ? (void *)(uintptr_t)sg->addr : NULL,
-			       sg ? sg->length : 0, m ? m->m : NULL, i, flags);
+			       sg ? sg->length : 0, m ? m->m : NULL,
+			       ((uint64_t)s->gen << 32) | i, flags);
 	if (rc == MRC_ERR_AGAIN) {
 		drain(x);
 		rc = mrc_post_recv(x->ctx, q->conn, 0, sg ? (void *)(uintptr_t)sg->addr : NULL,
-				   sg ? sg->length : 0, m ? m->m : NULL, i, flags);
+				   sg ? sg->length : 0, m ? m->m : NULL,
+				   ((uint64_t)s->gen << 32) | i, flags);
 	}
 	if (rc < 0) {
 		slot_put(x, i);
@@ -1412,6 +1503,17 @@ MRV_API struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	for (uint32_t i = 0; i < x->nslots; i++)
 		x->slots[i].next_free = i + 1 < x->nslots ? i + 1 : UINT32_MAX;
 	x->free_slot = 0;
+	/* METAROCE_VERBS_UNSIGNALED=1: unsignaled sends go to the daemon as
+	 * such when it takes them, and it writes no completion for them. Off
+	 * by default: every send gets a completion, which the library drops
+	 * for an unsignaled one. The completions are what tells the library
+	 * that the end of a batch is near (it spins for the last one, see
+	 * poll_cq()); without them it sleeps through the batch and the wakeup
+	 * for the signaled completion lands on the program's critical path:
+	 * ib_write_bw -Q 16 measured 0.83x with the flag (bench/README.md,
+	 * "No completion on success"). */
+	const char *un = getenv("METAROCE_VERBS_UNSIGNALED");
+	x->unsig_ok = (mrc_session_features(s) & MRC_FEATURE_UNSIGNALED) && un && !strcmp(un, "1");
 	pthread_mutex_init(&x->lock, NULL);
 
 	struct verbs_context *v = &x->vctx;
@@ -1885,6 +1987,7 @@ MRV_API struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
 	q->sq_sig_all = a->sq_sig_all;
+	q->sq_head = q->sq_tail = UINT32_MAX;
 	q->cap = a->cap;
 	q->cap.max_send_sge = q->cap.max_recv_sge = 1;
 	q->cap.max_inline_data = 0;
@@ -2040,6 +2143,7 @@ MRV_API int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 			x->nawaiting--;
 		}
 		flush_pending(q);
+		sq_drop(x, q);
 		q->err = 0;
 	} else {
 		say("QP %u: state change %d -> %d is not supported", q->qp.qp_num, cur, nxt);
@@ -2106,6 +2210,7 @@ MRV_API int ibv_destroy_qp(struct ibv_qp *ibqp)
 		free(p);
 		p = n;
 	}
+	sq_drop(x, q);
 	for (uint32_t i = 0; i < x->nslots; i++)
 		if (x->slots[i].used && x->slots[i].qp == q)
 			x->slots[i].qp = NULL; /* its completions are dropped */

@@ -175,6 +175,11 @@ int mrc_session_fd(const mrc_session *s);
 /* What the daemon allows this session (from its hello); 0 when unknown. */
 uint32_t mrc_session_max_msg(const mrc_session *s);
 
+/* What the daemon supports beyond the ABI version both speak:
+ * MRC_FEATURE_* bits (0 for NULL or an older daemon). Since METAROCE_1.2. */
+#define MRC_FEATURE_UNSIGNALED 0x1u /* MRC_POST_UNSIGNALED */
+uint32_t mrc_session_features(const mrc_session *s);
+
 /* ---- contexts (rings) ---- */
 
 /* A context with sq_entries submission slots (a power of two, 8..32768;
@@ -319,7 +324,7 @@ int mrc_conn_error(const mrc_conn *conn);      /* FAILED/RESET: MRC_ERR_* why; e
  * visible to the daemon at once and the doorbell rung if the daemon sleeps.
  * With MRC_POST_MORE the entry waits for the next post without the flag or
  * for mrc_submit() — batch many posts under one doorbell. mrc_post() posts
- * an array with one doorbell.
+ * an array with one doorbell. flags apply to every request of the call.
  *
  * Arguments: stream < mrc_conn_nstreams(); [addr, addr+len) inside mr (its
  * lkey names the local buffer; with len 0, addr and mr are ignored and may
@@ -330,6 +335,17 @@ int mrc_conn_error(const mrc_conn *conn);      /* FAILED/RESET: MRC_ERR_* why; e
  * MRC_ERR_DAEMON. */
 
 #define MRC_POST_MORE 0x1u
+/* MRC_POST_UNSIGNALED (sends: WRITE, WRITE_IMM, SEND, SEND_IMM, READ): no
+ * completion when the request succeeds; one when it fails or is flushed,
+ * as always. Completions of a stream come in posting order, so a
+ * successful completion of a later request on the same connection and
+ * stream means every unsignaled one posted before it succeeded (the verbs
+ * rule for unsignaled sends: signal one in every few so that the
+ * application knows when their buffers and ring slots are free). Saves the
+ * daemon a completion and often the application a wakeup per request.
+ * MRC_ERR_INVAL with a receive; MRC_ERR_VERSION when the daemon predates
+ * it (mrc_session_features()). Since METAROCE_1.2. */
+#define MRC_POST_UNSIGNALED 0x2u
 
 int mrc_post_write(mrc_ctx *ctx, mrc_conn *conn, uint16_t stream, const void *addr,
 		   uint32_t len, const mrc_mr *mr, uint64_t remote_addr, uint32_t rkey,

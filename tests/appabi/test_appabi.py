@@ -55,6 +55,7 @@ check(st == 0 and rep[0] == R.ABI_VERSION and rep[2] == 4 and rep[3] == 8 and
       "64 listeners)")
 check(rep[6] == 16 << 20 and rep[7] == 2 and rep[8] == 4096,
       "HELLO: 16 MiB of regions, 2 planes, MTU 4096")
+check(rep[10] == R.FEAT_UNSIGNALED, "HELLO: features MRC_FEAT_UNSIGNALED (%#x)" % rep[10])
 
 # ---- malformed requests ----------------------------------------------------------
 c = R.Client(A.app_sock)
@@ -389,9 +390,66 @@ def remote_error(wr_id, remote_addr, rkey, want, what):
     conn_a, conn_b = reconnect()
 
 
+# MRC_SQE_UNSIGNALED: no completion on success; an entry without it (as an
+# older library writes them) completes as before, and its completion comes
+# after those of the unsignaled entries before it (one stream, in order).
+q0 = status(B)["cqes_unsignaled"]
+src = os.urandom(6 * 4096)
+bregion.mm[0:len(src)] = src
+bctx.post(*[{"wr_id": 4000 + k, "opcode": R.OP_WRITE, "conn": conn_b, "stream": 2,
+             "flags": R.SQE_UNSIGNALED if k < 5 else 0, "addr": bregion.addr + 4096 * k,
+             "lkey": blkey, "len": 4096, "remote_addr": aregion.addr + 600000 + 4096 * k,
+             "rkey": arkey} for k in range(6)])
+cqs = bctx.reap(1)
+time.sleep(0.2)
+check(len(cqs) == 1 and cqs[0]["wr_id"] == 4005 and cqs[0]["status"] == 0 and
+      bctx.cq_ready() == 0,
+      "5 unsignaled WRITEs and one without the flag: one completion, the last one's (%r, "
+      "%d more)" % (cqs, bctx.cq_ready()))
+check(bytes(aregion.mm[600000:600000 + len(src)]) == src,
+      "A: the bytes of all 6 WRITEs are in its region")
+check(status(B)["cqes_unsignaled"] - q0 == 5,
+      "status: 5 completions not written (cqes_unsignaled %d -> %d)"
+      % (q0, status(B)["cqes_unsignaled"]))
+# unsignaled SEND: the receiver's completion still comes, the sender's not
+actx.post({"wr_id": 4100, "opcode": R.OP_RECV, "conn": conn_a, "stream": 2,
+           "addr": aregion.addr + 700000, "lkey": alkey, "len": 4096})
+time.sleep(0.05)
+bctx.post({"wr_id": 4101, "opcode": R.OP_SEND, "conn": conn_b, "stream": 2,
+           "flags": R.SQE_UNSIGNALED, "addr": bregion.addr, "lkey": blkey, "len": 100},
+          {"wr_id": 4102, "opcode": R.OP_WRITE, "conn": conn_b, "stream": 2, "len": 0})
+ca_, cb_ = actx.reap(1)[0], bctx.reap(1)
+time.sleep(0.1)
+check(ca_["wr_id"] == 4100 and ca_["status"] == 0 and ca_["byte_len"] == 100 and
+      [c["wr_id"] for c in cb_] == [4102] and bctx.cq_ready() == 0,
+      "an unsignaled SEND: the peer's RECV completes, the sender sees only the next "
+      "request's completion (%r; %r)" % (ca_, cb_))
+
 check(bytes(bregion.mm[0:100]).count(0) < 10, "B's source bytes are not zero")
 remote_error(23, aregion.addr, arkey ^ 1, "REM_ACCESS", "with a wrong rkey")
 check(bytes(aregion.mm[0:100]) == bytes(100), "A's region is untouched")
+# An unsignaled WRITE that fails still completes, with its error, and the
+# requests behind it (unsignaled or not) complete flushed: RC semantics.
+before = bytes(aregion.mm[0:12288])
+bctx.post({"wr_id": 4200, "opcode": R.OP_WRITE, "conn": conn_b, "flags": R.SQE_UNSIGNALED,
+           "addr": bregion.addr, "lkey": blkey, "len": 100, "remote_addr": aregion.addr,
+           "rkey": arkey ^ 1},
+          {"wr_id": 4201, "opcode": R.OP_WRITE, "conn": conn_b, "flags": R.SQE_UNSIGNALED,
+           "addr": bregion.addr, "lkey": blkey, "len": 100,
+           "remote_addr": aregion.addr + 4096, "rkey": arkey},
+          {"wr_id": 4202, "opcode": R.OP_WRITE, "conn": conn_b, "addr": bregion.addr,
+           "lkey": blkey, "len": 100, "remote_addr": aregion.addr + 8192, "rkey": arkey})
+cqs = bctx.reap(3)
+eb, ea = cb.event(), la.event()
+check([c["wr_id"] for c in cqs] == [4200, 4201, 4202] and
+      cqs[0]["status"] in (R.WC["REM_ACCESS"], R.WC["RESET"]) and
+      all(c["status"] in (R.WC["FLUSHED"], R.WC["RESET"]) for c in cqs[1:]) and
+      eb.event == R.EV_RESET and ea.event in (R.EV_RESET, R.EV_CLOSED),
+      "an unsignaled WRITE with a wrong rkey: its error, then the two behind it flushed, and "
+      "the connection ends (%r; %r, %r)" % (cqs, eb, ea))
+check(bytes(aregion.mm[0:12288]) == before and before[4096:4196] != bytes(bregion.mm[0:100]),
+      "A's region is untouched by all three")
+conn_a, conn_b = reconnect()
 remote_error(24, aregion.addr + (1 << 20) - 50, arkey, "REM_BOUNDS",
              "past the end of A's region")
 roreg = R.Region(1 << 16)
@@ -422,7 +480,11 @@ bad = [
     ({"opcode": 9, "conn": conn_b}, "BAD_WR", "unknown opcode"),
     ({"opcode": R.OP_SEND, "conn": conn_b ^ 0x5555}, "BAD_WR", "unknown connection"),
     ({"opcode": R.OP_SEND, "conn": conn_a}, "BAD_WR", "the other daemon's handle"),
-    ({"opcode": R.OP_SEND, "conn": conn_b, "flags": 1}, "BAD_WR", "flags set"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "flags": 0x80}, "BAD_WR", "an unknown flag"),
+    ({"opcode": R.OP_SEND, "conn": conn_b, "flags": R.SQE_UNSIGNALED | 2}, "BAD_WR",
+     "an unknown flag with UNSIGNALED"),
+    ({"opcode": R.OP_RECV, "conn": conn_b, "flags": R.SQE_UNSIGNALED}, "BAD_WR",
+     "an unsignaled RECV"),
     ({"opcode": R.OP_SEND, "conn": conn_b, "reserved": b"\1" + b"\0" * 15}, "BAD_WR",
      "reserved bytes set"),
     ({"opcode": R.OP_SEND, "conn": conn_b, "stream": 4}, "BAD_WR", "stream 4 of 4"),
@@ -596,7 +658,7 @@ for k in range(1000):
     good_f = rnd.random() < 0.85
     q = {"wr_id": 100000 + k,
          "opcode": pick(1, 1, 1, 2, 2, 3) if good_f else pick(0, 6, 255, 1, 3),
-         "flags": 0 if good_f else pick(0, 1, 0x80),
+         "flags": 0 if good_f else pick(0, 2, 0x80),
          "stream": pick(0, 1, 3) if good_f else pick(0, 4, 65535),
          "conn": fconn_b if good_f else pick(fconn_b, conn_b, 0, rnd.getrandbits(32)),
          "addr": pick(bregion.addr, bregion.addr, bregion.addr + rnd.randrange(1 << 20), 0,

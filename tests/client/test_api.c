@@ -57,6 +57,7 @@ typedef struct fake {
 	int mr_fd_sealed;
 	mrc_mr_reg_req mr_req;
 	_Atomic int closes;
+	_Atomic uint32_t features; /* its hello's (0: as a daemon older than them) */
 } fake;
 
 #define SQ_ENTRIES 8u
@@ -185,7 +186,8 @@ static void *fake_main(void *arg)
 			mrc_hello_rep rep = {.abi_version = f->fault == F_HELLO_VERSION
 								? MRC_ABI_VERSION + 1
 								: MRC_ABI_VERSION,
-					     .session_id = 1, .max_msg = 1u << 20};
+					     .session_id = 1, .max_msg = 1u << 20,
+					     .features = atomic_load(&f->features)};
 			send_reply(f, &h, 0, &rep, sizeof(rep), NULL, 0);
 			break;
 		}
@@ -491,9 +493,10 @@ typedef struct env {
 	mrc_mr *mr;
 } env;
 
-static void env_up(env *e)
+static void env_up_features(env *e, uint32_t features)
 {
 	e->f = fake_start(F_NONE);
+	atomic_store(&e->f->features, features); /* before our HELLO */
 	assert_int_equal(mrc_session_open(e->f->path, "test", &e->s), 0);
 	assert_int_equal(mrc_session_max_msg(e->s), 1u << 20);
 	assert_int_equal(mrc_ctx_new(e->s, SQ_ENTRIES, 0, &e->ctx), 0);
@@ -509,6 +512,11 @@ static void env_up(env *e)
 	assert_int_equal(mrc_reg_mr(e->s, e->mem + 4096 + 100, 200,
 				    MRC_ACCESS_LOCAL_WRITE | MRC_ACCESS_REMOTE_WRITE, &e->mr),
 			 0);
+}
+
+static void env_up(env *e)
+{
+	env_up_features(e, 0);
 }
 
 static void env_down(env *e)
@@ -636,6 +644,54 @@ static void test_post_checks(void **state)
 	atomic_fetch_and(&sq->flags, ~MRC_RING_NEED_WAKEUP);
 	assert_int_equal(mrc_post(e.ctx, &w[2], 1, 0), 1);
 	assert_int_equal(read(e.f->doorbell, v, sizeof(v)), -1);
+	env_down(&e);
+}
+
+/* MRC_POST_UNSIGNALED: the entry's flag when the daemon has the feature;
+ * refused (nothing written) when it does not, and for receives. */
+static void test_post_unsignaled(void **state)
+{
+	(void)state;
+	env e;
+	env_up(&e); /* an older daemon: no features */
+	uint8_t *buf = mrc_mr_addr(e.mr);
+	assert_int_equal(mrc_session_features(e.s), 0);
+	assert_int_equal(mrc_post_write(e.ctx, e.conn, 0, buf, 8, e.mr, 0x1000, 0x77, 1,
+					MRC_POST_UNSIGNALED),
+			 MRC_ERR_VERSION);
+	mrc_wr w = {.wr_id = 2, .opcode = MRC_OP_SEND, .conn = e.conn, .addr = buf, .len = 8,
+		    .mr = e.mr};
+	assert_int_equal(mrc_post(e.ctx, &w, 1, MRC_POST_UNSIGNALED), MRC_ERR_VERSION);
+	assert_int_equal(atomic_load(&fake_sq(e.f)->tail), 0);
+	env_down(&e);
+
+	env_up_features(&e, MRC_FEAT_UNSIGNALED | 0x80000000u); /* and one we do not know */
+	buf = mrc_mr_addr(e.mr);
+	assert_int_equal(mrc_session_features(e.s), MRC_FEATURE_UNSIGNALED);
+	assert_int_equal(mrc_post_recv(e.ctx, e.conn, 0, buf, 8, e.mr, 3, MRC_POST_UNSIGNALED),
+			 MRC_ERR_INVAL);
+	w.opcode = MRC_OP_RECV;
+	assert_int_equal(mrc_post(e.ctx, &w, 1, MRC_POST_UNSIGNALED), MRC_ERR_INVAL);
+	assert_int_equal(atomic_load(&fake_sq(e.f)->tail), 0);
+	assert_int_equal(mrc_post_write(e.ctx, e.conn, 0, buf, 8, e.mr, 0x1000, 0x77, 4,
+					MRC_POST_UNSIGNALED),
+			 0);
+	assert_int_equal(mrc_post_read(e.ctx, e.conn, 0, buf, 8, e.mr, 0x1000, 0x77, 5,
+				       MRC_POST_UNSIGNALED | MRC_POST_MORE),
+			 0);
+	assert_int_equal(mrc_post_send(e.ctx, e.conn, 0, buf, 8, e.mr, 6, 0), 0);
+	mrc_wr two[2] = {{.wr_id = 7, .opcode = MRC_OP_WRITE_IMM, .conn = e.conn, .addr = buf,
+			  .len = 8, .mr = e.mr, .remote_addr = 0x1000, .rkey = 0x77, .imm = 1},
+			 {.wr_id = 8, .opcode = MRC_OP_SEND_IMM, .conn = e.conn, .imm = 2}};
+	assert_int_equal(mrc_post(e.ctx, two, 2, MRC_POST_UNSIGNALED), 2);
+	mrc_sqe *q = fake_sqes(e.f);
+	assert_int_equal(atomic_load(&fake_sq(e.f)->tail), 5);
+	static const uint8_t want[5] = {MRC_SQE_UNSIGNALED, MRC_SQE_UNSIGNALED, 0,
+					MRC_SQE_UNSIGNALED, MRC_SQE_UNSIGNALED};
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(q[i].wr_id, 4 + (uint64_t)i);
+		assert_int_equal(q[i].flags, want[i]);
+	}
 	env_down(&e);
 }
 
@@ -813,6 +869,7 @@ int main(void)
 		cmocka_unit_test(test_alloc),
 		cmocka_unit_test(test_reg_mr),
 		cmocka_unit_test(test_post_checks),
+		cmocka_unit_test(test_post_unsignaled),
 		cmocka_unit_test(test_completions),
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_daemon_death),

@@ -9,7 +9,11 @@
  * separate send and receive CQs, unsignaled sends, a completion channel;
  * the last byte of a WRITE lands last; RC error semantics and byte-exact
  * bounds (a WRITE one byte past a region fails REM_ACCESS, everything after
- * it flushes, posts after it flush at once).
+ * it flushes, posts after it flush at once). On a second QP: many more
+ * unsignaled WRITEs than max_send_wr, one in 16 signaled (as perftest
+ * posts them), give only the signaled completions and every byte; an
+ * unsignaled WRITE that fails still completes with its error and flushes
+ * what follows.
  *
  * Usage: regmr SOCKET_A SOCKET_B. The process forks: the child attaches to
  * daemon B (responder), the parent to daemon A (requester); they exchange
@@ -51,7 +55,7 @@ static const char *const kind_name[NKIND] = {"malloc+7", "memalign", "anonymous 
 static const char *who = "?";
 
 struct info {
-	uint32_t qpn;
+	uint32_t qpn, qpn2;
 	union ibv_gid gid;
 	uint64_t addr[NKIND];
 	uint32_t rkey[NKIND];
@@ -116,6 +120,116 @@ static void wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
 	}
 }
 
+/* INIT, then RTR to the peer's QP, then RTS. */
+static void bring_up(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *dgid)
+{
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					      IBV_QP_ACCESS_FLAGS),
+	      "to INIT");
+	at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096,
+				  .dest_qp_num = dest_qpn, .max_dest_rd_atomic = 4,
+				  .min_rnr_timer = 12,
+				  .ah_attr = {.is_global = 1, .port_num = 1,
+					      .grh = {.dgid = *dgid, .sgid_index = 0, .hop_limit = 1}}};
+	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+	      "to RTR");
+	at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
+				  .rnr_retry = 7, .max_rd_atomic = 4};
+	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+					      IBV_QP_MAX_QP_RD_ATOMIC),
+	      "to RTS");
+}
+
+#define UNSIG_ROUNDS 8 /* of 16 WRITEs of 4 KiB, the last signaled */
+#define UNSIG_SEND_WR 32 /* qp2's max_send_wr: fewer than the WRITEs posted */
+
+/* On qp2: unsignaled WRITEs, one in 16 signaled; then an unsignaled WRITE
+ * that fails. */
+static void unsignaled_checks(struct ibv_pd *pd, struct ibv_qp *qp2, struct ibv_cq *cq2,
+			      uint8_t *src, uint32_t src_lkey, const struct info *peer)
+{
+	struct ibv_wc wc;
+	struct ibv_send_wr *bad;
+	const uint32_t chunk = 4096, total = UNSIG_ROUNDS * 16 * chunk;
+	for (uint32_t i = 0; i < total; i++)
+		src[i] = (uint8_t)(i * 7 + 3 + (i >> 9));
+	for (int r = 0; r < UNSIG_ROUNDS; r++) {
+		for (int j = 0; j < 16; j++) {
+			uint32_t n = (uint32_t)(r * 16 + j);
+			struct ibv_sge sg = {.addr = (uintptr_t)src + (uint64_t)n * chunk,
+					     .length = chunk, .lkey = src_lkey};
+			struct ibv_send_wr w = {.wr_id = 1000 + n, .sg_list = &sg, .num_sge = 1,
+						.opcode = IBV_WR_RDMA_WRITE,
+						.send_flags = j == 15 ? IBV_SEND_SIGNALED : 0,
+						.wr.rdma = {.remote_addr = peer->addr[1] +
+									   (uint64_t)n * chunk,
+							    .rkey = peer->rkey[1]}};
+			int rc = ibv_post_send(qp2, &w, &bad);
+			CHECK(!rc, "round %d: post WRITE %d of 16: %s (the unsignaled WRITEs before "
+				   "the last signaled completion must have left the send queue)",
+			      r, j, strerror(rc));
+		}
+		wait_wc(cq2, &wc);
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 1000 + (uint64_t)r * 16 + 15,
+		      "round %d: the signaled WRITE is the only completion: wr_id %llu %s", r,
+		      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+	}
+	CHECK(ibv_poll_cq(cq2, 1, &wc) == 0, "no completion of an unsignaled WRITE");
+	/* Every byte arrived: READ them back. */
+	uint8_t *rb = calloc(1, total);
+	CHECK(rb, "calloc");
+	struct ibv_mr *rmr = ibv_reg_mr(pd, rb, total, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(rmr, "ibv_reg_mr of the READ sink: %s", strerror(errno));
+	struct ibv_sge rs = {.addr = (uintptr_t)rb, .length = total, .lkey = rmr->lkey};
+	struct ibv_send_wr rw = {.wr_id = 1999, .sg_list = &rs, .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED,
+				 .wr.rdma = {.remote_addr = peer->addr[1], .rkey = peer->rkey[1]}};
+	CHECK(!ibv_post_send(qp2, &rw, &bad), "post READ");
+	wait_wc(cq2, &wc);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 1999, "READ back: wr_id %llu %s",
+	      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+	CHECK(!memcmp(rb, src, total), "the bytes of the unsignaled WRITEs are in the peer's memory");
+	ibv_dereg_mr(rmr);
+	free(rb);
+	printf("%s: %d WRITEs of 4 KiB, one in 16 signaled, through a send queue of %d: "
+	       "%d completions, every byte in place\n",
+	       who, UNSIG_ROUNDS * 16, UNSIG_SEND_WR, UNSIG_ROUNDS);
+
+	/* An unsignaled WRITE one byte past the peer's malloc+7 region, an
+	 * unsignaled good one and a signaled good one behind it. */
+	struct ibv_sge sg = {.addr = (uintptr_t)src, .length = 1, .lkey = src_lkey};
+	struct ibv_send_wr w[3];
+	for (int i = 0; i < 3; i++)
+		w[i] = (struct ibv_send_wr){.wr_id = 700 + (uint64_t)i, .sg_list = &sg, .num_sge = 1,
+					    .opcode = IBV_WR_RDMA_WRITE,
+					    .next = i < 2 ? &w[i + 1] : NULL,
+					    .wr.rdma = {.remote_addr = peer->addr[1],
+							.rkey = peer->rkey[1]}};
+	w[0].wr.rdma.remote_addr = peer->addr[0] + peer->len[0];
+	w[0].wr.rdma.rkey = peer->rkey[0];
+	w[2].send_flags = IBV_SEND_SIGNALED;
+	CHECK(!ibv_post_send(qp2, &w[0], &bad), "post bad unsignaled WRITE + 2 good");
+	static const enum ibv_wc_status want[3] = {IBV_WC_REM_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR,
+						   IBV_WC_WR_FLUSH_ERR};
+	for (int i = 0; i < 3; i++) {
+		wait_wc(cq2, &wc);
+		CHECK(wc.wr_id == 700 + (uint64_t)i && wc.status == want[i],
+		      "completion %d after an unsignaled WRITE past the region: wr_id %llu %s, "
+		      "want %d %s",
+		      i, (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), 700 + i,
+		      ibv_wc_status_str(want[i]));
+	}
+	CHECK(ibv_poll_cq(cq2, 1, &wc) == 0, "nothing more");
+	printf("%s: an unsignaled WRITE past the region -> REM_ACCESS_ERR, then WR_FLUSH_ERR for "
+	       "the unsignaled and the signaled one after it\n",
+	       who);
+}
+
 static int side(int is_req, int rfd, int wfd)
 {
 	who = is_req ? "requester" : "responder";
@@ -169,6 +283,13 @@ static int side(int is_req, int rfd, int wfd)
 					      .max_send_sge = 1, .max_recv_sge = 1}};
 	struct ibv_qp *qp = ibv_create_qp(pd, &qa);
 	CHECK(qp, "ibv_create_qp: %s", strerror(errno));
+	struct ibv_cq *cq2 = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	CHECK(cq2, "ibv_create_cq");
+	struct ibv_qp_init_attr qa2 = {.send_cq = cq2, .recv_cq = cq2, .qp_type = IBV_QPT_RC,
+				       .cap = {.max_send_wr = UNSIG_SEND_WR, .max_recv_wr = 4,
+					       .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *qp2 = ibv_create_qp(pd, &qa2);
+	CHECK(qp2, "ibv_create_qp: %s", strerror(errno));
 
 	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1,
 				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
@@ -186,7 +307,7 @@ static int side(int is_req, int rfd, int wfd)
 		CHECK(!ibv_post_recv(qp, &rw, &bad), "ibv_post_recv in INIT");
 	}
 
-	struct info me = {.qpn = qp->qp_num}, peer;
+	struct info me = {.qpn = qp->qp_num, .qpn2 = qp2->qp_num}, peer;
 	CHECK(!ibv_query_gid(ctx, 1, 0, &me.gid), "ibv_query_gid");
 	for (int k = 0; k < NKIND; k++) {
 		me.addr[k] = (uintptr_t)buf[k];
@@ -219,6 +340,7 @@ static int side(int is_req, int rfd, int wfd)
 					      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 					      IBV_QP_MAX_QP_RD_ATOMIC),
 	      "to RTS");
+	bring_up(qp2, peer.qpn2, &peer.gid);
 
 	struct ibv_wc wc;
 	if (is_req) {
@@ -333,6 +455,8 @@ static int side(int is_req, int rfd, int wfd)
 		printf("%s: %d WRITEs of 1 MiB: the last byte landed last each time\n", who,
 		       LBL_ROUNDS);
 
+		unsignaled_checks(pd, qp2, cq2, buf[1], mr[1]->lkey, &peer);
+
 		/* Then an error. */
 		/* One byte past the end of the peer's malloc+7 region: on the
 		 * same page, so only byte-exact bounds refuse it. */
@@ -425,6 +549,8 @@ static int side(int is_req, int rfd, int wfd)
 		char ok;
 		xread(rfd, &ok, 1);
 	}
+	ibv_destroy_qp(qp2);
+	ibv_destroy_cq(cq2);
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(scq);
 	ibv_destroy_cq(rcq);

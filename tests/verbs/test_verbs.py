@@ -197,6 +197,10 @@ def t_perftest(p):
         (["ib_write_bw", "-x", "0", "-a", "-n", "10"], alls, "ib_write_bw -a", True),
         (["ib_write_bw", "-x", "0", "-q", "4", "-n", "100"], [65536], "ib_write_bw -q 4", True),
         (["ib_write_bw", "-x", "0", "-b", "-n", "100"], [65536], "ib_write_bw -b", True),
+        # one WRITE in 16 signaled (perftest's default signals every one),
+        # with METAROCE_VERBS_UNSIGNALED=1
+        (["ib_write_bw", "-x", "0", "-Q", "16", "-n", "1000"], [65536], "ib_write_bw -Q 16",
+         True),
         (["ib_write_lat", "-x", "0", "-a", "-n", "10"], alls, "ib_write_lat -a", False),
         (["ib_read_bw", "-x", "0", "-a", "-n", "10"], alls, "ib_read_bw -a", True),
         (["ib_read_lat", "-x", "0", "-n", "200"], [2], "ib_read_lat", False),
@@ -206,7 +210,18 @@ def t_perftest(p):
         if only and only != label:
             continue
         port += 1
-        perftest(p, port, argv, sizes, label, bw)
+        q0 = p.a.ok("status")["apps"]["cqes_unsignaled"]
+        if label == "ib_write_bw -Q 16":  # with the daemon's unsignaled requests
+            os.environ["METAROCE_VERBS_UNSIGNALED"] = "1"
+        try:
+            perftest(p, port, argv, sizes, label, bw)
+        finally:
+            os.environ.pop("METAROCE_VERBS_UNSIGNALED", None)
+        if label == "ib_write_bw -Q 16":
+            # 1000 WRITEs, 62 of them signaled: the rest cost the daemon no
+            # completion (MRC_SQE_UNSIGNALED)
+            n = p.a.ok("status")["apps"]["cqes_unsignaled"] - q0
+            check(n >= 900, "ib_write_bw -Q 16: %d WRITEs without a completion written" % n)
 
 
 def fails_cleanly(p, port, argv, want, label, server=True):
@@ -244,8 +259,11 @@ def t_unsupported(p):
 
 
 def t_memory(p):
+    quiet0 = p.a.ok("status")["apps"]["cqes_unsignaled"]
+    # with the daemon's unsignaled requests (off by default in the library)
     r = subprocess.run([RUN, os.environ["VERBS_REGMR"], p.a.app_sock, p.b.app_sock],
-                       capture_output=True, text=True, timeout=100)
+                       capture_output=True, text=True, timeout=100,
+                       env=dict(os.environ, METAROCE_VERBS_UNSIGNALED="1"))
     show("regmr", r.stdout + r.stderr)
     check(r.returncode == 0, "regmr: every memory kind registered and written, RC error "
           "semantics (exit %d)" % r.returncode)
@@ -257,6 +275,16 @@ def t_memory(p):
                          r.stdout)) == 4, "RDMA READ of four kinds of memory verified byte by byte")
     check("a READ after a WRITE of the same 64 KiB returns the written bytes" in r.stdout,
           "a READ after a WRITE returns the written bytes")
+    check("128 WRITEs of 4 KiB, one in 16 signaled, through a send queue of 32: 8 completions, "
+          "every byte in place" in r.stdout,
+          "unsignaled WRITEs: only the signaled ones complete, their send-queue slots are "
+          "freed, every byte arrives")
+    check("an unsignaled WRITE past the region -> REM_ACCESS_ERR, then WR_FLUSH_ERR" in r.stdout,
+          "an unsignaled WRITE that fails completes with its error and flushes the rest")
+    quiet = p.a.ok("status")["apps"]["cqes_unsignaled"] - quiet0
+    # regmr's unsignaled WRITEs that succeed: 4 + 1 on the first QP, 120 on the second
+    check(quiet >= 120, "daemon A wrote no completion for %d successful unsignaled requests "
+          "(MRC_SQE_UNSIGNALED)" % quiet)
 
 
 def dynsyms(lib):
