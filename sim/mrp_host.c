@@ -477,6 +477,7 @@ static void admit(mh *m, const sim_flow *f, mrp_conn_params *p, uint64_t now)
 	}
 	p->admit = 1;
 	d->rh.adm_conns = d->rx_conns;
+	d->rh.adm_queues = sim_planes(m->s);
 	d->rh.adm_lone_bytes =
 		d->o.admit_lone && link_capacity(m) <= d->rh.capacity_bps ? UINT64_MAX : 0;
 	/* (what the sender will send: its flow, a whole packet per segment) */
