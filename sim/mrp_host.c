@@ -63,6 +63,7 @@ struct mconn {
 	uint32_t next_wr, done_wr;
 	uint64_t posted_bytes;
 	uint64_t qwnd_bytes; /* sender: its connection's window when it retired */
+	uint64_t admit_credit; /* sender: its first-round-trip credit (SPEC 6.6) */
 	/* receiver */
 	uint32_t rx_done;
 	uint32_t nmsgs;
@@ -536,6 +537,7 @@ static int engine_new(mconn *mc, uint64_t now)
 		if (sender && f->conn_prev < 0)
 			admit(m, f, &p, now);
 	}
+	mc->admit_credit = p.admit_credit;
 	mrp_rng rng = { host_rand, m };
 	mrp_mr_ops mr = { rx_resolve, mc };
 	int rc = mrp_conn_new(&mc->c, &p, &heap, &rng, &mr, now);
@@ -1045,6 +1047,12 @@ static int mh_check(void *hs, char *err, size_t errlen)
 	}
 	m->dirty.n = 0;
 	return rc;
+}
+
+uint64_t sim_mrp_flow_credit(const sim_flow *f)
+{
+	const mconn *mc = f ? f->tx_ctx : NULL;
+	return mc ? mc->admit_credit : 0;
 }
 
 uint64_t sim_mrp_host_visits(const void *hs)
