@@ -185,6 +185,9 @@ typedef struct path {
 	uint32_t rto_count;    /* consecutive RTOs / unanswered probes */
 	uint32_t rto_pending;  /* ENT_RTO entries not yet resolved */
 	uint32_t fails;        /* re-ports since the path last answered */
+	uint32_t fails_quick;  /* ... of them, those of an ACK-only path while
+				* another path of its plane worked: its timeout
+				* does not double for them */
 	uint32_t ack_ce, ack_rcv; /* counters of the last ACK */
 	uint32_t probe_seq;
 	uint32_t rx_pending;   /* receive side */
@@ -960,7 +963,8 @@ static uint64_t path_rto(const mrp_conn *c, const path *pa)
 		rto = max64(pa->cc.srtt_ns + 4 * pa->rttvar_ns, mx + mx / 2);
 	}
 	rto = max64(rto, c->p.rto_min_ns);
-	for (uint32_t i = 0; i < pa->rto_count + pa->fails && rto < c->p.rto_max_ns; i++)
+	for (uint32_t i = 0; i < pa->rto_count + pa->fails - pa->fails_quick && rto < c->p.rto_max_ns;
+	     i++)
 		rto *= 2;
 	return min64(rto, c->p.rto_max_ns);
 }
@@ -2486,6 +2490,7 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 	if (data) {
 		pa->rto_count = 0;
 		pa->fails = 0;
+		pa->fails_quick = 0;
 	}
 	pa->last_ack_ns = now;
 	pa->ctl_unproven = 0;
@@ -2872,7 +2877,7 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		pa->probes_answered++;
 	}
 	if (pa->snd_nxt == 0)
-		pa->fails = 0; /* no data to lose: answering is working */
+		pa->fails = pa->fails_quick = 0; /* no data to lose: answering is working */
 	path_alive(c, pa, 0, now);
 	path_arm_timers(c, pa, now);
 	recompute_qwnd(c); /* (the connection's RTT may be its first) */
@@ -3085,6 +3090,11 @@ static path *ctl_route(mrp_conn *c, uint16_t id, uint8_t plane)
  */
 #define CTL_PROBE_MIN 2
 #define CTL_PROBE_EVERY 64
+/* Re-ports of an ACK-only path at its first unanswered probe, without an
+ * answer in between: ACK_REPORTS, or ACK_REPORTS_PROVEN while another path
+ * of its plane works (the peer answers: it is the route that fails). */
+#define ACK_REPORTS 2
+#define ACK_REPORTS_PROVEN 6
 
 static void ctl_sent_on(mrp_conn *c, path *via, uint64_t now)
 {
@@ -3446,6 +3456,19 @@ COLD static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *b
 	return 0;
 }
 
+/* A path's ECN alpha steers new packets away from its plane (best_path())
+ * only while it is news: the path was acknowledged within its last two
+ * smoothed RTTs. alpha moves only on ACKs, so a plane every sender left
+ * keeps the alpha that made them leave it; read as current, it kept the
+ * plane idle until the others were as marked, and then every sender came
+ * back to it at once (256:1 over 8 planes: one plane's queue full while
+ * another's was empty, 0.3-0.6 % of the data packets dropped after the
+ * first round trip). */
+static int mark_fresh(const path *pa, uint64_t now)
+{
+	return pa->cc.srtt_ns && now - pa->last_ack_ns <= 2 * pa->cc.srtt_ns;
+}
+
 /* Whether pa's plane is held back by its pacing (its link is busy). */
 static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 {
@@ -3490,7 +3513,8 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 			if (pa && pa->open) {
 				load[pa->plane] += pa->cc.inflight;
 				if (pa->state == MRP_PATH_ACTIVE &&
-				    pa->cc.alpha_q16 > mark[pa->plane])
+				    pa->cc.alpha_q16 > mark[pa->plane] &&
+				    mark_fresh(pa, now))
 					mark[pa->plane] = pa->cc.alpha_q16;
 			}
 		}
@@ -4011,7 +4035,23 @@ uint64_t mrp_conn_deadline_paced(const mrp_conn *c, uint64_t not_before)
  * path keeps its route and its RTT (which a new generation would forget,
  * probing with the initial RTO) and goes on probing, its waits doubling.
  */
+static int plane_works_without(const mrp_conn *c, const path *pa, uint64_t now,
+				uint32_t *others);
+
 static int plane_alive_without(const mrp_conn *c, const path *pa, uint64_t now)
+{
+	uint32_t others = 0;
+	if (plane_works_without(c, pa, now, &others))
+		return 1;
+	/* A path alone on its plane cannot tell: it re-ports, as a new route
+	 * may avoid a hole in its own (it loses only its RTT if it cannot). */
+	return others == 0;
+}
+
+/* Another path of pa's plane works (see plane_alive_without()); *others:
+ * how many other paths the plane has in service. */
+static int plane_works_without(const mrp_conn *c, const path *pa, uint64_t now,
+				uint32_t *others_out)
 {
 	uint64_t base = pa->cc.srtt_ns ? max64(pa->cc.srtt_ns + 4 * pa->rttvar_ns,
 					       pa->max_rtt_ns + pa->max_rtt_ns / 2)
@@ -4026,12 +4066,13 @@ static int plane_alive_without(const mrp_conn *c, const path *pa, uint64_t now)
 		/* Answered in this generation (it has an RTT sample), active,
 		 * and answered lately or with nothing outstanding to answer. */
 		if (o->state == MRP_PATH_ACTIVE && o->cc.srtt_ns &&
-		    (!o->cc.inflight || now - o->last_ack_ns < base))
+		    (!o->cc.inflight || now - o->last_ack_ns < base)) {
+			*others_out = others;
 			return 1;
+		}
 	}
-	/* A path alone on its plane cannot tell: it re-ports, as a new route
-	 * may avoid a hole in its own (it loses only its RTT if it cannot). */
-	return others == 0;
+	*others_out = others;
+	return 0;
 }
 
 static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
@@ -4057,11 +4098,22 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	 * does its first new route (which may hash into the same hole). After
 	 * two re-ports without an answer (a peer that answers no probes) it
 	 * goes the slow way, its waits doubling with each re-port, so that it
-	 * cannot make us churn source ports. */
-	if ((pa->rto_count >= c->p.suspect_rtos || (pa->snd_nxt == 0 && pa->fails < 2)) &&
-	    plane_alive_without(c, pa, now)) {
+	 * cannot make us churn source ports -- unless another path of its
+	 * plane works: the peer answers, and what fails is the route. Then a
+	 * new route lands in the same hole half the time with two spines, and
+	 * it re-ports up to ACK_REPORTS_PROVEN times, its timeout not
+	 * doubling for these (4 x 25G planes of 2 spines: 1.6-2.1 % of the
+	 * cable's former packets still went into the hole, 0.4-0.7 % now). */
+	uint32_t others = 0;
+	int works = plane_works_without(c, pa, now, &others);
+	int ack_only = pa->snd_nxt == 0;
+	if ((pa->rto_count >= c->p.suspect_rtos ||
+	     (ack_only && (pa->fails < ACK_REPORTS || (works && pa->fails < ACK_REPORTS_PROVEN)))) &&
+	    (works || others == 0)) {
 		set_state(c, pa, MRP_PATH_FAILED, now);
 		path_report(c, pa, 0, now);
+		if (ack_only && works && pa->fails_quick < pa->fails)
+			pa->fails_quick++;
 	} else {
 		if (pa->state == MRP_PATH_ACTIVE)
 			set_state(c, pa, MRP_PATH_SUSPECT, now);

@@ -132,6 +132,25 @@ static void held_check(const mrp_rh *rh, mrp_rh_slot *s)
 	s->held = rh->level_bps > 0 && s->rate_bps >= rh->level_bps / 2;
 }
 
+/* What is still out adm_ttl_ns after the last grant returns (unused, or
+ * its packets lost); and credit that has not been returning for 4 x epoch_ns
+ * (its data has arrived; the rest went unused, its senders' first ACKs
+ * ending it) is no queue in front of us: adm_idle. */
+static void adm_expire(mrp_rh *rh, uint64_t now_ns)
+{
+	if (rh->adm_out && elapsed_ns(now_ns, rh->adm_at_ns) >= rh->adm_ttl_ns) {
+		rh->adm_out = 0;
+		rh->adm_credits = 0;
+		rh->dirty = 1;
+	}
+	uint64_t last = rh->adm_ret_ns > rh->adm_at_ns ? rh->adm_ret_ns : rh->adm_at_ns;
+	uint8_t idle = rh->adm_out && elapsed_ns(now_ns, last) > 4 * rh->epoch_ns;
+	if (idle != rh->adm_idle) {
+		rh->adm_idle = idle;
+		rh->dirty = 1;
+	}
+}
+
 /*
  * End the measurement epoch if epoch_ns has passed: each sender active for
  * the whole epoch gets a rate sample (bytes over the time actually elapsed,
@@ -190,6 +209,25 @@ static uint64_t demand(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t floor_bp
 	return d > floor_bps ? d : floor_bps;
 }
 
+/* Admission credit still out (at most the budget): data sent on it and not
+ * yet arrived, which sits in the queues in front of this receiver. */
+static uint64_t adm_queued(const mrp_rh *rh)
+{
+	/* (one credit alone, a lone connection's, is paced at a line rate
+	 * no faster than ours: it builds no queue; and credit that stopped
+	 * returning for 4 x epoch_ns went unused -- its senders' first ACKs
+	 * ended it -- and queues nowhere: it returns at adm_ttl_ns) */
+	if (rh->adm_budget == 0 || rh->adm_queues < 2 || rh->adm_credits < 2 || rh->adm_idle)
+		return 0;
+	uint64_t q = rh->adm_out < rh->adm_budget ? rh->adm_out : rh->adm_budget;
+	/* (and less as the credit ages: what is left when it is taken back
+	 * was not used, and the capacity must not come back all at once) */
+	uint64_t age = elapsed_ns(rh->seen_ns, rh->adm_at_ns);
+	if (age >= rh->adm_ttl_ns)
+		return 0;
+	return mrp_mul_div(q, rh->adm_ttl_ns - age, rh->adm_ttl_ns);
+}
+
 /* Max-min fair water-filling of capacity_bps (less alpha/8 of it while
  * arrivals are CE-marked, and 98 % of it when two or more senders contend)
  * over the active senders. */
@@ -204,8 +242,12 @@ static void recompute(mrp_rh *rh)
 	 * pacing leaves over drains any queue in front of the receiver. */
 	for (uint32_t i = 0; i < rh->nslots && contenders < 2; i++)
 		contenders += rh->slots[i].key != 0;
-	if (contenders >= 2)
+	if (contenders >= 2) {
 		remaining = mrp_mul_div(remaining, CONTEND_PCT, 100);
+		uint64_t q = adm_queued(rh);
+		if (q)
+			remaining -= mrp_mul_div(remaining, q, 2 * rh->adm_budget);
+	}
 	uint32_t n = 0, nun;
 
 	for (uint32_t i = 0; i < rh->nslots; i++) {
@@ -344,6 +386,9 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
 	if (!rh || key == 0)
 		return MRP_ERR_INVAL;
 	epoch_tick(rh, now_ns);
+	if (now_ns > rh->seen_ns)
+		rh->seen_ns = now_ns;
+	adm_expire(rh, now_ns);
 	idx = slot_lookup(rh, pslot, key, now_ns);
 	if (idx < 0)
 		return idx;
@@ -371,6 +416,7 @@ uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns)
 	if (!rh)
 		return 0;
 	epoch_tick(rh, now_ns);
+	adm_expire(rh, now_ns);
 	if (key == 0 || slot >= rh->nslots || rh->slots[slot].key != key)
 		return 0;
 	if (rh->dirty)
@@ -385,8 +431,7 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
 	if (!rh || pkt_bytes == 0)
 		return 0;
 	epoch_tick(rh, now_ns);
-	if (rh->adm_out && now_ns - rh->adm_at_ns >= rh->adm_ttl_ns)
-		rh->adm_out = 0;
+	adm_expire(rh, now_ns);
 	free_bytes = rh->adm_budget > rh->adm_out ? rh->adm_budget - rh->adm_out : 0;
 	credit = rh->adm_budget / (rh->adm_conns ? rh->adm_conns : 1);
 	if (credit > free_bytes)
@@ -406,6 +451,9 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
 	if (credit) {
 		rh->adm_out += credit;
 		rh->adm_at_ns = now_ns;
+		rh->adm_idle = 0;
+		rh->adm_credits++;
+		rh->dirty = 1;
 	}
 	return credit;
 }
@@ -427,6 +475,11 @@ void mrp_rh_admit_return(mrp_rh *rh, uint64_t bytes)
 	if (!rh)
 		return;
 	rh->adm_out = rh->adm_out > bytes ? rh->adm_out - bytes : 0;
+	rh->adm_ret_ns = rh->seen_ns;
+	if (!rh->adm_out && rh->adm_credits) {
+		rh->adm_credits = 0;
+		rh->dirty = 1;
+	}
 }
 
 void mrp_rh_release(mrp_rh *rh, uint32_t slot, uint64_t key)

@@ -83,6 +83,15 @@ typedef struct mrp_rh {
 	uint32_t adm_conns;     /* connections that may send to this receiver,
 				 * kept by the caller (0 is taken as 1): the fair
 				 * part of credits and grants */
+	uint32_t adm_queues;    /* separate queues the budget spans (the
+				 * receiver's planes), set by the caller; with
+				 * more than one, credit still out is drained
+				 * (see mrp_rh_arrival()) */
+	uint32_t adm_credits;   /* credits handed out since none was out */
+	uint64_t adm_ret_ns;    /* the last return of credit (as of the last
+				 * arrival's time) */
+	uint64_t seen_ns;       /* the last arrival's time */
+	uint8_t adm_idle;       /* none returned for 4 x epoch_ns: the rest is unused */
 	uint64_t adm_lone_bytes; /* the credit of a lone connection (adm_conns
 				 * <= 1, no credit out) may exceed the budget,
 				 * up to this (default 0: the budget bounds it
@@ -127,6 +136,15 @@ void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
  * (A cut of alpha/2 drained more than the queue: hundreds of paced senders
  * arrive in bursts that mark now and then with no standing queue at all, and
  * the link ran 80 % busy.)
+ *
+ * With a budget over several queues (adm_queues > 1: the receiver's planes,
+ * each sender picking a plane per packet on its own) and credits of two or
+ * more connections out, what is divided is less by min(out, budget) /
+ * (2 x budget), that part shrinking linearly to 0 over adm_ttl_ns from the
+ * last credit, and 0 once no credit has returned for 4 x epoch_ns (the
+ * rest went unused): the credit's data sits in those queues, and rates that add up to
+ * the capacity would hold them full, one of them overflowing (256:1 over 8
+ * planes: 0.3-1.1 % of the data packets dropped in the first 100 us).
  */
 int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
 		   unsigned how, uint64_t now_ns);

@@ -63,6 +63,7 @@ struct mconn {
 	uint32_t next_wr, done_wr;
 	uint64_t posted_bytes;
 	uint64_t qwnd_bytes; /* sender: its connection's window when it retired */
+	uint64_t admit_credit; /* sender: its first-round-trip credit (SPEC 6.6) */
 	/* receiver */
 	uint32_t rx_done;
 	uint32_t nmsgs;
@@ -477,6 +478,7 @@ static void admit(mh *m, const sim_flow *f, mrp_conn_params *p, uint64_t now)
 	}
 	p->admit = 1;
 	d->rh.adm_conns = d->rx_conns;
+	d->rh.adm_queues = sim_planes(m->s);
 	d->rh.adm_lone_bytes =
 		d->o.admit_lone && link_capacity(m) <= d->rh.capacity_bps ? UINT64_MAX : 0;
 	/* (what the sender will send: its flow, a whole packet per segment) */
@@ -535,6 +537,7 @@ static int engine_new(mconn *mc, uint64_t now)
 		if (sender && f->conn_prev < 0)
 			admit(m, f, &p, now);
 	}
+	mc->admit_credit = p.admit_credit;
 	mrp_rng rng = { host_rand, m };
 	mrp_mr_ops mr = { rx_resolve, mc };
 	int rc = mrp_conn_new(&mc->c, &p, &heap, &rng, &mr, now);
@@ -1044,6 +1047,12 @@ static int mh_check(void *hs, char *err, size_t errlen)
 	}
 	m->dirty.n = 0;
 	return rc;
+}
+
+uint64_t sim_mrp_flow_credit(const sim_flow *f)
+{
+	const mconn *mc = f ? f->tx_ctx : NULL;
+	return mc ? mc->admit_credit : 0;
 }
 
 uint64_t sim_mrp_host_visits(const void *hs)

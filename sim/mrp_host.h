@@ -15,4 +15,8 @@ extern const sim_transport_ops sim_mrp_ops;
  * connections that have work, not with all the host has. */
 uint64_t sim_mrp_host_visits(const void *hs);
 
+/* The first-round-trip credit (bytes, SPEC 6.6) flow f's sender started
+ * on; 0 if none, or if its connection was not made (yet). For tests. */
+uint64_t sim_mrp_flow_credit(const sim_flow *f);
+
 #endif

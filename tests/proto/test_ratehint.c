@@ -771,6 +771,55 @@ static void test_grant_fair_part(void **state)
 	assert_int_equal(mrp_rh_grant(&rh, NULL, 0, 3 * US), 0); /* key 0 */
 }
 
+/*
+ * Credit out over several queues (adm_queues > 1, a receiver's planes):
+ * while credits of two or more connections are out, the division is less
+ * by out / (2 x budget), shrinking with the credit's age, so that the
+ * queues the credit filled drain; once credit stops returning (the rest
+ * unused) the division is whole again. Over one queue nothing changes.
+ */
+static uint64_t drain_sum(unsigned queues, uint64_t t_check, int returning)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[4];
+	const uint32_t pkt = 4168;
+	const uint64_t B = 800000;
+
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	rh.adm_budget = B;
+	rh.adm_queues = queues;
+	cache_reset(cache, 4);
+	for (unsigned i = 0; i < 4; i++) {
+		rh.adm_conns = i + 1;
+		assert_true(mrp_rh_admit(&rh, pkt, 50ull * pkt, 0) > 0);
+	}
+	for (uint64_t t = 1 * US; t <= t_check; t += 1 * US)
+		for (unsigned i = 0; i < 4; i++) {
+			assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), pkt, 0, t) >= 0);
+			if (returning || t <= 2 * US)
+				mrp_rh_admit_return(&rh, pkt / 4);
+		}
+	return sum_shares(&rh, cache, 4, t_check);
+}
+
+static void test_admit_drain_several_queues(void **state)
+{
+	const uint64_t cap = 100 * GBPS;
+
+	(void)state;
+	/* one queue: the division as without credit */
+	assert_int_equal(drain_sum(1, 5 * US, 1), SHARED(cap));
+	/* two: the whole 800 KB budget is out at 5 us, so about half less */
+	uint64_t early = drain_sum(2, 5 * US, 1);
+	assert_true(early < SHARED(cap) * 3 / 5);
+	assert_true(early > SHARED(cap) * 2 / 5);
+	/* less cut as the credit ages and returns */
+	assert_true(drain_sum(2, 100 * US, 1) > early);
+	/* credit that stopped returning went unused: no cut */
+	assert_int_equal(drain_sum(2, 120 * US, 0), SHARED(cap));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -794,6 +843,7 @@ int main(void)
 		cmocka_unit_test(test_admit_budget),
 		cmocka_unit_test(test_admit_lone),
 		cmocka_unit_test(test_grant_fair_part),
+		cmocka_unit_test(test_admit_drain_several_queues),
 	};
 	return cmocka_run_group_tests_name("proto/ratehint", tests, NULL, NULL);
 }

@@ -140,8 +140,17 @@ static void test_reordering(void **state)
 /*
  * Incast fairness and utilization: from the third round trip (the first
  * ends when every sender has heard from the receiver) until the first
- * sender is done, Jain >= 0.95 over the senders' rates and the receiver's
- * links >= 90 % busy. Over a single switch (64:1 with a 2 MB queue; 48:1 at
+ * contending sender is done, Jain >= 0.95 over the contending senders'
+ * rates and the receiver's links >= 90 % busy. A sender whose admission
+ * credit (SPEC 6.6) covered its whole flow does not contend: it sent
+ * everything in its first round trip, before any rate was divided, and is
+ * done when that has arrived (the first connections of a burst get such
+ * credits: the receiver cannot know how many will follow). Counted among
+ * the others, the first completion came from them and the window held only
+ * their queued packets (64:1 of 64 KB: Jain 0.76; 256:1 over 8 planes,
+ * where 15 of 256 flows fit their credit, 0.69-0.81 over 70 us). The
+ * printout says how many flows were admitted whole; at least one flow must
+ * contend. Over a single switch (64:1 with a 2 MB queue; 48:1 at
  * 25 Gbit/s), a leaf-spine fabric (64:1 from four leaves; ECMP seeds 1 and
  * 2), two planes (32:1), 256:1 and 1,024:1 with a 1 MB queue.
  *
@@ -163,7 +172,7 @@ static void incast(const char *name, uint64_t seed, double max_drop_pct)
 	double cap = 0;
 	for (unsigned p = 0; p < sim_planes(rn.s); p++)
 		cap += (double)rn.cfg.plane[p].host_link.rate_bps;
-	assert_true(n <= 1024);
+	assert_true(n <= 4096);
 	while (!t_rtt) {
 		t += 1 * US;
 		run_to(&rn, t);
@@ -178,9 +187,22 @@ static void incast(const char *name, uint64_t seed, double max_drop_pct)
 		if (heard == n)
 			t_rtt = t;
 	}
+	/* A flow whose admission credit (SPEC 6.6) covered all of it was
+	 * admitted whole by the receiver before any rate was divided: it
+	 * does not contend (it is done when its queued packets have arrived).
+	 * The senders that contend are the others. */
+	static uint8_t covered[4096];
+	uint32_t ncov = 0;
+	uint64_t pkt = MRP_DATA_HDR_LEN + rn.cfg.mtu;
+	for (uint32_t i = 0; i < n; i++) {
+		const sim_flow *f = sim_flow_get(rn.s, i);
+		covered[i] = sim_mrp_flow_credit(f) >= (f->bytes + rn.cfg.mtu - 1) / rn.cfg.mtu * pkt;
+		ncov += covered[i];
+	}
+	assert_true(ncov < n);
 	uint64_t t0 = 2 * t_rtt;
 	run_to(&rn, t0);
-	static uint64_t tx0[1024];
+	static uint64_t tx0[4096];
 	uint64_t rx0 = host_rx_bytes(rn.s, rx);
 	for (uint32_t i = 0; i < n; i++)
 		tx0[i] = host_tx_bytes(rn.s, sim_flow_get(rn.s, i)->src);
@@ -190,22 +212,25 @@ static void incast(const char *name, uint64_t seed, double max_drop_pct)
 		t += 1 * US;
 		run_to(&rn, t);
 		for (uint32_t i = 0; i < n; i++)
-			any_done |= sim_flow_get(rn.s, i)->done;
+			any_done |= !covered[i] && sim_flow_get(rn.s, i)->done;
 	}
-	static double rate[1024];
+	static double rate[4096];
+	uint32_t nr = 0;
 	for (uint32_t i = 0; i < n; i++)
-		rate[i] = (double)(host_tx_bytes(rn.s, sim_flow_get(rn.s, i)->src) - tx0[i]) * 8e9 /
-			  (double)(t - t0);
+		if (!covered[i])
+			rate[nr++] = (double)(host_tx_bytes(rn.s, sim_flow_get(rn.s, i)->src) -
+					      tx0[i]) * 8e9 / (double)(t - t0);
 	double util = (double)(host_rx_bytes(rn.s, rx) - rx0) * 8e9 / (double)(t - t0) / cap;
-	double j = sim_jain(rate, n);
+	double j = sim_jain(rate, nr);
 	uint64_t pkts = 0;
 	for (uint32_t i = 0; i < n; i++)
 		pkts += (sim_flow_get(rn.s, i)->bytes + rn.cfg.mtu - 1) / rn.cfg.mtu;
 	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-	print_message("%-20s seed %llu: first round trip %.0f us; from %.0f us for %.0f us: "
-		      "Jain %.4f, receiver links %.3f busy; drops over the run %llu of %llu "
-		      "data packets (%.3f %%, at most %.1f %% asserted)\n",
-		      name, (unsigned long long)seed, (double)t_rtt / 1e3, (double)t0 / 1e3,
+	print_message("%-20s seed %llu: first round trip %.0f us; %u of %u flows admitted "
+		      "whole; from %.0f us for %.0f us: Jain %.4f of the others, receiver links "
+		      "%.3f busy; drops over the run %llu of %llu data packets (%.3f %%, at most "
+		      "%.1f %% asserted)\n",
+		      name, (unsigned long long)seed, (double)t_rtt / 1e3, ncov, n, (double)t0 / 1e3,
 		      (double)(t - t0) / 1e3, j, util, (unsigned long long)all_drops(rn.s),
 		      (unsigned long long)pkts, 100.0 * (double)all_drops(rn.s) / (double)pkts,
 		      max_drop_pct);
@@ -234,6 +259,17 @@ static void test_incast(void **state)
 	incast("incast_100_leafspine_2planes", 1, 0.1);
 	incast("incast_100_leafspine_2planes", 2, 0.1);
 	incast("incast_500_leafspine", 1, 0.1);
+	/* many planes: each sender picks a plane per packet, the receiver
+	 * divides their sum (1.10 / 0.38 % drops at 256:1 over 8 planes and
+	 * 3.9 / 4.1 % at 2,000:1 over 4 x 400G before the credit still out
+	 * was drained and stale ECN marks stopped steering, bench/README.md) */
+	incast("incast_256_8planes", 1, 0.1);
+	incast("incast_256_8planes", 2, 0.1);
+	incast("incast_2000_4x400", 1, 0.1);
+	incast("incast_2000_4x400", 2, 0.1);
+	/* flows of 16 packets: the first 14 senders' credit covers them */
+	incast("incast_64_small", 1, 0.1);
+	incast("incast_64_small", 2, 0.1);
 }
 
 /*
@@ -728,8 +764,16 @@ static void test_blackhole_one_way(void **state)
 			cases += (unsigned)blackhole_one_way("blackhole_ack_4spines", 0, spine, seed);
 	for (uint64_t seed = 1; seed <= 3; seed++)
 		cases += (unsigned)blackhole_one_way("blackhole_ack_permutation", 1, 0, seed);
-	print_message("%u of 11 runs had traffic on the cable\n", cases);
-	assert_true(cases >= 8);
+	/* two spines per plane: a new route lands in the hole half the time
+	 * (ACK-only paths re-port at each unanswered probe while another path
+	 * of their plane works, their timeout not doubling for it: 1.03-2.14 %
+	 * in the worst of these runs before) */
+	for (unsigned spine = 0; spine < 2; spine++)
+		for (uint64_t seed = 1; seed <= 4; seed++)
+			cases += (unsigned)blackhole_one_way("blackhole_ack_2spines_25g", 0, spine,
+							     seed);
+	print_message("%u of 19 runs had traffic on the cable\n", cases);
+	assert_true(cases >= 15);
 	/* the data direction with 8 spines; a leaf's uplink (the direction
 	 * into the spine) under traffic both ways, on plane 1 of 2 */
 	cases = 0;
