@@ -156,6 +156,7 @@ typedef struct txent {
 	uint32_t seg;
 	uint32_t bytes;
 	uint8_t state;
+	uint8_t held; /* ENT_RTO whose data was not queued again (path_timeout()) */
 } txent;
 
 /* Fields grouped by size (bytes, then 16- and 32-bit, then 64-bit and
@@ -166,6 +167,9 @@ typedef struct path {
 	uint8_t plane, state, disabled, open;
 	uint16_t sport;
 	uint8_t undo_valid;    /* an RTO may still be undone */
+	uint8_t own_sample;    /* an ACK or PROBE answer of its own timed it in
+				* this generation (not only a borrowed RTT) */
+	uint8_t rto_was_delay; /* its last resolved timeout was only delay */
 	uint8_t cold_timers;   /* its timers armed before the connection's first
 				* RTT sample (rearm_unsampled()) */
 	uint8_t tlp_pending : 1; /* a tail-loss probe is due */
@@ -1086,21 +1090,25 @@ static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto, uint64_t now)
 }
 
 /* The path's retransmission timer expired with e in flight: its data goes
- * back to the queue at once, but whether it was lost is left to the next
- * ACK that covers it (ENT_RTO). The entry keeps its reference to m. */
-static void ent_timeout(mrp_conn *c, path *pa, txent *e, uint64_t now)
+ * back to the queue at once (or, hold: when it is found lost, SPEC 6.4),
+ * but whether it was lost is left to the next ACK that covers it
+ * (ENT_RTO). The entry keeps its reference to m. */
+static void ent_timeout(mrp_conn *c, path *pa, txent *e, int hold, uint64_t now)
 {
 	pa->cc.inflight -= e->bytes;
 	c->total_inflight -= e->bytes;
 	e->state = ENT_RTO;
+	e->held = (uint8_t)hold;
 	pa->rto_pending++;
-	seg_requeue(c, e->m, e->seg, 1, now);
+	if (!hold)
+		seg_requeue(c, e->m, e->seg, 1, now);
 }
 
 /* Resolve a timed-out entry: it arrived after all (delivered: the timeout
  * was spurious, and the segment is acknowledged if its copy is not yet), or
- * it is lost, counted now. Its data was queued again at the timeout. */
-static void ent_rto_resolve(mrp_conn *c, path *pa, txent *e, int delivered)
+ * it is lost, counted now. Its data was queued again at the timeout, or,
+ * held, is queued now. */
+static void ent_rto_resolve(mrp_conn *c, path *pa, txent *e, int delivered, uint64_t now)
 {
 	txmsg *m = e->m;
 	e->state = ENT_DONE;
@@ -1109,6 +1117,8 @@ static void ent_rto_resolve(mrp_conn *c, path *pa, txent *e, int delivered)
 	if (!delivered) {
 		pa->lost_pkts++;
 		c->st.lost_pkts++;
+		if (e->held) /* its data goes again now */
+			seg_requeue(c, m, e->seg, 1, now);
 		txmsg_unref(c, m);
 		return;
 	}
@@ -1141,7 +1151,7 @@ static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto, uint64_t now)
 		if (e->state == ENT_INFLIGHT)
 			ent_lost(c, pa, e, by_rto, now);
 		else if (e->state == ENT_RTO)
-			ent_rto_resolve(c, pa, e, 0);
+			ent_rto_resolve(c, pa, e, 0, now);
 	}
 	pa->snd_una = pa->snd_nxt;
 	pa->rto_at = pa->tlp_at = NEVER;
@@ -1152,12 +1162,12 @@ static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto, uint64_t now)
 /* The path's timer expired: everything in flight times out (ENT_RTO), and
  * the window is cut, remembering the old one in case the timeout turns out
  * to have been only delay (SPEC 6.4). */
-static void path_rto_inflight(mrp_conn *c, path *pa, uint64_t now)
+static void path_rto_inflight(mrp_conn *c, path *pa, int hold, uint64_t now)
 {
 	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
 		if (e->state == ENT_INFLIGHT)
-			ent_timeout(c, pa, e, now);
+			ent_timeout(c, pa, e, hold, now);
 	}
 	pa->tlp_at = NEVER;
 	pa->tlp_pending = 0;
@@ -1181,12 +1191,12 @@ static void path_advance_una(path *pa)
 /* Timed-out entries that still block the path's window (a path answering
  * probes again but with more than half its SACK span held by them): they
  * are declared lost, oldest first, so that new data can go out. */
-static void path_trim_rto(mrp_conn *c, path *pa)
+static void path_trim_rto(mrp_conn *c, path *pa, uint64_t now)
 {
 	while (pa->rto_pending && pa->snd_nxt - pa->snd_una > MRP_SACK_BITS / 2) {
 		txent *e = &pa->ring[pa->snd_una & (pa->ring_cap - 1)];
 		if (e->state == ENT_RTO)
-			ent_rto_resolve(c, pa, e, 0);
+			ent_rto_resolve(c, pa, e, 0, now);
 		else if (e->state == ENT_INFLIGHT)
 			break;
 		pa->snd_una++;
@@ -1202,6 +1212,8 @@ static void path_new_gen(mrp_conn *c, path *pa, uint64_t now)
 	pa->have_counts = 0;
 	pa->rto_count = 0;
 	pa->probe_pending = 0;
+	pa->own_sample = 0;
+	pa->rto_was_delay = 0;
 	c->cc.ops->path_init(&c->cc, &pa->cc, now);
 }
 
@@ -2484,7 +2496,7 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 	pa->ctl_unproven = 0;
 	if (!pa->disabled && (pa->state == MRP_PATH_SUSPECT || pa->state == MRP_PATH_PROBING ||
 			      pa->state == MRP_PATH_FAILED)) {
-		path_trim_rto(c, pa);
+		path_trim_rto(c, pa, now);
 		if (pa->probe_at != NEVER && pa->reprobe_n) {
 			pa->probe_at = NEVER; /* (its repeated PROBEs: no more) */
 			c->dl_valid = 0;
@@ -2598,7 +2610,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 				int got = age < MRP_SACK_BITS && mrp_ack_bit(a, age);
 				late += got;
 				rto_lost += !got;
-				ent_rto_resolve(c, pa, e, got);
+				ent_rto_resolve(c, pa, e, got, now);
 				continue;
 			}
 			if (e->state != ENT_INFLIGHT)
@@ -2646,6 +2658,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			pa->undo_valid = 0;
 			c->st.rto_spurious++;
 		}
+		pa->rto_was_delay = late >= rto_lost;
 		if (!pa->rto_pending)
 			pa->undo_valid = 0;
 		if (late && !acked)
@@ -2663,6 +2676,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		if (rtt > a->ack_delay_ns)
 			rtt -= a->ack_delay_ns;
 		rtt_sample(pa, rtt);
+		pa->own_sample = 1;
 		if (acked && adm_open)
 			adm_seed_rtt(c, pa->plane, rtt, now);
 	}
@@ -2705,7 +2719,17 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	if (pa && pa->open && pa->gen == k->nak_path_gen &&
 	    sdiff(k->nak_psn, pa->snd_una) >= 0 && sdiff(k->nak_psn, pa->snd_nxt) < 0) {
 		txent *e = &pa->ring[k->nak_psn & (pa->ring_cap - 1)];
-		if (e->state == ENT_RTO) {
+		if (e->state == ENT_RTO && e->held) {
+			/* NAK'd after a timeout that held its data: as in
+			 * flight (below), its bytes already out of the count */
+			m = e->m;
+			seg = e->seg;
+			have_seg = 1;
+			e->state = ENT_DONE;
+			pa->rto_pending--;
+			e->m = NULL;
+			m->refs--;
+		} else if (e->state == ENT_RTO) {
 			/* NAK'd after its timeout: arrived, not lost; its data
 			 * was queued again at the timeout */
 			e->state = ENT_DONE;
@@ -2844,7 +2868,7 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
 			if (e->state == ENT_RTO && e->sent_ns < k->ts_echo_ns) {
-				ent_rto_resolve(c, pa, e, 0);
+				ent_rto_resolve(c, pa, e, 0, now);
 				lost++;
 			}
 		}
@@ -2859,8 +2883,10 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		if (rtt > k->ack_delay_ns)
 			rtt -= k->ack_delay_ns;
 		/* (not a grant's: see adm_granted()) */
-		if (!grant)
+		if (!grant) {
 			rtt_sample(pa, rtt);
+			pa->own_sample = 1;
+		}
 		pa->probe_rtt_ns = rtt;
 		pa->probes_answered++;
 	}
@@ -4029,14 +4055,57 @@ static int plane_alive_without(const mrp_conn *c, const path *pa, uint64_t now)
 	return others == 0;
 }
 
+/* Timed-out entries whose data a first timeout held (path_timeout()): the
+ * path stayed silent past its PROBE's timeout too, so they go again now,
+ * still unresolved (a late ACK may yet show them delivered). */
+static void path_release_held(mrp_conn *c, path *pa, uint64_t now)
+{
+	if (!pa->rto_pending)
+		return;
+	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
+		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+		if (e->state == ENT_RTO && e->held) {
+			e->held = 0;
+			seg_requeue(c, e->m, e->seg, 1, now);
+		}
+	}
+}
+
+/*
+ * Whether a path's timeout may be only delay, so that it should ask before
+ * it sends its window again (SPEC 8.1): its first timeout (none since its
+ * last delivered data), while a path of its plane works, on a path whose
+ * timer is a guess -- no RTT sample of its own yet, only its plane's
+ * borrowed (a route far slower than its plane's first one times out on
+ * its first window) -- or whose last timeout was only delay, or that has
+ * lost nothing yet (its ACKs come back now and then by a slower return
+ * route than any its plane has timed, SPEC 6.3). A path that has lost
+ * packets and whose last timeout was a loss sends at once, as before.
+ */
+static int timeout_may_be_delay(const mrp_conn *c, const path *pa, uint64_t now)
+{
+	if (pa->rto_count || pa->state != MRP_PATH_ACTIVE || pa->disabled || !pa->cc.inflight)
+		return 0;
+	if (pa->own_sample && !pa->rto_was_delay && pa->lost_pkts)
+		return 0;
+	return plane_alive_without(c, pa, now) && c->plane_max_rtt_ns[pa->plane];
+}
+
 static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 {
 	pa->rto_at = NEVER;
 	pa->reprobe_n = 0;
+	/* A timeout that may be only delay holds the window's data: the
+	 * PROBE that follows asks, and its answer -- or an ACK meanwhile --
+	 * resolves each entry: delivered, or lost and sent again then. If
+	 * the PROBE too goes unanswered, the next timeout sends them. */
+	int hold = timeout_may_be_delay(c, pa, now);
+	if (!hold)
+		path_release_held(c, pa, now);
 	if (pa->cc.inflight) {
 		c->st.rto_count++;
 		pa->rto_count++;
-		path_rto_inflight(c, pa, now);
+		path_rto_inflight(c, pa, hold, now);
 	} else if (pa->probe_pending) {
 		pa->rto_count++;
 		pa->probe_pending = 0;
