@@ -81,6 +81,14 @@
 /* PROBEs a SUSPECT path sends one PTO apart after a timeout's first one,
  * before it waits for its (doubling) timeout (SPEC 8). */
 #define REPROBE_MAX 8
+/* Repair sent ahead when the send queues run dry (tail_ahead()): copies of
+ * what left in the last 1/TAIL_AHEAD_DIV of the largest RTT, and of each
+ * path's TAIL_AHEAD_LAST newest packets, at most 1/TAIL_AHEAD_SHARE of the
+ * bytes sent since the queues last ran dry. */
+#define TAIL_AHEAD_DIV 5
+#define TAIL_AHEAD_LAST 2
+#define TAIL_AHEAD_SHARE 32
+#define TAIL_AHEAD_MIN_RTT_NS 1000000
 
 typedef struct txmsg txmsg;
 typedef struct rxmsg rxmsg;
@@ -220,6 +228,7 @@ typedef struct rqent {
 	uint32_t seg;
 	uint16_t avoid; /* a second copy (write_data()): id + 1 of the path
 			 * the first went on; 0: a retransmission */
+	uint8_t ahead;  /* a copy sent ahead of any loss (tail_ahead()) */
 } rqent;
 
 typedef struct nakent {
@@ -268,6 +277,7 @@ struct mrp_conn {
 	rqent *rq;               /* retransmission queue ring */
 	uint32_t rq_cap, rq_head, rq_len; /* rq_cap: 0 or a power of two */
 	uint64_t total_inflight;
+	uint64_t ahead_mark;     /* tx_bytes when the send queue last ran dry */
 	uint64_t pace_at;
 
 	rxmsg **rxh;            /* receive messages by (stream, msn) */
@@ -921,7 +931,7 @@ static int rq_push_copy(mrp_conn *c, txmsg *m, uint32_t seg, uint16_t avoid)
 		c->rq_cap = ncap;
 		c->rq_head = 0;
 	}
-	c->rq[(c->rq_head + c->rq_len++) & (c->rq_cap - 1)] = (rqent){ m, seg, avoid };
+	c->rq[(c->rq_head + c->rq_len++) & (c->rq_cap - 1)] = (rqent){ m, seg, avoid, 0 };
 	m->refs++;
 	return 0;
 }
@@ -3706,6 +3716,70 @@ static path *copy_path(mrp_conn *c, uint32_t bytes, uint32_t first, uint64_t now
 	return same;
 }
 
+/* Queue a copy of e's segment, sent ahead of any loss (write_data()). */
+static int ahead_push(mrp_conn *c, path *pa, txent *e, uint64_t *used, uint64_t budget)
+{
+	if (e->state != ENT_INFLIGHT || e->m->done || e->m->opcode == MRP_OP_READ_REQ)
+		return 0;
+	if (*used + e->bytes > budget)
+		return -1;
+	if (rq_push_copy(c, e->m, e->seg, (uint16_t)(pa->id + 1)))
+		return -1;
+	c->rq[(c->rq_head + c->rq_len - 1) & (c->rq_cap - 1)].ahead = 1;
+	*used += e->bytes;
+	return 0;
+}
+
+/*
+ * The last new data left (SPEC 6.4, "repair sent ahead"): at a long round
+ * trip the sender then idles for a round trip, and a loss among the last
+ * packets is learnt a round trip after they left and repaired a round
+ * trip later still -- at 10 ms, two round trips after the last new data
+ * where the lossless transfer ends one after it. A copy of each packet
+ * still in flight that left in the last fifth of the largest RTT, and of
+ * each path's two newest (whose loss no later packet of the path would
+ * show: only its tail-loss probe, 1.125 round trips on), goes on another
+ * path as ACKs free room, so that one loss among them costs nothing. At
+ * most 1/32 of the bytes sent since the queues last ran dry, only at
+ * round trips of a millisecond or more (across sites: a data-centre
+ * round trip repairs a loss in microseconds), and not while a path sees
+ * ECN marks (the copies would add to a queue).
+ */
+static void tail_ahead(mrp_conn *c, uint64_t now)
+{
+	uint64_t span = c->max_rtt_ns / TAIL_AHEAD_DIV;
+	uint64_t budget = (c->st.tx_bytes - c->ahead_mark) / TAIL_AHEAD_SHARE, used = 0;
+	c->ahead_mark = c->st.tx_bytes;
+	if (c->max_rtt_ns < TAIL_AHEAD_MIN_RTT_NS)
+		return;
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->open && pa->cc.alpha_q16)
+			return;
+	}
+	/* each path's newest first, then the rest of the span, newest first
+	 * on each path */
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < c->path_hi; i++) {
+			path *pa = c->paths[i];
+			if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
+				continue;
+			uint32_t k = 0;
+			for (uint32_t psn = pa->snd_nxt; psn != pa->snd_una; k++) {
+				psn--;
+				txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+				if (pass == 0 && k >= TAIL_AHEAD_LAST)
+					break;
+				if (pass == 1 && k < TAIL_AHEAD_LAST)
+					continue;
+				if (pass == 1 && e->sent_ns + span < now)
+					break;
+				if (ahead_push(c, pa, e, &used, budget))
+					return;
+			}
+		}
+}
+
 static int rnr_waiting(const txmsg *m, uint64_t now)
 {
 	return m->in_rnr && m->rnr_until > now;
@@ -3755,6 +3829,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	uint32_t seg = 0;
 	int retx = 0;
 	uint16_t avoid = 0;
+	int ahead = 0;
 	while (c->rq_len) {
 		rqent *r = &c->rq[c->rq_head];
 		/* (a second copy goes only while the first is in flight) */
@@ -3769,6 +3844,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		m = r->m;
 		seg = r->seg;
 		avoid = r->avoid;
+		ahead = r->ahead;
 		retx = 1;
 		break;
 	}
@@ -3808,6 +3884,8 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		/* A second copy goes on another clean path with room, or not at
 		 * all (then the first copy's own recovery stands). */
 		pa = copy_path(c, bytes, avoid - 1u, now);
+		if (!pa && ahead)
+			return 0; /* it waits for room (ACKs free it) */
 		if (!pa) {
 			c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 			c->rq_len--;
@@ -3889,8 +3967,10 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 			}
 			/* the last new data left: the tail begins (the other
 			 * paths' probes follow at their next ACK) */
-			if (!c->sq_head)
+			if (!c->sq_head) {
 				tail_arm(c, pa);
+				tail_ahead(c, now);
+			}
 		}
 	}
 	return n;

@@ -551,10 +551,12 @@ static void test_join(void **state)
  * loss on the sender's cable (data and ACKs), three seeds. Loss may cost
  * its retransmissions' share of the link and the round trip that repairs
  * the last window, not a chain of round trips at the end: the FCT is at
- * most 2 round trips longer than the lossless run's. (Before a tail's
+ * most 1.5 round trips longer than the lossless run's. (Before a tail's
  * retransmissions went twice, each loss of a retransmission in the last
  * window cost a round trip more, or a timeout: 1.6-3.5 round trips at
- * 4 ms, bench/README.md.)
+ * 4 ms, bench/README.md. Before repair was sent ahead of the last
+ * packets' losses, SPEC 6.4, the bar was 2: 1.68-1.75 round trips at 4 ms,
+ * 1.77-1.92 at 10 ms; now 0.85-1.02.)
  */
 static uint64_t scale_fct(const char *name, uint64_t seed)
 {
@@ -585,7 +587,7 @@ static void test_scale_loss(void **state)
 				      "trips more\n", fam[i].lossy, (unsigned long long)seed,
 				      (double)f / 1e6, (double)f0 / 1e6,
 				      ((double)f - (double)f0) / (double)fam[i].rtt_ns);
-			assert_true(f <= f0 + 2 * fam[i].rtt_ns);
+			assert_true(f <= f0 + 3 * fam[i].rtt_ns / 2);
 		}
 	}
 }
