@@ -3752,11 +3752,15 @@ static void tail_ahead(mrp_conn *c, uint64_t now)
 	c->ahead_mark = c->st.tx_bytes;
 	if (c->max_rtt_ns < TAIL_AHEAD_MIN_RTT_NS)
 		return;
+	uint32_t active = 0;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		const path *pa = c->paths[i];
 		if (pa && pa->open && pa->cc.alpha_q16)
 			return;
+		active += pa && pa->open && pa->state == MRP_PATH_ACTIVE;
 	}
+	if (active < 2)
+		return; /* a copy goes on another path */
 	/* each path's newest first, then the rest of the span, newest first
 	 * on each path */
 	for (int pass = 0; pass < 2; pass++)
@@ -3778,6 +3782,19 @@ static void tail_ahead(mrp_conn *c, uint64_t now)
 					return;
 			}
 		}
+}
+
+/* Whether a copy sent ahead that found no path may wait for one: another
+ * active path clean of ECN marks exists, whose room ACKs will free. */
+static int copy_may_wait(const mrp_conn *c, uint32_t first)
+{
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->id != first && pa->open && pa->state == MRP_PATH_ACTIVE &&
+		    !pa->cc.alpha_q16)
+			return 1;
+	}
+	return 0;
 }
 
 static int rnr_waiting(const txmsg *m, uint64_t now)
@@ -3884,7 +3901,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		/* A second copy goes on another clean path with room, or not at
 		 * all (then the first copy's own recovery stands). */
 		pa = copy_path(c, bytes, avoid - 1u, now);
-		if (!pa && ahead)
+		if (!pa && ahead && copy_may_wait(c, avoid - 1u))
 			return 0; /* it waits for room (ACKs free it) */
 		if (!pa) {
 			c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
