@@ -93,6 +93,27 @@ static void run_to(run *rn, uint64_t t)
 	assert_int_equal(sim_run(rn->s, t), SIM_RUN_LIMIT);
 }
 
+/* One reordering run: no drops, and spurious retransmissions at most one
+ * in per_pkts of the data packets. */
+static void reorder_run(const char *name, uint64_t seed, uint64_t per_pkts)
+{
+	run rn;
+	run_load(&rn, name, seed);
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	uint64_t pkts = 0;
+	for (size_t f = 0; f < rn.r.nflows; f++)
+		pkts += (rn.r.flows[f].bytes + rn.cfg.mtu - 1) / rn.cfg.mtu;
+	print_message("%-28s seed %llu: %.1f Gbit/s, spurious retransmissions %llu "
+		      "of %llu packets (%.3f %%), drops %llu\n",
+		      name, (unsigned long long)seed, rn.r.agg_goodput_bps / 1e9,
+		      (unsigned long long)rn.r.spurious, (unsigned long long)pkts,
+		      100.0 * (double)rn.r.spurious / (double)pkts,
+		      (unsigned long long)all_drops(rn.s));
+	assert_int_equal(all_drops(rn.s), 0);
+	assert_true(rn.r.spurious * per_pkts <= pkts);
+	run_free(&rn);
+}
+
 /*
  * Reordering: paths whose delays differ by up to 50x (spines 1 to 50 us
  * away; ACKs come back over the same spread). Reordering across paths is
@@ -117,23 +138,7 @@ static void test_reordering(void **state)
 					     "reorder_50x_far_spines" };
 	for (unsigned i = 0; i < 5; i++)
 		for (uint64_t seed = 1; seed <= 3; seed++) {
-			run rn;
-			run_load(&rn, names[i], seed);
-			run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-			uint64_t pkts = 0;
-			for (size_t f = 0; f < rn.r.nflows; f++)
-				pkts += (rn.r.flows[f].bytes + rn.cfg.mtu - 1) / rn.cfg.mtu;
-			print_message("%-20s seed %llu: %.1f Gbit/s, spurious retransmissions %llu "
-				      "of %llu packets (%.3f %%), drops %llu\n",
-				      names[i], (unsigned long long)seed,
-				      rn.r.agg_goodput_bps / 1e9,
-				      (unsigned long long)rn.r.spurious,
-				      (unsigned long long)pkts,
-				      100.0 * (double)rn.r.spurious / (double)pkts,
-				      (unsigned long long)all_drops(rn.s));
-			assert_int_equal(all_drops(rn.s), 0);
-			assert_true(rn.r.spurious * 1000 <= pkts);
-			run_free(&rn);
+			reorder_run(names[i], seed, 1000);
 		}
 }
 
@@ -157,23 +162,7 @@ static void test_reordering_start(void **state)
 					     "reorder_25x_start_400g" };
 	for (unsigned i = 0; i < 3; i++)
 		for (uint64_t seed = 1; seed <= 4; seed++) {
-			run rn;
-			run_load(&rn, names[i], seed);
-			run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-			uint64_t pkts = 0;
-			for (size_t f = 0; f < rn.r.nflows; f++)
-				pkts += (rn.r.flows[f].bytes + rn.cfg.mtu - 1) / rn.cfg.mtu;
-			print_message("%-28s seed %llu: %.1f Gbit/s, spurious retransmissions %llu "
-				      "of %llu packets (%.3f %%), drops %llu\n",
-				      names[i], (unsigned long long)seed,
-				      rn.r.agg_goodput_bps / 1e9,
-				      (unsigned long long)rn.r.spurious,
-				      (unsigned long long)pkts,
-				      100.0 * (double)rn.r.spurious / (double)pkts,
-				      (unsigned long long)all_drops(rn.s));
-			assert_int_equal(all_drops(rn.s), 0);
-			assert_true(rn.r.spurious * 2000 <= pkts);
-			run_free(&rn);
+			reorder_run(names[i], seed, 2000);
 		}
 }
 

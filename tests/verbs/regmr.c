@@ -120,15 +120,10 @@ static void wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
 	}
 }
 
-/* INIT, then RTR to the peer's QP, then RTS. */
-static void bring_up(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *dgid)
+/* From INIT: RTR to the peer's QP, then RTS. */
+static void to_rts(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *dgid)
 {
-	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
-	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					      IBV_QP_ACCESS_FLAGS),
-	      "to INIT");
-	at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096,
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096,
 				  .dest_qp_num = dest_qpn, .max_dest_rd_atomic = 4,
 				  .min_rnr_timer = 12,
 				  .ah_attr = {.is_global = 1, .port_num = 1,
@@ -143,6 +138,17 @@ static void bring_up(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *
 					      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 					      IBV_QP_MAX_QP_RD_ATOMIC),
 	      "to RTS");
+}
+
+/* INIT, then RTR to the peer's QP, then RTS. */
+static void bring_up(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *dgid)
+{
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					      IBV_QP_ACCESS_FLAGS),
+	      "to INIT");
+	to_rts(qp, dest_qpn, dgid);
 }
 
 #define UNSIG_ROUNDS 8 /* of 16 WRITEs of 4 KiB, the last signaled */
@@ -325,21 +331,7 @@ static int side(int is_req, int rfd, int wfd)
 	struct ibv_qp_attr big = {.max_dest_rd_atomic = 17};
 	CHECK(ibv_modify_qp(qp, &big, IBV_QP_MAX_DEST_RD_ATOMIC) == EINVAL,
 	      "max_dest_rd_atomic 17 > max_qp_rd_atom is refused with EINVAL");
-	at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096,
-				  .dest_qp_num = peer.qpn, .rq_psn = 0, .max_dest_rd_atomic = 4,
-				  .min_rnr_timer = 12,
-				  .ah_attr = {.is_global = 1, .port_num = 1,
-					      .grh = {.dgid = peer.gid, .sgid_index = 0, .hop_limit = 1}}};
-	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-					      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-	      "to RTR");
-	at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
-				  .rnr_retry = 7, .max_rd_atomic = 4};
-	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-					      IBV_QP_MAX_QP_RD_ATOMIC),
-	      "to RTS");
+	to_rts(qp, peer.qpn, &peer.gid);
 	bring_up(qp2, peer.qpn2, &peer.gid);
 
 	struct ibv_wc wc;
