@@ -321,7 +321,6 @@ static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
 	c->initiator = (uint8_t)initiator;
 	c->peer = pe;
 	pe->nconns++;
-	pe->naccepted += !initiator;
 	pe->conns_total++;
 	mrd_timer_ent_init(&c->tent);
 	do
@@ -378,7 +377,6 @@ static void conn_free(mrd_conn *c)
 			}
 	p->nconns--;
 	c->peer->nconns--;
-	c->peer->naccepted -= !c->initiator;
 	c->addrmem->accepted -= !c->initiator;
 	admit_update(d);
 	mrp_conn_del(c->eng);

@@ -115,7 +115,6 @@ struct mrd_peer {
 	uint64_t chal_round_ns, chal_counted_ns;
 	uint64_t challenges, challenges_answered;
 	uint32_t nhalf;            /* its half-open connections here */
-	uint32_t naccepted;        /* its connections made by its CONNECTs */
 	uint64_t cookie, cookie_ns; /* initiator: the peer's last RETRY cookie */
 };
 
