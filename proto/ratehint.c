@@ -77,16 +77,22 @@ static void slot_free(mrp_rh *rh, mrp_rh_slot *s)
 	memset(s, 0, sizeof(*s));
 	if (rh->nactive > 0)
 		rh->nactive--;
+	while (rh->hi > 0 && rh->slots[rh->hi - 1].key == 0)
+		rh->hi--;
 	rh->dirty = 1;
 }
 
 /* (Re)start s as a sender first seen at now_ns, demand unknown. */
 static void slot_start(mrp_rh *rh, mrp_rh_slot *s, uint64_t key, uint64_t now_ns)
 {
+	uint32_t idx = (uint32_t)(s - rh->slots);
+
 	memset(s, 0, sizeof(*s));
 	s->key = key;
 	s->first_ns = now_ns;
 	s->last_ns = now_ns;
+	if (idx >= rh->hi)
+		rh->hi = idx + 1;
 	rh->dirty = 1;
 }
 
@@ -164,7 +170,7 @@ static void epoch_tick(mrp_rh *rh, uint64_t now_ns)
 
 	if (el == 0 || el < epoch_len(rh))
 		return;
-	for (uint32_t i = 0; i < rh->nslots; i++) {
+	for (uint32_t i = 0; i < rh->hi; i++) {
 		mrp_rh_slot *s = &rh->slots[i];
 		uint64_t sample;
 
@@ -240,7 +246,7 @@ static void recompute(mrp_rh *rh)
 
 	/* Senders that contend share CONTEND_PCT of it, so that what their
 	 * pacing leaves over drains any queue in front of the receiver. */
-	for (uint32_t i = 0; i < rh->nslots && contenders < 2; i++)
+	for (uint32_t i = 0; i < rh->hi && contenders < 2; i++)
 		contenders += rh->slots[i].key != 0;
 	if (contenders >= 2) {
 		remaining = mrp_mul_div(remaining, CONTEND_PCT, 100);
@@ -250,7 +256,7 @@ static void recompute(mrp_rh *rh)
 	}
 	uint32_t n = 0, nun;
 
-	for (uint32_t i = 0; i < rh->nslots; i++) {
+	for (uint32_t i = 0; i < rh->hi; i++) {
 		if (rh->slots[i].key == 0)
 			continue;
 		rh->slots[i].share_bps = UNSATURATED;
@@ -267,7 +273,7 @@ static void recompute(mrp_rh *rh)
 		uint32_t froze = 0;
 
 		level = remaining / nun;
-		for (uint32_t i = 0; i < rh->nslots; i++) {
+		for (uint32_t i = 0; i < rh->hi; i++) {
 			mrp_rh_slot *s = &rh->slots[i];
 			uint64_t d;
 
@@ -291,7 +297,7 @@ static void recompute(mrp_rh *rh)
 	else
 		extra = remaining / n; /* everyone fits: spread the leftover */
 	rh->level_bps = nun > 0 ? level : 0;
-	for (uint32_t i = 0; i < rh->nslots; i++) {
+	for (uint32_t i = 0; i < rh->hi; i++) {
 		mrp_rh_slot *s = &rh->slots[i];
 
 		if (s->key == 0)
@@ -345,7 +351,7 @@ static int slot_lookup(mrp_rh *rh, const uint32_t *pslot, uint64_t key,
 	if (pslot && *pslot < rh->nslots && rh->slots[*pslot].key == key) {
 		found = *pslot;
 	} else {
-		for (uint32_t i = 0; i < rh->nslots; i++) {
+		for (uint32_t i = 0; i < rh->hi; i++) {
 			s = &rh->slots[i];
 			if (s->key == key) {
 				found = i;
@@ -366,6 +372,8 @@ static int slot_lookup(mrp_rh *rh, const uint32_t *pslot, uint64_t key,
 			slot_start(rh, s, key, now_ns);
 		return (int)found;
 	}
+	if (free_idx < 0 && rh->hi < rh->nslots)
+		free_idx = rh->hi; /* (every slot from hi up is free) */
 	if (free_idx < 0 && stale >= 0) {
 		slot_free(rh, &rh->slots[stale]);
 		free_idx = stale;

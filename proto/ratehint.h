@@ -55,6 +55,8 @@ typedef struct mrp_rh_slot {
 typedef struct mrp_rh {
 	mrp_rh_slot *slots;
 	uint32_t nslots;
+	uint32_t hi;            /* every slot from hi up is free: the scans stop
+				 * there, not at nslots */
 	uint32_t nactive;
 	uint64_t capacity_bps;  /* inbound capacity shared by all senders */
 	uint64_t epoch_ns;      /* measurement epoch (default 20 us); longer while
@@ -159,7 +161,8 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
  * yet and every sender held back (above), get the level; if all demands fit, what is left is split equally on
  * top. The sum of shares never exceeds capacity_bps (except for the 1 bit/s
  * floor). Recomputed at most on each new sender, expiry, capacity change or
- * epoch end: O(nslots) per round, a few rounds in practice, at most 32. */
+ * epoch end: O(hi) per round (hi: one past the highest slot in use), a few
+ * rounds in practice, at most 32. */
 uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns);
 
 /*

@@ -224,6 +224,52 @@ static void test_idle_sender_expires(void **state)
 	assert_int_equal(share_of(&rh, cache, 3, now), SHARED(cap) / 4);
 }
 
+/* The scans stop at one past the highest slot in use (hi): it follows
+ * senders coming and going, lower slots are taken first, and a sender
+ * released at the top lets hi fall back past every free slot below it. */
+static void test_slot_watermark(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[16];
+	uint32_t cache[6];
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 16, 100 * GBPS, 0), 0);
+	assert_int_equal(rh.hi, 0);
+	cache_reset(cache, 6);
+	for (unsigned i = 0; i < 6; i++)
+		assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0, 0) >= 0);
+	assert_int_equal(rh.hi, 6);
+	assert_int_equal(rh.nactive, 6);
+	/* a hole below the top: hi stays, the next sender fills the hole */
+	mrp_rh_release(&rh, cache[2], key_of(2));
+	assert_int_equal(rh.hi, 6);
+	assert_int_equal(mrp_rh_arrival(&rh, NULL, key_of(10), 4096, 0, 0), (int)cache[2]);
+	assert_int_equal(rh.hi, 6);
+	/* the top and the hole below it go: hi falls past both */
+	mrp_rh_release(&rh, cache[2], key_of(10));
+	mrp_rh_release(&rh, cache[5], key_of(5));
+	assert_int_equal(rh.hi, 5);
+	mrp_rh_release(&rh, cache[4], key_of(4));
+	mrp_rh_release(&rh, cache[3], key_of(3));
+	assert_int_equal(rh.hi, 2);
+	assert_int_equal(rh.nactive, 2);
+	/* shares are divided among the two left, none of the freed above */
+	assert_int_equal(share_of(&rh, cache, 0, 0), SHARED(100 * GBPS) / 2);
+	assert_int_equal(share_of(&rh, cache, 1, 0), SHARED(100 * GBPS) / 2);
+	/* expiry frees them too: after idle_ns, nobody is left */
+	assert_int_equal(mrp_rh_share(&rh, cache[0], key_of(0), 10 * rh.idle_ns), 0);
+	assert_int_equal(rh.hi, 0);
+	assert_int_equal(rh.nactive, 0);
+	/* and a full table still takes a new sender in a stale slot */
+	for (unsigned i = 0; i < 16; i++)
+		assert_true(mrp_rh_arrival(&rh, NULL, key_of(20 + i), 4096, 0, 20 * rh.idle_ns) >= 0);
+	assert_int_equal(rh.hi, 16);
+	assert_int_equal(mrp_rh_arrival(&rh, NULL, key_of(99), 4096, 0, 20 * rh.idle_ns),
+			 MRP_ERR_FULL);
+	assert_true(mrp_rh_arrival(&rh, NULL, key_of(99), 4096, 0, 40 * rh.idle_ns) >= 0);
+}
+
 /* A capacity change (plane down/up) recomputes every share at once. */
 static void test_capacity_change(void **state)
 {
@@ -844,6 +890,7 @@ int main(void)
 		cmocka_unit_test(test_admit_lone),
 		cmocka_unit_test(test_grant_fair_part),
 		cmocka_unit_test(test_admit_drain_several_queues),
+		cmocka_unit_test(test_slot_watermark),
 	};
 	return cmocka_run_group_tests_name("proto/ratehint", tests, NULL, NULL);
 }
