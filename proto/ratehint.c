@@ -69,7 +69,9 @@ static uint64_t slot_idle_ns(const mrp_rh *rh, const mrp_rh_slot *s)
 
 static int slot_expired(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t now_ns)
 {
-	return s->key != 0 && elapsed_ns(now_ns, s->last_ns) > slot_idle_ns(rh, s);
+	uint64_t el = elapsed_ns(now_ns, s->last_ns);
+	/* (slot_idle_ns() is at least idle_ns: its division only past that) */
+	return s->key != 0 && el > rh->idle_ns && el > slot_idle_ns(rh, s);
 }
 
 static void slot_free(mrp_rh *rh, mrp_rh_slot *s)
@@ -168,7 +170,8 @@ static void epoch_tick(mrp_rh *rh, uint64_t now_ns)
 {
 	uint64_t el = elapsed_ns(now_ns, rh->epoch_start_ns);
 
-	if (el == 0 || el < epoch_len(rh))
+	/* (epoch_len() is at least epoch_ns: its division only past that) */
+	if (el == 0 || el < rh->epoch_ns || el < epoch_len(rh))
 		return;
 	for (uint32_t i = 0; i < rh->hi; i++) {
 		mrp_rh_slot *s = &rh->slots[i];
