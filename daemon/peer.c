@@ -92,14 +92,16 @@ static uint64_t random_nonzero(void)
 	return v;
 }
 
-/* The engine's own randomness (source ports) needs no CSPRNG: xorshift64*. */
+/* The engine's randomness: source ports, and the sequence numbers of the
+ * PROBEs that prove a peer's announced address (SPEC 9.5), which a host
+ * that does not receive them must not guess. So not a generator whose
+ * state its outputs give away (xorshift, which the source ports would
+ * show), but SipHash-2-4 of a counter under a random key of its own. */
 static uint64_t eng_rng(void *ud)
 {
-	uint64_t *s = ud;
-	*s ^= *s >> 12;
-	*s ^= *s << 25;
-	*s ^= *s >> 27;
-	return *s * 0x2545f4914f6cdd1dull;
+	mrd_peers *p = ud;
+	uint64_t n = p->rng_state.n++;
+	return mrd_siphash24(p->rng_state.key, &n, sizeof(n));
 }
 
 static void *eng_alloc(void *ud, size_t size)
@@ -174,9 +176,12 @@ int mrd_peers_init(mrd *d)
 	uint64_t k0 = random_u64(), k1 = random_u64();
 	memcpy(p->hkey, &k0, 8);
 	memcpy(p->hkey + 8, &k1, 8);
-	p->rng_state = random_nonzero();
+	k0 = random_u64();
+	k1 = random_u64();
+	memcpy(p->rng_state.key, &k0, 8);
+	memcpy(p->rng_state.key + 8, &k1, 8);
 	p->mem = (mrp_mem){.alloc = eng_alloc, .free = eng_free, .ud = NULL};
-	p->rng = (mrp_rng){.next = eng_rng, .ud = &p->rng_state};
+	p->rng = (mrp_rng){.next = eng_rng, .ud = p};
 	mrd_budget_init(&p->answers, RL_SRC_RATE, RL_ALL_RATE, NULL);
 	mrd_budget_init(&p->retries, RL_SRC_RATE, RL_ALL_RATE, NULL);
 	mrd_budget_init(&p->accepts, RL_SRC_RATE, RL_ALL_RATE, NULL);
@@ -617,6 +622,12 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	cp.max_streams = c->max_streams;
 	cp.caps = c->caps; /* what both ends negotiated (SPEC 12.4) */
 	cp.nplanes = (uint8_t)c->npairs;
+	/* Only the handshake's address is known to be the peer's: the others
+	 * it announced carry nothing but PROBEs until one is answered (SPEC
+	 * 9.5), so that a peer cannot point our traffic at another host. */
+	for (unsigned i = 0; i < c->npairs; i++)
+		if (!mrd_sockaddr_same_ip(&c->pairs[i].raddr, &c->hs_addr))
+			cp.unproven_planes |= 1u << i;
 	cp.read = (c->caps & MRP_CAP_READ) != 0; /* SPEC 5.8 */
 	if (c->initiator && (c->caps & MRP_CAP_ADMIT)) {
 		/* the ACCEPT's credit; none: ask for a grant (SPEC 6.6) */

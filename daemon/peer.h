@@ -174,7 +174,10 @@ typedef struct mrd_peers {
 	mrd_conn *dirty, *dirty_tail;
 	mrd_peer *list;
 	uint32_t npeers;
-	uint64_t rng_state;
+	struct {
+		uint8_t key[16];
+		uint64_t n;
+	} rng_state;            /* the engine's randomness: SipHash of a counter */
 	mrp_mem mem;
 	mrp_rng rng;
 	/* answers to packets not authenticated (budget.h, SPEC 14.3): REJECT
