@@ -259,6 +259,31 @@ static void hash_grow(mrd_peers *p)
 	free(old);
 }
 
+/* The idle list (peers without connections, oldest first). */
+static void idle_push(mrd_peers *p, mrd_peer *pe)
+{
+	pe->inext = NULL;
+	pe->iprev = p->idle_tail;
+	if (p->idle_tail)
+		p->idle_tail->inext = pe;
+	else
+		p->idle_head = pe;
+	p->idle_tail = pe;
+}
+
+static void idle_remove(mrd_peers *p, mrd_peer *pe)
+{
+	if (pe->iprev)
+		pe->iprev->inext = pe->inext;
+	else
+		p->idle_head = pe->inext;
+	if (pe->inext)
+		pe->inext->iprev = pe->iprev;
+	else
+		p->idle_tail = pe->iprev;
+	pe->inext = pe->iprev = NULL;
+}
+
 static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int create)
 {
 	mrd_peers *p = d->peers;
@@ -269,17 +294,20 @@ static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int cre
 	if (!create)
 		return NULL;
 	if (p->npeers >= MAX_PEERS) {
-		/* Forget the least recently seen peer without connections (a
-		 * scan of every peer, only when a CONNECT that passed the
-		 * ACCEPT budget, or our own connect, needs a new one). */
-		mrd_peer **lru = NULL;
-		for (mrd_peer **pp = &p->list; *pp; pp = &(*pp)->next)
-			if (!(*pp)->nconns && (!lru || (*pp)->last_ns < (*lru)->last_ns))
-				lru = pp;
-		if (!lru)
+		/* Forget the peer that has been without connections longest
+		 * (the first of the idle list: no scan, since a CONNECT that
+		 * passed the ACCEPT budget, up to 10,000 a second, may need a
+		 * new peer each). */
+		mrd_peer *gone = p->idle_head;
+		if (!gone)
 			return NULL;
-		mrd_peer *gone = *lru;
-		*lru = gone->next;
+		idle_remove(p, gone);
+		if (gone->prev)
+			gone->prev->next = gone->next;
+		else
+			p->list = gone->next;
+		if (gone->next)
+			gone->next->prev = gone->prev;
 		for (mrd_peer **pp = peer_bucket(p, &gone->addr, gone->alen); *pp;
 		     pp = &(*pp)->hnext)
 			if (*pp == gone) {
@@ -296,10 +324,13 @@ static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int cre
 	pe->alen = alen;
 	pe->first_ns = pe->last_ns = uv_hrtime();
 	pe->next = p->list;
+	if (p->list)
+		p->list->prev = pe;
 	p->list = pe;
 	pe->hnext = *b;
 	*b = pe;
 	p->npeers++;
+	idle_push(p, pe);
 	return pe;
 }
 
@@ -325,7 +356,8 @@ static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
 	c->d = d;
 	c->initiator = (uint8_t)initiator;
 	c->peer = pe;
-	pe->nconns++;
+	if (pe->nconns++ == 0)
+		idle_remove(p, pe);
 	pe->conns_total++;
 	mrd_timer_ent_init(&c->tent);
 	do
@@ -381,7 +413,8 @@ static void conn_free(mrd_conn *c)
 				break;
 			}
 	p->nconns--;
-	c->peer->nconns--;
+	if (--c->peer->nconns == 0)
+		idle_push(p, c->peer);
 	c->addrmem->accepted -= !c->initiator;
 	admit_update(d);
 	mrp_conn_del(c->eng);
