@@ -83,3 +83,14 @@ int mrd_sockaddr_host(mrd_sockaddr *a, socklen_t *plen, const char *host, uint16
 	}
 	return -1;
 }
+
+int mrd_sockaddr_same_ip(const mrd_sockaddr *a, const mrd_sockaddr *b)
+{
+	if (a->sa.sa_family != b->sa.sa_family)
+		return 0;
+	if (a->sa.sa_family == AF_INET)
+		return a->in.sin_addr.s_addr == b->in.sin_addr.s_addr;
+	if (a->sa.sa_family == AF_INET6)
+		return memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, 16) == 0;
+	return 0;
+}

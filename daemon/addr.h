@@ -32,4 +32,7 @@ int mrd_sockaddr_host(mrd_sockaddr *a, socklen_t *plen, const char *host, uint16
 
 socklen_t mrd_sockaddr_len(const mrd_sockaddr *a);
 
+/* Whether a and b are the same IP address (same family; ports ignored). */
+int mrd_sockaddr_same_ip(const mrd_sockaddr *a, const mrd_sockaddr *b);
+
 #endif

@@ -92,14 +92,16 @@ static uint64_t random_nonzero(void)
 	return v;
 }
 
-/* The engine's own randomness (source ports) needs no CSPRNG: xorshift64*. */
+/* The engine's randomness: source ports, and the sequence numbers of the
+ * PROBEs that prove a peer's announced address (SPEC 9.5), which a host
+ * that does not receive them must not guess. So not a generator whose
+ * state its outputs give away (xorshift, which the source ports would
+ * show), but SipHash-2-4 of a counter under a random key of its own. */
 static uint64_t eng_rng(void *ud)
 {
-	uint64_t *s = ud;
-	*s ^= *s >> 12;
-	*s ^= *s << 25;
-	*s ^= *s >> 27;
-	return *s * 0x2545f4914f6cdd1dull;
+	mrd_peers *p = ud;
+	uint64_t n = p->rng_state.n++;
+	return mrd_siphash24(p->rng_state.key, &n, sizeof(n));
 }
 
 static void *eng_alloc(void *ud, size_t size)
@@ -174,9 +176,12 @@ int mrd_peers_init(mrd *d)
 	uint64_t k0 = random_u64(), k1 = random_u64();
 	memcpy(p->hkey, &k0, 8);
 	memcpy(p->hkey + 8, &k1, 8);
-	p->rng_state = random_nonzero();
+	k0 = random_u64();
+	k1 = random_u64();
+	memcpy(p->rng_state.key, &k0, 8);
+	memcpy(p->rng_state.key + 8, &k1, 8);
 	p->mem = (mrp_mem){.alloc = eng_alloc, .free = eng_free, .ud = NULL};
-	p->rng = (mrp_rng){.next = eng_rng, .ud = &p->rng_state};
+	p->rng = (mrp_rng){.next = eng_rng, .ud = p};
 	mrd_budget_init(&p->answers, RL_SRC_RATE, RL_ALL_RATE, NULL);
 	mrd_budget_init(&p->retries, RL_SRC_RATE, RL_ALL_RATE, NULL);
 	mrd_budget_init(&p->accepts, RL_SRC_RATE, RL_ALL_RATE, NULL);
@@ -254,6 +259,31 @@ static void hash_grow(mrd_peers *p)
 	free(old);
 }
 
+/* The idle list (peers without connections, oldest first). */
+static void idle_push(mrd_peers *p, mrd_peer *pe)
+{
+	pe->inext = NULL;
+	pe->iprev = p->idle_tail;
+	if (p->idle_tail)
+		p->idle_tail->inext = pe;
+	else
+		p->idle_head = pe;
+	p->idle_tail = pe;
+}
+
+static void idle_remove(mrd_peers *p, mrd_peer *pe)
+{
+	if (pe->iprev)
+		pe->iprev->inext = pe->inext;
+	else
+		p->idle_head = pe->inext;
+	if (pe->inext)
+		pe->inext->iprev = pe->iprev;
+	else
+		p->idle_tail = pe->iprev;
+	pe->inext = pe->iprev = NULL;
+}
+
 static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int create)
 {
 	mrd_peers *p = d->peers;
@@ -264,17 +294,20 @@ static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int cre
 	if (!create)
 		return NULL;
 	if (p->npeers >= MAX_PEERS) {
-		/* Forget the least recently seen peer without connections (a
-		 * scan of every peer, only when a CONNECT that passed the
-		 * ACCEPT budget, or our own connect, needs a new one). */
-		mrd_peer **lru = NULL;
-		for (mrd_peer **pp = &p->list; *pp; pp = &(*pp)->next)
-			if (!(*pp)->nconns && (!lru || (*pp)->last_ns < (*lru)->last_ns))
-				lru = pp;
-		if (!lru)
+		/* Forget the peer that has been without connections longest
+		 * (the first of the idle list: no scan, since a CONNECT that
+		 * passed the ACCEPT budget, up to 10,000 a second, may need a
+		 * new peer each). */
+		mrd_peer *gone = p->idle_head;
+		if (!gone)
 			return NULL;
-		mrd_peer *gone = *lru;
-		*lru = gone->next;
+		idle_remove(p, gone);
+		if (gone->prev)
+			gone->prev->next = gone->next;
+		else
+			p->list = gone->next;
+		if (gone->next)
+			gone->next->prev = gone->prev;
 		for (mrd_peer **pp = peer_bucket(p, &gone->addr, gone->alen); *pp;
 		     pp = &(*pp)->hnext)
 			if (*pp == gone) {
@@ -291,10 +324,13 @@ static mrd_peer *peer_get(mrd *d, const mrd_sockaddr *a, socklen_t alen, int cre
 	pe->alen = alen;
 	pe->first_ns = pe->last_ns = uv_hrtime();
 	pe->next = p->list;
+	if (p->list)
+		p->list->prev = pe;
 	p->list = pe;
 	pe->hnext = *b;
 	*b = pe;
 	p->npeers++;
+	idle_push(p, pe);
 	return pe;
 }
 
@@ -320,7 +356,8 @@ static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
 	c->d = d;
 	c->initiator = (uint8_t)initiator;
 	c->peer = pe;
-	pe->nconns++;
+	if (pe->nconns++ == 0)
+		idle_remove(p, pe);
 	pe->conns_total++;
 	mrd_timer_ent_init(&c->tent);
 	do
@@ -376,7 +413,8 @@ static void conn_free(mrd_conn *c)
 				break;
 			}
 	p->nconns--;
-	c->peer->nconns--;
+	if (--c->peer->nconns == 0)
+		idle_push(p, c->peer);
 	c->addrmem->accepted -= !c->initiator;
 	admit_update(d);
 	mrp_conn_del(c->eng);
@@ -617,6 +655,12 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	cp.max_streams = c->max_streams;
 	cp.caps = c->caps; /* what both ends negotiated (SPEC 12.4) */
 	cp.nplanes = (uint8_t)c->npairs;
+	/* Only the handshake's address is known to be the peer's: the others
+	 * it announced carry nothing but PROBEs until one is answered (SPEC
+	 * 9.5), so that a peer cannot point our traffic at another host. */
+	for (unsigned i = 0; i < c->npairs; i++)
+		if (!mrd_sockaddr_same_ip(&c->pairs[i].raddr, &c->hs_addr))
+			cp.unproven_planes |= 1u << i;
 	cp.read = (c->caps & MRP_CAP_READ) != 0; /* SPEC 5.8 */
 	if (c->initiator && (c->caps & MRP_CAP_ADMIT)) {
 		/* the ACCEPT's credit; none: ask for a grant (SPEC 6.6) */

@@ -102,7 +102,10 @@ typedef struct mrd_pair {
 } mrd_pair;
 
 struct mrd_peer {
-	mrd_peer *next;
+	mrd_peer *next, *prev; /* every peer */
+	mrd_peer *inext, *iprev; /* the peers without connections, in the order
+				  * they lost their last one (or were created
+				  * without): the first is the one evicted */
 	mrd_peer *hnext;   /* address hash chain */
 	mrd_sockaddr addr; /* handshake address and service port */
 	socklen_t alen;
@@ -173,8 +176,12 @@ typedef struct mrd_peers {
 	mrd_conn *all;
 	mrd_conn *dirty, *dirty_tail;
 	mrd_peer *list;
+	mrd_peer *idle_head, *idle_tail; /* mrd_peer.inext */
 	uint32_t npeers;
-	uint64_t rng_state;
+	struct {
+		uint8_t key[16];
+		uint64_t n;
+	} rng_state;            /* the engine's randomness: SipHash of a counter */
 	mrp_mem mem;
 	mrp_rng rng;
 	/* answers to packets not authenticated (budget.h, SPEC 14.3): REJECT

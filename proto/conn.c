@@ -262,6 +262,8 @@ struct mrp_conn {
 	uint32_t path_hi;       /* slots [path_hi, paths_cap) are all unused */
 	uint32_t npaths;        /* slots in use for sending */
 	uint8_t plane_dis[MRP_MAX_PLANES];
+	uint32_t unproven;       /* plane pairs whose peer address awaits its
+				  * proof (mrp_conn_params.unproven_planes) */
 	int burst_path;
 	uint32_t burst_left;
 	uint64_t last_open_ns;
@@ -1243,6 +1245,12 @@ static int path_open(mrp_conn *c, uint16_t id, uint8_t plane, uint64_t now,
 	c->npaths++;
 	c->st.paths_opened++;
 	int old = pa->state;
+	if (c->unproven >> plane & 1) {
+		/* (the answer must echo a sequence number no one who did not
+		 * get the PROBE can guess: SPEC 9.5) */
+		pa->probe_seq = (uint32_t)c->rng.next(c->rng.ud);
+		probing = 1;
+	}
 	if (pa->disabled)
 		pa->state = MRP_PATH_DISABLED;
 	else if (probing) {
@@ -1395,6 +1403,9 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
 	if (!c)
 		return MRP_ERR_NOMEM;
 	c->p = *params;
+	c->unproven = params->unproven_planes &
+		      (params->nplanes >= 32 ? UINT32_MAX : (1u << params->nplanes) - 1);
+	c->st.planes_unproven = c->unproven;
 	c->mem = *mem;
 	c->rng = *rng;
 	c->mr = *mr;
@@ -2492,6 +2503,8 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 		pa->fails = 0;
 		pa->fails_quick = 0;
 	}
+	if (c->unproven >> pa->plane & 1)
+		return; /* only its PROBE's answer proves the address (rx_probe_ack) */
 	pa->last_ack_ns = now;
 	pa->ctl_unproven = 0;
 	if (!pa->disabled && (pa->state == MRP_PATH_SUSPECT || pa->state == MRP_PATH_PROBING ||
@@ -2833,6 +2846,23 @@ COLD static int adm_asking(const mrp_conn *c)
 	return 0;
 }
 
+/* The peer's address on plane pair `plane` answered a PROBE sent to it
+ * (the echo of its random sequence number): its paths that waited for that
+ * proof go into service, each through its own PROBE (the one answered has
+ * its RTT sample next). */
+static void plane_proven(mrp_conn *c, unsigned plane, uint64_t now)
+{
+	c->unproven &= ~(1u << plane);
+	c->st.planes_unproven = c->unproven;
+	c->st.planes_proven++;
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		path *o = c->paths[i];
+		if (o && o->open && o->plane == plane && !o->disabled &&
+		    o->state == MRP_PATH_PROBING && !o->probe_pending)
+			path_start_probe(c, o, now);
+	}
+}
+
 static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 {
 	const mrp_probe_ack *k = &pkt->u.probe_ack;
@@ -2848,6 +2878,8 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		pa->probe_at = NEVER; /* no more repeats */
 		c->dl_valid = 0;
 	}
+	if (c->unproven >> pa->plane & 1)
+		plane_proven(c, pa->plane, now);
 	/* The peer acknowledged the path's packets just before it answered,
 	 * on the same route (SPEC 8), and this PROBE left after the
 	 * timed-out ones: those still unresolved did not arrive. */

@@ -192,6 +192,16 @@ typedef struct mrp_conn_params {
 				  * responses are acknowledged (verbs
 				  * max_dest_rd_atomic; default 64); more are
 				  * NAKed RNR */
+	/* Address validation of the peer's planes (SPEC 9.5): bit i set when
+	 * the peer's address on plane pair i was only announced, never shown
+	 * to be the peer's (the handshake's own address is). The paths of such
+	 * a pair carry no data and no ACKs until one of their PROBEs, sent
+	 * with a random sequence number, is answered; until then they are
+	 * PROBING, and their probes back off as for any path that gets no
+	 * answer. A peer that announces another host's address for a plane
+	 * thus gets nothing sent there but the probes. Default 0 (every
+	 * address trusted: a simulator's peers). */
+	uint32_t unproven_planes;
 } mrp_conn_params;
 
 /* Fill p with the defaults above. */
@@ -347,6 +357,10 @@ typedef struct mrp_conn_stats {
 	/* first-round-trip admission (SPEC 6.6): requests for a grant we
 	 * sent, grants we received, requests we answered */
 	uint64_t admit_asks, admit_grants, admit_requests;
+	/* address validation (SPEC 9.5): peer plane addresses proven by the
+	 * answer to a PROBE, and the plane pairs still waiting (a mask) */
+	uint64_t planes_proven;
+	uint32_t planes_unproven;
 } mrp_conn_stats;
 
 void mrp_conn_get_stats(const mrp_conn *conn, mrp_conn_stats *out);

@@ -1230,6 +1230,193 @@ static void test_plane_down(void **state)
 	net_free(&n);
 }
 
+/* ---- a peer's announced addresses (SPEC 9.5) ---------------------------------- */
+
+/* A's plane 1 goes to an address B only announced. victim: that address is
+ * another host's, which answers nothing (A's packets there are counted and
+ * dropped); forge: B, which cannot see them, answers each of A's PROBEs
+ * there with PROBE_ACKs on plane 0, guessing the sequence number. */
+static struct {
+	int victim, forge;
+	uint64_t data, probes, other, forged;
+	uint64_t probes_after; /* PROBEs to it from after_ns on */
+	uint64_t after_ns;
+	uint64_t first_data_ns, first_ack_ns; /* plane 1: A's first data, B's first PROBE_ACK to A */
+	mrp_hdr b_hdr; /* a header B sent A, to copy */
+	int have_b_hdr;
+} ann;
+
+static void forge_probe_acks(net *n, const uint8_t *pkt, size_t len)
+{
+	mrp_pkt pr;
+	if (!ann.have_b_hdr || mrp_pkt_decode(&pr, pkt, len) != (ssize_t)len)
+		return;
+	/* what a guesser who does not see the PROBE would try: the first
+	 * sequence numbers, and random ones (the test sees the PROBE: only
+	 * its path id, generation and timestamp are copied, which are easy to
+	 * guess) */
+	uint32_t guesses[20];
+	for (unsigned g = 0; g < 16; g++)
+		guesses[g] = g + 1;
+	for (unsigned g = 16; g < 20; g++)
+		guesses[g] = (uint32_t)xorshift(&n->prng);
+	for (unsigned g = 0; g < 20; g++) {
+		mrp_pkt k;
+		memset(&k, 0, sizeof(k));
+		k.hdr = ann.b_hdr;
+		k.hdr.opcode = MRP_OP_PROBE_ACK;
+		k.hdr.flags = 0;
+		k.hdr.psn = 0;
+		k.u.probe_ack.probed_path_id = pr.hdr.path_id;
+		k.u.probe_ack.probed_path_gen = pr.hdr.path_gen;
+		k.u.probe_ack.probe_seq = guesses[g];
+		k.u.probe_ack.ts_echo_ns = pr.u.probe.ts_ns;
+		assert_true(n->qlen < n->qcap);
+		wpkt *w = &n->q[n->qlen++];
+		ssize_t l = mrp_pkt_encode(w->data, sizeof(w->data), &k);
+		assert_true(l > 0);
+		w->len = (size_t)l;
+		w->at = n->now + 5000;
+		w->seq = n->seq++;
+		w->to = 0;
+		w->plane = 0;
+		w->ce = 0;
+		ann.forged++;
+	}
+}
+
+static int announced_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			    uint64_t *delay, int *ce)
+{
+	if (from == 1) {
+		mrp_hdr h;
+		if (mrp_hdr_decode(&h, pkt, MRP_HDR_LEN) == MRP_HDR_LEN) {
+			ann.b_hdr = h;
+			ann.have_b_hdr = 1;
+		}
+		if (pkt[1] == MRP_OP_PROBE_ACK && ti->plane == 1 && !ann.first_ack_ns)
+			ann.first_ack_ns = n->now;
+	}
+	if (from == 0 && ti->plane == 1) {
+		if (ti->is_data) {
+			ann.data++;
+			if (!ann.first_data_ns)
+				ann.first_data_ns = n->now;
+		} else if (pkt[1] == MRP_OP_PROBE) {
+			ann.probes++;
+			if (ann.after_ns && n->now >= ann.after_ns)
+				ann.probes_after++;
+		} else {
+			ann.other++;
+		}
+		if (ann.victim) {
+			if (ann.forge && pkt[1] == MRP_OP_PROBE)
+				forge_probe_acks(n, pkt, MRP_PROBE_LEN);
+			return 0;
+		}
+	}
+	return default_policy(n, from, ti, pkt, delay, ce);
+}
+
+static void announced_run(int victim, int forge, net *n, uint8_t **src, size_t len)
+{
+	memset(&ann, 0, sizeof(ann));
+	ann.victim = victim;
+	ann.forge = forge;
+	mrp_conn_params p[2];
+	pair_params(p, 2, 1000000); /* idle probes every 1 ms */
+	p[0].unproven_planes = 2;   /* A: B's plane-1 address was only announced */
+	net_init(n, &p[0], &p[1]);
+	n->policy = announced_policy;
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n->c[0], &st);
+	assert_int_equal(st.planes_unproven, 2);
+	*src = post_write(n, len, 21, 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(n, have_cqes, &w, 2000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n->mr[1].base, *src, len);
+}
+
+/* Another host's address announced for plane 1: A sends it no data and no
+ * ACKs, only PROBEs, fewer and fewer; forged answers that guess the PROBEs'
+ * sequence numbers prove nothing; the transfer runs on plane 0. */
+static void test_announced_victim(void **state)
+{
+	(void)state;
+	net n;
+	uint8_t *src;
+	announced_run(1, 1, &n, &src, 4 << 20);
+	assert_int_equal(ann.data, 0);
+	assert_int_equal(ann.other, 0);
+	assert_true(ann.probes > 0);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.planes_unproven, 2);
+	assert_int_equal(st.planes_proven, 0);
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane == 1)
+			assert_int_not_equal(pi.state, MRP_PATH_ACTIVE);
+	}
+	/* An idle connection that keeps probing: the probes to the address
+	 * that never answers thin out (their waits double). Counted over
+	 * 100 ms and over the 100 ms that follow 300 ms later. */
+	uint64_t t0 = n.now, p0 = ann.probes;
+	net_run_until(&n, NULL, NULL, t0 + 100000000ull);
+	uint64_t first = ann.probes - p0;
+	net_run_until(&n, NULL, NULL, t0 + 400000000ull);
+	p0 = ann.probes;
+	net_run_until(&n, NULL, NULL, t0 + 500000000ull);
+	uint64_t later = ann.probes - p0;
+	print_message("announced victim: %llu PROBEs during the transfer, %llu in the next 100 ms, "
+		      "%llu in 100 ms from 400 ms; %llu forged answers\n",
+		      (unsigned long long)(ann.probes - first - later), (unsigned long long)first,
+		      (unsigned long long)later, (unsigned long long)ann.forged);
+	assert_true(later < first || later <= 2);
+	/* (every PROBE was answered by 20 forgeries, but those sent before
+	 * B had sent anything whose header they could copy) */
+	assert_true(ann.forged > 0 && ann.forged >= 20 * (ann.probes - 2));
+	assert_int_equal(ann.data, 0);
+	assert_int_equal(ann.other, 0);
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.planes_proven, 0);
+	assert_int_equal(st.planes_unproven, 2);
+	assert_true(st.drops_stale >= ann.forged);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
+/* The peer's own address announced for plane 1: its PROBE's answer proves
+ * it within a round trip, then plane 1 carries its share; no data went
+ * there before that answer came back. */
+static void test_announced_proven(void **state)
+{
+	(void)state;
+	net n;
+	uint8_t *src;
+	announced_run(0, 0, &n, &src, 4 << 20);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.planes_unproven, 0);
+	assert_int_equal(st.planes_proven, 1);
+	assert_true(ann.first_ack_ns > 0);
+	assert_true(ann.first_data_ns > ann.first_ack_ns);
+	uint64_t tx[2] = { 0, 0 };
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane < 2)
+			tx[pi.plane] += pi.tx_pkts;
+	}
+	/* (plane 1 waited one round trip of 1,024 packets in all) */
+	assert_true(tx[1] > (tx[0] + tx[1]) / 4);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A graceful close finishes the work already posted (SPEC 11.2): the
  * writes complete successfully and land; new work is refused; the receives
  * nothing matched are flushed, exactly once, in order; both ends close. */
@@ -3298,6 +3485,8 @@ int main(void)
 		cmocka_unit_test(test_burst_on_acks),
 		cmocka_unit_test(test_fresh_tail_loss),
 		cmocka_unit_test(test_plane_down),
+		cmocka_unit_test(test_announced_victim),
+		cmocka_unit_test(test_announced_proven),
 		cmocka_unit_test(test_close_graceful),
 		cmocka_unit_test(test_close_abort),
 		cmocka_unit_test(test_peer_silent_fails),
