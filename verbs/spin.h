@@ -1,0 +1,65 @@
+/*
+ * How long an empty ibv_poll_cq() spins before it sleeps: a policy of its
+ * own, with no clock and no system call, so that it can be tested with
+ * made-up waits (tests/verbs/test_spin.c).
+ *
+ * A wait starts at the poll that finds a CQ empty for the first time in a
+ * while and ends at the poll that finds a completion. The policy keeps,
+ * per CQ, a moving estimate of how long waits took, and spins up to a
+ * bounded multiple of it, so that a completion that comes about as soon
+ * as the last ones did is caught without a sleep and a wakeup. It falls
+ * back to the short base spin
+ *   - until it has seen a few waits,
+ *   - when its spins stopped paying: most waits that it spun for longer
+ *     than the base ended in a sleep anyway (the completion came later
+ *     than the spin); it tries a longer spin again after a while,
+ *   - when the host has no idle core: while it spun, the thread got only
+ *     a part of the CPU (other runnable threads took the rest), so a
+ *     longer spin would take CPU from the daemons that produce the
+ *     completion.
+ */
+#ifndef MRV_SPIN_H
+#define MRV_SPIN_H
+
+#include <stdint.h>
+
+typedef struct mrv_spin_cfg {
+	uint32_t base_ns;  /* the spin without evidence, or when spinning does not pay */
+	uint32_t max_ns;   /* never spin longer */
+	uint32_t mult_x4;  /* the spin is est * mult_x4 / 4 */
+	uint32_t min_waits; /* waits seen before the estimate is used */
+	uint32_t share_min; /* CPU share while spinning (of 1024) under which the host is busy */
+	uint32_t pay_min;   /* share of long spins that must catch their completion (of 1024) */
+} mrv_spin_cfg;
+
+/* The defaults: base 30 us, at most 400 us, twice the estimate, after 4
+ * waits, a host is busy under a 1/2 CPU share (a thread that shares its
+ * core with one other busy thread gets at most half of it; the daemons'
+ * own work for a completion takes much less), spins pay when at least 1/4
+ * of them catch their completion. */
+#define MRV_SPIN_CFG_DEFAULT                                                   \
+	{.base_ns = 30000, .max_ns = 400000, .mult_x4 = 8, .min_waits = 4,     \
+	 .share_min = 512, .pay_min = 256}
+
+typedef struct mrv_spin {
+	uint32_t est_ns; /* moving estimate of a wait's length (0: none yet) */
+	uint32_t nwaits; /* waits seen (saturates) */
+	uint16_t pay;    /* moving share of long spins that caught their completion */
+	uint16_t share;  /* moving share of the CPU this thread got while it spun */
+} mrv_spin;
+
+/* A fresh state: no estimate, spins assumed to pay, the CPU assumed free. */
+void mrv_spin_init(mrv_spin *s);
+
+/* How long the wait that starts now may spin. */
+uint32_t mrv_spin_budget(const mrv_spin *s, const mrv_spin_cfg *c);
+
+/* A wait ended: it lasted wait_ns until a completion was found; it spun
+ * with a budget of budget_ns (from mrv_spin_budget() at its start) and
+ * then slept (slept != 0) or caught the completion while spinning; while
+ * it spun, spin_wall_ns passed and the thread ran for spin_cpu_ns of them
+ * (spin_wall_ns 0: not measured). */
+void mrv_spin_done(mrv_spin *s, const mrv_spin_cfg *c, uint64_t wait_ns, uint32_t budget_ns,
+		   int slept, uint64_t spin_wall_ns, uint64_t spin_cpu_ns);
+
+#endif
