@@ -14,9 +14,8 @@
  *     than the base ended in a sleep anyway (the completion came later
  *     than the spin); it tries a longer spin again after a while,
  *   - when the host has no idle core: while it spun, the thread got only
- *     a part of the CPU (other runnable threads took the rest), so a
- *     longer spin would take CPU from the daemons that produce the
- *     completion.
+ *     a small part of the CPU (other runnable threads took the rest at
+ *     each yield), so a longer spin would only add to the contention.
  */
 #ifndef MRV_SPIN_H
 #define MRV_SPIN_H
@@ -33,13 +32,14 @@ typedef struct mrv_spin_cfg {
 } mrv_spin_cfg;
 
 /* The defaults: base 30 us, at most 400 us, twice the estimate, after 4
- * waits, a host is busy under a 1/2 CPU share (a thread that shares its
- * core with one other busy thread gets at most half of it; the daemons'
- * own work for a completion takes much less), spins pay when at least 1/4
- * of them catch their completion. */
+ * waits, a host is busy under a 1/8 CPU share, spins pay when at least 1/4
+ * of them catch their completion. The share is low on any host this small:
+ * a ping-pong's two programs and two daemons take turns on 2 cores (19-55 %
+ * measured with them at nice -15 on a shared host); with other jobs
+ * running, each yield gave the core away for ~50 us (2-4 %). */
 #define MRV_SPIN_CFG_DEFAULT                                                   \
 	{.base_ns = 30000, .max_ns = 400000, .mult_x4 = 8, .min_waits = 4,     \
-	 .share_min = 512, .pay_min = 256}
+	 .share_min = 128, .pay_min = 256}
 
 typedef struct mrv_spin {
 	uint32_t est_ns; /* moving estimate of a wait's length (0: none yet) */

@@ -166,7 +166,8 @@ static void bimodal(void)
 	CHECK(longs >= 450, "60 us / 5 ms waits: %d of 500 spins longer than the base", longs);
 }
 
-/* No idle core: while it spins the thread gets less than half the CPU; the spin
+/* No idle core: while it spins the thread gets a few per cent of the CPU
+ * (each yield gives the core away for long); the spin
  * stays at the base whatever the waits, and grows again once the CPU is
  * free. */
 static void busy_host(void)
@@ -177,10 +178,8 @@ static void busy_host(void)
 		one_wait(&s, 100000, 1024);
 	CHECK(mrv_spin_budget(&s, &cfg) > cfg.base_ns, "idle host: a long spin");
 	for (int i = 0; i < 50; i++)
-		one_wait(&s, 100000, 400);
-	CHECK(mrv_spin_budget(&s, &cfg) == cfg.base_ns, "40 %% of the CPU: the base spin");
-	for (int i = 0; i < 50; i++)
-		one_wait(&s, 100000, 1000);
+		one_wait(&s, 100000, 400); /* our own daemons and peers take turns */
+	CHECK(mrv_spin_budget(&s, &cfg) > cfg.base_ns, "40 %% of the CPU: a long spin");
 	for (int i = 0; i < 50; i++)
 		one_wait(&s, 100000, 40); /* a loaded host: the yields give the CPU away */
 	CHECK(mrv_spin_budget(&s, &cfg) == cfg.base_ns, "4 %% of the CPU: the base spin");
