@@ -1307,13 +1307,16 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* An empty poll of cq starts a wait (lock held): its spin is fixed now. */
-static void wait_start(mrv_cq *cq, uint64_t now)
+/* An empty poll of cq starts a wait (lock held): its spin is fixed now.
+ * With more than MRV_SPIN_MAX_BYTES of sends outstanding it will not spin
+ * (and teaches the policy nothing): no clock is read for it. */
+static void wait_start(mrv_ctx *x, mrv_cq *cq, uint64_t now)
 {
 	cq->wait0_ns = now;
-	cq->slept = cq->gated = 0;
+	cq->slept = 0;
+	cq->gated = x->send_bytes > MRV_SPIN_MAX_BYTES;
 	cq->budget_ns = g_spin_fixed ? g_spin_ns : mrv_spin_budget(&cq->spin, &g_spin_cfg);
-	cq->cpu0_ns = g_spin_fixed ? 0 : thread_cpu_ns();
+	cq->cpu0_ns = g_spin_fixed || cq->gated ? 0 : thread_cpu_ns();
 }
 
 /* A poll of cq found completions after a wait (lock held): the policy
@@ -1374,7 +1377,7 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			cq->empty_run = 0;
 			uint64_t now = mono_ns();
 			if (!cq->wait0_ns)
-				wait_start(cq, now);
+				wait_start(x, cq, now);
 			int within = now - cq->wait0_ns < cq->budget_ns;
 			if (g_poll_spin || (within && x->send_bytes <= MRV_SPIN_MAX_BYTES)) {
 				pthread_mutex_unlock(&x->lock);
@@ -1383,9 +1386,11 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			}
 			if (!cq->slept) {
 				cq->slept = 1;
-				cq->gated = within;
-				cq->spin_wall_ns = now - cq->wait0_ns;
-				cq->spin_cpu_ns = thread_cpu_ns() - cq->cpu0_ns;
+				cq->gated |= within;
+				if (!cq->gated && !g_spin_fixed) {
+					cq->spin_wall_ns = now - cq->wait0_ns;
+					cq->spin_cpu_ns = thread_cpu_ns() - cq->cpu0_ns;
+				}
 			}
 			idle_sleep(x);
 			if (cq->head == cq->tail) {
