@@ -8,6 +8,9 @@
 /* While long spins do not pay, the share they are credited per wait (of
  * 1024): a longer spin is tried again after some waits. */
 #define MRV_SPIN_PAY_RECOVER 2
+/* While the host is busy, one wait in this many spins the base, to see
+ * whether it still is. */
+#define MRV_SPIN_PROBE_EVERY 16
 
 void mrv_spin_init(mrv_spin *s)
 {
@@ -15,12 +18,17 @@ void mrv_spin_init(mrv_spin *s)
 	s->nwaits = 0;
 	s->pay = 1024;
 	s->share = 1024;
+	s->probe = 0;
 }
 
 uint32_t mrv_spin_budget(const mrv_spin *s, const mrv_spin_cfg *c)
 {
-	if (s->nwaits < c->min_waits || s->share < c->share_min || s->pay < c->pay_min)
+	if (s->nwaits < c->min_waits)
 		return c->base_ns;
+	if (s->share < c->share_min) /* busy: sleep at once, but probe now and then */
+		return s->probe % MRV_SPIN_PROBE_EVERY == MRV_SPIN_PROBE_EVERY - 1 ? c->base_ns : 0;
+	if (s->pay < c->pay_min)
+		return 0;
 	uint64_t b = (uint64_t)s->est_ns * c->mult_x4 / 4;
 	if (b > c->max_ns)
 		b = c->max_ns;
@@ -47,6 +55,8 @@ void mrv_spin_done(mrv_spin *s, const mrv_spin_cfg *c, uint64_t wait_ns, uint32_
 
 	/* Did a spin longer than the base pay? A miss costs a quarter of the
 	 * score, a catch wins a quarter of what is missing. */
+	if (s->share < c->share_min)
+		s->probe++;
 	if (budget_ns > c->base_ns) {
 		if (slept)
 			s->pay = (uint16_t)(s->pay - s->pay / 4);

@@ -7,15 +7,17 @@
  * while and ends at the poll that finds a completion. The policy keeps,
  * per CQ, a moving estimate of how long waits took, and spins up to a
  * bounded multiple of it, so that a completion that comes about as soon
- * as the last ones did is caught without a sleep and a wakeup. It falls
- * back to the short base spin
- *   - until it has seen a few waits,
+ * as the last ones did is caught without a sleep and a wakeup. It spins
+ * the short base spin until it has seen a few waits, and not at all (it
+ * sleeps at once)
  *   - when its spins stopped paying: most waits that it spun for longer
  *     than the base ended in a sleep anyway (the completion came later
  *     than the spin); it tries a longer spin again after a while,
  *   - when the host has no idle core: while it spun, the thread got only
- *     a small part of the CPU (other runnable threads took the rest at
- *     each yield), so a longer spin would only add to the contention.
+ *     a small part of the CPU (other runnable threads took the core at
+ *     each yield, often for milliseconds: a spin then costs far more than
+ *     a sleep and a wakeup); one wait in 16 spins the base to see whether
+ *     the host is still busy.
  */
 #ifndef MRV_SPIN_H
 #define MRV_SPIN_H
@@ -23,7 +25,7 @@
 #include <stdint.h>
 
 typedef struct mrv_spin_cfg {
-	uint32_t base_ns;  /* the spin without evidence, or when spinning does not pay */
+	uint32_t base_ns;  /* the spin of a CQ's first waits, and of a probe of a busy host */
 	uint32_t max_ns;   /* never spin longer */
 	uint32_t mult_x4;  /* the spin is est * mult_x4 / 4 */
 	uint32_t min_waits; /* waits seen before the estimate is used */
@@ -46,12 +48,13 @@ typedef struct mrv_spin {
 	uint32_t nwaits; /* waits seen (saturates) */
 	uint16_t pay;    /* moving share of long spins that caught their completion */
 	uint16_t share;  /* moving share of the CPU this thread got while it spun */
+	uint32_t probe;  /* waits while the host was busy */
 } mrv_spin;
 
 /* A fresh state: no estimate, spins assumed to pay, the CPU assumed free. */
 void mrv_spin_init(mrv_spin *s);
 
-/* How long the wait that starts now may spin. */
+/* How long the wait that starts now may spin (0: not at all). */
 uint32_t mrv_spin_budget(const mrv_spin *s, const mrv_spin_cfg *c);
 
 /* A wait ended: it lasted wait_ns until a completion was found; it spun

@@ -59,8 +59,8 @@ static void fresh_state(void)
 /* Waits of about W (jittered +-20 %) on an idle host. Where twice the
  * longest of them fits under the maximum, the spin settles at about twice
  * W and catches nearly every completion; where even the shortest is longer
- * than the maximum spin, long spins never pay and the spin is mostly the
- * base; in between, it stays within [base, max]. */
+ * than the maximum spin, long spins never pay and it mostly does not spin;
+ * in between, it spins within [base, max] or not at all. */
 static void follows_wait(uint32_t w_ns)
 {
 	mrv_spin s;
@@ -75,7 +75,8 @@ static void follows_wait(uint32_t w_ns)
 			caught++;
 		if (i >= 100 && b > cfg.base_ns)
 			longs++;
-		CHECK(b <= cfg.max_ns && b >= cfg.base_ns, "budget %u out of [base, max]", b);
+		CHECK(b <= cfg.max_ns && (b == 0 || b >= cfg.base_ns),
+		      "budget %u neither 0 nor in [base, max]", b);
 	}
 	uint64_t want = (uint64_t)w_ns * cfg.mult_x4 / 4;
 	if (want < cfg.base_ns)
@@ -126,8 +127,7 @@ static void outlier(void)
 }
 
 /* Waits far longer than the longest spin: long spins never catch them,
- * so the policy goes back to the base and tries a long one only now and
- * then. */
+ * so the policy stops spinning and tries a long one only now and then. */
 static void does_not_pay(void)
 {
 	mrv_spin s;
@@ -139,6 +139,8 @@ static void does_not_pay(void)
 			longs++;
 	}
 	CHECK(longs > 0, "a long spin is still tried now and then");
+	CHECK(mrv_spin_budget(&s, &cfg) == 0 || mrv_spin_budget(&s, &cfg) > cfg.base_ns,
+	      "2 ms waits: no spin, or a long one tried");
 	CHECK(longs <= (n - 100) / 10, "2 ms waits: %d of %d spins longer than the base", longs,
 	      n - 100);
 	/* then the waits get short again: the long spin comes back */
@@ -167,9 +169,9 @@ static void bimodal(void)
 }
 
 /* No idle core: while it spins the thread gets a few per cent of the CPU
- * (each yield gives the core away for long); the spin
- * stays at the base whatever the waits, and grows again once the CPU is
- * free. */
+ * (each yield gives the core away for long); it stops spinning whatever the
+ * waits, but for a probe of the base spin one wait in 16, and spins long
+ * again once a probe finds the CPU free. */
 static void busy_host(void)
 {
 	mrv_spin s;
@@ -180,13 +182,26 @@ static void busy_host(void)
 	for (int i = 0; i < 50; i++)
 		one_wait(&s, 100000, 400); /* our own daemons and peers take turns */
 	CHECK(mrv_spin_budget(&s, &cfg) > cfg.base_ns, "40 %% of the CPU: a long spin");
-	for (int i = 0; i < 50; i++)
-		one_wait(&s, 100000, 40); /* a loaded host: the yields give the CPU away */
-	CHECK(mrv_spin_budget(&s, &cfg) == cfg.base_ns, "4 %% of the CPU: the base spin");
+	int zero = 0, probes = 0, other = 0;
+	for (int i = 0; i < 160; i++) {
+		/* a loaded host: the yields give the CPU away */
+		uint32_t b = one_wait(&s, 100000, 40);
+		if (i < 10)
+			continue;
+		if (b == 0)
+			zero++;
+		else if (b == cfg.base_ns)
+			probes++;
+		else
+			other++;
+	}
+	CHECK(other == 0 && probes >= 6 && probes <= 12 && zero >= 130,
+	      "4 %% of the CPU, 150 waits: %d without a spin, %d probes of the base, %d other",
+	      zero, probes, other);
 	uint32_t b = 0;
 	for (int i = 0; i < 50; i++)
 		b = one_wait(&s, 100000, 1000);
-	CHECK(b > cfg.base_ns, "the CPU free again: a long spin (%u)", b);
+	CHECK(b > cfg.base_ns, "the CPU free again (seen by a probe): a long spin (%u)", b);
 	/* a share just above the threshold keeps the long spin */
 	for (int i = 0; i < 50; i++)
 		b = one_wait(&s, 100000, cfg.share_min + 40);
