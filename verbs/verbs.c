@@ -202,9 +202,9 @@ static struct ibv_device mrv_device = {
  * soon is seen without a wakeup: ping-pong latency), then sleeps until the
  * next completion every MRV_IDLE_SPIN empty polls (the daemons get the
  * CPU: bandwidth). How long it spins follows the CQ's past waits (spin.h:
- * up to twice the usual wait, at most 400 us; 30 us until it knows, when
- * long spins stopped catching their completion, or when the host has no
- * idle core). It spins only while at most MRV_SPIN_MAX_BYTES of sends
+ * up to twice the usual wait, at most 400 us; 30 us until it knows; not at
+ * all when long spins stopped catching their completion or when the host
+ * has no idle core). It spins only while at most MRV_SPIN_MAX_BYTES of sends
  * are outstanding: with more, the next completion is far (a 64 KiB WRITE
  * takes the daemons 30 us and more on a host like ours) and a spinning
  * program only takes a CPU from the daemons that must produce it. A sleep
