@@ -1309,14 +1309,16 @@ static uint64_t thread_cpu_ns(void)
 
 /* An empty poll of cq starts a wait (lock held): its spin is fixed now.
  * With more than MRV_SPIN_MAX_BYTES of sends outstanding it will not spin
- * (and teaches the policy nothing): no clock is read for it. */
+ * (and teaches the policy nothing); nor with a budget of 0: no CPU clock
+ * (a system call) is read for either. */
 static void wait_start(mrv_ctx *x, mrv_cq *cq, uint64_t now)
 {
 	cq->wait0_ns = now;
 	cq->slept = 0;
+	cq->spin_wall_ns = cq->spin_cpu_ns = 0; /* (not measured: no spin) */
 	cq->gated = x->send_bytes > MRV_SPIN_MAX_BYTES;
 	cq->budget_ns = g_spin_fixed ? g_spin_ns : mrv_spin_budget(&cq->spin, &g_spin_cfg);
-	cq->cpu0_ns = g_spin_fixed || cq->gated ? 0 : thread_cpu_ns();
+	cq->cpu0_ns = g_spin_fixed || cq->gated || !cq->budget_ns ? 0 : thread_cpu_ns();
 }
 
 /* A poll of cq found completions after a wait (lock held): the policy
@@ -1387,7 +1389,7 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			if (!cq->slept) {
 				cq->slept = 1;
 				cq->gated |= within;
-				if (!cq->gated && !g_spin_fixed) {
+				if (!cq->gated && !g_spin_fixed && cq->budget_ns) {
 					cq->spin_wall_ns = now - cq->wait0_ns;
 					cq->spin_cpu_ns = thread_cpu_ns() - cq->cpu0_ns;
 				}
