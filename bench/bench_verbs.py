@@ -23,7 +23,10 @@ reported:
 
 --only bw,lat runs just those workloads (bw: verbs_bw and native_bw,
 q1: verbs_bw_q1, read, lat). --alternate puts native first in every
-other rep, so neither side always runs first. --ab-unsignaled adds
+other rep, so neither side always runs first. --ab-spin adds
+verbs_lat_fixed: ib_send_lat with METAROCE_VERBS_SPIN_US=--fixed-spin-us
+(default 30: the library's fixed spin before the adaptive one), the three
+latency runs of a rep each first in turn. --ab-unsignaled adds
 verbs_bw_q16 (ib_write_bw -Q 16: one WRITE in 16 signaled; perftest's
 default, here as with -Q 1, signals every WRITE) with
 METAROCE_VERBS_UNSIGNALED=1 (no completion written for the unsignaled
@@ -46,6 +49,7 @@ missing.
   bench_verbs.py --build DIR [--reps N] [--seconds S] [--size BYTES]
                  [--depth D] [--count N] [--native-busy-poll USEC] [--json]
                  [--quick] [--only LIST] [--alternate] [--ab-unsignaled]
+                 [--ab-spin] [--fixed-spin-us US]
 """
 import argparse
 import json
@@ -119,6 +123,10 @@ def main():
                     help="workloads, comma-separated: bw, q1, read, lat (default: all)")
     ap.add_argument("--alternate", action="store_true",
                     help="native first in every other rep")
+    ap.add_argument("--ab-spin", action="store_true",
+                    help="also ib_send_lat with a fixed spin (METAROCE_VERBS_SPIN_US="
+                         "--fixed-spin-us), the three latency runs of a rep in turn first")
+    ap.add_argument("--fixed-spin-us", type=int, default=30)
     ap.add_argument("--ab-unsignaled", action="store_true",
                     help="also ib_write_bw -Q 16 with and without METAROCE_VERBS_UNSIGNALED=1")
     a = ap.parse_args()
@@ -142,7 +150,7 @@ def main():
     p = mrtest.Pair("bench-verbs")
     A, B, peer = p.a.app_sock, p.b.app_sock, p.b.addrs[0]
     res = {"verbs_bw": [], "verbs_bw_q1": [], "native_bw": [], "verbs_read": [], "native_read": [],
-           "verbs_lat": [], "native_lat": [], "verbs_bw_q16": [], "verbs_bw_q16_signaled": []}
+           "verbs_lat": [], "native_lat": [], "verbs_lat_fixed": [], "verbs_bw_q16": [], "verbs_bw_q16_signaled": []}
     load = {k: [] for k in res}    # 1-minute load average at each run's end
     counters = {k: [] for k in res}  # daemon A's counters per work request
     ok = True
@@ -195,7 +203,35 @@ def main():
             ok = False
             log("metaroce-perf write failed:\n" + out[-2000:])
 
+    def verbs_lat(key, env=None):
+        nonlocal port, ok
+        port += 1
+        sl = ["ib_send_lat", "-x", "0", "-s", "8", "-n", str(a.count), "-p", str(port)]
+        rc, out, src, so = pair_run([run, "-s", B] + sl, [run, "-s", A] + sl + [peer], to, env)
+        load[key].append(os.getloadavg()[0])
+        r = rows(out)
+        if rc or src or not r:
+            ok = False
+            log("ib_send_lat failed:\n" + out[-2000:] + so[-1000:])
+        else:
+            res[key].append(r[-1][4])  # t_typical
+
+    def native_lat():
+        nonlocal ok
+        rc, out, src, so = pair_run(
+            [perf, "server", "--socket", B, "--once"] + spin,
+            [perf, "client", peer, "--socket", A, "--op", "send", "--size", "8",
+             "--pingpong", "--count", str(a.count)] + spin, to)
+        load["native_lat"].append(os.getloadavg()[0])
+        m = re.search(r"p50 ([0-9.]+) us", out)
+        if rc or not m:
+            ok = False
+            log("metaroce-perf pingpong failed:\n" + out[-2000:])
+        else:
+            res["native_lat"].append(float(m.group(1)))
+
     with_unsig = dict(os.environ, METAROCE_VERBS_UNSIGNALED="1")
+    with_fixed = dict(os.environ, METAROCE_VERBS_SPIN_US=str(a.fixed_spin_us))
     try:
         for rep in range(a.reps):
             native_first = a.alternate and rep % 2 == 1
@@ -248,32 +284,16 @@ def main():
                     log("metaroce-perf read failed:\n" + out[-2000:])
 
             if "lat" in only:
-                for side in (("native", "verbs") if native_first else ("verbs", "native")):
-                    if side == "verbs":
-                        port += 1
-                        sl = ["ib_send_lat", "-x", "0", "-s", "8", "-n", str(a.count),
-                              "-p", str(port)]
-                        rc, out, src, so = pair_run([run, "-s", B] + sl,
-                                                    [run, "-s", A] + sl + [peer], to)
-                        load["verbs_lat"].append(os.getloadavg()[0])
-                        r = rows(out)
-                        if rc or src or not r:
-                            ok = False
-                            log("ib_send_lat failed:\n" + out[-2000:] + so[-1000:])
-                        else:
-                            res["verbs_lat"].append(r[-1][4])  # t_typical
-                        continue
-                    rc, out, src, so = pair_run(
-                        [perf, "server", "--socket", B, "--once"] + spin,
-                        [perf, "client", peer, "--socket", A, "--op", "send", "--size", "8",
-                         "--pingpong", "--count", str(a.count)] + spin, to)
-                    load["native_lat"].append(os.getloadavg()[0])
-                    m = re.search(r"p50 ([0-9.]+) us", out)
-                    if rc or not m:
-                        ok = False
-                        log("metaroce-perf pingpong failed:\n" + out[-2000:])
+                sides = ["verbs", "native"] + (["fixed"] if a.ab_spin else [])
+                # each side first in turn
+                k = rep % len(sides) if a.alternate or a.ab_spin else 0
+                for side in sides[k:] + sides[:k]:
+                    if side == "native":
+                        native_lat()
+                    elif side == "verbs":
+                        verbs_lat("verbs_lat")
                     else:
-                        res["native_lat"].append(float(m.group(1)))
+                        verbs_lat("verbs_lat_fixed", with_fixed)
     finally:
         p.close()
 
@@ -289,6 +309,8 @@ def main():
         rs = [x / y for x, y in zip(res[k], res[ref]) if y]
         return statistics.median(rs) if rs and len(res[k]) == len(res[ref]) else None
     bw_paired, lat_paired = paired("verbs_bw", "native_bw"), paired("verbs_lat", "native_lat")
+    fixed_paired = paired("verbs_lat_fixed", "native_lat")
+    adaptive_vs_fixed = paired("verbs_lat", "verbs_lat_fixed")
     q16_paired = paired("verbs_bw_q16", "native_bw")
     q16_sig_paired = paired("verbs_bw_q16_signaled", "native_bw")
     unsig_vs_sig = paired("verbs_bw_q16", "verbs_bw_q16_signaled")
@@ -306,6 +328,8 @@ def main():
            "read_write_ratio": read_write, "bw_q16_ratio_paired": q16_paired,
            "bw_q16_signaled_ratio_paired": q16_sig_paired,
            "unsignaled_vs_signaled_paired": unsig_vs_sig, "load": load, "counters": counters,
+           "lat_fixed_ratio_paired": fixed_paired, "adaptive_vs_fixed_paired": adaptive_vs_fixed,
+           "fixed_spin_us": a.fixed_spin_us if a.ab_spin else None,
            "alternate": a.alternate, "ok": ok}
     if a.json:
         print(json.dumps(out))
@@ -349,6 +373,13 @@ def main():
               % (f(med["native_lat"], "us"), a.native_busy_poll))
         print("  ratio verbs/native        %s   (bar <= 1.2)" % f(lat_ratio, "x"))
         print("  median of per-rep ratios  %s" % f(lat_paired, "x"))
+        if a.ab_spin:
+            print("  fixed %d us spin          %s   (per-rep ratio to native %s)"
+                  % (a.fixed_spin_us, f(med["verbs_lat_fixed"], "us"), f(fixed_paired, "x")))
+            print("  adaptive/fixed per rep    %s" % f(adaptive_vs_fixed, "x"))
+            print("  load average (1 min) during the latency runs: %s"
+                  % " ".join("%.1f" % x for k in ("verbs_lat", "verbs_lat_fixed", "native_lat")
+                             for x in load[k]))
         print("ok" if ok else "FAILED: some runs did not complete")
     return 0 if ok else 1
 

@@ -47,6 +47,7 @@
 
 #include "internal.h"
 #include "metaroce.h"
+#include "spin.h"
 
 /* The header turns these into inline wrappers; we define the symbols. */
 #undef ibv_query_port
@@ -106,6 +107,16 @@ struct mrv_cq {
 	uint32_t qcap, head, tail;
 	int armed;
 	uint32_t events; /* delivered, for ibv_ack_cq_events() */
+	/* the wait of an empty poll_cq() (spin.h) */
+	uint32_t empty_run;   /* empty polls in a row */
+	uint64_t wait0_ns;    /* the wait's start (0: the last poll found some) */
+	uint64_t cpu0_ns;     /* the thread's CPU time then */
+	uint64_t spin_wall_ns, spin_cpu_ns; /* the spin's length and CPU, once it ended */
+	uint32_t budget_ns;   /* this wait's spin */
+	uint8_t slept;        /* the wait slept */
+	uint8_t gated;        /* it slept before its budget ran out (sends outstanding) */
+	mrv_spin spin;
+	uint64_t n_caught, n_slept, n_gated; /* waits, for METAROCE_VERBS_SPIN_DEBUG */
 };
 
 typedef struct mrv_chan {
@@ -158,8 +169,6 @@ struct mrv_ctx {
 	mrc_session *sess; /* this device's own: its events are this context's */
 	int dead;          /* the daemon went away: every call fails */
 	uint32_t idle_polls;
-	uint32_t empty_run; /* empty polls in a row (poll_cq) */
-	uint64_t idle_since_ns; /* the first of them (0: the last poll found some) */
 	uint32_t nsend;     /* sends (WRITE, SEND, READ) in the daemon */
 	uint64_t send_bytes; /* and their bytes */
 	mrc_ctx *ctx;
@@ -189,25 +198,47 @@ static struct ibv_device mrv_device = {
 /* A session with the daemon: one per open device (its events are its
  * own), and a short one to find out whether the device exists. */
 /* An empty ibv_poll_cq() spins, yielding the CPU every MRV_IDLE_SPIN
- * empty polls, for MRV_SPIN_NS from the first of them (a reply that comes
+ * empty polls, for a while from the first of them (a reply that comes
  * soon is seen without a wakeup: ping-pong latency), then sleeps until the
  * next completion every MRV_IDLE_SPIN empty polls (the daemons get the
- * CPU: bandwidth). It spins only while at most MRV_SPIN_MAX_BYTES of sends
+ * CPU: bandwidth). How long it spins follows the CQ's past waits (spin.h:
+ * up to twice the usual wait, at most 400 us; 30 us until it knows; not at
+ * all when long spins stopped catching their completion or when the host
+ * has no idle core). It spins only while at most MRV_SPIN_MAX_BYTES of sends
  * are outstanding: with more, the next completion is far (a 64 KiB WRITE
  * takes the daemons 30 us and more on a host like ours) and a spinning
  * program only takes a CPU from the daemons that must produce it. A sleep
  * lasts at most MRV_IDLE_SLEEP_NS (a program that polls a CQ while it waits
  * for something else, such as memory a peer writes, sees an empty poll that
  * was a little slow, never a hang), or MRV_BUSY_SLEEP_NS while sends are
- * outstanding (their completions wake it). METAROCE_VERBS_SPIN_US sets the
- * spin; METAROCE_VERBS_POLL=spin never sleeps. */
+ * outstanding (their completions wake it). METAROCE_VERBS_SPIN_US fixes the
+ * spin, METAROCE_VERBS_SPIN_MAX_US bounds the adaptive one;
+ * METAROCE_VERBS_POLL=spin never sleeps. */
 #define MRV_IDLE_SPIN 64
 #define MRV_IDLE_SLEEP_NS 100000
 #define MRV_BUSY_SLEEP_NS 1000000
-#define MRV_SPIN_NS 30000
 #define MRV_SPIN_MAX_BYTES 65536u
 static int g_poll_spin;
-static uint64_t g_spin_ns = MRV_SPIN_NS;
+static int g_spin_fixed;     /* METAROCE_VERBS_SPIN_US: this spin, always */
+static uint32_t g_spin_ns;   /* (its length) */
+static mrv_spin_cfg g_spin_cfg = MRV_SPIN_CFG_DEFAULT;
+static int g_spin_debug;     /* METAROCE_VERBS_SPIN_DEBUG: each CQ's waits when destroyed */
+
+/* A microsecond count from the environment, at most 1 s; -1 when unset or
+ * not a number. */
+static long env_us(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return -1;
+	char *end;
+	unsigned long long u = strtoull(v, &end, 10);
+	if (*end || v[0] == '-') {
+		say("%s=%s is not a count of microseconds: ignored", name, v);
+		return -1;
+	}
+	return u > 1000000 ? 1000000 : (long)u;
+}
 
 static uint64_t mono_ns(void)
 {
@@ -220,9 +251,14 @@ static mrc_session *session_open(void)
 {
 	const char *pm = getenv("METAROCE_VERBS_POLL");
 	g_poll_spin = pm && !strcmp(pm, "spin");
-	const char *su = getenv("METAROCE_VERBS_SPIN_US");
-	if (su && *su)
-		g_spin_ns = strtoull(su, NULL, 10) * 1000u;
+	long us = env_us("METAROCE_VERBS_SPIN_US");
+	g_spin_fixed = us >= 0;
+	g_spin_ns = us >= 0 ? (uint32_t)us * 1000u : 0;
+	const char *sd = getenv("METAROCE_VERBS_SPIN_DEBUG");
+	g_spin_debug = sd && *sd && strcmp(sd, "0");
+	us = env_us("METAROCE_VERBS_SPIN_MAX_US");
+	if (us >= 0)
+		g_spin_cfg.max_ns = (uint32_t)us * 1000u;
 	const char *p = getenv("METAROCE_APP_SOCKET");
 	mrc_session *s = NULL;
 	int rc = mrc_session_open(NULL, program_invocation_short_name, &s);
@@ -1263,6 +1299,51 @@ static void idle_sleep(mrv_ctx *x)
 		kick(x);
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* An empty poll of cq starts a wait (lock held): its spin is fixed now.
+ * With more than MRV_SPIN_MAX_BYTES of sends outstanding it will not spin
+ * (and teaches the policy nothing); nor with a budget of 0: no CPU clock
+ * (a system call) is read for either. */
+static void wait_start(mrv_ctx *x, mrv_cq *cq, uint64_t now)
+{
+	cq->wait0_ns = now;
+	cq->slept = 0;
+	cq->spin_wall_ns = cq->spin_cpu_ns = 0; /* (not measured: no spin) */
+	cq->gated = x->send_bytes > MRV_SPIN_MAX_BYTES;
+	cq->budget_ns = g_spin_fixed ? g_spin_ns : mrv_spin_budget(&cq->spin, &g_spin_cfg);
+	cq->cpu0_ns = g_spin_fixed || cq->gated || !cq->budget_ns ? 0 : thread_cpu_ns();
+}
+
+/* A poll of cq found completions after a wait (lock held): the policy
+ * learns how long it took, whether the spin caught it and how much of the
+ * CPU the spin got. Waits cut short by outstanding sends teach nothing. */
+static void wait_end(mrv_cq *cq)
+{
+	if (cq->gated)
+		cq->n_gated++;
+	else if (cq->slept)
+		cq->n_slept++;
+	else
+		cq->n_caught++;
+	if (!g_spin_fixed && !cq->gated) {
+		uint64_t now = mono_ns();
+		if (!cq->slept) {
+			cq->spin_wall_ns = now - cq->wait0_ns;
+			cq->spin_cpu_ns = thread_cpu_ns() - cq->cpu0_ns;
+		}
+		mrv_spin_done(&cq->spin, &g_spin_cfg, now - cq->wait0_ns, cq->budget_ns, cq->slept,
+			      cq->spin_wall_ns, cq->spin_cpu_ns);
+	}
+	cq->wait0_ns = 0;
+}
+
 static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	mrv_cq *cq = CQ(ibcq);
@@ -1293,18 +1374,25 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		}
 		/* Programs spin on empty polls (perftest always does), and
 		 * the daemons that will produce the completion need a CPU:
-		 * after a short spin, sleep until the next completion
-		 * (MRV_SPIN_NS). */
-		if (++x->empty_run >= MRV_IDLE_SPIN) {
-			x->empty_run = 0;
+		 * after a spin (spin.h), sleep until the next completion. */
+		if (++cq->empty_run >= MRV_IDLE_SPIN) {
+			cq->empty_run = 0;
 			uint64_t now = mono_ns();
-			if (!x->idle_since_ns)
-				x->idle_since_ns = now;
-			if (g_poll_spin || (now - x->idle_since_ns < g_spin_ns &&
-					    x->send_bytes <= MRV_SPIN_MAX_BYTES)) {
+			if (!cq->wait0_ns)
+				wait_start(x, cq, now);
+			int within = now - cq->wait0_ns < cq->budget_ns;
+			if (g_poll_spin || (within && x->send_bytes <= MRV_SPIN_MAX_BYTES)) {
 				pthread_mutex_unlock(&x->lock);
 				sched_yield();
 				return 0;
+			}
+			if (!cq->slept) {
+				cq->slept = 1;
+				cq->gated |= within;
+				if (!cq->gated && !g_spin_fixed && cq->budget_ns) {
+					cq->spin_wall_ns = now - cq->wait0_ns;
+					cq->spin_cpu_ns = thread_cpu_ns() - cq->cpu0_ns;
+				}
 			}
 			idle_sleep(x);
 			if (cq->head == cq->tail) {
@@ -1314,9 +1402,11 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			while (k < n && cq->head != cq->tail)
 				wc[k++] = cq->q[cq->head++ & (cq->qcap - 1)];
 		}
-	} else {
-		x->empty_run = 0;
-		x->idle_since_ns = 0;
+	}
+	if (k) {
+		cq->empty_run = 0;
+		if (cq->wait0_ns)
+			wait_end(cq);
 	}
 	pthread_mutex_unlock(&x->lock);
 	return k;
@@ -1861,6 +1951,7 @@ MRV_API struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_co
 		errno = ENOMEM;
 		return NULL;
 	}
+	mrv_spin_init(&cq->spin);
 	uint32_t cap = 16;
 	while (cap < (uint32_t)cqe && cap < (1u << 20))
 		cap *= 2;
@@ -1896,6 +1987,13 @@ MRV_API int ibv_destroy_cq(struct ibv_cq *ibcq)
 			pthread_mutex_unlock(&x->lock);
 			return EBUSY;
 		}
+	if (g_spin_debug)
+		say("CQ %p: waits caught spinning %llu, slept %llu, slept with sends outstanding "
+		    "%llu; estimate %u us, spin now %u us (%s), pay %u/1024, CPU share %u/1024",
+		    (void *)cq, (unsigned long long)cq->n_caught, (unsigned long long)cq->n_slept,
+		    (unsigned long long)cq->n_gated, cq->spin.est_ns / 1000,
+		    (g_spin_fixed ? g_spin_ns : mrv_spin_budget(&cq->spin, &g_spin_cfg)) / 1000,
+		    g_spin_fixed ? "fixed" : "adaptive", cq->spin.pay, cq->spin.share);
 	for (mrv_cq **pp = &x->cqs; *pp; pp = &(*pp)->next)
 		if (*pp == cq) {
 			*pp = cq->next;

@@ -3,7 +3,7 @@ daemons on loopback. Each program's output is parsed and checked; data is
 verified where the program verifies it (ibv_rc_pingpong --chk). Unsupported
 modes must fail at once with a clear message.
 
-Usage: test_verbs.py GROUP   (devices | pingpong | perftest | unsupported)
+Usage: test_verbs.py GROUP   (see GROUPS)
 """
 import os
 import re
@@ -287,6 +287,25 @@ def t_memory(p):
           "(MRC_SQE_UNSIGNALED)" % quiet)
 
 
+def t_reset(p):
+    # with the library's default (a completion per send, unsignaled ones
+    # dropped by the library) and with the daemon's unsignaled requests
+    for unsig in ("0", "1"):
+        r = subprocess.run([RUN, os.environ["VERBS_QPRESET"], p.a.app_sock, p.b.app_sock],
+                           capture_output=True, text=True, timeout=100,
+                           env=dict(os.environ, METAROCE_VERBS_UNSIGNALED=unsig))
+        show("qpreset, METAROCE_VERBS_UNSIGNALED=%s" % unsig, r.stdout + r.stderr)
+        check(r.returncode == 0, "qpreset (METAROCE_VERBS_UNSIGNALED=%s): exit %d"
+              % (unsig, r.returncode))
+        for who in ("requester", "responder"):
+            check("%s: PASS" % who in r.stdout, "qpreset %s passed" % who)
+        check(re.search(r"requester: \d+ rounds with a success from before the reset in the "
+                        r"ring: the unsignaled WRITE after it still completed REM_ACCESS_ERR",
+                        r.stdout),
+              "a completion from before a QP reset retires nothing posted after it "
+              "(METAROCE_VERBS_UNSIGNALED=%s)" % unsig)
+
+
 def dynsyms(lib):
     out = subprocess.run(["readelf", "--dyn-syms", "-W", lib], capture_output=True, text=True,
                          check=True).stdout
@@ -376,7 +395,7 @@ def t_faults(p):
         q.tmp.cleanup()
 
 
-GROUPS = {"symbols": t_symbols, "faults": t_faults, "memory": t_memory, "devices": t_devices, "pingpong": t_pingpong, "perftest": t_perftest,
+GROUPS = {"symbols": t_symbols, "faults": t_faults, "memory": t_memory, "reset": t_reset, "devices": t_devices, "pingpong": t_pingpong, "perftest": t_perftest,
           "unsupported": t_unsupported}
 
 
