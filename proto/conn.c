@@ -202,6 +202,8 @@ typedef struct path {
 				* does not double for them */
 	uint32_t ack_ce, ack_rcv; /* counters of the last ACK */
 	uint32_t probe_seq;
+	uint32_t rto_probe_seq; /* probe_seq at its last timeout: a PROBE_ACK
+				 * answering a later one resolves (SPEC 8.3) */
 	uint32_t rx_pending;   /* receive side */
 	uint32_t pack_seq;
 	uint32_t ctl_unproven; /* ACKs sent on it since it last proved to work */
@@ -210,6 +212,8 @@ typedef struct path {
 	uint64_t rttvar_ns;
 	uint64_t max_rtt_ns;   /* largest recent RTT sample, decaying towards srtt */
 	uint64_t rto_at, tlp_at;
+	uint64_t hold_at;      /* data a timeout held goes by then at the latest
+				* (path_timeout()), NEVER for none */
 	uint64_t undo_cwnd, undo_ssthresh; /* window before the first unresolved RTO */
 	uint64_t last_ack_ns, last_tx_ns;
 	uint64_t probe_at;     /* next probe to send, NEVER for none */
@@ -1048,6 +1052,7 @@ static path *path_slot_new(mrp_conn *c, uint16_t id)
 		pa->id = id;
 		pa->state = MRP_PATH_CLOSED;
 		pa->rto_at = pa->tlp_at = pa->probe_at = pa->rx_ack_at = NEVER;
+		pa->hold_at = NEVER;
 		c->paths[id] = pa;
 		if (id >= c->path_hi)
 			c->path_hi = (uint32_t)id + 1;
@@ -1133,7 +1138,10 @@ static void ent_rto_resolve(mrp_conn *c, path *pa, txent *e, int delivered, uint
 	txmsg *m = e->m;
 	e->state = ENT_DONE;
 	e->m = NULL;
-	pa->rto_pending--;
+	if (!--pa->rto_pending && pa->hold_at != NEVER) {
+		pa->hold_at = NEVER; /* nothing held is left */
+		c->dl_valid = 0;
+	}
 	if (!delivered) {
 		pa->lost_pkts++;
 		c->st.lost_pkts++;
@@ -1174,7 +1182,7 @@ static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto, uint64_t now)
 			ent_rto_resolve(c, pa, e, 0, now);
 	}
 	pa->snd_una = pa->snd_nxt;
-	pa->rto_at = pa->tlp_at = NEVER;
+	pa->rto_at = pa->tlp_at = pa->hold_at = NEVER;
 	pa->tlp_pending = 0;
 	pa->undo_valid = 0;
 }
@@ -1257,7 +1265,7 @@ static int path_open(mrp_conn *c, uint16_t id, uint8_t plane, uint64_t now,
 	pa->sport = pick_sport(c);
 	pa->gen = (uint16_t)(pa->gen + 1);
 	pa->snd_nxt = pa->snd_una = 0;
-	pa->rto_at = pa->tlp_at = NEVER;
+	pa->rto_at = pa->tlp_at = pa->hold_at = NEVER;
 	pa->probe_at = NEVER;
 	c->cc.ops->path_init(&c->cc, &pa->cc, now);
 	pa->disabled = c->plane_dis[plane];
@@ -1571,6 +1579,7 @@ static void conn_flush(mrp_conn *c, int status)
 		pa->rto_pending = 0;
 		pa->undo_valid = 0;
 		pa->rto_at = pa->tlp_at = pa->probe_at = pa->rx_ack_at = NEVER;
+		pa->hold_at = NEVER;
 		pa->tlp_pending = pa->probe_pending = pa->pack_pending = 0;
 		pa->rx_ack_now = 0;
 		pa->rx_pending = 0;
@@ -2883,13 +2892,18 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		c->dl_valid = 0;
 	}
 	/* The peer acknowledged the path's packets just before it answered,
-	 * on the same route (SPEC 8), and this PROBE left after the
-	 * timed-out ones: those still unresolved did not arrive. */
-	if (pa->rto_pending && k->ts_echo_ns <= pa->probe_sent_ns) {
+	 * on the same route (SPEC 8.2), and this PROBE left after the path's
+	 * last timeout, so after every timed-out packet: those still
+	 * unresolved were not shown received, and are lost (their data, if
+	 * the timeout held it, goes again now). Which PROBE left when is
+	 * told by its sequence number, not by the echoed timestamp: a
+	 * sender may stamp a packet as it leaves, later than the engine
+	 * wrote it (the daemon does), and the peer echoes what it likes. */
+	if (pa->rto_pending && (int32_t)(k->probe_seq - pa->rto_probe_seq) > 0) {
 		uint32_t lost = 0;
 		for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
-			if (e->state == ENT_RTO && e->sent_ns < k->ts_echo_ns) {
+			if (e->state == ENT_RTO) {
 				ent_rto_resolve(c, pa, e, 0, now);
 				lost++;
 			}
@@ -4092,6 +4106,7 @@ static uint64_t timers_compute(const mrp_conn *c)
 		if (!pa->open || !sending(c))
 			continue;
 		t = min64(t, pa->rto_at);
+		t = min64(t, pa->hold_at);
 		t = min64(t, pa->tlp_at);
 		t = min64(t, pa->probe_at);
 		t = min64(t, idle_probe_at(c, pa));
@@ -4198,11 +4213,13 @@ static int plane_works_without(const mrp_conn *c, const path *pa, uint64_t now,
 	return 0;
 }
 
-/* Timed-out entries whose data a first timeout held (path_timeout()): the
- * path stayed silent past its PROBE's timeout too, so they go again now,
- * still unresolved (a late ACK may yet show them delivered). */
+/* Timed-out entries whose data a first timeout held (path_timeout()):
+ * neither an ACK nor the answer to its PROBE resolved them within one more
+ * timeout (hold_at), or the path's timer expired again, so they go again
+ * now, still unresolved (a late ACK may yet show them delivered). */
 static void path_release_held(mrp_conn *c, path *pa, uint64_t now)
 {
+	pa->hold_at = NEVER;
 	if (!pa->rto_pending)
 		return;
 	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
@@ -4238,17 +4255,24 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 {
 	pa->rto_at = NEVER;
 	pa->reprobe_n = 0;
+	pa->rto_probe_seq = pa->probe_seq;
 	/* A timeout that may be only delay holds the window's data: the
 	 * PROBE that follows asks, and its answer -- or an ACK meanwhile --
 	 * resolves each entry: delivered, or lost and sent again then. If
-	 * the PROBE too goes unanswered, the next timeout sends them. */
+	 * no answer comes within the timeout that just expired (not
+	 * doubled), or the path's timer expires again first, they go then
+	 * (path_release_held()): a peer that answers nothing still gets
+	 * the data about one timeout later than without the hold. */
 	int hold = timeout_may_be_delay(c, pa, now);
+	uint64_t held_for = hold ? path_rto(c, pa) : 0;
 	if (!hold)
 		path_release_held(c, pa, now);
 	if (pa->cc.inflight) {
 		c->st.rto_count++;
 		pa->rto_count++;
 		path_rto_inflight(c, pa, hold, now);
+		if (hold)
+			pa->hold_at = min64(pa->hold_at, now + held_for);
 	} else if (pa->probe_pending) {
 		pa->rto_count++;
 		pa->probe_pending = 0;
@@ -4324,6 +4348,8 @@ void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 				continue;
 			if (pa->rto_at <= now)
 				path_timeout(c, pa, now);
+			if (pa->hold_at <= now)
+				path_release_held(c, pa, now);
 			if (pa->tlp_at <= now) {
 				pa->tlp_at = NEVER;
 				if (pa->cc.inflight) {
