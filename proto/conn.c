@@ -81,6 +81,14 @@
 /* PROBEs a SUSPECT path sends one PTO apart after a timeout's first one,
  * before it waits for its (doubling) timeout (SPEC 8). */
 #define REPROBE_MAX 8
+/* Repair sent ahead when the send queues run dry (tail_ahead()): copies of
+ * what left in the last 1/TAIL_AHEAD_DIV of the largest RTT, and of each
+ * path's TAIL_AHEAD_LAST newest packets, at most 1/TAIL_AHEAD_SHARE of the
+ * bytes sent since the queues last ran dry. */
+#define TAIL_AHEAD_DIV 5
+#define TAIL_AHEAD_LAST 2
+#define TAIL_AHEAD_SHARE 32
+#define TAIL_AHEAD_MIN_RTT_NS 1000000
 
 typedef struct txmsg txmsg;
 typedef struct rxmsg rxmsg;
@@ -156,6 +164,7 @@ typedef struct txent {
 	uint32_t seg;
 	uint32_t bytes;
 	uint8_t state;
+	uint8_t held; /* ENT_RTO whose data was not queued again (path_timeout()) */
 } txent;
 
 /* Fields grouped by size (bytes, then 16- and 32-bit, then 64-bit and
@@ -166,6 +175,9 @@ typedef struct path {
 	uint8_t plane, state, disabled, open;
 	uint16_t sport;
 	uint8_t undo_valid;    /* an RTO may still be undone */
+	uint8_t own_sample;    /* an ACK or PROBE answer of its own timed it in
+				* this generation (not only a borrowed RTT) */
+	uint8_t rto_was_delay; /* its last resolved timeout was only delay */
 	uint8_t cold_timers;   /* its timers armed before the connection's first
 				* RTT sample (rearm_unsampled()) */
 	uint8_t tlp_pending : 1; /* a tail-loss probe is due */
@@ -190,6 +202,8 @@ typedef struct path {
 				* does not double for them */
 	uint32_t ack_ce, ack_rcv; /* counters of the last ACK */
 	uint32_t probe_seq;
+	uint32_t rto_probe_seq; /* probe_seq at its last timeout: a PROBE_ACK
+				 * answering a later one resolves (SPEC 8.3) */
 	uint32_t rx_pending;   /* receive side */
 	uint32_t pack_seq;
 	uint32_t ctl_unproven; /* ACKs sent on it since it last proved to work */
@@ -198,6 +212,8 @@ typedef struct path {
 	uint64_t rttvar_ns;
 	uint64_t max_rtt_ns;   /* largest recent RTT sample, decaying towards srtt */
 	uint64_t rto_at, tlp_at;
+	uint64_t hold_at;      /* data a timeout held goes by then at the latest
+				* (path_timeout()), NEVER for none */
 	uint64_t undo_cwnd, undo_ssthresh; /* window before the first unresolved RTO */
 	uint64_t last_ack_ns, last_tx_ns;
 	uint64_t probe_at;     /* next probe to send, NEVER for none */
@@ -219,6 +235,7 @@ typedef struct rqent {
 	uint32_t seg;
 	uint16_t avoid; /* a second copy (write_data()): id + 1 of the path
 			 * the first went on; 0: a retransmission */
+	uint8_t ahead;  /* a copy sent ahead of any loss (tail_ahead()) */
 } rqent;
 
 typedef struct nakent {
@@ -277,6 +294,7 @@ struct mrp_conn {
 	rqent *rq;               /* retransmission queue ring */
 	uint32_t rq_cap, rq_head, rq_len; /* rq_cap: 0 or a power of two */
 	uint64_t total_inflight;
+	uint64_t ahead_mark;     /* tx_bytes when the send queue last ran dry */
 	uint64_t pace_at;
 
 	rxmsg **rxh;            /* receive messages by (stream, msn) */
@@ -928,7 +946,7 @@ static int rq_push_copy(mrp_conn *c, txmsg *m, uint32_t seg, uint16_t avoid)
 		c->rq_cap = ncap;
 		c->rq_head = 0;
 	}
-	c->rq[(c->rq_head + c->rq_len++) & (c->rq_cap - 1)] = (rqent){ m, seg, avoid };
+	c->rq[(c->rq_head + c->rq_len++) & (c->rq_cap - 1)] = (rqent){ m, seg, avoid, 0 };
 	m->refs++;
 	return 0;
 }
@@ -1036,6 +1054,7 @@ static path *path_slot_new(mrp_conn *c, uint16_t id)
 		pa->id = id;
 		pa->state = MRP_PATH_CLOSED;
 		pa->rto_at = pa->tlp_at = pa->probe_at = pa->rx_ack_at = NEVER;
+		pa->hold_at = NEVER;
 		c->paths[id] = pa;
 		if (id >= c->path_hi)
 			c->path_hi = (uint32_t)id + 1;
@@ -1098,29 +1117,38 @@ static void ent_lost(mrp_conn *c, path *pa, txent *e, int by_rto, uint64_t now)
 }
 
 /* The path's retransmission timer expired with e in flight: its data goes
- * back to the queue at once, but whether it was lost is left to the next
- * ACK that covers it (ENT_RTO). The entry keeps its reference to m. */
-static void ent_timeout(mrp_conn *c, path *pa, txent *e, uint64_t now)
+ * back to the queue at once (or, hold: when it is found lost, SPEC 6.4),
+ * but whether it was lost is left to the next ACK that covers it
+ * (ENT_RTO). The entry keeps its reference to m. */
+static void ent_timeout(mrp_conn *c, path *pa, txent *e, int hold, uint64_t now)
 {
 	pa->cc.inflight -= e->bytes;
 	c->total_inflight -= e->bytes;
 	e->state = ENT_RTO;
+	e->held = (uint8_t)hold;
 	pa->rto_pending++;
-	seg_requeue(c, e->m, e->seg, 1, now);
+	if (!hold)
+		seg_requeue(c, e->m, e->seg, 1, now);
 }
 
 /* Resolve a timed-out entry: it arrived after all (delivered: the timeout
  * was spurious, and the segment is acknowledged if its copy is not yet), or
- * it is lost, counted now. Its data was queued again at the timeout. */
-static void ent_rto_resolve(mrp_conn *c, path *pa, txent *e, int delivered)
+ * it is lost, counted now. Its data was queued again at the timeout, or,
+ * held, is queued now. */
+static void ent_rto_resolve(mrp_conn *c, path *pa, txent *e, int delivered, uint64_t now)
 {
 	txmsg *m = e->m;
 	e->state = ENT_DONE;
 	e->m = NULL;
-	pa->rto_pending--;
+	if (!--pa->rto_pending && pa->hold_at != NEVER) {
+		pa->hold_at = NEVER; /* nothing held is left */
+		c->dl_valid = 0;
+	}
 	if (!delivered) {
 		pa->lost_pkts++;
 		c->st.lost_pkts++;
+		if (e->held) /* its data goes again now */
+			seg_requeue(c, m, e->seg, 1, now);
 		txmsg_unref(c, m);
 		return;
 	}
@@ -1153,10 +1181,10 @@ static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto, uint64_t now)
 		if (e->state == ENT_INFLIGHT)
 			ent_lost(c, pa, e, by_rto, now);
 		else if (e->state == ENT_RTO)
-			ent_rto_resolve(c, pa, e, 0);
+			ent_rto_resolve(c, pa, e, 0, now);
 	}
 	pa->snd_una = pa->snd_nxt;
-	pa->rto_at = pa->tlp_at = NEVER;
+	pa->rto_at = pa->tlp_at = pa->hold_at = NEVER;
 	pa->tlp_pending = 0;
 	pa->undo_valid = 0;
 }
@@ -1164,12 +1192,12 @@ static void path_drain_inflight(mrp_conn *c, path *pa, int by_rto, uint64_t now)
 /* The path's timer expired: everything in flight times out (ENT_RTO), and
  * the window is cut, remembering the old one in case the timeout turns out
  * to have been only delay (SPEC 6.4). */
-static void path_rto_inflight(mrp_conn *c, path *pa, uint64_t now)
+static void path_rto_inflight(mrp_conn *c, path *pa, int hold, uint64_t now)
 {
 	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
 		if (e->state == ENT_INFLIGHT)
-			ent_timeout(c, pa, e, now);
+			ent_timeout(c, pa, e, hold, now);
 	}
 	pa->tlp_at = NEVER;
 	pa->tlp_pending = 0;
@@ -1193,12 +1221,12 @@ static void path_advance_una(path *pa)
 /* Timed-out entries that still block the path's window (a path answering
  * probes again but with more than half its SACK span held by them): they
  * are declared lost, oldest first, so that new data can go out. */
-static void path_trim_rto(mrp_conn *c, path *pa)
+static void path_trim_rto(mrp_conn *c, path *pa, uint64_t now)
 {
 	while (pa->rto_pending && pa->snd_nxt - pa->snd_una > MRP_SACK_BITS / 2) {
 		txent *e = &pa->ring[pa->snd_una & (pa->ring_cap - 1)];
 		if (e->state == ENT_RTO)
-			ent_rto_resolve(c, pa, e, 0);
+			ent_rto_resolve(c, pa, e, 0, now);
 		else if (e->state == ENT_INFLIGHT)
 			break;
 		pa->snd_una++;
@@ -1214,6 +1242,8 @@ static void path_new_gen(mrp_conn *c, path *pa, uint64_t now)
 	pa->have_counts = 0;
 	pa->rto_count = 0;
 	pa->probe_pending = 0;
+	pa->own_sample = 0;
+	pa->rto_was_delay = 0;
 	c->cc.ops->path_init(&c->cc, &pa->cc, now);
 }
 
@@ -1237,7 +1267,7 @@ static int path_open(mrp_conn *c, uint16_t id, uint8_t plane, uint64_t now,
 	pa->sport = pick_sport(c);
 	pa->gen = (uint16_t)(pa->gen + 1);
 	pa->snd_nxt = pa->snd_una = 0;
-	pa->rto_at = pa->tlp_at = NEVER;
+	pa->rto_at = pa->tlp_at = pa->hold_at = NEVER;
 	pa->probe_at = NEVER;
 	c->cc.ops->path_init(&c->cc, &pa->cc, now);
 	pa->disabled = c->plane_dis[plane];
@@ -1560,6 +1590,7 @@ static void conn_flush(mrp_conn *c, int status)
 		pa->rto_pending = 0;
 		pa->undo_valid = 0;
 		pa->rto_at = pa->tlp_at = pa->probe_at = pa->rx_ack_at = NEVER;
+		pa->hold_at = NEVER;
 		pa->tlp_pending = pa->probe_pending = pa->pack_pending = 0;
 		pa->rx_ack_now = 0;
 		pa->rx_pending = 0;
@@ -2509,7 +2540,7 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 	pa->ctl_unproven = 0;
 	if (!pa->disabled && (pa->state == MRP_PATH_SUSPECT || pa->state == MRP_PATH_PROBING ||
 			      pa->state == MRP_PATH_FAILED)) {
-		path_trim_rto(c, pa);
+		path_trim_rto(c, pa, now);
 		if (pa->probe_at != NEVER && pa->reprobe_n) {
 			pa->probe_at = NEVER; /* (its repeated PROBEs: no more) */
 			c->dl_valid = 0;
@@ -2623,7 +2654,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 				int got = age < MRP_SACK_BITS && mrp_ack_bit(a, age);
 				late += got;
 				rto_lost += !got;
-				ent_rto_resolve(c, pa, e, got);
+				ent_rto_resolve(c, pa, e, got, now);
 				continue;
 			}
 			if (e->state != ENT_INFLIGHT)
@@ -2671,6 +2702,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			pa->undo_valid = 0;
 			c->st.rto_spurious++;
 		}
+		pa->rto_was_delay = late >= rto_lost;
 		if (!pa->rto_pending)
 			pa->undo_valid = 0;
 		if (late && !acked)
@@ -2688,6 +2720,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		if (rtt > a->ack_delay_ns)
 			rtt -= a->ack_delay_ns;
 		rtt_sample(pa, rtt);
+		pa->own_sample = 1;
 		if (acked && adm_open)
 			adm_seed_rtt(c, pa->plane, rtt, now);
 	}
@@ -2730,7 +2763,17 @@ static int rx_nak(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	if (pa && pa->open && pa->gen == k->nak_path_gen &&
 	    sdiff(k->nak_psn, pa->snd_una) >= 0 && sdiff(k->nak_psn, pa->snd_nxt) < 0) {
 		txent *e = &pa->ring[k->nak_psn & (pa->ring_cap - 1)];
-		if (e->state == ENT_RTO) {
+		if (e->state == ENT_RTO && e->held) {
+			/* NAK'd after a timeout that held its data: as in
+			 * flight (below), its bytes already out of the count */
+			m = e->m;
+			seg = e->seg;
+			have_seg = 1;
+			e->state = ENT_DONE;
+			pa->rto_pending--;
+			e->m = NULL;
+			m->refs--;
+		} else if (e->state == ENT_RTO) {
 			/* NAK'd after its timeout: arrived, not lost; its data
 			 * was queued again at the timeout */
 			e->state = ENT_DONE;
@@ -2881,14 +2924,19 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	if (c->unproven >> pa->plane & 1)
 		plane_proven(c, pa->plane, now);
 	/* The peer acknowledged the path's packets just before it answered,
-	 * on the same route (SPEC 8), and this PROBE left after the
-	 * timed-out ones: those still unresolved did not arrive. */
-	if (pa->rto_pending && k->ts_echo_ns <= pa->probe_sent_ns) {
+	 * on the same route (SPEC 8.2), and this PROBE left after the path's
+	 * last timeout, so after every timed-out packet: those still
+	 * unresolved were not shown received, and are lost (their data, if
+	 * the timeout held it, goes again now). Which PROBE left when is
+	 * told by its sequence number, not by the echoed timestamp: a
+	 * sender may stamp a packet as it leaves, later than the engine
+	 * wrote it (the daemon does), and the peer echoes what it likes. */
+	if (pa->rto_pending && (int32_t)(k->probe_seq - pa->rto_probe_seq) > 0) {
 		uint32_t lost = 0;
 		for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
 			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
-			if (e->state == ENT_RTO && e->sent_ns < k->ts_echo_ns) {
-				ent_rto_resolve(c, pa, e, 0);
+			if (e->state == ENT_RTO) {
+				ent_rto_resolve(c, pa, e, 0, now);
 				lost++;
 			}
 		}
@@ -2903,8 +2951,10 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		if (rtt > k->ack_delay_ns)
 			rtt -= k->ack_delay_ns;
 		/* (not a grant's: see adm_granted()) */
-		if (!grant)
+		if (!grant) {
 			rtt_sample(pa, rtt);
+			pa->own_sample = 1;
+		}
 		pa->probe_rtt_ns = rtt;
 		pa->probes_answered++;
 	}
@@ -3740,6 +3790,87 @@ static path *copy_path(mrp_conn *c, uint32_t bytes, uint32_t first, uint64_t now
 	return same;
 }
 
+/* Queue a copy of e's segment, sent ahead of any loss (write_data()). */
+static int ahead_push(mrp_conn *c, path *pa, txent *e, uint64_t *used, uint64_t budget)
+{
+	if (e->state != ENT_INFLIGHT || e->m->done || e->m->opcode == MRP_OP_READ_REQ)
+		return 0;
+	if (*used + e->bytes > budget)
+		return -1;
+	if (rq_push_copy(c, e->m, e->seg, (uint16_t)(pa->id + 1)))
+		return -1;
+	c->rq[(c->rq_head + c->rq_len - 1) & (c->rq_cap - 1)].ahead = 1;
+	*used += e->bytes;
+	return 0;
+}
+
+/*
+ * The last new data left (SPEC 6.4, "repair sent ahead"): at a long round
+ * trip the sender then idles for a round trip, and a loss among the last
+ * packets is learnt a round trip after they left and repaired a round
+ * trip later still -- at 10 ms, two round trips after the last new data
+ * where the lossless transfer ends one after it. A copy of each packet
+ * still in flight that left in the last fifth of the largest RTT, and of
+ * each path's two newest (whose loss no later packet of the path would
+ * show: only its tail-loss probe, 1.125 round trips on), goes on another
+ * path as ACKs free room, so that one loss among them costs nothing. At
+ * most 1/32 of the bytes sent since the queues last ran dry, only at
+ * round trips of a millisecond or more (across sites: a data-centre
+ * round trip repairs a loss in microseconds), and not while a path sees
+ * ECN marks (the copies would add to a queue).
+ */
+static void tail_ahead(mrp_conn *c, uint64_t now)
+{
+	uint64_t span = c->max_rtt_ns / TAIL_AHEAD_DIV;
+	uint64_t budget = (c->st.tx_bytes - c->ahead_mark) / TAIL_AHEAD_SHARE, used = 0;
+	c->ahead_mark = c->st.tx_bytes;
+	if (c->max_rtt_ns < TAIL_AHEAD_MIN_RTT_NS)
+		return;
+	uint32_t active = 0;
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->open && pa->cc.alpha_q16)
+			return;
+		active += pa && pa->open && pa->state == MRP_PATH_ACTIVE;
+	}
+	if (active < 2)
+		return; /* a copy goes on another path */
+	/* each path's newest first, then the rest of the span, newest first
+	 * on each path */
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < c->path_hi; i++) {
+			path *pa = c->paths[i];
+			if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
+				continue;
+			uint32_t k = 0;
+			for (uint32_t psn = pa->snd_nxt; psn != pa->snd_una; k++) {
+				psn--;
+				txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+				if (pass == 0 && k >= TAIL_AHEAD_LAST)
+					break;
+				if (pass == 1 && k < TAIL_AHEAD_LAST)
+					continue;
+				if (pass == 1 && e->sent_ns + span < now)
+					break;
+				if (ahead_push(c, pa, e, &used, budget))
+					return;
+			}
+		}
+}
+
+/* Whether a copy sent ahead that found no path may wait for one: another
+ * active path clean of ECN marks exists, whose room ACKs will free. */
+static int copy_may_wait(const mrp_conn *c, uint32_t first)
+{
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->id != first && pa->open && pa->state == MRP_PATH_ACTIVE &&
+		    !pa->cc.alpha_q16)
+			return 1;
+	}
+	return 0;
+}
+
 static int rnr_waiting(const txmsg *m, uint64_t now)
 {
 	return m->in_rnr && m->rnr_until > now;
@@ -3789,6 +3920,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	uint32_t seg = 0;
 	int retx = 0;
 	uint16_t avoid = 0;
+	int ahead = 0;
 	while (c->rq_len) {
 		rqent *r = &c->rq[c->rq_head];
 		/* (a second copy goes only while the first is in flight) */
@@ -3803,6 +3935,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		m = r->m;
 		seg = r->seg;
 		avoid = r->avoid;
+		ahead = r->ahead;
 		retx = 1;
 		break;
 	}
@@ -3842,6 +3975,8 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		/* A second copy goes on another clean path with room, or not at
 		 * all (then the first copy's own recovery stands). */
 		pa = copy_path(c, bytes, avoid - 1u, now);
+		if (!pa && ahead && copy_may_wait(c, avoid - 1u))
+			return 0; /* it waits for room (ACKs free it) */
 		if (!pa) {
 			c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);
 			c->rq_len--;
@@ -3924,8 +4059,10 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 			}
 			/* the last new data left: the tail begins (the other
 			 * paths' probes follow at their next ACK) */
-			if (!c->sq_head)
+			if (!c->sq_head) {
 				tail_arm(c, pa);
+				tail_ahead(c, now);
+			}
 		}
 	}
 	return n;
@@ -4001,6 +4138,7 @@ static uint64_t timers_compute(const mrp_conn *c)
 		if (!pa->open || !sending(c))
 			continue;
 		t = min64(t, pa->rto_at);
+		t = min64(t, pa->hold_at);
 		t = min64(t, pa->tlp_at);
 		t = min64(t, pa->probe_at);
 		t = min64(t, idle_probe_at(c, pa));
@@ -4107,14 +4245,66 @@ static int plane_works_without(const mrp_conn *c, const path *pa, uint64_t now,
 	return 0;
 }
 
+/* Timed-out entries whose data a first timeout held (path_timeout()):
+ * neither an ACK nor the answer to its PROBE resolved them within one more
+ * timeout (hold_at), or the path's timer expired again, so they go again
+ * now, still unresolved (a late ACK may yet show them delivered). */
+static void path_release_held(mrp_conn *c, path *pa, uint64_t now)
+{
+	pa->hold_at = NEVER;
+	if (!pa->rto_pending)
+		return;
+	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
+		txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+		if (e->state == ENT_RTO && e->held) {
+			e->held = 0;
+			seg_requeue(c, e->m, e->seg, 1, now);
+		}
+	}
+}
+
+/*
+ * Whether a path's timeout may be only delay, so that it should ask before
+ * it sends its window again (SPEC 8.1): its first timeout (none since its
+ * last delivered data), while a path of its plane works, on a path whose
+ * timer is a guess -- no RTT sample of its own yet, only its plane's
+ * borrowed (a route far slower than its plane's first one times out on
+ * its first window) -- or whose last timeout was only delay, or that has
+ * lost nothing yet (its ACKs come back now and then by a slower return
+ * route than any its plane has timed, SPEC 6.3). A path that has lost
+ * packets and whose last timeout was a loss sends at once, as before.
+ */
+static int timeout_may_be_delay(const mrp_conn *c, const path *pa, uint64_t now)
+{
+	if (pa->rto_count || pa->state != MRP_PATH_ACTIVE || pa->disabled || !pa->cc.inflight)
+		return 0;
+	if (pa->own_sample && !pa->rto_was_delay && pa->lost_pkts)
+		return 0;
+	return plane_alive_without(c, pa, now) && c->plane_max_rtt_ns[pa->plane];
+}
+
 static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 {
 	pa->rto_at = NEVER;
 	pa->reprobe_n = 0;
+	pa->rto_probe_seq = pa->probe_seq;
+	/* A timeout that may be only delay holds the window's data: the
+	 * PROBE that follows asks, and its answer -- or an ACK meanwhile --
+	 * resolves each entry: delivered, or lost and sent again then. If
+	 * no answer comes within the timeout that just expired (not
+	 * doubled), or the path's timer expires again first, they go then
+	 * (path_release_held()): a peer that answers nothing still gets
+	 * the data about one timeout later than without the hold. */
+	int hold = timeout_may_be_delay(c, pa, now);
+	uint64_t held_for = hold ? path_rto(c, pa) : 0;
+	if (!hold)
+		path_release_held(c, pa, now);
 	if (pa->cc.inflight) {
 		c->st.rto_count++;
 		pa->rto_count++;
-		path_rto_inflight(c, pa, now);
+		path_rto_inflight(c, pa, hold, now);
+		if (hold)
+			pa->hold_at = min64(pa->hold_at, now + held_for);
 	} else if (pa->probe_pending) {
 		pa->rto_count++;
 		pa->probe_pending = 0;
@@ -4190,6 +4380,8 @@ void mrp_conn_handle_timeout(mrp_conn *c, uint64_t now)
 				continue;
 			if (pa->rto_at <= now)
 				path_timeout(c, pa, now);
+			if (pa->hold_at <= now)
+				path_release_held(c, pa, now);
 			if (pa->tlp_at <= now) {
 				pa->tlp_at = NEVER;
 				if (pa->cc.inflight) {

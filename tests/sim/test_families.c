@@ -143,6 +143,30 @@ static void test_reordering(void **state)
 }
 
 /*
+ * Reordering at a connection's start, spreads of 25x and 50x inside one
+ * plane (spines 2 / 100 us; 2 / 2 / 40 / 100 us; at 400G 4 / 100 us, two
+ * flows), seeds 1-4: spurious retransmissions <= 0.05 % of the data
+ * packets, half the family's bar, and no drops. The paths on the far spines
+ * have no RTT sample of their own when their first timers run out (their
+ * plane's near paths' RTT, borrowed), and a path's ACKs now and then come
+ * back by a slower return route than its plane has timed: such a first
+ * timeout now holds the window's data and asks (PROBE) before it sends it
+ * again (SPEC 8.1). The engine without that sent the far paths' windows
+ * again: 15 of 15,625 packets (0.096 %), 16 and 22 of 15,625 (0.10-0.14
+ * %), and 88-102 of 62,500 at 400G (0.14-0.16 %, with 173 drops in seed 1).
+ */
+static void test_reordering_start(void **state)
+{
+	(void)state;
+	static const char *const names[] = { "reorder_50x_start", "reorder_50x_far_spines_start",
+					     "reorder_25x_start_400g" };
+	for (unsigned i = 0; i < 3; i++)
+		for (uint64_t seed = 1; seed <= 4; seed++) {
+			reorder_run(names[i], seed, 2000);
+		}
+}
+
+/*
  * Incast fairness and utilization: from the third round trip (the first
  * ends when every sender has heard from the receiver) until the first
  * contending sender is done, Jain >= 0.95 over the contending senders'
@@ -552,10 +576,12 @@ static void test_join(void **state)
  * loss on the sender's cable (data and ACKs), three seeds. Loss may cost
  * its retransmissions' share of the link and the round trip that repairs
  * the last window, not a chain of round trips at the end: the FCT is at
- * most 2 round trips longer than the lossless run's. (Before a tail's
+ * most 1.5 round trips longer than the lossless run's. (Before a tail's
  * retransmissions went twice, each loss of a retransmission in the last
  * window cost a round trip more, or a timeout: 1.6-3.5 round trips at
- * 4 ms, bench/README.md.)
+ * 4 ms, bench/README.md. Before repair was sent ahead of the last
+ * packets' losses, SPEC 6.4, the bar was 2: 1.68-1.75 round trips at 4 ms,
+ * 1.77-1.92 at 10 ms; now 0.85-1.02.)
  */
 static uint64_t scale_fct(const char *name, uint64_t seed)
 {
@@ -586,7 +612,7 @@ static void test_scale_loss(void **state)
 				      "trips more\n", fam[i].lossy, (unsigned long long)seed,
 				      (double)f / 1e6, (double)f0 / 1e6,
 				      ((double)f - (double)f0) / (double)fam[i].rtt_ns);
-			assert_true(f <= f0 + 2 * fam[i].rtt_ns);
+			assert_true(f <= f0 + 3 * fam[i].rtt_ns / 2);
 		}
 	}
 }
@@ -795,6 +821,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reordering),
+		cmocka_unit_test(test_reordering_start),
 		cmocka_unit_test(test_incast),
 		cmocka_unit_test(test_plane_churn),
 		cmocka_unit_test(test_join),
