@@ -347,6 +347,8 @@ typedef struct mrp_conn_stats {
 	/* first-round-trip admission (SPEC 6.6): requests for a grant we
 	 * sent, grants we received, requests we answered */
 	uint64_t admit_asks, admit_grants, admit_requests;
+	/* paths moved to another route with their window (SPEC 6.4) */
+	uint64_t repaths;
 } mrp_conn_stats;
 
 void mrp_conn_get_stats(const mrp_conn *conn, mrp_conn_stats *out);
