@@ -299,11 +299,10 @@ struct mrp_conn {
 	uint32_t rh_slot;
 	uint64_t last_hint_bps;
 	/* re-path (SPEC 6.4): the connection's acknowledged rate, measured
-	 * over windows of at least two of its RTTs, and the path whose
+	 * over spans of at least two of its RTTs, and the path whose
 	 * route is to change (id + 1, 0 = none: one at a time) */
 	uint64_t rp_bytes, rp_since_ns, rp_rate_bps;
 	uint64_t rp_first_ns;   /* ... the first ACK that acknowledged data, 0 = none yet */
-	uint64_t plane_rto_ns[MRP_MAX_PLANES]; /* last timeout of a path of each plane */
 	uint16_t rp_path;
 	uint8_t rp_short;       /* ... spans in a row in which the rate was short
 				 * of the hint and did not grow */
@@ -1324,8 +1323,6 @@ static int ring_grow(mrp_conn *c, path *pa)
 /* Packets a path re-pathed to a new route (SPEC 6.4) keeps in flight there
  * until the first of them is acknowledged. */
 #define REPATH_FIRST_PKTS 8
-#define REPATH_WARY_RTTS 128  /* ... when a path of its plane timed out this
-			       * many RTTs ago or less */
 
 /* Bytes path pa may put in flight now (0 when it may not carry data). A
  * path with nothing in flight may always send one packet, whatever its
@@ -2631,7 +2628,11 @@ COLD static void adm_seed_rtt(mrp_conn *c, uint8_t plane, uint64_t rtt, uint64_t
  * goes on in the same generation with the same window and RTT. One path of
  * a connection at a time; a path's rounds of marks count again from zero
  * on its new route, so a new route that is as congested moves again after
- * REPATH_ROUNDS more rounds, and one that is clean stays.
+ * REPATH_ROUNDS more rounds, and one that is clean stays. A connection
+ * still opening its windows, or younger than REPATH_AGE_RTTS, is short of
+ * its hint for that reason alone and does not re-path (paths moved in the
+ * start-up of flows over planes 50x apart overflowed the far plane's
+ * queue).
  */
 #define REPATH_ROUNDS 3       /* rounds in a row with marks on >= 1/4 of the bytes */
 #define REPATH_SHORT_NUM 15   /* ... while the connection gets < 15/16 of its hint */
@@ -2649,11 +2650,10 @@ static void repath_apply(mrp_conn *c, path *pa, uint64_t now)
 		pa->sport = pick_sport(c);
 	c->st.repaths++;
 	repath_cancel(c, pa, now);
-	/* on a plane where a path timed out lately, the new route may be a
-	 * hole: it carries a few packets until one is acknowledged, and is
-	 * re-ported at its first timeout before that */
-	uint64_t last = c->plane_rto_ns[pa->plane];
-	pa->rp_fresh = 1; (void)last;
+	/* the new route may be a hole: it carries a few packets until one is
+	 * acknowledged (path_room()), and a timeout before that re-ports it
+	 * (path_timeout()) */
+	pa->rp_fresh = 1;
 	c->ctl_dirty = 1;
 }
 
@@ -4205,7 +4205,6 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	pa->reprobe_n = 0;
 	int repathed = pa->rp_fresh;
 	if (pa->cc.inflight) {
-		c->plane_rto_ns[pa->plane] = now ? now : 1;
 		c->st.rto_count++;
 		pa->rto_count++;
 		repath_cancel(c, pa, now); /* failure handling decides */
