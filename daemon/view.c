@@ -85,6 +85,7 @@ json_t *mrd_json_conn(const mrd_conn *c)
 		S(paths_opened); S(reports); S(events_dropped); S(qwnd); S(pacing_bps);
 		S(rate_hint_bps); S(npaths_active); S(admit_asks); S(admit_grants);
 		S(admit_requests); S(planes_proven); S(planes_unproven);
+		S(repaths);
 #undef S
 		json_object_set_new(s, "admit_credit", mrd_json_u64(c->admit_credit));
 		json_object_set_new(o, "stats", s);

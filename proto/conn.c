@@ -189,6 +189,11 @@ typedef struct path {
 	uint8_t pack_pending;
 	uint8_t pack_grant;     /* ... and the PROBE asked for a grant (SPEC 6.6) */
 	uint8_t probe_asked;    /* our pending PROBE asks for a grant (SPEC 6.6) */
+	uint8_t rp_hot : 4;     /* re-path (SPEC 6.4): marked rounds in a row */
+	uint8_t rp_drain : 1;   /* ... its route changes once nothing is in
+				 * flight; no new data until then */
+	uint8_t rp_fresh : 1;   /* ... it changed, and no data sent on the new
+				 * route is acknowledged yet */
 	uint16_t pack_gen;
 	uint16_t pack_via;     /* path+1 of the ACK sent for the PROBE, 0 = none */
 	/* send side */
@@ -207,6 +212,7 @@ typedef struct path {
 	uint32_t rx_pending;   /* receive side */
 	uint32_t pack_seq;
 	uint32_t ctl_unproven; /* ACKs sent on it since it last proved to work */
+	uint32_t rp_acked, rp_marked; /* re-path: bytes acked / marked this round */
 	mrp_cc_path cc;
 	txent *ring;
 	uint64_t rttvar_ns;
@@ -220,6 +226,7 @@ typedef struct path {
 	uint64_t probe_sent_ns;
 	uint64_t probe_rtt_ns;    /* RTT of the last answered PROBE */
 	uint64_t probes_answered;
+	uint64_t rp_round_ns;  /* re-path: start of the current round */
 	/* receive side: the peer's path with this id */
 	mrp_rxwin rx;
 	uint64_t rx_ack_at;
@@ -311,6 +318,14 @@ struct mrp_conn {
 
 	uint32_t rh_slot;
 	uint64_t last_hint_bps;
+	/* re-path (SPEC 6.4): the connection's acknowledged rate, measured
+	 * over spans of at least two of its RTTs, and the path whose
+	 * route is to change (id + 1, 0 = none: one at a time) */
+	uint64_t rp_bytes, rp_since_ns, rp_rate_bps;
+	uint64_t rp_first_ns;   /* ... the first ACK that acknowledged data, 0 = none yet */
+	uint16_t rp_path;
+	uint8_t rp_short;       /* ... spans in a row in which the rate was short
+				 * of the hint and did not grow */
 	uint8_t adm;            /* first-round-trip admission: ADM_* (SPEC 6.6) */
 	uint64_t adm_left;      /* ADM_CREDIT: credit bytes not yet used */
 	uint64_t adm_sent;      /* ... bytes sent under it */
@@ -1233,6 +1248,18 @@ static void path_trim_rto(mrp_conn *c, path *pa, uint64_t now)
 	}
 }
 
+/* The path's route-change-in-waiting, if any, is off; its rounds restart. */
+static void repath_cancel(mrp_conn *c, path *pa, uint64_t now)
+{
+	if (c->rp_path == pa->id + 1)
+		c->rp_path = 0;
+	pa->rp_drain = 0;
+	pa->rp_fresh = 0;
+	pa->rp_hot = 0;
+	pa->rp_acked = pa->rp_marked = 0;
+	pa->rp_round_ns = now;
+}
+
 /* Start a new generation: fresh PSN space and congestion state. */
 static void path_new_gen(mrp_conn *c, path *pa, uint64_t now)
 {
@@ -1244,6 +1271,7 @@ static void path_new_gen(mrp_conn *c, path *pa, uint64_t now)
 	pa->probe_pending = 0;
 	pa->own_sample = 0;
 	pa->rto_was_delay = 0;
+	repath_cancel(c, pa, now);
 	c->cc.ops->path_init(&c->cc, &pa->cc, now);
 }
 
@@ -1330,18 +1358,28 @@ static int ring_grow(mrp_conn *c, path *pa)
 	return 0;
 }
 
+/* Packets a path re-pathed to a new route (SPEC 6.4) keeps in flight there
+ * until the first of them is acknowledged. */
+#define REPATH_FIRST_PKTS 8
+
 /* Bytes path pa may put in flight now (0 when it may not carry data). A
  * path with nothing in flight may always send one packet, whatever its
  * window: a window smaller than a packet must not stall it. */
 static uint64_t path_room(const mrp_conn *c, const path *pa)
 {
-	if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
+	if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE || pa->rp_drain)
 		return 0;
 	if (pa->snd_nxt - pa->snd_una >= MRP_SACK_BITS)
 		return 0;
 	uint64_t room = mrp_cc_path_room(&c->cc, &pa->cc, c->total_inflight);
 	if (pa->cc.inflight == 0 && room < (uint64_t)MRP_DATA_HDR_LEN + c->p.mtu)
 		room = (uint64_t)MRP_DATA_HDR_LEN + c->p.mtu;
+	if (pa->rp_fresh) {
+		/* a new route taken by a re-path carries a few packets until
+		 * one is acknowledged: it may be a hole (the window waits) */
+		uint64_t cap = REPATH_FIRST_PKTS * ((uint64_t)MRP_DATA_HDR_LEN + c->p.mtu);
+		room = pa->cc.inflight >= cap ? 0 : min64(room, cap - pa->cc.inflight);
+	}
 	return room;
 }
 
@@ -2533,6 +2571,7 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 		pa->rto_count = 0;
 		pa->fails = 0;
 		pa->fails_quick = 0;
+		pa->rp_fresh = 0;
 	}
 	if (c->unproven >> pa->plane & 1)
 		return; /* only its PROBE's answer proves the address (rx_probe_ack) */
@@ -2615,6 +2654,90 @@ COLD static void adm_seed_rtt(mrp_conn *c, uint8_t plane, uint64_t rtt, uint64_t
 		rtt_sample(p, rtt);
 		if (p->cc.inflight)
 			path_arm_timers(c, p, now);
+	}
+}
+
+/*
+ * Re-path (SPEC 6.4): a path whose route stays congested while the
+ * connection runs below the receiver's rate hint moves to another route
+ * with its window. ECN marks on every round of a path mean a queue on its
+ * route; if the connection as a whole gets less than the receiver offers
+ * it, that queue is not the receiver's link (where marks are expected and
+ * another route changes nothing) but a cable of the fabric that ECMP gave
+ * more than its share of flows, while another may idle. A re-port would
+ * restart the path's window from the initial one; the path instead stops
+ * taking new data, and once what it has in flight is acknowledged (so that
+ * no packet of the old route arrives after one of the new, which would
+ * read as loss), it takes another source port -- a new ECMP route -- and
+ * goes on in the same generation with the same window and RTT. One path of
+ * a connection at a time; a path's rounds of marks count again from zero
+ * on its new route, so a new route that is as congested moves again after
+ * REPATH_ROUNDS more rounds, and one that is clean stays. A connection
+ * still opening its windows, or younger than REPATH_AGE_RTTS, is short of
+ * its hint for that reason alone and does not re-path (paths moved in the
+ * start-up of flows over planes 50x apart overflowed the far plane's
+ * queue).
+ */
+#define REPATH_ROUNDS 3       /* rounds in a row with marks on >= 1/4 of the bytes */
+#define REPATH_SHORT_NUM 15   /* ... while the connection gets < 15/16 of its hint */
+#define REPATH_SHORT_DEN 16
+#define REPATH_SHORT_SPANS 1  /* ... and not growing, in this many spans of 2 RTTs */
+#define REPATH_AGE_RTTS 16    /* ... and acknowledged for this many of its RTTs */
+
+/* The path waiting to re-path has nothing in flight: another source port. */
+static void repath_apply(mrp_conn *c, path *pa, uint64_t now)
+{
+	if (pa->cc.inflight) /* (timed-out packets are not: they were sent again) */
+		return;
+	uint16_t old = pa->sport;
+	for (int i = 0; i < 8 && pa->sport == old; i++)
+		pa->sport = pick_sport(c);
+	c->st.repaths++;
+	repath_cancel(c, pa, now);
+	/* the new route may be a hole: it carries a few packets until one is
+	 * acknowledged (path_room()), and a timeout before that re-ports it
+	 * (path_timeout()) */
+	pa->rp_fresh = 1;
+	c->ctl_dirty = 1;
+}
+
+static void repath_round(mrp_conn *c, path *pa, uint64_t acked, uint64_t marked, uint64_t now)
+{
+	/* the connection's acknowledged rate, over at least two RTTs */
+	if (!c->rp_first_ns)
+		c->rp_first_ns = now ? now : 1;
+	c->rp_bytes += acked;
+	uint64_t span = now - c->rp_since_ns, rtt = c->cc.hint_rtt_ns;
+	uint64_t hint = c->cc.rate_hint_bps;
+	if (rtt && span >= 2 * rtt) {
+		uint64_t rate = mrp_mul_div(c->rp_bytes, 8000000000ull, span);
+		/* short of the hint, and not growing towards it (a connection
+		 * still opening its windows is short of the hint too) */
+		int shortfall = (!hint || rate < hint / REPATH_SHORT_DEN * REPATH_SHORT_NUM) &&
+				rate <= c->rp_rate_bps + c->rp_rate_bps / 16;
+		c->rp_short = shortfall ? (uint8_t)(c->rp_short < 255 ? c->rp_short + 1 : 255) : 0;
+		c->rp_rate_bps = rate;
+		c->rp_bytes = 0;
+		c->rp_since_ns = now;
+	}
+	if (pa->rp_drain) {
+		repath_apply(c, pa, now);
+		return;
+	}
+	pa->rp_acked += (uint32_t)min64(acked, UINT32_MAX - pa->rp_acked);
+	pa->rp_marked += (uint32_t)min64(marked, UINT32_MAX - pa->rp_marked);
+	if (!pa->cc.srtt_ns || now - pa->rp_round_ns < pa->cc.srtt_ns)
+		return;
+	int hot = pa->rp_acked && pa->rp_marked >= pa->rp_acked / 4;
+	pa->rp_hot = hot ? (uint8_t)(pa->rp_hot < 15 ? pa->rp_hot + 1 : 15) : 0;
+	pa->rp_acked = pa->rp_marked = 0;
+	pa->rp_round_ns = now;
+	if (pa->rp_hot >= REPATH_ROUNDS && !c->rp_path && pa->state == MRP_PATH_ACTIVE &&
+	    c->rp_short >= REPATH_SHORT_SPANS &&
+	    now - c->rp_first_ns >= REPATH_AGE_RTTS * max64(rtt, c->max_rtt_ns)) {
+		pa->rp_drain = 1;
+		c->rp_path = (uint16_t)(pa->id + 1);
+		repath_apply(c, pa, now);
 	}
 }
 
@@ -2731,6 +2854,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	}
 	if (lost)
 		c->cc.ops->on_loss(&c->cc, &pa->cc, lost, now);
+	repath_round(c, pa, acked, marked, now);
 	recompute_qwnd(c);
 	hint_window(c, now);
 	path_arm_timers(c, pa, now);
@@ -4288,20 +4412,24 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	pa->rto_at = NEVER;
 	pa->reprobe_n = 0;
 	pa->rto_probe_seq = pa->probe_seq;
+	int repathed = pa->rp_fresh;
 	/* A timeout that may be only delay holds the window's data: the
 	 * PROBE that follows asks, and its answer -- or an ACK meanwhile --
 	 * resolves each entry: delivered, or lost and sent again then. If
 	 * no answer comes within the timeout that just expired (not
 	 * doubled), or the path's timer expires again first, they go then
 	 * (path_release_held()): a peer that answers nothing still gets
-	 * the data about one timeout later than without the hold. */
-	int hold = timeout_may_be_delay(c, pa, now);
+	 * the data about one timeout later than without the hold. (Not on
+	 * a route a re-path just took: it may be a hole, and the path
+	 * re-ports below.) */
+	int hold = !repathed && timeout_may_be_delay(c, pa, now);
 	uint64_t held_for = hold ? path_rto(c, pa) : 0;
 	if (!hold)
 		path_release_held(c, pa, now);
 	if (pa->cc.inflight) {
 		c->st.rto_count++;
 		pa->rto_count++;
+		repath_cancel(c, pa, now); /* failure handling decides */
 		path_rto_inflight(c, pa, hold, now);
 		if (hold)
 			pa->hold_at = min64(pa->hold_at, now + held_for);
@@ -4329,7 +4457,10 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	uint32_t others = 0;
 	int works = plane_works_without(c, pa, now, &others);
 	int ack_only = pa->snd_nxt == 0;
-	if ((pa->rto_count >= c->p.suspect_rtos ||
+	/* (a path whose new route, taken by a re-path, times out before any
+	 * of its data there is acknowledged has nothing to prove on it: its
+	 * old route worked, so the new one may well be a hole) */
+	if ((pa->rto_count >= c->p.suspect_rtos || (repathed && works) ||
 	     (ack_only && (pa->fails < ACK_REPORTS || (works && pa->fails < ACK_REPORTS_PROVEN)))) &&
 	    (works || others == 0)) {
 		set_state(c, pa, MRP_PATH_FAILED, now);
@@ -4442,6 +4573,7 @@ static void path_set_disabled(mrp_conn *c, path *pa, uint8_t dis, uint64_t now)
 	pa->disabled = dis;
 	if (!was && dis) {
 		path_drain_inflight(c, pa, 0, now);
+		repath_cancel(c, pa, now);
 		pa->probe_at = NEVER;
 		pa->probe_pending = 0;
 		set_state(c, pa, MRP_PATH_DISABLED, now);
@@ -4646,8 +4778,13 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 			return fail(err, errlen, "path acked + lost exceeds sent");
 		if (pa->cc.cwnd < minw || pa->cc.cwnd > maxw)
 			return fail(err, errlen, "path window outside [min, max]");
+		if (pa->rp_drain && (c->rp_path != pa->id + 1 || !infl))
+			return fail(err, errlen, "path waits to re-path with nothing in flight, or not as the connection's one");
 		total += infl;
 	}
+	if (c->rp_path && (c->rp_path > c->path_hi || !c->paths[c->rp_path - 1] ||
+			   !c->paths[c->rp_path - 1]->rp_drain))
+		return fail(err, errlen, "connection's re-path names no path waiting to re-path");
 	if (total != c->total_inflight)
 		return fail(err, errlen, "connection inflight disagrees with its paths");
 	for (uint32_t i = 0; i < c->nstreams; i++) {

@@ -361,6 +361,8 @@ typedef struct mrp_conn_stats {
 	 * answer to a PROBE, and the plane pairs still waiting (a mask) */
 	uint64_t planes_proven;
 	uint32_t planes_unproven;
+	/* paths moved to another route with their window (SPEC 6.4) */
+	uint64_t repaths;
 } mrp_conn_stats;
 
 void mrp_conn_get_stats(const mrp_conn *conn, mrp_conn_stats *out);

@@ -797,6 +797,92 @@ static void test_ce_cuts_one_path(void **state)
 	net_free(&n);
 }
 
+/* Re-path (SPEC 6.4): every data packet A sends from the source ports its
+ * paths started with is CE-marked (congested routes, not the paths: a new
+ * port leaves them), and A is paced at 10 Gbit/s, its rate flat below what
+ * the receiver would take. Each path moves to another port in its
+ * generation, still active and keeping its window (a re-port would start a
+ * new generation in PROBING at the initial window); on the new ports the
+ * marks stop; the data arrives whole. */
+#define HOT_PATHS 4
+static int hot_sports[HOT_PATHS];
+static int hot_sport(int sport)
+{
+	for (int i = 0; i < HOT_PATHS; i++)
+		if (hot_sports[i] == sport)
+			return 1;
+	return 0;
+}
+
+static int hot_sport_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			    uint64_t *delay, int *ce)
+{
+	int r = default_policy(n, from, ti, pkt, delay, ce);
+	if (from == 0 && ti->is_data && hot_sport(ti->sport))
+		*ce = 1;
+	return r;
+}
+
+static void test_ce_route_repaths(void **state)
+{
+	(void)state;
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	p[0].cc.line_rate_bps = 10000000000ull;
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	n.policy = hot_sport_policy;
+	mrp_path_info first[HOT_PATHS], pi[HOT_PATHS], now;
+	uint64_t ce_at_move[HOT_PATHS] = { 0 };
+	int moved[HOT_PATHS] = { 0 };
+	for (int i = 0; i < HOT_PATHS; i++) {
+		assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &first[i]), 0);
+		hot_sports[i] = first[i].sport;
+	}
+	size_t len = 8 << 20;
+	uint8_t *src = post_write(&n, len, 9, 0);
+	cqlog log[2] = { 0 };
+	while (!log[0].n && n.now < 1000000000ull) {
+		for (int i = 0; i < HOT_PATHS; i++)
+			assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &pi[i]), 0);
+		if (!net_step(&n))
+			break;
+		poll_all(&n, log);
+		for (int i = 0; i < HOT_PATHS; i++) {
+			assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &now), 0);
+			if (moved[i] || now.sport == first[i].sport)
+				continue;
+			moved[i] = 1;
+			ce_at_move[i] = now.ce_pkts;
+			assert_int_equal(now.gen, first[i].gen);
+			assert_int_equal(now.state, MRP_PATH_ACTIVE);
+			/* the ACK that moved it may cut it once, by at most half */
+			assert_true(now.cwnd >= pi[i].cwnd / 2);
+		}
+	}
+	assert_int_equal(n.check_failures, 0);
+	assert_int_equal(log[0].n, 1);
+	for (int i = 0; i < HOT_PATHS; i++) {
+		assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &now), 0);
+		print_message("path %d: moved %d, %llu of %llu packets marked\n", i, moved[i],
+			      (unsigned long long)now.ce_pkts, (unsigned long long)now.tx_pkts);
+		assert_true(moved[i]);
+		assert_true(ce_at_move[i] > 0);
+		assert_int_equal(now.gen, first[i].gen);
+		/* on a port that is not a hot one, its marks stopped */
+		if (!hot_sport(now.sport))
+			assert_int_equal(now.ce_pkts, ce_at_move[i]);
+	}
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_true(st.repaths >= HOT_PATHS);
+	assert_int_equal(st.reports, 0);
+	assert_memory_equal(n.mr[1].base, src, len);
+	free(src);
+	net_free(&n);
+	memset(hot_sports, 0, sizeof(hot_sports));
+}
+
 /* A delay spike on path 2 (A to B): its packets sent in [30 us, 60 us)
  * are held until 250 us (beyond the path's first timeout, before its
  * second), and the path stays first in, first out (nothing sent
@@ -3665,6 +3751,7 @@ int main(void)
 		cmocka_unit_test(test_bad_rkey),
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_ce_cuts_one_path),
+		cmocka_unit_test(test_ce_route_repaths),
 		cmocka_unit_test(test_blackhole_reported),
 		cmocka_unit_test(test_common_failure_keeps_routes),
 		cmocka_unit_test(test_lone_path_reports),

@@ -433,6 +433,15 @@ static void test_plane_churn(void **state)
 	churn_events("churn_8planes_multi", 1);
 	churn_events("churn_8planes_multi", 2);
 	churn_events("churn_4planes_flap", 1);
+	/* leaf-spine planes whose paths must cover every spine of the planes
+	 * left (re-path, SPEC 6.4): 2 and 4 planes of 4 spines, 2 planes of 2
+	 * spines; and planes of one spine, where there is nothing to move */
+	static const char *const ls[] = { "churn_2planes_leafspine", "churn_4planes_leafspine",
+					  "churn_2planes_2spines" };
+	for (unsigned i = 0; i < 3; i++)
+		for (uint64_t seed = 1; seed <= 3; seed++)
+			churn_events(ls[i], seed);
+	churn_events("churn_4planes_1spine", 1);
 }
 
 /*
