@@ -66,6 +66,8 @@ struct mrd_perf_op {
 	json_t *probe_rtts[MRP_MAX_PATHS];  /* us; NULL until the path's first */
 	unsigned count, done_count;
 	unsigned drain; /* echoes after the last counted one, waiting for PROBE answers */
+	unsigned warm;  /* uncounted echoes before the first, while paths come up */
+	uint8_t warming;
 	uint64_t rtt_min, rtt_max, rtt_sum;
 	json_t *rtts;
 	json_t *result; /* built at the end */
@@ -521,15 +523,49 @@ static json_t *ping_probe_json(const mrd_perf_op *op)
 	return a;
 }
 
+/* Uncounted echoes a ping sends at most before its first counted one while
+ * paths of a new connection come up; their echo index starts here. */
+#define PING_WARM 16
+#define PING_WARM_BASE (1ull << 62)
+
+/* ping: a path of the connection is PROBING: waiting for the answer that
+ * puts it in service (SPEC 8.1, and on a new connection the peer's
+ * announced addresses other than the handshake's, 9.5: one round trip). */
+static int ping_paths_settling(const mrd_perf_op *op)
+{
+	mrd_conn *c = op->ep.c;
+	for (unsigned i = 0; c && mrd_conn_has_engine(c) && i < c->max_paths; i++) {
+		mrp_path_info pi;
+		if (mrd_conn_path_info(c, i, &pi) == 0 && pi.state == MRP_PATH_PROBING)
+			return 1;
+	}
+	return 0;
+}
+
+/* ping: the counted part starts (every path in service is probed). */
+static int ping_start(mrd_perf_op *op)
+{
+	op->warming = 0;
+	op->start_ns = uv_hrtime();
+	ping_probe_round(op, 1, op->start_ns);
+	return ctl_send(&op->ep, T_ECHO_REQ, 0, op->start_ns, 0);
+}
+
 static int op_established(mrd_conn *c)
 {
 	mrd_perf_op *op = c->ud;
 	if (ep_start(&op->ep, c) < 0)
 		return -1;
 	if (op->echo) {
-		op->start_ns = uv_hrtime();
-		ping_probe_round(op, 1, op->start_ns);
-		return ctl_send(&op->ep, T_ECHO_REQ, 0, op->start_ns, 0) < 0 ? -1 : 0;
+		/* A new connection's paths to the peer's other planes come up
+		 * with their first PROBE's answer: echo (uncounted) until
+		 * they have, so that every path is measured. */
+		if (ping_paths_settling(op)) {
+			op->warming = 1;
+			return ctl_send(&op->ep, T_ECHO_REQ, PING_WARM_BASE, uv_hrtime(), 0) < 0 ? -1
+												 : 0;
+		}
+		return ping_start(op) < 0 ? -1 : 0;
 	}
 	return ctl_send(&op->ep, T_HELLO, op->seed, op->msg_size, 0) < 0 ? -1 : 0;
 }
@@ -622,6 +658,13 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 		break;
 	}
 	case T_ECHO_REP: {
+		if (op->echo && op->warming && m.a == PING_WARM_BASE + op->warm) {
+			if (ping_paths_settling(op) && ++op->warm < PING_WARM)
+				ctl_send(&op->ep, T_ECHO_REQ, PING_WARM_BASE + op->warm, uv_hrtime(), 0);
+			else
+				ping_start(op);
+			break;
+		}
 		if (op->echo && op->done_count == op->count && m.a == op->count + op->drain &&
 		    m.b <= now) {
 			/* Draining: the counted round trips are done, the last

@@ -213,6 +213,7 @@ typedef struct path {
 	uint32_t pack_seq;
 	uint32_t ctl_unproven; /* ACKs sent on it since it last proved to work */
 	uint32_t rp_acked, rp_marked; /* re-path: bytes acked / marked this round */
+	uint64_t rp_moved_ns; /* re-path: when it last moved, until the move is judged */
 	mrp_cc_path cc;
 	txent *ring;
 	uint64_t rttvar_ns;
@@ -326,6 +327,9 @@ struct mrp_conn {
 	uint16_t rp_path;
 	uint8_t rp_short;       /* ... spans in a row in which the rate was short
 				 * of the hint and did not grow */
+	uint8_t rp_miss;        /* ... moves in a row that did not pay (the path was
+				 * marked again on its new route) */
+	uint64_t rp_next_ns;    /* ... no move before this (backing off after misses) */
 	uint8_t adm;            /* first-round-trip admission: ADM_* (SPEC 6.6) */
 	uint64_t adm_left;      /* ADM_CREDIT: credit bytes not yet used */
 	uint64_t adm_sent;      /* ... bytes sent under it */
@@ -1258,6 +1262,7 @@ static void repath_cancel(mrp_conn *c, path *pa, uint64_t now)
 	pa->rp_hot = 0;
 	pa->rp_acked = pa->rp_marked = 0;
 	pa->rp_round_ns = now;
+	pa->rp_moved_ns = 0;
 }
 
 /* Start a new generation: fresh PSN space and congestion state. */
@@ -2683,6 +2688,11 @@ COLD static void adm_seed_rtt(mrp_conn *c, uint8_t plane, uint64_t rtt, uint64_t
 #define REPATH_SHORT_DEN 16
 #define REPATH_SHORT_SPANS 1  /* ... and not growing, in this many spans of 2 RTTs */
 #define REPATH_AGE_RTTS 16    /* ... and acknowledged for this many of its RTTs */
+#define REPATH_PAID_RTTS 16   /* a moved path clean this long: the move paid */
+#define REPATH_MISS_FREE 8    /* moves in a row that did not pay, free ... */
+#define REPATH_BACKOFF_RTTS 4 /* ... then the next waits this, doubled for
+			       * each further one ... */
+#define REPATH_MISS_MAX 16    /* ... up to 2^15 times */
 
 /* The path waiting to re-path has nothing in flight: another source port. */
 static void repath_apply(mrp_conn *c, path *pa, uint64_t now)
@@ -2694,6 +2704,7 @@ static void repath_apply(mrp_conn *c, path *pa, uint64_t now)
 		pa->sport = pick_sport(c);
 	c->st.repaths++;
 	repath_cancel(c, pa, now);
+	pa->rp_moved_ns = now ? now : 1;
 	/* the new route may be a hole: it carries a few packets until one is
 	 * acknowledged (path_room()), and a timeout before that re-ports it
 	 * (path_timeout()) */
@@ -2732,8 +2743,33 @@ static void repath_round(mrp_conn *c, path *pa, uint64_t acked, uint64_t marked,
 	pa->rp_hot = hot ? (uint8_t)(pa->rp_hot < 15 ? pa->rp_hot + 1 : 15) : 0;
 	pa->rp_acked = pa->rp_marked = 0;
 	pa->rp_round_ns = now;
+	uint64_t base = max64(rtt, c->max_rtt_ns);
+	if (pa->rp_moved_ns && base) {
+		/* Did its last move pay? Marked again as soon as the marks can
+		 * say so: the congestion is not the route's (the receiving
+		 * host's own queue, marking every route alike: on loopback a
+		 * daemon moved its paths a few hundred times a second), and
+		 * the connection's next move waits, twice as long after each
+		 * such miss past REPATH_MISS_FREE in a row (a fabric with one
+		 * idle spine of four: a move lands on a congested one 3 times
+		 * in 4, and backing off at the first miss cost the churn
+		 * family up to 0.05 of its capacity); clean for
+		 * REPATH_PAID_RTTS: it paid. */
+		uint64_t since = now - pa->rp_moved_ns;
+		if (pa->rp_hot >= REPATH_ROUNDS && since < REPATH_PAID_RTTS * base) {
+			if (c->rp_miss < REPATH_MISS_FREE + REPATH_MISS_MAX)
+				c->rp_miss++;
+			if (c->rp_miss > REPATH_MISS_FREE)
+				c->rp_next_ns = now + ((REPATH_BACKOFF_RTTS * base)
+						       << (c->rp_miss - REPATH_MISS_FREE - 1));
+			pa->rp_moved_ns = 0;
+		} else if (since >= REPATH_PAID_RTTS * base) {
+			c->rp_miss = 0;
+			pa->rp_moved_ns = 0;
+		}
+	}
 	if (pa->rp_hot >= REPATH_ROUNDS && !c->rp_path && pa->state == MRP_PATH_ACTIVE &&
-	    c->rp_short >= REPATH_SHORT_SPANS &&
+	    c->rp_short >= REPATH_SHORT_SPANS && now >= c->rp_next_ns &&
 	    now - c->rp_first_ns >= REPATH_AGE_RTTS * max64(rtt, c->max_rtt_ns)) {
 		pa->rp_drain = 1;
 		c->rp_path = (uint16_t)(pa->id + 1);

@@ -188,6 +188,11 @@ static int net_init_mem(net *n, mrp_conn_params *pa, mrp_conn_params *pb, const 
 	return 0;
 }
 
+static void net_init_mem_ok(net *n, mrp_conn_params *pa, mrp_conn_params *pb, uint64_t mrlen)
+{
+	assert_int_equal(net_init_mem(n, pa, pb, &tmem, MAXQ, mrlen), 0);
+}
+
 static void net_init(net *n, mrp_conn_params *pa, mrp_conn_params *pb)
 {
 	assert_int_equal(net_init_mem(n, pa, pb, &tmem, MAXQ, 8 << 20), 0);
@@ -881,6 +886,48 @@ static void test_ce_route_repaths(void **state)
 	free(src);
 	net_free(&n);
 	memset(hot_sports, 0, sizeof(hot_sports));
+}
+
+/* Re-path when the marks are not the route's (the receiving host's own
+ * queue, SPEC 6.4): every data packet A sends is CE-marked, whatever its
+ * source port. Moving paths cannot help; after REPATH_MISS_FREE moves in a
+ * row that did not pay, the moves back off, each wait twice the last: over
+ * 64 MB at 10 Gbit/s (about 54 ms, ~6,000 round trips) a few dozen moves
+ * at most, not one every few round trips. */
+static int all_ce_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			 uint64_t *delay, int *ce)
+{
+	int r = default_policy(n, from, ti, pkt, delay, ce);
+	if (from == 0 && ti->is_data)
+		*ce = 1;
+	return r;
+}
+
+static void test_ce_host_repaths_back_off(void **state)
+{
+	(void)state;
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	p[0].cc.line_rate_bps = 10000000000ull;
+	net n;
+	net_init_mem_ok(&n, &p[0], &p[1], 64u << 20);
+	n.policy = all_ce_policy;
+	size_t len = 64u << 20;
+	uint8_t *src = post_write(&n, len, 11, 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 2000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	print_message("every packet marked: %llu moves in %.1f ms\n",
+		      (unsigned long long)st.repaths, (double)n.now / 1e6);
+	assert_true(st.repaths >= 1);
+	assert_true(st.repaths <= 40);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
 }
 
 /* A delay spike on path 2 (A to B): its packets sent in [30 us, 60 us)
@@ -3752,6 +3799,7 @@ int main(void)
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_ce_cuts_one_path),
 		cmocka_unit_test(test_ce_route_repaths),
+		cmocka_unit_test(test_ce_host_repaths_back_off),
 		cmocka_unit_test(test_blackhole_reported),
 		cmocka_unit_test(test_common_failure_keeps_routes),
 		cmocka_unit_test(test_lone_path_reports),
