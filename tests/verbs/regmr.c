@@ -570,10 +570,16 @@ int main(int argc, char **argv)
 	pid_t pid = fork();
 	if (pid < 0)
 		return 1;
+	/* Each side closes the ends it does not use: if the other dies, a
+	 * read sees the end of the pipe and fails rather than waiting. */
 	if (pid == 0) {
+		close(p2c[1]);
+		close(c2p[0]);
 		setenv("METAROCE_APP_SOCKET", argv[2], 1);
 		return side(0, p2c[0], c2p[1]);
 	}
+	close(p2c[0]);
+	close(c2p[1]);
 	setenv("METAROCE_APP_SOCKET", argv[1], 1);
 	int rc = side(1, c2p[0], p2c[1]);
 	int st;
