@@ -1478,7 +1478,6 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
 	c->p = *params;
 	c->unproven = params->unproven_planes &
 		      (params->nplanes >= 32 ? UINT32_MAX : (1u << params->nplanes) - 1);
-	c->st.planes_unproven = c->unproven;
 	c->mem = *mem;
 	c->rng = *rng;
 	c->mr = *mr;
@@ -3056,7 +3055,6 @@ COLD static int adm_asking(const mrp_conn *c)
 static void plane_proven(mrp_conn *c, unsigned plane, uint64_t now)
 {
 	c->unproven &= ~(1u << plane);
-	c->st.planes_unproven = c->unproven;
 	c->st.planes_proven++;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *o = c->paths[i];
@@ -4757,6 +4755,7 @@ void mrp_conn_get_stats(const mrp_conn *c, mrp_conn_stats *o)
 	o->qwnd = c->cc.qwnd;
 	o->pacing_bps = c->cc.pacing_bps;
 	o->rate_hint_bps = c->cc.rate_hint_bps;
+	o->planes_unproven = c->unproven;
 }
 
 int mrp_conn_poll_event(mrp_conn *c, mrp_event *ev)
