@@ -53,15 +53,23 @@ void mrd_emit_path(mrd_bus *b, int plane, const char *plane_name, uint32_t conn,
 	char detail[96];
 	const char *from = mrp_path_state_name(e->old_state);
 	const char *to = mrp_path_state_name(e->new_state);
-	snprintf(detail, sizeof(detail), "%s -> %s, gen %u, sport %u", from, to, e->gen,
-		 e->sport);
-	/* Kept in the log: a failure, a re-port, and a path that carries data
-	 * again after one (or after a move or its plane coming back). The rest
+	if (e->old_state == e->new_state)
+		snprintf(detail, sizeof(detail),
+			 "moved off a marked route: %s, gen %u, new sport %u", to, e->gen,
+			 e->sport);
+	else
+		snprintf(detail, sizeof(detail), "%s -> %s, gen %u, sport %u", from, to,
+			 e->gen, e->sport);
+	/* Kept in the log: a failure, a re-port, a move to another route, and
+	 * a path that carries data again after one (or after a move or its
+	 * plane coming back). The rest
 	 * (suspicion that clears, a new path's first probe, drains) only goes
 	 * to the monitors: the log is not flooded by every lost packet or
 	 * every connection's start. */
 	int kind = -1;
-	if (e->new_state == MRP_PATH_FAILED)
+	if (e->old_state == e->new_state)
+		kind = MRD_STORE_EV_PATH_MOVED; /* a re-path (SPEC 6.4) */
+	else if (e->new_state == MRP_PATH_FAILED)
 		kind = MRD_STORE_EV_PATH_FAILED;
 	else if (e->old_state == MRP_PATH_FAILED && e->new_state == MRP_PATH_PROBING)
 		kind = MRD_STORE_EV_PATH_REPORTED;

@@ -111,7 +111,8 @@ const char *mrd_store_err_name(int err);
 	X(PATH_DISABLED, "path.disabled")                                       \
 	X(PATH_ENABLED, "path.enabled")                                         \
 	X(PATH_STATE, "path.state")                                             \
-	X(DRILL_RESTORED, "drill.restored")
+	X(DRILL_RESTORED, "drill.restored")                                     \
+	X(PATH_MOVED, "path.moved")
 
 typedef enum mrd_store_event_kind {
 #define MRD_STORE_EV_ENUM(name, text) MRD_STORE_EV_##name,

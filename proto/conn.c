@@ -2703,6 +2703,7 @@ static void repath_apply(mrp_conn *c, path *pa, uint64_t now)
 		pa->sport = pick_sport(c);
 	c->st.repaths++;
 	repath_cancel(c, pa, now);
+	push_event(c, pa, pa->state, now); /* a move: same state, new sport */
 	pa->rp_moved_ns = now ? now : 1;
 	/* the new route may be a hole: it carries a few packets until one is
 	 * acknowledged (path_room()), and a timeout before that re-ports it

@@ -375,6 +375,8 @@ typedef struct mrp_event {
 	uint16_t sport;
 } mrp_event;
 
+/* A path's move to another route without a change of state (a re-path,
+ * SPEC 6.4) is an event with old_state == new_state and the new sport. */
 /* Take the next path-state event. Returns 1, or 0 when none is queued. The
  * queue holds the most recent 64; older ones are dropped and counted, and so
  * is an event the allocator had no memory for (the queue is allocated on the

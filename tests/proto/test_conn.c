@@ -840,6 +840,7 @@ static void test_ce_route_repaths(void **state)
 	mrp_path_info first[HOT_PATHS], pi[HOT_PATHS], now;
 	uint64_t ce_at_move[HOT_PATHS] = { 0 };
 	int moved[HOT_PATHS] = { 0 };
+	uint64_t move_events = 0;
 	for (int i = 0; i < HOT_PATHS; i++) {
 		assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &first[i]), 0);
 		hot_sports[i] = first[i].sport;
@@ -853,6 +854,15 @@ static void test_ce_route_repaths(void **state)
 		if (!net_step(&n))
 			break;
 		poll_all(&n, log);
+		/* each move is an event: same state, the new port */
+		mrp_event ev;
+		while (mrp_conn_poll_event(n.c[0], &ev))
+			if (ev.old_state == ev.new_state) {
+				assert_true(ev.path_id < HOT_PATHS);
+				assert_int_not_equal(ev.sport, pi[ev.path_id].sport);
+				assert_int_equal(ev.new_state, MRP_PATH_ACTIVE);
+				move_events++;
+			}
 		for (int i = 0; i < HOT_PATHS; i++) {
 			assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &now), 0);
 			if (moved[i] || now.sport == first[i].sport)
@@ -881,6 +891,8 @@ static void test_ce_route_repaths(void **state)
 	mrp_conn_stats st;
 	mrp_conn_get_stats(n.c[0], &st);
 	assert_true(st.repaths >= HOT_PATHS);
+	assert_int_equal(st.events_dropped, 0);
+	assert_int_equal(move_events, st.repaths);
 	assert_int_equal(st.reports, 0);
 	assert_memory_equal(n.mr[1].base, src, len);
 	free(src);
