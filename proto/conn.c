@@ -3872,16 +3872,18 @@ COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
  * Whether pa's last cut no longer holds its window below the hint before
  * the 3 round trips hint_window() waits otherwise: the cut is at least a
  * round trip old (its effect has been seen) and the queue that caused it
- * has drained -- the path's smoothed RTT or the plane's latest sample is within
- * 1/DRAINED_DIV of the smallest RTT seen on its plane (a path that carries
- * little updates its smoothed RTT slowly; a sample near the minimum crossed
- * no queue). At a 10 ms round trip, waiting the 3 round trips left a second
- * flow into a receiver at its cut window for 30 ms after the first flow had
- * ended. Only across sites (a smallest RTT of DRAINED_MIN_RTT_NS or more):
- * within a data centre 3 round trips are microseconds, and there one
- * plane's spines queue apart -- a sample through one says nothing of the
- * others (with the early open everywhere, reorder_25x_start_400g overflowed
- * a queue: 3 drops).
+ * has drained: the newest RTT sample of an ACK on pa's plane is within
+ * 1/DRAINED_DIV of the smallest RTT seen on that plane (the packet it
+ * times crossed no queue). Not the path's own smoothed RTT: a path that
+ * carries little updates it slowly (one stayed 1.3 ms above its minimum
+ * for 8 ms after the queue had gone), and one marked sample moves it by
+ * only an eighth of the queue. At a 10 ms round trip, waiting the 3 round
+ * trips left a second flow into a receiver at its cut window for 30 ms
+ * after the first flow had ended. Only across sites (a smallest RTT of
+ * DRAINED_MIN_RTT_NS or more): within a data centre 3 round trips are
+ * microseconds, and there one plane's spines queue apart -- a sample
+ * through one says nothing of the others (with the early open everywhere,
+ * reorder_25x_start_400g overflowed a queue: 3 drops).
  */
 #define DRAINED_DIV 8
 #define DRAINED_MIN_RTT_NS 1000000
@@ -3889,7 +3891,7 @@ static int cut_drained(const mrp_conn *c, const path *pa, const uint64_t *base, 
 {
 	uint64_t b = base[pa->plane];
 	return b >= DRAINED_MIN_RTT_NS && now - pa->cc.last_cut_ns >= b &&
-	       min64(pa->cc.srtt_ns, c->plane_last_rtt_ns[pa->plane]) <= b + b / DRAINED_DIV;
+	       c->plane_last_rtt_ns[pa->plane] <= b + b / DRAINED_DIV;
 }
 
 /*
