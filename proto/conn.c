@@ -338,6 +338,7 @@ struct mrp_conn {
 				 * are open and paths open as they fill */
 	uint64_t max_rtt_ns;    /* largest max_rtt_ns of the active paths */
 	uint64_t plane_max_rtt_ns[MRP_MAX_PLANES]; /* ... of those on each plane */
+	uint64_t plane_last_rtt_ns[MRP_MAX_PLANES]; /* the latest ACK's RTT sample there */
 	uint8_t ctl_dirty;      /* some path may have a control packet to send */
 	uint8_t pace_blocked;   /* data waits for pace_at */
 	uint64_t pace_gap;      /* the last data packet's time at the pacing rate */
@@ -2880,6 +2881,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			rtt -= a->ack_delay_ns;
 		rtt_sample(pa, rtt);
 		pa->own_sample = 1;
+		c->plane_last_rtt_ns[pa->plane] = rtt;
 		if (acked && adm_open)
 			adm_seed_rtt(c, pa->plane, rtt, now);
 	}
@@ -3868,6 +3870,32 @@ COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 }
 
 /*
+ * Whether pa's last cut no longer holds its window below the hint before
+ * the 3 round trips hint_window() waits otherwise: the cut is at least a
+ * round trip old (its effect has been seen) and the queue that caused it
+ * has drained: the newest RTT sample of an ACK on pa's plane is within
+ * 1/DRAINED_DIV of the smallest RTT seen on that plane (the packet it
+ * times crossed no queue). Not the path's own smoothed RTT: a path that
+ * carries little updates it slowly (one stayed 1.3 ms above its minimum
+ * for 8 ms after the queue had gone), and one marked sample moves it by
+ * only an eighth of the queue. At a 10 ms round trip, waiting the 3 round
+ * trips left a second flow into a receiver at its cut window for 30 ms
+ * after the first flow had ended. Only across sites (a smallest RTT of
+ * DRAINED_MIN_RTT_NS or more): within a data centre 3 round trips are
+ * microseconds, and there one plane's spines queue apart -- a sample
+ * through one says nothing of the others (with the early open everywhere,
+ * reorder_25x_start_400g overflowed a queue: 3 drops).
+ */
+#define DRAINED_DIV 8
+#define DRAINED_MIN_RTT_NS 1000000
+static int cut_drained(const mrp_conn *c, const path *pa, const uint64_t *base, uint64_t now)
+{
+	uint64_t b = base[pa->plane];
+	return b >= DRAINED_MIN_RTT_NS && now - pa->cc.last_cut_ns >= b &&
+	       c->plane_last_rtt_ns[pa->plane] <= b + b / DRAINED_DIV;
+}
+
+/*
  * The receiver's rate hint, not a small initial window, sizes a new
  * connection: while no path has seen a congestion signal yet (every active
  * path still in slow start), the connection's window goes at once to what
@@ -3899,15 +3927,24 @@ static void hint_window(mrp_conn *c, uint64_t now)
 		return;
 	uint64_t ceiling = (uint64_t)(c->p.cc.max_cwnd_pkts - 1) * c->p.mtu;
 	uint32_t active = 0;
+	uint64_t base[MRP_MAX_PLANES] = { 0 }; /* the smallest RTT on each plane */
+	for (uint32_t i = 0; c->max_rtt_ns >= DRAINED_MIN_RTT_NS && i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE && pa->cc.min_rtt_ns &&
+		    (!base[pa->plane] || pa->cc.min_rtt_ns < base[pa->plane]))
+			base[pa->plane] = pa->cc.min_rtt_ns;
+	}
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
 			continue;
 		/* congestion seen lately: the window grows as usual (a cut
 		 * 3 round trips ago or more no longer holds it below the hint:
-		 * a rising hint is capacity another sender left) */
+		 * a rising hint is capacity another sender left; nor does one
+		 * a round trip old once the path's queue has drained) */
 		if (pa->cc.ssthresh != UINT64_MAX &&
-		    (pa->cc.last_cut_ns == UINT64_MAX || now - pa->cc.last_cut_ns < 3 * rtt))
+		    (pa->cc.last_cut_ns == UINT64_MAX ||
+		     (now - pa->cc.last_cut_ns < 3 * rtt && !cut_drained(c, pa, base, now))))
 			return;
 		active++;
 	}

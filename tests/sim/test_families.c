@@ -581,6 +581,82 @@ static void test_join(void **state)
 }
 
 /*
+ * Start-up at long round trips: two flows into one receiver, the second
+ * starting later, the first a third the size of the second. The first
+ * round trips overfill the receiver's queue (each sender's admission and
+ * its first window), ECN cuts both flows' windows, and the flow left
+ * alone must then take the whole link again. Before a cut whose queue
+ * had drained stopped holding the window below the receiver's hint
+ * (hint_window(), SPEC 6.5), a cut held it there for 3 round trips: at
+ * 10 ms the survivor ran at 26-43 Gbit/s of 100 for 30 ms after the first
+ * flow had finished. Asserted: over the third round trip after the first
+ * flow completes, the survivor moves >= 0.9 of the link (measured 0.96-0.97
+ * in every case below; before the change 0.51-0.69). Round trips of 1, 4
+ * and 10 ms, 25, 100 and 400 Gbit/s, the second flow 0.2 to 5 ms later;
+ * the scenarios have no random loss, and the seeds give the same figures.
+ * What this does not show (bench/README.md, "Two flows into one receiver"):
+ * while both flows run, ECN cuts still leave the link below 0.9 busy for
+ * a round trip or two after the queue drains, and with 4 flows the ones
+ * left after the first finishes stay window-limited.
+ */
+static void survivor_one(unsigned rtt_us, unsigned gbps, unsigned start_us)
+{
+	char text[2048];
+	/* the first flow 1.5 bandwidth-delay products, the second 4.5:
+	 * it runs for more than 3 round trips after the first one ends */
+	uint64_t bdp_kb = (uint64_t)gbps * rtt_us / 8;
+	int k = snprintf(text, sizeof(text),
+			 "description: two flows into one receiver, the second later\n"
+			 "seed: 1\nduration: 3s\nhosts: 3\n"
+			 "link: {rate: %uGbps, delay: %uus, queue: 64MB, ecn_threshold: 8MB}\n"
+			 "flows:\n"
+			 "  - {src: 0, dst: 2, bytes: %lluKB}\n"
+			 "  - {src: 1, dst: 2, bytes: %lluKB, start: %uus}\n"
+			 "transport:\n  metaroce: {rto_init: %uus, max_paths: 160}\n",
+			 gbps, rtt_us / 4, (unsigned long long)(bdp_kb * 3 / 2),
+			 (unsigned long long)(bdp_kb * 9 / 2), start_us, 3 * rtt_us);
+	assert_true(k > 0 && (size_t)k < sizeof(text));
+	run rn;
+	char err[512] = "";
+	memset(&rn, 0, sizeof(rn));
+	if (sim_scenario_parse(text, strlen(text), "survivor", &rn.cfg, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
+	const uint64_t rtt = (uint64_t)rtt_us * US, step = rtt / 16;
+	uint64_t t = 0;
+	while (!sim_flow_get(rn.s, 0)->done)
+		run_to(&rn, t += step);
+	uint64_t t_done = sim_flow_get(rn.s, 0)->finish_ns;
+	assert_true(t_done != SIM_NEVER);
+	run_to(&rn, t_done + 2 * rtt);
+	uint64_t b0 = sim_flow_get(rn.s, 1)->rx_bytes;
+	run_to(&rn, t_done + 3 * rtt);
+	uint64_t b1 = sim_flow_get(rn.s, 1)->rx_bytes;
+	/* (still running: the window measured is not its tail) */
+	assert_false(sim_flow_get(rn.s, 1)->done);
+	double rate = (double)(b1 - b0) * 8e9 / (double)rtt, cap = (double)gbps * 1e9;
+	print_message("two flows, %u ms, %u Gbit/s, the second %u us later: the first done at "
+		      "%.2f ms, the survivor in the 3rd round trip after %.1f Gbit/s (%.2f of "
+		      "the link)\n",
+		      rtt_us / 1000, gbps, start_us, (double)t_done / 1e6, rate / 1e9, rate / cap);
+	assert_true(rate >= 0.9 * cap);
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	run_free(&rn);
+}
+
+static void test_survivor(void **state)
+{
+	(void)state;
+	survivor_one(1000, 100, 200);
+	survivor_one(1000, 100, 500);
+	survivor_one(1000, 400, 500);
+	survivor_one(4000, 25, 1000);
+	survivor_one(4000, 100, 2000);
+	survivor_one(10000, 25, 2000);
+	survivor_one(10000, 25, 5000);
+}
+
+/*
  * Scale-across under loss: the flows of test_scale_startup with 1 % random
  * loss on the sender's cable (data and ACKs), three seeds. Loss may cost
  * its retransmissions' share of the link and the round trip that repairs
@@ -834,6 +910,7 @@ int main(void)
 		cmocka_unit_test(test_incast),
 		cmocka_unit_test(test_plane_churn),
 		cmocka_unit_test(test_join),
+		cmocka_unit_test(test_survivor),
 		cmocka_unit_test(test_scale_startup),
 		cmocka_unit_test(test_scale_loss),
 		cmocka_unit_test(test_bursty_loss),
