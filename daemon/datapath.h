@@ -71,11 +71,12 @@ struct mrd_dp_plane {
 };
 
 /* What the datapath hands up, set at init by main.c: each datagram read
- * (input) and, once a batch of them has been handed over, the call that
- * runs the connections (run). */
+ * (input; now = uv_hrtime() when the batch holding it was read) and, once
+ * a batch of them has been handed over, the call that runs the
+ * connections (run). */
 typedef struct mrd_dp_ops {
 	void (*input)(void *ud, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
-		      const uint8_t *data, size_t len, int ce);
+		      const uint8_t *data, size_t len, int ce, uint64_t now);
 	void (*run)(void *ud);
 	void *ud;
 } mrd_dp_ops;

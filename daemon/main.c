@@ -255,9 +255,9 @@ static void mrd_rh_update(mrd *d)
 /* ---- wiring: what the lower layers hand up ------------------------------- */
 
 static void dp_input(void *ud, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
-		     const uint8_t *data, size_t len, int ce)
+		     const uint8_t *data, size_t len, int ce, uint64_t now)
 {
-	mrd_peer_input(ud, s, src, srclen, data, len, ce);
+	mrd_peer_input(ud, s, src, srclen, data, len, ce, now);
 }
 
 static void run_conns(void *ud)

@@ -1474,7 +1474,7 @@ static unsigned pair_index(const mrd_conn *c, unsigned lplane)
 }
 
 void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
-		    const uint8_t *data, size_t len, int ce)
+		    const uint8_t *data, size_t len, int ce, uint64_t now)
 {
 	mrp_pkt pkt;
 	d->cnt.rx_pkts++;
@@ -1487,7 +1487,6 @@ void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srcl
 		return;
 	}
 	const mrp_hdr *h = &pkt.hdr;
-	uint64_t now = uv_hrtime();
 	if (h->opcode == MRP_OP_CONNECT) {
 		on_connect(d, s, src, srclen, &pkt, now);
 		return;

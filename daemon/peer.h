@@ -214,9 +214,9 @@ void mrd_peers_set_hooks(mrd *d, const mrd_peer_hooks *hooks);
 int mrd_peers_add_service(mrd *d, mrd_service_fn fn, void *ud);
 void mrd_peers_free(mrd *d);
 
-/* One datagram from the datapath. */
+/* One datagram from the datapath, read at now (uv_hrtime()). */
 void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
-		    const uint8_t *data, size_t len, int ce);
+		    const uint8_t *data, size_t len, int ce, uint64_t now);
 
 /* Service dirty connections, flush the send queue, re-arm the timer. */
 void mrd_peer_run(mrd *d);
