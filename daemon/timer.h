@@ -73,9 +73,11 @@ static inline uint64_t mrd_timer_next(const mrd_timer *t)
 	return t->len ? t->heap[0]->deadline : MRD_NEVER;
 }
 
-/* Arm the timerfd to the earliest deadline (no system call if unchanged),
- * or, when that deadline has passed, have cb run on the next turn of the
- * loop (after one poll that does not block). */
+/* Arm the timerfd to the earliest deadline, or, when that deadline has
+ * passed, have cb run on the next turn of the loop (after one poll that
+ * does not block). No system call when the timerfd is already armed at or
+ * before that deadline and has not expired: cb may then run early, find
+ * nothing due, and re-arm. cb never runs late. */
 void mrd_timer_rearm(mrd_timer *t);
 
 /* Close the poll handle; close_cb gets it. The heap is freed here: entries
