@@ -262,20 +262,32 @@ int mrc_session_drain(mrc_session *s)
 	}
 }
 
-/* Wait (unlocked) for the socket to turn readable, then read what came. */
+/* Wait (unlocked) for the socket to turn readable, then read what came.
+ * Returns 0 when the caller should look again at what it waits for (it
+ * loops), MRC_ERR_TIMEOUT once the deadline has passed.
+ *
+ * The wait is cut into slices of WAIT_SLICE_MS: another thread of the
+ * session may drain the socket between our unlock and our poll() (a
+ * thread in mrc_get_event(), another mrc_conn_wait_established()), taking
+ * the very message we wait for into the session's state; our poll() would
+ * then sleep on an empty socket until the deadline (CI, tests/client
+ * threads: four threads connecting at once, one timed out after 20 s with
+ * its connection established). A slice bounds such a lost wakeup. */
+#define WAIT_SLICE_MS 50
 static int wait_socket(mrc_session *s, uint64_t deadline)
 {
 	struct pollfd p = {.fd = s->fd, .events = POLLIN};
 	pthread_mutex_unlock(&s->lock);
-	int r;
+	int r, left = ms_left(deadline);
+	int slice = left < 0 || left > WAIT_SLICE_MS ? WAIT_SLICE_MS : left;
 	do
-		r = poll(&p, 1, ms_left(deadline));
+		r = poll(&p, 1, slice);
 	while (r < 0 && errno == EINTR);
 	pthread_mutex_lock(&s->lock);
 	if (r < 0)
 		return MRC_ERR_IO;
 	if (r == 0)
-		return MRC_ERR_TIMEOUT;
+		return deadline != UINT64_MAX && ms_left(deadline) == 0 ? MRC_ERR_TIMEOUT : 0;
 	int d = mrc_session_drain(s);
 	return d < 0 ? d : 0;
 }
