@@ -231,11 +231,13 @@ static void alpha_epoch(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
  * below it as well -- two controllers on one queue -- a joining flow at a
  * 10 ms round trip was left window-limited at half its hint once the
  * queue had drained, silent between its windows, and the allocator read
- * those silences as demand: the link 60-70 % busy for two round trips.
+ * those silences as demand: the link 25-72 % busy for a round trip.
  * Only where that minimum RTT is HINT_FLOOR_MIN_RTT_NS or more: within a
  * data centre a queue in the fabric -- flows to different receivers whose
  * paths collide on a spine -- is no receiver's to divide, and only ECN
- * drains it (across sites it still would be; the floor holds there).
+ * drains it. (Across sites ECN still cuts, down to the floor: a fabric
+ * queue there is drained only that far. Not measured: no scenario has
+ * one.)
  */
 #define HINT_FLOOR_MIN_RTT_NS 1000000
 static uint64_t hint_floor(const mrp_cc_conn *cc, const mrp_cc_path *p)

@@ -71,7 +71,7 @@ static int slot_expired(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t now_ns)
 {
 	uint64_t el = elapsed_ns(now_ns, s->last_ns);
 	if (s->waiting && now_ns < s->wait_until_ns)
-		return 0; /* granted: its data is on its way (mrp_rh_grant()) */
+		return 0; /* its data on its first hint is on its way */
 	/* (slot_idle_ns() is at least idle_ns: its division only past that) */
 	return s->key != 0 && el > rh->idle_ns && el > slot_idle_ns(rh, s);
 }
