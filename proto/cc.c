@@ -221,6 +221,35 @@ static void alpha_epoch(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 	p->alpha_epoch_ns = now_ns;
 }
 
+/*
+ * A connection the receiver's rate hint paces is not cut by ECN below what
+ * the hint carries in the path's minimum RTT (its part of it: the floor
+ * is cwnd * (hint x min RTT) / QWND): the receiver's allocator sees the
+ * same marks and lowers the hints itself (ratehint.h), and a window of the
+ * hint over the minimum RTT already keeps the sender from holding a queue
+ * (at the hint, in flight grows past it only by what is queued). Cut
+ * below it as well -- two controllers on one queue -- a joining flow at a
+ * 10 ms round trip was left window-limited at half its hint once the
+ * queue had drained, silent between its windows, and the allocator read
+ * those silences as demand: the link 25-72 % busy for a round trip.
+ * Only where that minimum RTT is HINT_FLOOR_MIN_RTT_NS or more: within a
+ * data centre a queue in the fabric -- flows to different receivers whose
+ * paths collide on a spine -- is no receiver's to divide, and only ECN
+ * drains it. (Across sites ECN still cuts, down to the floor: a fabric
+ * queue there is drained only that far. Not measured: no scenario has
+ * one.)
+ */
+#define HINT_FLOOR_MIN_RTT_NS 1000000
+static uint64_t hint_floor(const mrp_cc_conn *cc, const mrp_cc_path *p)
+{
+	if (!cc->rate_hint_bps || p->min_rtt_ns < HINT_FLOOR_MIN_RTT_NS || !cc->qwnd)
+		return 0;
+	uint64_t conn = mrp_mul_div(cc->rate_hint_bps, p->min_rtt_ns, 8000000000ull);
+	if (conn >= cc->qwnd)
+		return p->cwnd;
+	return mrp_mul_div(p->cwnd, conn, cc->qwnd);
+}
+
 /* Multiplicative decrease for a CE-marked ACK (caller checked once-per-RTT). */
 static void ecn_cut(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_bytes,
 		    uint64_t marked_bytes, uint64_t now_ns)
@@ -234,7 +263,9 @@ static void ecn_cut(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_bytes,
 						  frac_q16(p->marked_epoch, p->acked_epoch),
 						  cc->params.alpha_gain_shift));
 	/* cwnd * (1 - a/2): a <= 1.0, so the cut is at most half. */
-	p->cwnd = clamp_cwnd(cc, p->cwnd - mrp_mul_div(p->cwnd, a, 2 * (uint64_t)ALPHA_ONE));
+	uint64_t floor = hint_floor(cc, p);
+	p->cwnd = clamp_cwnd(cc, max_u64(p->cwnd - mrp_mul_div(p->cwnd, a, 2 * (uint64_t)ALPHA_ONE),
+					 floor));
 	p->ssthresh = p->cwnd;
 	p->last_cut_ns = now_ns;
 	p->ai_frac = 0;

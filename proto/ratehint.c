@@ -70,6 +70,8 @@ static uint64_t slot_idle_ns(const mrp_rh *rh, const mrp_rh_slot *s)
 static int slot_expired(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t now_ns)
 {
 	uint64_t el = elapsed_ns(now_ns, s->last_ns);
+	if (s->waiting && now_ns < s->wait_until_ns)
+		return 0; /* its data on its first hint is on its way */
 	/* (slot_idle_ns() is at least idle_ns: its division only past that) */
 	return s->key != 0 && el > rh->idle_ns && el > slot_idle_ns(rh, s);
 }
@@ -183,7 +185,7 @@ static void epoch_tick(mrp_rh *rh, uint64_t now_ns)
 			slot_free(rh, s);
 			continue;
 		}
-		if (s->first_ns <= rh->epoch_start_ns) {
+		if (s->first_ns <= rh->epoch_start_ns && !s->waiting) {
 			sample = mrp_mul_div(s->epoch_bytes, 8 * NS_PER_S, el);
 			if (s->measured)
 				/* (a + b) / 2 without overflow */
@@ -404,6 +406,16 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
 	if (idx < 0)
 		return idx;
 	s = &rh->slots[idx];
+	if ((how & MRP_RH_CREDIT) && rh->wait_ns && !s->measured) {
+		/* its first round trip: its data on its first hint follows */
+		s->waiting = 1;
+		s->wait_until_ns = now_ns + rh->wait_ns;
+	} else if (s->waiting && bytes) {
+		/* its first data after the grant or the credit: measured
+		 * from the next epoch */
+		s->waiting = 0;
+		s->first_ns = now_ns;
+	}
 	if (bytes > rh->max_pkt_bytes)
 		rh->max_pkt_bytes = bytes;
 	s->epoch_bytes = sat_add(s->epoch_bytes, bytes);
@@ -476,6 +488,12 @@ uint64_t mrp_rh_grant(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint64_t now_ns
 
 	if (idx < 0)
 		return 0;
+	mrp_rh_slot *s = &rh->slots[idx];
+	if (rh->wait_ns && !s->measured && s->epoch_bytes == 0) {
+		/* (no data from it yet: it waits for its first) */
+		s->waiting = 1;
+		s->wait_until_ns = now_ns + rh->wait_ns;
+	}
 	share = mrp_rh_share(rh, (uint32_t)idx, key, now_ns);
 	fair = rh->capacity_bps / (rh->adm_conns ? rh->adm_conns : 1);
 	return share < fair ? share : (fair ? fair : 1);

@@ -50,6 +50,9 @@ typedef struct mrp_rh_slot {
 	uint8_t measured;      /* rate_bps holds at least one full epoch */
 	uint8_t signals;       /* its arrivals say whether they are HELD */
 	uint8_t held;          /* held back in its last measured epoch: demand unknown */
+	uint8_t waiting;       /* between its first round trip and its data on its
+				 * first hint (wait_ns): counted, not measured */
+	uint64_t wait_until_ns; /* ... active, unmeasured, until then at most */
 } mrp_rh_slot;
 
 typedef struct mrp_rh {
@@ -94,6 +97,10 @@ typedef struct mrp_rh {
 				 * arrival's time) */
 	uint64_t seen_ns;       /* the last arrival's time */
 	uint8_t adm_idle;       /* none returned for 4 x epoch_ns: the rest is unused */
+	uint64_t wait_ns;       /* how long a sender between its first round trip
+				 * and the data sent on its first hint may be
+				 * silent and still be counted (see
+				 * mrp_rh_arrival()); 0 = as any sender */
 	uint64_t adm_lone_bytes; /* the credit of a lone connection (adm_conns
 				 * <= 1, no credit out) may exceed the budget,
 				 * up to this (default 0: the budget bounds it
@@ -115,6 +122,8 @@ void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
 #define MRP_RH_CE 1u       /* the packet carried a CE mark */
 #define MRP_RH_SIGNALS 2u  /* the sender marks HELD (negotiated) ... */
 #define MRP_RH_HELD 4u  /* ... and marked this packet */
+#define MRP_RH_CREDIT 8u /* sent on its admission credit (GRANT), and the
+			  * sender has more to send (no ACK_REQ) */
 
 /*
  * Account bytes that arrived from sender key; how is a mask of MRP_RH_*.
@@ -138,6 +147,23 @@ void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
  * (A cut of alpha/2 drained more than the queue: hundreds of paced senders
  * arrive in bursts that mark now and then with no standing queue at all, and
  * the link ran 80 % busy.)
+ *
+ * A new sender's first round trip -- what it sends on its admission credit
+ * (MRP_RH_CREDIT), or nothing at all after a grant (mrp_rh_grant()) -- is
+ * followed by what it sends on the first hint it hears, a round trip after
+ * that hint left: at a long round trip, a silence of up to a round trip.
+ * With wait_ns set (the longest a round trip is taken to be), a sender
+ * from its grant or its credit data until its first other data -- for at
+ * most wait_ns after the grant or the last credit packet -- stays active
+ * (not expired after idle_ns) and unmeasured (its silence is not a rate of
+ * 0, nor is its credit's line rate a demand): it keeps an equal share, so
+ * the others' hints make room for it from the start and their lower rates
+ * and its data reach the receiver together. (Counted only until idle_ns,
+ * at a 10 ms round trip the sender already running was told 87.5 of 100
+ * Gbit/s during that silence, into the queue the credits had left, and
+ * the newcomer was read as a demand of almost nothing when its data came.)
+ * A credit packet with ACK_REQ, the sender's last for now, does not make
+ * it wait.
  *
  * With a budget over several queues (adm_queues > 1: the receiver's planes,
  * each sender picking a plane per packet on its own) and credits of two or
@@ -204,7 +230,8 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
  * answer is its share, bit/s, but at most capacity / adm_conns: requests
  * that arrive together are answered before the later ones are counted
  * active, and the first would otherwise be given the whole capacity, the
- * second half of it, and so on. 0: no slot free. */
+ * second half of it, and so on. 0: no slot free. With wait_ns, the slot
+ * then waits for the sender's data (above). */
 uint64_t mrp_rh_grant(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint64_t now_ns);
 
 /* bytes of data sent on an admission (flag GRANT) arrived: their credit

@@ -210,6 +210,10 @@ static void *mh_host_new(sim *s, sim_host *h)
 		free(m);
 		return NULL;
 	}
+	/* (a new sender's silence between its first round trip and its data
+	 * on its first hint: at most the initial RTO, the longest a round
+	 * trip is taken to be before one is measured) */
+	m->rh.wait_ns = o.rto_init_ns;
 	m->pkt_max = MRP_DATA_HDR_LEN + sim_mtu(s) + SIM_WIRE_OVERHEAD;
 	if (sim_opt_u64(s, "dump", 0, &m->dump) < 0) {
 		free(m->slots);

@@ -818,6 +818,124 @@ static void test_grant_fair_part(void **state)
 }
 
 /*
+ * A granted sender's data comes a round trip after the grant: until it
+ * arrives (at most the wait given) the slot stays active and unmeasured,
+ * so the sender already running is told half the capacity from the grant
+ * on, not the whole of it again once idle_ns has passed. Once its data has come, the granted
+ * sender idles out as any other; past the wait it expires; with no wait it
+ * expires after idle_ns as before.
+ */
+static void test_grant_waits_for_data(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[2];
+	uint32_t bpus[2] = { 12500, 0 }; /* sender 0 at 100 Gbit/s */
+	const uint64_t cap = 100 * GBPS, wait = 30000 * US;
+	uint64_t now = 0;
+
+	(void)state;
+	for (int with_wait = 0; with_wait <= 1; with_wait++) {
+		assert_int_equal(mrp_rh_init(&rh, slots, 8, cap, 0), 0);
+		rh.wait_ns = with_wait ? wait : 0;
+		cache_reset(cache, 2);
+		now = 0;
+		run(&rh, cache, 2, bpus, &now, 1000 * US);
+		assert_int_equal(share_of(&rh, cache, 0, now), cap);
+		uint64_t g = mrp_rh_grant(&rh, &cache[1], key_of(1), now);
+		assert_int_equal(g, SHARED(cap) / 2);
+		/* its data is 10 ms away */
+		run(&rh, cache, 2, bpus, &now, 10000 * US);
+		if (!with_wait) {
+			/* expired while it was silent: the other has it all */
+			assert_int_equal(rh.nactive, 1);
+			assert_int_equal(share_of(&rh, cache, 0, now), cap);
+			continue;
+		}
+		assert_int_equal(rh.nactive, 2);
+		assert_int_equal(share_of(&rh, cache, 0, now), SHARED(cap) / 2);
+		/* not measured while silent: not a demand of 0, the level */
+		assert_int_equal(share_of(&rh, cache, 1, now), SHARED(cap) / 2);
+		assert_int_equal(slots[cache[1]].measured, 0);
+		/* its data arrives: measured from then on, shares unchanged */
+		bpus[1] = 6125;
+		bpus[0] = 6125;
+		run(&rh, cache, 2, bpus, &now, 10200 * US);
+		assert_int_equal(slots[cache[1]].waiting, 0);
+		assert_int_equal(slots[cache[1]].measured, 1);
+		assert_int_equal(share_of(&rh, cache, 1, now), SHARED(cap) / 2);
+		/* then silent: it idles out after idle_ns as any sender */
+		bpus[1] = 0;
+		bpus[0] = 12500;
+		run(&rh, cache, 2, bpus, &now, 10200 * US + rh.idle_ns + 2 * rh.epoch_ns);
+		assert_int_equal(rh.nactive, 1);
+		assert_int_equal(share_of(&rh, cache, 0, now), cap);
+		/* a grant whose data never comes is let go after the wait */
+		g = mrp_rh_grant(&rh, &cache[1], key_of(1), now);
+		assert_true(g > 0);
+		uint64_t t_grant = now;
+		run(&rh, cache, 2, bpus, &now, t_grant + wait - 100 * US);
+		assert_int_equal(rh.nactive, 2);
+		run(&rh, cache, 2, bpus, &now, t_grant + wait + 2 * rh.epoch_ns);
+		assert_int_equal(rh.nactive, 1);
+		assert_int_equal(share_of(&rh, cache, 0, now), cap);
+		bpus[1] = 0;
+	}
+}
+
+/*
+ * The same after a first round trip sent on admission credit: the
+ * newcomer's credit packets (MRP_RH_CREDIT: GRANT, more to come) arrive,
+ * then nothing until its data on its first hint, a round trip later. It
+ * stays counted and unmeasured meanwhile: neither its credit's line rate
+ * nor its silence is a demand. Before, it expired 200 us into the silence
+ * and the running sender was told the whole capacity. A credit packet
+ * without MRP_RH_CREDIT (the sender's last, ACK_REQ) does not make it wait.
+ */
+static void test_credit_waits_for_data(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	uint32_t cache[2];
+	uint32_t bpus[2] = { 12500, 0 };
+	const uint64_t cap = 100 * GBPS;
+	uint64_t now = 0;
+
+	(void)state;
+	for (int last = 0; last <= 1; last++) {
+		assert_int_equal(mrp_rh_init(&rh, slots, 8, cap, 0), 0);
+		rh.wait_ns = 30000 * US;
+		cache_reset(cache, 2);
+		now = 0;
+		run(&rh, cache, 2, bpus, &now, 1000 * US);
+		/* 1 ms of credit at the line rate from sender 1, sender 0 going on */
+		for (; now < 2000 * US; now += US) {
+			assert_true(mrp_rh_arrival(&rh, &cache[0], key_of(0), 6250, 0, now) >= 0);
+			assert_true(mrp_rh_arrival(&rh, &cache[1], key_of(1), 6250,
+						   last ? 0 : MRP_RH_CREDIT, now) >= 0);
+		}
+		/* then silent for 8 ms */
+		run(&rh, cache, 2, bpus, &now, 10000 * US);
+		if (last) {
+			assert_int_equal(rh.nactive, 1);
+			assert_int_equal(share_of(&rh, cache, 0, now), cap);
+			continue;
+		}
+		assert_int_equal(rh.nactive, 2);
+		assert_int_equal(slots[cache[1]].measured, 0);
+		assert_int_equal(share_of(&rh, cache, 0, now), SHARED(cap) / 2);
+		assert_int_equal(share_of(&rh, cache, 1, now), SHARED(cap) / 2);
+		/* its data on its first hint: waiting ends, measured from then */
+		assert_true(mrp_rh_arrival(&rh, &cache[1], key_of(1), 6125, 0, now) >= 0);
+		assert_int_equal(slots[cache[1]].waiting, 0);
+		bpus[1] = 6125;
+		run(&rh, cache, 2, bpus, &now, 10200 * US);
+		assert_int_equal(slots[cache[1]].measured, 1);
+		bpus[1] = 0;
+	}
+}
+
+/*
  * Credit out over several queues (adm_queues > 1, a receiver's planes):
  * while credits of two or more connections are out, the division is less
  * by out / (2 x budget), shrinking with the credit's age, so that the
@@ -889,6 +1007,8 @@ int main(void)
 		cmocka_unit_test(test_admit_budget),
 		cmocka_unit_test(test_admit_lone),
 		cmocka_unit_test(test_grant_fair_part),
+		cmocka_unit_test(test_grant_waits_for_data),
+		cmocka_unit_test(test_credit_waits_for_data),
 		cmocka_unit_test(test_admit_drain_several_queues),
 		cmocka_unit_test(test_slot_watermark),
 	};

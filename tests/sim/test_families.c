@@ -7,7 +7,8 @@
  *
  * What is asserted here is what holds today; the families of issue 11 that
  * do not hold yet (scale-across from start to finish at 10 ms, and under loss at
- * 10 ms and on 1 GB; bursty loss against RoCEv2; collectives) are listed in
+ * 10 ms and on 1 GB; bursty loss against RoCEv2; collectives; start-up's
+ * completion within a few % of ideal, and 4 flows at 100-400 Gbit/s) are listed in
  * bench/README.md with their figures, not asserted. The incast and
  * scale-across scenarios, like every other, run with first-round-trip
  * admission (SPEC 6.6), the simulator's default.
@@ -660,6 +661,159 @@ static void test_survivor(void **state)
 }
 
 /*
+ * Start-up at long round trips: n flows (2 or 4) into one receiver, each
+ * starting `offset` after the one before, the last one three times the
+ * size of the others. Measured from each flow's start (not from its first
+ * hint: a flow that finds the receiver's first-round-trip credit out asks
+ * for a grant, so its first data arrives 1.5 round trips after its start),
+ * over its third round trip [start + 2 RTT, start + 3 RTT] at the
+ * receiver: it moves >= 0.8 of its fair share (the link over the flows
+ * running then), and the receiver's link is >= 0.9 busy. Round trips of 1,
+ * 4 and 10 ms, 25 and 100 Gbit/s, offsets of 0.2 to 5 ms; no random loss,
+ * so seeds matter little (seed 2 on one case). Measured: 0.96-0.97 of
+ * the share in every case but 4 ms 100 Gbit/s (0.85; 0.78 before a
+ * hint-paced sender's ECN cut stopped at the hint over its minimum RTT,
+ * cc.c), the link 1.00 busy in all.
+ *
+ * Not asserted, because not met (bench/README.md, "Start-up at long round
+ * trips"): the last completion, printed, is 0.80-0.95 of the ideal (every
+ * payload byte at the link's rate, plus a round trip), not within a few
+ * %; and with 4 flows at 100 Gbit/s and 4 ms, or 400 Gbit/s and 1 ms, the
+ * first round trips' credits fill the receiver's 64 MB queue and the later
+ * flows get 0.24-0.42 of their share in their third round trip.
+ */
+static void startup_one(unsigned rtt_us, unsigned gbps, unsigned nflows, unsigned offset_us,
+			uint64_t seed, double fig[3])
+{
+	enum { NF = 4 };
+	assert_true(nflows >= 2 && nflows <= NF);
+	const uint64_t rtt = (uint64_t)rtt_us * US, off = (uint64_t)offset_us * US;
+	const double cap = (double)gbps * 1e9;
+	/* the small flows run until the last one's third round trip is over:
+	 * alone, then shared, then with all (bytes at their fair shares, with
+	 * a quarter to spare) */
+	double need = 0;
+	for (unsigned k = 1; k < nflows; k++)
+		need += (double)off / 1e9 * cap / 8 / k;
+	need += 3.0 * (double)rtt / 1e9 * cap / 8 / nflows;
+	uint64_t small_kb = (uint64_t)(need * 1.25 / 1000) + 1;
+	char text[2048];
+	int k = snprintf(text, sizeof(text),
+			 "description: %u flows into one receiver, %u us apart\n"
+			 "seed: %llu\nduration: 5s\nhosts: %u\n"
+			 "link: {rate: %uGbps, delay: %uus, queue: 64MB, ecn_threshold: 8MB}\n"
+			 "flows:\n",
+			 nflows, offset_us, (unsigned long long)seed, nflows + 1, gbps, rtt_us / 4);
+	for (unsigned i = 0; i < nflows; i++)
+		k += snprintf(text + k, sizeof(text) - (size_t)k,
+			      "  - {src: %u, dst: %u, bytes: %lluKB, start: %lluus}\n", i, nflows,
+			      (unsigned long long)(i + 1 == nflows ? 3 * small_kb : small_kb),
+			      (unsigned long long)i * offset_us);
+	k += snprintf(text + k, sizeof(text) - (size_t)k,
+		      "transport:\n  metaroce: {rto_init: %uus, max_paths: 160}\n", 3 * rtt_us);
+	assert_true(k > 0 && (size_t)k < sizeof(text));
+	run rn;
+	run_parse(&rn, text, strlen(text), "startup");
+	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
+
+	/* each flow's third round trip; no flow may start inside one (the
+	 * fair share would change within it) */
+	uint64_t t[2 * NF], f0[NF], f1[NF], l0[NF], l1[NF];
+	unsigned nt = 0;
+	for (unsigned i = 0; i < nflows; i++) {
+		uint64_t w0 = i * off + 2 * rtt;
+		for (unsigned j = 0; j < nflows; j++)
+			assert_false(j * off > w0 && j * off < w0 + rtt);
+		t[nt++] = w0;
+		t[nt++] = w0 + rtt;
+	}
+	/* (sorted: insertion, at most 8) */
+	for (unsigned a = 1; a < nt; a++)
+		for (unsigned b = a; b > 0 && t[b - 1] > t[b]; b--) {
+			uint64_t x = t[b];
+			t[b] = t[b - 1];
+			t[b - 1] = x;
+		}
+	for (unsigned a = 0; a < nt; a++) {
+		if (a == 0 || t[a] != t[a - 1])
+			run_to(&rn, t[a]);
+		for (unsigned i = 0; i < nflows; i++) {
+			uint64_t w0 = i * off + 2 * rtt;
+			if (t[a] == w0) {
+				f0[i] = sim_flow_get(rn.s, i)->rx_bytes;
+				l0[i] = host_rx_bytes(rn.s, nflows);
+			}
+			if (t[a] == w0 + rtt) {
+				f1[i] = sim_flow_get(rn.s, i)->rx_bytes;
+				l1[i] = host_rx_bytes(rn.s, nflows);
+				/* every flow started is still running */
+				for (unsigned j = 0; j < nflows; j++)
+					assert_true(j * off > w0 || !sim_flow_get(rn.s, j)->done);
+			}
+		}
+	}
+	double worst = 1e9, worst_link = 1e9;
+	for (unsigned i = 0; i < nflows; i++) {
+		uint64_t w0 = i * off + 2 * rtt;
+		unsigned n = 0;
+		for (unsigned j = 0; j < nflows; j++)
+			n += j * off <= w0;
+		double r = (double)(f1[i] - f0[i]) * 8e9 / (double)rtt, fair = cap / n,
+		       link = (double)(l1[i] - l0[i]) * 8e9 / (double)rtt;
+		if (r / fair < worst)
+			worst = r / fair;
+		if (link / cap < worst_link)
+			worst_link = link / cap;
+		print_message("  flow %u (of %u running) in its 3rd round trip: %.1f Gbit/s "
+			      "(%.2f of its share), the link %.2f busy\n",
+			      i, n, r / 1e9, r / fair, link / cap);
+	}
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	uint64_t last = 0, bytes = 0;
+	for (unsigned i = 0; i < nflows; i++) {
+		const sim_flow *f = sim_flow_get(rn.s, i);
+		bytes += f->bytes;
+		if (f->finish_ns > last)
+			last = f->finish_ns;
+	}
+	double ideal = (double)bytes * 8e9 / cap + (double)rtt,
+	       ratio = ideal / (double)last;
+	print_message("start-up, %u flows, %u ms, %u Gbit/s, %u us apart, seed %llu: worst "
+		      "share %.2f, link %.2f; last completion %.2f ms, %.3f of ideal\n",
+		      nflows, rtt_us / 1000, gbps, offset_us, (unsigned long long)seed, worst,
+		      worst_link, (double)last / 1e6, ratio);
+	run_free(&rn);
+	/* (every case is run and printed before any is asserted) */
+	fig[0] = worst;
+	fig[1] = worst_link;
+	fig[2] = ratio;
+}
+
+static void test_startup(void **state)
+{
+	(void)state;
+	static const struct {
+		unsigned rtt_us, gbps, nflows, offset_us;
+		uint64_t seed;
+	} cases[] = {
+		{ 1000, 100, 2, 500, 1 },  { 1000, 100, 2, 200, 2 },  { 1000, 25, 2, 500, 1 },
+		{ 4000, 100, 2, 2000, 1 }, { 10000, 25, 2, 5000, 1 }, { 1000, 100, 4, 200, 1 },
+		{ 4000, 25, 4, 500, 1 },   { 10000, 25, 4, 2000, 1 },
+	};
+	enum { NC = sizeof(cases) / sizeof(cases[0]) };
+	double fig[NC][3];
+	for (unsigned i = 0; i < NC; i++)
+		startup_one(cases[i].rtt_us, cases[i].gbps, cases[i].nflows, cases[i].offset_us,
+			    cases[i].seed, fig[i]);
+	/* (the completion, fig[i][2], is printed, not asserted: 0.80-0.95 of
+	 * the ideal, not the issue's "few %", bench/README.md) */
+	for (unsigned i = 0; i < NC; i++) {
+		assert_true(fig[i][0] >= 0.8);
+		assert_true(fig[i][1] >= 0.9);
+	}
+}
+
+/*
  * Scale-across under loss: the flows of test_scale_startup with 1 % random
  * loss on the sender's cable (data and ACKs), three seeds. Loss may cost
  * its retransmissions' share of the link and the round trip that repairs
@@ -912,6 +1066,7 @@ int main(void)
 		cmocka_unit_test(test_plane_churn),
 		cmocka_unit_test(test_join),
 		cmocka_unit_test(test_survivor),
+		cmocka_unit_test(test_startup),
 		cmocka_unit_test(test_scale_startup),
 		cmocka_unit_test(test_scale_loss),
 		cmocka_unit_test(test_bursty_loss),
