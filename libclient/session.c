@@ -287,7 +287,7 @@ static int wait_socket(mrc_session *s, uint64_t deadline)
 	if (r < 0)
 		return MRC_ERR_IO;
 	if (r == 0)
-		return deadline != UINT64_MAX && ms_left(deadline) == 0 ? MRC_ERR_TIMEOUT : 0;
+		return ms_left(deadline) == 0 ? MRC_ERR_TIMEOUT : 0; /* (-1: no deadline) */
 	int d = mrc_session_drain(s);
 	return d < 0 ? d : 0;
 }
