@@ -171,6 +171,7 @@ struct mrv_ctx {
 	uint32_t idle_polls;
 	uint32_t nsend;     /* sends (WRITE, SEND, READ) in the daemon */
 	uint64_t send_bytes; /* and their bytes */
+	uint64_t n_sleeps, n_sleeps_out; /* idle_sleep()s; of them, ended by the bound */
 	mrc_ctx *ctx;
 	mrc_devinfo_rep info;
 	mrv_cq *cqs;
@@ -211,12 +212,14 @@ static struct ibv_device mrv_device = {
  * lasts at most MRV_IDLE_SLEEP_NS (a program that polls a CQ while it waits
  * for something else, such as memory a peer writes, sees an empty poll that
  * was a little slow, never a hang), or MRV_BUSY_SLEEP_NS while sends are
- * outstanding (their completions wake it). METAROCE_VERBS_SPIN_US fixes the
+ * outstanding (their completions wake it; a 1 ms bound cost a fifth of
+ * ib_write_bw's bandwidth on a quiet 2-core host although almost no sleep
+ * reached it: bench/README.md). METAROCE_VERBS_SPIN_US fixes the
  * spin, METAROCE_VERBS_SPIN_MAX_US bounds the adaptive one;
  * METAROCE_VERBS_POLL=spin never sleeps. */
 #define MRV_IDLE_SPIN 64
 #define MRV_IDLE_SLEEP_NS 100000
-#define MRV_BUSY_SLEEP_NS 1000000
+#define MRV_BUSY_SLEEP_NS 10000000
 #define MRV_SPIN_MAX_BYTES 65536u
 static int g_poll_spin;
 static int g_spin_fixed;     /* METAROCE_VERBS_SPIN_US: this spin, always */
@@ -1291,8 +1294,10 @@ static void idle_sleep(mrv_ctx *x)
 		struct timespec ts = {0, x->nsend ? MRV_BUSY_SLEEP_NS : MRV_IDLE_SLEEP_NS};
 		pthread_mutex_unlock(&x->lock);
 		struct pollfd p = {.fd = mrc_ctx_fd(x->ctx), .events = POLLIN};
-		(void)ppoll(&p, 1, &ts, NULL); /* EINTR: a signal (perftest -D) */
+		int n = ppoll(&p, 1, &ts, NULL); /* EINTR: a signal (perftest -D) */
 		pthread_mutex_lock(&x->lock);
+		x->n_sleeps++;
+		x->n_sleeps_out += n == 0;
 	}
 	drain(x);
 	if (any_armed(x))
@@ -1627,6 +1632,9 @@ MRV_API struct ibv_context *ibv_open_device(struct ibv_device *dev)
 MRV_API int ibv_close_device(struct ibv_context *c)
 {
 	mrv_ctx *x = C(c);
+	if (g_spin_debug)
+		say("device: slept %llu times, %llu of them to the bound (no completion came)",
+		    (unsigned long long)x->n_sleeps, (unsigned long long)x->n_sleeps_out);
 	if (x->thr_started) {
 		pthread_mutex_lock(&x->lock);
 		x->thr_stop = 1;
