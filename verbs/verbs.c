@@ -214,8 +214,9 @@ static struct ibv_device mrv_device = {
  * was a little slow, never a hang), or MRV_BUSY_SLEEP_NS while sends are
  * outstanding (their completions wake it; a 1 ms bound cost a fifth of
  * ib_write_bw's bandwidth on a quiet 2-core host although almost no sleep
- * reached it: bench/README.md). METAROCE_VERBS_SPIN_US fixes the
- * spin, METAROCE_VERBS_SPIN_MAX_US bounds the adaptive one;
+ * reached it, for a reason not found: bench/README.md).
+ * METAROCE_VERBS_SPIN_US fixes the spin, METAROCE_VERBS_SPIN_MAX_US bounds
+ * the adaptive one;
  * METAROCE_VERBS_POLL=spin never sleeps. */
 #define MRV_IDLE_SPIN 64
 #define MRV_IDLE_SLEEP_NS 100000
