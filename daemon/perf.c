@@ -40,6 +40,11 @@ typedef struct endpoint {
 	uint8_t rx[NCTL][CTL_LEN];
 	uint8_t tx[NCTL][CTL_LEN];
 	uint32_t tx_next, tx_busy;
+	/* Messages waiting for a send slot: a slot frees when the peer has
+	 * acknowledged the message in it, and a peer whose ACKs are late (a
+	 * host under a flood) can owe us all NCTL while it keeps asking. */
+	uint8_t q[NCTL][CTL_LEN];
+	uint32_t q_head, q_len;
 } endpoint;
 
 /* Initiator. */
@@ -51,6 +56,8 @@ struct mrd_perf_op {
 	void *ud;
 	char peer[64];
 	int phase; /* 0 hello sent, 1 running, 2 done sent, 3 finished */
+	uv_timer_t *wd; /* the run's overall deadline (op_watch) */
+	uint64_t wd_ms; /* its length */
 	/* perf */
 	uint64_t seed;
 	uint32_t msg_size, slots, rkey;
@@ -152,25 +159,39 @@ static int ctl_decode(const uint8_t *p, uint32_t len, ctlmsg *m)
 	return 0;
 }
 
-static int ctl_send(endpoint *ep, uint32_t type, uint64_t a, uint64_t b, uint64_t c)
+static int ctl_post_tx(endpoint *ep, const uint8_t *msg)
 {
-	if (ep->tx_busy == NCTL)
-		return -1;
-	uint32_t i = ep->tx_next++ % NCTL;
+	uint32_t i = ep->tx_next % NCTL;
 	uint8_t *p = ep->tx[i];
-	put64(p, (uint64_t)CTL_MAGIC << 32 | type);
-	put64(p + 8, a);
-	put64(p + 16, b);
-	put64(p + 24, c);
-	put64(p + 32, 0);
-	put64(p + 40, 0);
+	memcpy(p, msg, CTL_LEN);
 	mrp_wr wr = {.wr_id = TAG_CTL_TX | i, .opcode = MRP_WR_SEND, .stream = STREAM_CTL,
 		     .local = p, .len = CTL_LEN};
 	int rv = mrd_conn_post_send(ep->c, &wr, uv_hrtime());
 	if (rv < 0)
 		return rv;
+	ep->tx_next++;
 	ep->tx_busy++;
 	mrd_conn_touch(ep->c);
+	return 0;
+}
+
+/* Send a control message now, or once a send slot frees (queued: at most
+ * NCTL more). -1: neither (the caller ends the run: a message lost here
+ * would leave the other side waiting for it). */
+static int ctl_send(endpoint *ep, uint32_t type, uint64_t a, uint64_t b, uint64_t c)
+{
+	uint8_t msg[CTL_LEN];
+	put64(msg, (uint64_t)CTL_MAGIC << 32 | type);
+	put64(msg + 8, a);
+	put64(msg + 16, b);
+	put64(msg + 24, c);
+	put64(msg + 32, 0);
+	put64(msg + 40, 0);
+	if (ep->tx_busy < NCTL && !ep->q_len)
+		return ctl_post_tx(ep, msg) < 0 ? -1 : 0;
+	if (ep->q_len == NCTL)
+		return -1;
+	memcpy(ep->q[(ep->q_head + ep->q_len++) % NCTL], msg, CTL_LEN);
 	return 0;
 }
 
@@ -200,7 +221,17 @@ static int ep_completion(endpoint *ep, const mrp_cqe *e, ctlmsg *m)
 	if (tag == TAG_CTL_TX) {
 		ep->tx_busy--;
 		/* FLUSHED: the connection is closing, not an error of ours. */
-		return e->status == MRP_WC_SUCCESS || e->status == MRP_WC_FLUSHED ? 0 : -1;
+		if (e->status == MRP_WC_FLUSHED)
+			return 0;
+		if (e->status != MRP_WC_SUCCESS)
+			return -1;
+		if (ep->q_len) {
+			if (ctl_post_tx(ep, ep->q[ep->q_head]) < 0)
+				return -1;
+			ep->q_head = (ep->q_head + 1) % NCTL;
+			ep->q_len--;
+		}
+		return 0;
 	}
 	if (e->status != MRP_WC_SUCCESS)
 		return e->status == MRP_WC_FLUSHED ? 0 : -1;
@@ -241,12 +272,24 @@ static int srv_established(mrd_conn *c)
 	return ep_start(&s->ep, c);
 }
 
+/* A reply the server cannot send: the initiator would wait for it, so the
+ * connection is reset and its run ends with that. */
+static void srv_reply(mrd_conn *c, server *s, uint32_t type, uint64_t a, uint64_t b,
+		      uint64_t cc)
+{
+	if (ctl_send(&s->ep, type, a, b, cc) < 0) {
+		mrd_warn("conn %08x: perf/echo server: cannot send a control message: resetting",
+			 c->local_id);
+		mrd_conn_close(c, 1);
+	}
+}
+
 static void srv_hello(mrd_conn *c, server *s, const ctlmsg *m)
 {
 	uint64_t size = m->b;
 	if (s->region || size < MRD_PERF_MSG_MIN || size > MRD_PERF_MSG_MAX || size % 8 ||
 	    nregions >= MAX_REGIONS || c->service_id != MRD_SVC_PERF) {
-		ctl_send(&s->ep, T_READY, 0, 0, 0); /* rkey 0: busy or refused */
+		srv_reply(c, s, T_READY, 0, 0, 0); /* rkey 0: busy or refused */
 		return;
 	}
 	/* Fresh anonymous pages: zero without touching them here. Zeroing
@@ -255,7 +298,7 @@ static void srv_hello(mrd_conn *c, server *s, const ctlmsg *m)
 	void *region = mmap(NULL, MRD_PERF_REGION_BYTES, PROT_READ | PROT_WRITE,
 			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (region == MAP_FAILED) {
-		ctl_send(&s->ep, T_READY, 0, 0, 0);
+		srv_reply(c, s, T_READY, 0, 0, 0);
 		return;
 	}
 	s->region = region;
@@ -268,7 +311,7 @@ static void srv_hello(mrd_conn *c, server *s, const ctlmsg *m)
 			s->rkey = 0;
 	for (uint32_t i = 0; i < NRECV; i++)
 		mrd_conn_post_recv(c, STREAM_DATA, TAG_DATA, NULL, 0, uv_hrtime());
-	ctl_send(&s->ep, T_READY, s->rkey, REGION_BASE, MRD_PERF_REGION_BYTES);
+	srv_reply(c, s, T_READY, s->rkey, REGION_BASE, MRD_PERF_REGION_BYTES);
 	mrd_info("conn %08x: perf receiver ready: %u MiB region, %u-byte messages",
 		 c->local_id, MRD_PERF_REGION_BYTES >> 20, s->msg_size);
 }
@@ -319,7 +362,7 @@ static void srv_completion(mrd_conn *c, const mrp_cqe *e)
 		srv_hello(c, s, &m);
 		break;
 	case T_DONE:
-		ctl_send(&s->ep, T_RESULT, s->verified_msgs, s->verified_bytes, s->errors);
+		srv_reply(c, s, T_RESULT, s->verified_msgs, s->verified_bytes, s->errors);
 		mrd_info("conn %08x: perf done: %llu messages, %llu bytes verified, %llu "
 			 "errors (sender: %llu messages)", c->local_id,
 			 (unsigned long long)s->verified_msgs,
@@ -327,7 +370,7 @@ static void srv_completion(mrd_conn *c, const mrp_cqe *e)
 			 (unsigned long long)m.a);
 		break;
 	case T_ECHO_REQ:
-		ctl_send(&s->ep, T_ECHO_REP, m.a, m.b, 0);
+		srv_reply(c, s, T_ECHO_REP, m.a, m.b, 0);
 		break;
 	default:
 		mrd_conn_close(c, 1);
@@ -366,11 +409,53 @@ const mrd_conn_ops *mrd_perf_service(void *ud, uint32_t service_id)
 
 /* ---- initiator ----------------------------------------------------------- */
 
+static void wd_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void op_unwatch(mrd_perf_op *op)
+{
+	if (op->wd) {
+		uv_close((uv_handle_t *)op->wd, wd_closed);
+		op->wd = NULL;
+	}
+}
+
+static void op_finish(mrd_perf_op *op, const char *err);
+
+static void on_wd(uv_timer_t *t)
+{
+	mrd_perf_op *op = t->data;
+	char err[96];
+	snprintf(err, sizeof(err), "the run did not end within %llu s (no answer from the peer)",
+		 (unsigned long long)op->wd_ms / 1000);
+	op_finish(op, err);
+}
+
+/* End the run with an error if it has not ended in op->wd_ms: every wait
+ * of a run is for the peer, and a peer that stops answering on a
+ * connection that stays up (its ACKs still come) must not hold the run,
+ * and the control client waiting for it, forever. */
+static int op_watch(mrd *d, mrd_perf_op *op)
+{
+	op->wd = malloc(sizeof(*op->wd));
+	if (!op->wd || uv_timer_init(d->loop, op->wd) < 0) {
+		free(op->wd);
+		op->wd = NULL;
+		return -1;
+	}
+	op->wd->data = op;
+	uv_timer_start(op->wd, on_wd, op->wd_ms, 0);
+	return 0;
+}
+
 static void op_finish(mrd_perf_op *op, const char *err)
 {
 	if (op->phase == 3)
 		return;
 	op->phase = 3;
+	op_unwatch(op);
 	if (err && !op->error[0])
 		snprintf(op->error, sizeof(op->error), "%s", err);
 	if (op->ep.c && !op->error[0]) {
@@ -391,6 +476,7 @@ static void op_finish(mrd_perf_op *op, const char *err)
 
 static void op_free(mrd_perf_op *op)
 {
+	op_unwatch(op);
 	for (unsigned i = 0; i < MRP_MAX_PATHS; i++)
 		json_decref(op->probe_rtts[i]);
 	free(op->bufs);
@@ -591,6 +677,14 @@ static void op_ready(mrd_perf_op *op, const ctlmsg *m)
 
 static void ping_finish(mrd_perf_op *op, mrd_conn *c);
 
+/* A control message of the run, or the run ends: the peer would otherwise
+ * wait for it, and we for its answer. */
+static void op_send(mrd_perf_op *op, uint32_t type, uint64_t a, uint64_t b)
+{
+	if (ctl_send(&op->ep, type, a, b, 0) < 0)
+		op_finish(op, "cannot send a control message to the peer");
+}
+
 static void op_completion(mrd_conn *c, const mrp_cqe *e)
 {
 	mrd_perf_op *op = c->ud;
@@ -613,7 +707,7 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 			op_post_data(op, now);
 			if (op->nfree == WINDOW) { /* all in, time's up */
 				op->phase = 2;
-				ctl_send(&op->ep, T_DONE, op->completed, op->bytes, 0);
+				op_send(op, T_DONE, op->completed, op->bytes);
 			}
 		}
 		return;
@@ -626,6 +720,8 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 				 (e->wr_id & TAG_MASK) == TAG_CTL_TX ? "send" : "receive",
 				 mrp_wc_status_str(e->status));
 			op_finish(op, NULL);
+		} else if ((e->wr_id & TAG_MASK) == TAG_CTL_TX) {
+			op_finish(op, "cannot send a control message to the peer");
 		} else {
 			op_finish(op, "bad control message from the peer");
 		}
@@ -660,9 +756,9 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 	case T_ECHO_REP: {
 		if (op->echo && op->warming && m.a == PING_WARM_BASE + op->warm) {
 			if (ping_paths_settling(op) && ++op->warm < PING_WARM)
-				ctl_send(&op->ep, T_ECHO_REQ, PING_WARM_BASE + op->warm, uv_hrtime(), 0);
-			else
-				ping_start(op);
+				op_send(op, T_ECHO_REQ, PING_WARM_BASE + op->warm, uv_hrtime());
+			else if (ping_start(op) < 0)
+				op_finish(op, "cannot send a control message to the peer");
 			break;
 		}
 		if (op->echo && op->done_count == op->count && m.a == op->count + op->drain &&
@@ -673,7 +769,7 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 			 * echo again, uncounted, up to PING_DRAIN times. */
 			ping_probe_round(op, 0, now);
 			if (ping_probes_out(op) && ++op->drain < PING_DRAIN) {
-				ctl_send(&op->ep, T_ECHO_REQ, op->count + op->drain, uv_hrtime(), 0);
+				op_send(op, T_ECHO_REQ, op->count + op->drain, uv_hrtime());
 				break;
 			}
 			ping_finish(op, c);
@@ -690,12 +786,12 @@ static void op_completion(mrd_conn *c, const mrp_cqe *e)
 			op->rtt_max = rtt;
 		if (++op->done_count < op->count) {
 			ping_probe_round(op, 1, now);
-			ctl_send(&op->ep, T_ECHO_REQ, op->done_count, uv_hrtime(), 0);
+			op_send(op, T_ECHO_REQ, op->done_count, uv_hrtime());
 			break;
 		}
 		ping_probe_round(op, 0, now);
 		if (ping_probes_out(op)) {
-			ctl_send(&op->ep, T_ECHO_REQ, op->count, uv_hrtime(), 0);
+			op_send(op, T_ECHO_REQ, op->count, uv_hrtime());
 			break;
 		}
 		ping_finish(op, c);
@@ -756,6 +852,11 @@ static int op_start(mrd *d, const char *peer, mrd_perf_op *op, uint32_t service,
 		return -1;
 	}
 	op->d = d;
+	if (op_watch(d, op) < 0) {
+		snprintf(err, errlen, "out of memory");
+		op_free(op);
+		return -1;
+	}
 	mrd_sockaddr_str(&to, op->peer, sizeof(op->peer));
 	op->result = json_object();
 	json_object_set_new(op->result, "peer", json_string(op->peer));
@@ -795,6 +896,7 @@ int mrd_perf_start(mrd *d, const char *peer, double seconds, uint64_t max_bytes,
 	op->ud = ud;
 	op->msg_size = msg_size;
 	op->duration_ns = (uint64_t)(seconds * 1e9);
+	op->wd_ms = (uint64_t)(seconds * 1e3) + MRD_PERF_GRACE_MS;
 	op->max_bytes = max_bytes;
 	while (getrandom(&op->seed, sizeof(op->seed), 0) != sizeof(op->seed))
 		;
@@ -816,6 +918,7 @@ int mrd_ping_start(mrd *d, const char *peer, unsigned count, mrd_perf_done_cb cb
 		return -1;
 	}
 	op->echo = 1;
+	op->wd_ms = MRD_PERF_GRACE_MS + (uint64_t)count * MRD_PING_RTT_MS;
 	op->cb = cb;
 	op->ud = ud;
 	op->count = count;
@@ -826,6 +929,7 @@ int mrd_ping_start(mrd *d, const char *peer, unsigned count, mrd_perf_done_cb cb
 void mrd_perf_cancel(mrd_perf_op *op)
 {
 	op->cb = NULL;
+	op_unwatch(op);
 	if (op->phase != 3) {
 		op->phase = 3;
 		if (op->ep.c)

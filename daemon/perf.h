@@ -39,6 +39,13 @@ typedef void (*mrd_perf_done_cb)(void *ud, json_t *result, const char *err);
 #define MRD_PERF_MSG_MAX (4u << 20)
 #define MRD_PERF_MSG_DEFAULT (1u << 20)
 #define MRD_PERF_SECONDS_MAX 3600.0
+/* A run that has not ended this long after it should have (a perf run's
+ * seconds; a ping's count times MRD_PING_RTT_MS) ends with an error: the
+ * peer stopped answering on a connection that stayed up. metaroce-ctl
+ * waits 30 s for a ping (a ping of 1,000 round trips ends by then) and a
+ * perf run's seconds plus 30. */
+#define MRD_PERF_GRACE_MS 20000u
+#define MRD_PING_RTT_MS 10u
 
 /* Start a perf run to peer ("ADDR[:PORT]", the daemon's service port by
  * default) for seconds or until max_bytes have been sent (0: no limit),
