@@ -26,7 +26,7 @@ import mrattack as mra  # noqa: E402
 
 COUNT = 20
 SLOTS = 8  # the server's control send slots (NCTL in daemon/perf.c)
-HOLD_S = 0.3
+HOLD_S = 0.15  # B gives up on unacknowledged packets after ~0.5 s here
 
 
 class AckHoldRelay(badpeer.Relay):
@@ -50,9 +50,22 @@ class AckHoldRelay(badpeer.Relay):
         for args in q:
             super().upstream(*args)
 
+    def run(self):
+        # badpeer.Relay.run(), with a timeout: the hold ends on time even
+        # when nothing else comes
+        import select
+        while True:
+            r, _, _ = select.select([self.front, self.back], [], [], 0.01)
+            if self.hold and time.time() - self.since > HOLD_S:
+                self.release()
+            for s in r:
+                data, src, tos = self.recv(s)
+                if s is self.front:
+                    self.upstream(data, src, tos)
+                else:
+                    self.downstream(data, src, tos)
+
     def upstream(self, data, src, tos):
-        if self.hold and time.time() - self.since > HOLD_S:
-            self.release()
         if self.hold and len(data) >= 2 and data[1] == mra.OP["ACK"]:
             self.held += 1
             self.queue.append((data, src, tos))
