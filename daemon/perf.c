@@ -89,6 +89,7 @@ typedef struct server {
 	uint32_t rkey, msg_size, slots;
 	uint64_t seed, expect_k;
 	uint64_t verified_msgs, verified_bytes, errors;
+	int resetting; /* reset by us: the flushed requests' completions say nothing new */
 } server;
 
 static unsigned nregions;
@@ -278,8 +279,10 @@ static void srv_reply(mrd_conn *c, server *s, uint32_t type, uint64_t a, uint64_
 		      uint64_t cc)
 {
 	if (ctl_send(&s->ep, type, a, b, cc) < 0) {
-		mrd_warn("conn %08x: perf/echo server: cannot send a control message: resetting",
-			 c->local_id);
+		if (!s->resetting)
+			mrd_warn("conn %08x: perf/echo server: cannot send a control message: "
+				 "resetting", c->local_id);
+		s->resetting = 1;
 		mrd_conn_close(c, 1);
 	}
 }
@@ -349,9 +352,11 @@ static void srv_completion(mrd_conn *c, const mrp_cqe *e)
 	ctlmsg m;
 	int rv = ep_completion(&s->ep, e, &m);
 	if (rv < 0) {
-		mrd_warn("conn %08x: bad control message or failed send (status %s, "
-			 "opcode %#x, %u bytes): resetting", c->local_id,
-			 mrp_wc_status_name(e->status), e->opcode, e->byte_len);
+		if (!s->resetting)
+			mrd_warn("conn %08x: bad control message or failed send (status %s, "
+				 "opcode %#x, %u bytes): resetting", c->local_id,
+				 mrp_wc_status_name(e->status), e->opcode, e->byte_len);
+		s->resetting = 1;
 		mrd_conn_close(c, 1);
 		return;
 	}
