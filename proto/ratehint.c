@@ -104,6 +104,7 @@ static void slot_start(mrp_rh *rh, mrp_rh_slot *s, uint64_t key, uint64_t now_ns
 #define CE_GAIN_SHIFT 1 /* alpha gain 1/2 per epoch */
 #define CONTEND_PCT 98  /* share of capacity divided among 2+ senders */
 #define CE_CUT_SHIFT 3  /* marked arrivals take alpha/8 of the capacity off */
+#define ADM_MARGIN_SHIFT 1 /* over several queues, credits take half the budget */
 
 /* Packets an active sender should have sent at an equal share within one
  * epoch: with fewer, a rate sample is mostly rounding (one packet more or
@@ -220,6 +221,21 @@ static uint64_t demand(const mrp_rh *rh, const mrp_rh_slot *s, uint64_t floor_bp
 	return d > floor_bps ? d : floor_bps;
 }
 
+/* The part of the budget that credits may take together: all of it over
+ * one queue, or for the only connection (it spreads its own packets evenly
+ * over the planes); over several queues (the receiver's planes), with
+ * other credits, half of it. Each sender picks a plane per packet on its
+ * own, and what a dozen of them put into each plane's queue is not the
+ * same: with the whole budget out every queue was 0.9-1 MB full of 1 MB,
+ * and the first grants' data overflowed one (1,024:1 over 2 planes, 0.1 %
+ * of the data packets; over 8 planes 1.2 %). */
+static uint64_t adm_usable(const mrp_rh *rh)
+{
+	if (rh->adm_queues < 2 || (rh->adm_conns <= 1 && rh->adm_out == 0))
+		return rh->adm_budget;
+	return rh->adm_budget - (rh->adm_budget >> ADM_MARGIN_SHIFT);
+}
+
 /* Admission credit still out (at most the budget): data sent on it and not
  * yet arrived, which sits in the queues in front of this receiver. */
 static uint64_t adm_queued(const mrp_rh *rh)
@@ -239,26 +255,39 @@ static uint64_t adm_queued(const mrp_rh *rh)
 	return mrp_mul_div(q, rh->adm_ttl_ns - age, rh->adm_ttl_ns);
 }
 
-/* Max-min fair water-filling of capacity_bps (less alpha/8 of it while
- * arrivals are CE-marked, and 98 % of it when two or more senders contend)
- * over the active senders. */
-static void recompute(mrp_rh *rh)
+/* What is divided among the senders: capacity_bps, less alpha/8 of it
+ * while arrivals are CE-marked, 98 % of it when two or more senders
+ * contend (so that what their pacing leaves over drains any queue in front
+ * of the receiver), and, with credit set, less again while admission
+ * credit sits in several queues (adm_queued()). A grant is a part of it
+ * without that last cut (mrp_rh_grant()). */
+static uint64_t divided_q(const mrp_rh *rh, int credit)
 {
-	uint64_t remaining = rh->capacity_bps -
-			     (mrp_mul_div(rh->capacity_bps, rh->ce_alpha_q16, CE_ONE) >> CE_CUT_SHIFT);
-	uint64_t level, floor_bps, extra = 0;
+	uint64_t d = rh->capacity_bps -
+		     (mrp_mul_div(rh->capacity_bps, rh->ce_alpha_q16, CE_ONE) >> CE_CUT_SHIFT);
 	uint32_t contenders = 0;
 
-	/* Senders that contend share CONTEND_PCT of it, so that what their
-	 * pacing leaves over drains any queue in front of the receiver. */
 	for (uint32_t i = 0; i < rh->hi && contenders < 2; i++)
 		contenders += rh->slots[i].key != 0;
 	if (contenders >= 2) {
-		remaining = mrp_mul_div(remaining, CONTEND_PCT, 100);
-		uint64_t q = adm_queued(rh);
+		d = mrp_mul_div(d, CONTEND_PCT, 100);
+		uint64_t q = credit ? adm_queued(rh) : 0;
 		if (q)
-			remaining -= mrp_mul_div(remaining, q, 2 * rh->adm_budget);
+			d -= mrp_mul_div(d, q, 2 * rh->adm_budget);
 	}
+	return d;
+}
+
+static uint64_t divided(const mrp_rh *rh)
+{
+	return divided_q(rh, 1);
+}
+
+/* Max-min fair water-filling of divided() over the active senders. */
+static void recompute(mrp_rh *rh)
+{
+	uint64_t remaining = divided(rh);
+	uint64_t level, floor_bps, extra = 0;
 	uint32_t n = 0, nun;
 
 	for (uint32_t i = 0; i < rh->hi; i++) {
@@ -455,8 +484,9 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
 		return 0;
 	epoch_tick(rh, now_ns);
 	adm_expire(rh, now_ns);
-	free_bytes = rh->adm_budget > rh->adm_out ? rh->adm_budget - rh->adm_out : 0;
-	credit = rh->adm_budget / (rh->adm_conns ? rh->adm_conns : 1);
+	uint64_t budget = adm_usable(rh);
+	free_bytes = budget > rh->adm_out ? budget - rh->adm_out : 0;
+	credit = budget / (rh->adm_conns ? rh->adm_conns : 1);
 	if (credit > free_bytes)
 		credit = free_bytes;
 	credit -= credit % pkt_bytes;
@@ -495,7 +525,12 @@ uint64_t mrp_rh_grant(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint64_t now_ns
 		s->wait_until_ns = now_ns + rh->wait_ns;
 	}
 	share = mrp_rh_share(rh, (uint32_t)idx, key, now_ns);
-	fair = rh->capacity_bps / (rh->adm_conns ? rh->adm_conns : 1);
+	/* (a part of what the shares divide, its margin and CE cut
+	 * included: requests answered together add up to no more; the
+	 * credit's own cut left out: cutting the grants as well left the
+	 * link half idle while their first packets, one per pacing interval
+	 * of hundreds of microseconds, were on their way) */
+	fair = divided_q(rh, 0) / (rh->adm_conns ? rh->adm_conns : 1);
 	return share < fair ? share : (fair ? fair : 1);
 }
 

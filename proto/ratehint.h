@@ -90,8 +90,10 @@ typedef struct mrp_rh {
 				 * part of credits and grants */
 	uint32_t adm_queues;    /* separate queues the budget spans (the
 				 * receiver's planes), set by the caller; with
-				 * more than one, credit still out is drained
-				 * (see mrp_rh_arrival()) */
+				 * more than one, credits together take at most
+				 * half the budget (see mrp_rh_admit()) and
+				 * credit still out is drained (see
+				 * mrp_rh_arrival()) */
 	uint32_t adm_credits;   /* credits handed out since none was out */
 	uint64_t adm_ret_ns;    /* the last return of credit (as of the last
 				 * arrival's time) */
@@ -217,7 +219,12 @@ uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns);
  * no more than rh's capacity (a faster one would fill the queue at the
  * difference for a round trip).
  *
- * Otherwise the sum of the credits out never exceeds adm_budget. Credit returns as
+ * Otherwise the sum of the credits out never exceeds adm_budget, and over
+ * several queues (adm_queues > 1) half of it unless the credit is the only
+ * connection's: each sender picks a plane per packet on its own, and the
+ * credits of a dozen senders do not fill the planes' queues alike (with
+ * all of a 2 MB budget out over two 1 MB queues, 1,024 senders overflowed
+ * one in their first round trip). Credit returns as
  * the data sent on it arrives (mrp_rh_admit_return()), and what is still
  * out adm_ttl_ns after the last grant returns then (credit unused, or its
  * packets lost: a sender must start using its credit within a shorter
@@ -227,10 +234,12 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
 
 /* The grant for a PROBE with GRANT from sender key (SPEC 6.6): the sender
  * takes a slot as on its first arrival (an equal share at once) and the
- * answer is its share, bit/s, but at most capacity / adm_conns: requests
- * that arrive together are answered before the later ones are counted
- * active, and the first would otherwise be given the whole capacity, the
- * second half of it, and so on. 0: no slot free. With wait_ns, the slot
+ * answer is its share, bit/s, but at most an equal part (1 / adm_conns)
+ * of what the shares divide (98 % of the capacity among two or more
+ * senders, less while arrivals are CE-marked; not less for credit still
+ * out): requests that arrive together are answered before the later ones
+ * are counted active, and the first would otherwise be given the whole
+ * capacity, the second half of it, and so on. 0: no slot free. With wait_ns, the slot
  * then waits for the sender's data (above). */
 uint64_t mrp_rh_grant(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint64_t now_ns);
 
