@@ -2,6 +2,7 @@
 #include "datapath.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
@@ -177,7 +178,8 @@ int mrd_dp_init(mrd_dp *dp, mrd *d, const mrd_dp_ops *ops)
 		}
 		pl->pool = calloc(MRD_DP_POOL_MAX, sizeof(*pl->pool));
 		pl->by_port = calloc(65536, sizeof(*pl->by_port));
-		if (!pl->pool || !pl->by_port)
+		pl->users = calloc(65536, sizeof(*pl->users));
+		if (!pl->pool || !pl->by_port || !pl->users)
 			return -ENOMEM;
 		dp->nplanes = i + 1;
 		int fd = open_udp(dp, pl, c->port, 16 << 20);
@@ -210,8 +212,10 @@ void mrd_dp_close(mrd_dp *dp)
 		pl->npool = 0;
 		free(pl->pool);
 		free(pl->by_port);
+		free(pl->users);
 		pl->pool = NULL;
 		pl->by_port = NULL;
+		pl->users = NULL;
 		if (pl->service.fd >= 0)
 			sock_close(&pl->service, 0);
 	}
@@ -229,13 +233,21 @@ void mrd_dp_close(mrd_dp *dp)
 	dp->txbuf = dp->rxbuf = NULL;
 }
 
-/* Drop the least recently used pool socket of pl. */
+/* Drop the least recently used pool socket of pl that no path holds, or
+ * if every one is held, the least recently used of all. */
 static void pool_evict(mrd_dp_plane *pl)
 {
-	uint32_t lru = 0;
-	for (uint32_t k = 1; k < pl->npool; k++)
-		if (pl->pool[k]->last_used_ns < pl->pool[lru]->last_used_ns)
+	uint32_t lru = 0, orphan = UINT32_MAX;
+	for (uint32_t k = 0; k < pl->npool; k++) {
+		const mrd_sock *s = pl->pool[k];
+		if (s->last_used_ns < pl->pool[lru]->last_used_ns)
 			lru = k;
+		if (!pl->users[s->port] &&
+		    (orphan == UINT32_MAX || s->last_used_ns < pl->pool[orphan]->last_used_ns))
+			orphan = k;
+	}
+	if (orphan != UINT32_MAX)
+		lru = orphan;
 	mrd_sock *s = pl->pool[lru];
 	pl->by_port[s->port] = 0;
 	sock_close(s, 1);
@@ -251,18 +263,45 @@ void mrd_dp_set_pool_cap(mrd_dp *dp, uint32_t cap)
 	dp->pool_cap = cap < 8 ? 8 : cap > MRD_DP_POOL_MAX ? MRD_DP_POOL_MAX : cap;
 }
 
-unsigned mrd_dp_pool_sweep(mrd_dp *dp, uint64_t now, uint64_t idle_ns)
+void mrd_dp_port_use(mrd_dp *dp, unsigned plane, uint16_t sport, int delta)
 {
-	unsigned n = 0;
+	if (plane >= dp->nplanes) /* (the datapath closed before the connections) */
+		return;
+	uint32_t *u = &dp->planes[plane].users[sport];
+	if (delta > 0) {
+		(*u)++;
+	} else {
+		assert(*u > 0);
+		if (*u)
+			(*u)--;
+	}
+}
+
+uint32_t mrd_dp_port_users(const mrd_dp *dp, unsigned plane, uint16_t sport)
+{
+	return plane < dp->nplanes ? dp->planes[plane].users[sport] : 0;
+}
+
+unsigned mrd_dp_pool_sweep(mrd_dp *dp, uint64_t now, uint64_t idle_ns, uint64_t orphan_ns,
+			   unsigned *porphans)
+{
+	unsigned n = 0, orphans = 0;
 	mrd_dp_flush(dp); /* no queued packet may name a closed socket */
 	for (unsigned i = 0; i < dp->nplanes; i++) {
 		mrd_dp_plane *pl = &dp->planes[i];
 		for (uint32_t k = 0; k < pl->npool;) {
 			mrd_sock *s = pl->pool[k];
-			if (now - s->last_used_ns < idle_ns) {
+			/* An orphan (no path holds its port) sends nothing more;
+			 * what it could still receive is an answer to an unknown
+			 * packet it sent (SPEC 2.3: peers send to the service
+			 * port), which may as well be lost. */
+			int orphan = pl->users[s->port] == 0;
+			uint64_t limit = orphan && orphan_ns < idle_ns ? orphan_ns : idle_ns;
+			if (now < s->last_used_ns || now - s->last_used_ns < limit) {
 				k++;
 				continue;
 			}
+			orphans += orphan;
 			pl->by_port[s->port] = 0;
 			sock_close(s, 1);
 			pl->npool--;
@@ -273,6 +312,8 @@ unsigned mrd_dp_pool_sweep(mrd_dp *dp, uint64_t now, uint64_t idle_ns)
 			n++;
 		}
 	}
+	if (porphans)
+		*porphans = orphans;
 	return n;
 }
 

@@ -10,7 +10,10 @@
  * it) is reported to the caller, which re-ports the path elsewhere. Peers
  * send everything to our service port (SPEC 2.3), but answers to unknown
  * packets come back to the sport they were sent from, so every socket is
- * read.
+ * read. The caller counts the paths that hold each (plane, sport)
+ * (mrd_dp_port_use): a pool socket that no path holds any more (its
+ * connection ended, its path moved to another port) is an orphan, closed
+ * by mrd_dp_pool_sweep() sooner than one a path may still send from.
  *
  * Every socket sends ECT(0) (IP_TOS / IPV6_TCLASS): SPEC 2.4 requires it for
  * data and allows it for the rest, so no per-packet cmsg is needed. Received
@@ -67,6 +70,7 @@ struct mrd_dp_plane {
 	mrd_sock **pool;    /* MRD_DP_POOL_MAX slots */
 	uint32_t npool;
 	uint16_t *by_port;  /* 65536: pool index + 1, 0 = none */
+	uint32_t *users;    /* 65536: paths holding the port (mrd_dp_port_use) */
 	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes, bind_fails;
 };
 
@@ -139,12 +143,25 @@ int mrd_dp_init(mrd_dp *dp, mrd *d, const mrd_dp_ops *ops);
 void mrd_dp_close(mrd_dp *dp);
 
 /* At most cap source-port sockets per plane (8..MRD_DP_POOL_MAX); a plane
- * above it evicts its least recently used ones at the next use. */
+ * above it evicts its least recently used ones at the next use, those that
+ * no path holds first. */
 void mrd_dp_set_pool_cap(mrd_dp *dp, uint32_t cap);
 
-/* Close the source-port sockets unused for idle_ns; returns how many. A
- * path that sends again opens its socket again. */
-unsigned mrd_dp_pool_sweep(mrd_dp *dp, uint64_t now_ns, uint64_t idle_ns);
+/* Close the source-port sockets unused for idle_ns, and those that no path
+ * holds (mrd_dp_port_use) unused for orphan_ns; returns how many, *porphans
+ * how many of them were orphans. Flushes the send queue first, so that no
+ * queued packet names a closed socket. A path that sends again opens its
+ * socket again. */
+unsigned mrd_dp_pool_sweep(mrd_dp *dp, uint64_t now_ns, uint64_t idle_ns,
+			   uint64_t orphan_ns, unsigned *porphans);
+
+/* A path of a connection takes (delta +1) or leaves (-1) source port sport
+ * on plane: the count of its holders, kept whether or not its socket is
+ * open now. Every +1 must be matched by one -1. */
+void mrd_dp_port_use(mrd_dp *dp, unsigned plane, uint16_t sport, int delta);
+
+/* The paths holding (plane, sport) now. */
+uint32_t mrd_dp_port_users(const mrd_dp *dp, unsigned plane, uint16_t sport);
 
 /* The pool socket of (plane, sport), created and bound on first use; NULL
  * with *perr = -errno when it cannot be bound. */

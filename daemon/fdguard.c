@@ -72,18 +72,32 @@ static void on_tick(uv_timer_t *t)
 				 "sockets", (unsigned long long)g->open, (unsigned long long)g->limit);
 		}
 	}
-	g->idle_closed += mrd_dp_pool_sweep(d->dp, now, near ? 1000000000ull : g->idle_ns);
+	uint64_t idle = near ? 1000000000ull : g->idle_ns;
+	unsigned orphans = 0;
+	unsigned n = mrd_dp_pool_sweep(d->dp, now, idle, g->orphan_ns, &orphans);
+	g->idle_closed += n - orphans;
+	g->orphans_closed += orphans;
+}
+
+/* Seconds from the environment variable name, lo..hi, else def. */
+static long env_seconds(const char *name, long def, long lo, long hi)
+{
+	const char *e = getenv(name);
+	char *end;
+	long s = e ? strtol(e, &end, 10) : def;
+	if (!e || end == e || *end || s < lo || s > hi)
+		s = def;
+	return s;
 }
 
 void mrd_fdguard_start(mrd *d)
 {
 	mrd_fdguard *g = d->fdg;
 	memset(g, 0, sizeof(*g));
-	const char *e = getenv("MRD_SPORT_IDLE_S");
-	long s = e ? strtol(e, NULL, 10) : MRD_FD_SPORT_IDLE_S;
-	if (s < 1 || s > 86400)
-		s = MRD_FD_SPORT_IDLE_S;
-	g->idle_ns = (uint64_t)s * 1000000000ull;
+	g->idle_ns = (uint64_t)env_seconds("MRD_SPORT_IDLE_S", MRD_FD_SPORT_IDLE_S, 1, 86400) *
+		     1000000000ull;
+	g->orphan_ns = (uint64_t)env_seconds("MRD_SPORT_ORPHAN_S", MRD_FD_SPORT_ORPHAN_S, 1,
+					     86400) * 1000000000ull;
 	uv_timer_init(d->loop, &g->timer);
 	g->timer.data = d;
 	uv_timer_start(&g->timer, on_tick, 0, 1000);

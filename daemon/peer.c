@@ -379,6 +379,54 @@ static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
 	return c;
 }
 
+/* ---- the source ports a connection's paths hold --------------------------- */
+
+/* Bring the ports held (c->held) in line with the engine's paths. Every
+ * change of a path's source port or plane counts in the engine's
+ * paths_opened, reports or repaths (a path opens, is re-ported or steered,
+ * re-paths), so the paths are only walked when their sum moved; the path
+ * events cannot tell (a re-port of a path already probing changes no
+ * state, and a full event queue drops the oldest). */
+static void sports_sync(mrd_conn *c)
+{
+	mrp_conn_stats st;
+	mrp_conn_get_stats(c->eng, &st);
+	uint64_t moves = st.paths_opened + st.reports + st.repaths;
+	if (moves == c->held_moves)
+		return;
+	c->held_moves = moves;
+	mrd_dp *dp = c->d->dp;
+	for (unsigned i = 0; i < c->nheld; i++) {
+		mrp_path_info pi;
+		uint8_t lp1 = 0;
+		uint16_t sport = 0;
+		if (mrp_conn_path_info(c->eng, i, &pi) == 0 && pi.plane < c->npairs) {
+			lp1 = (uint8_t)(c->pairs[pi.plane].lplane + 1);
+			sport = pi.sport;
+		}
+		mrd_held_sport *h = &c->held[i];
+		if (h->lplane1 == lp1 && h->sport == sport)
+			continue;
+		if (h->lplane1)
+			mrd_dp_port_use(dp, h->lplane1 - 1u, h->sport, -1);
+		if (lp1)
+			mrd_dp_port_use(dp, lp1 - 1u, sport, +1);
+		h->lplane1 = lp1;
+		h->sport = sport;
+	}
+}
+
+/* The connection goes: its paths leave their ports. */
+static void sports_release(mrd_conn *c)
+{
+	for (unsigned i = 0; i < c->nheld; i++)
+		if (c->held[i].lplane1)
+			mrd_dp_port_use(c->d->dp, c->held[i].lplane1 - 1u, c->held[i].sport, -1);
+	free(c->held);
+	c->held = NULL;
+	c->nheld = 0;
+}
+
 /* Unlink and free (from the service routine only). */
 static void conn_free(mrd_conn *c)
 {
@@ -417,6 +465,7 @@ static void conn_free(mrd_conn *c)
 		idle_push(p, c->peer);
 	c->addrmem->accepted -= !c->initiator;
 	admit_update(d);
+	sports_release(c);
 	mrp_conn_del(c->eng);
 	mrd_membudget_fini(&c->mem);
 	{
@@ -677,6 +726,10 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 		initp = maxp;
 	cp.max_paths = (uint16_t)maxp;
 	cp.initial_paths = (uint16_t)initp;
+	c->held = calloc(maxp ? maxp : 1, sizeof(*c->held));
+	if (!c->held)
+		return -ENOMEM;
+	c->nheld = (uint16_t)maxp;
 	/* Engine plane i is our plane pairs[i].lplane: pace each to its link
 	 * speed (configured or the kernel's, planes.c) and cap the connection
 	 * at their sum when every one is known. */
@@ -913,6 +966,7 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 	}
 	for (unsigned i = 0; i < nbad; i++)
 		mrp_conn_path_steer(e, bad[i], 0, -1, now);
+	sports_sync(c);
 	deliver_cq(c);
 	mrp_event ev;
 	while (mrp_conn_poll_event(e, &ev) == 1) {

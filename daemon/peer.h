@@ -101,6 +101,13 @@ typedef struct mrd_pair {
 	socklen_t rlen;
 } mrd_pair;
 
+/* The source port one path of a connection holds in the datapath
+ * (mrd_dp_port_use): lplane1 = local plane + 1, 0 = none. */
+typedef struct mrd_held_sport {
+	uint16_t sport;
+	uint8_t lplane1;
+} mrd_held_sport;
+
 struct mrd_peer {
 	mrd_peer *next, *prev; /* every peer */
 	mrd_peer *inext, *iprev; /* the peers without connections, in the order
@@ -161,6 +168,13 @@ struct mrd_conn {
 	void *ud;                 /* the service's state */
 	uint64_t drops[MRD_NERR]; /* datagrams of this connection dropped, by -MRP_ERR_* */
 	uint64_t sport_fails;
+	/* The source ports its paths hold, by path id (max_paths of them),
+	 * brought in line with the engine's paths when a path opened or moved
+	 * (sports_sync in peer.c), released when the connection is freed: a
+	 * socket that no path holds closes soon (datapath.h). */
+	mrd_held_sport *held;
+	uint16_t nheld;
+	uint64_t held_moves;      /* the engine's paths_opened + reports + repaths then */
 	/* initiator options (mrd_conn_opts): 0 = the configuration's */
 	uint16_t opt_paths;       /* initial paths per plane */
 	uint32_t opt_planes;      /* our planes the connection may use (bit i) */

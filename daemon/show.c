@@ -83,6 +83,7 @@ static json_t *cmd_status(mrd *d)
 	json_object_set_new(cn, "fds_limit", mrd_json_u64(d->fdg->limit));
 	json_object_set_new(cn, "fds_near_limit", mrd_json_u64(d->fdg->near_limit));
 	json_object_set_new(cn, "sport_idle_closed", mrd_json_u64(d->fdg->idle_closed));
+	json_object_set_new(cn, "sport_orphans_closed", mrd_json_u64(d->fdg->orphans_closed));
 	json_object_set_new(cn, "ctl_clients_dropped", mrd_json_u64(d->ctl.clients_dropped));
 	json_object_set_new(cn, "ctl_clients_refused", mrd_json_u64(d->ctl.clients_refused));
 	json_object_set_new(cn, "ctl_clients_slow", mrd_json_u64(d->ctl.clients_slow));

@@ -351,6 +351,10 @@ typedef struct mrp_conn_stats {
 				    * their message was placed (SPEC 5.3) */
 	uint64_t naks_sent, naks_rcvd, acks_sent, acks_rcvd;
 	uint64_t drops_token, drops_noconn, drops_range, drops_stale;
+	/* every change of a path's source port or plane counts in
+	 * paths_opened, reports (re-ports, steering) or repaths: a caller
+	 * that keeps what the paths use looks at them again when the sum
+	 * moves (the daemon's source-port sockets) */
 	uint64_t paths_opened, reports, events_dropped;
 	uint64_t qwnd, pacing_bps, rate_hint_bps;
 	uint32_t npaths_active;
