@@ -323,7 +323,10 @@ mrd_sock *mrd_dp_sport(mrd_dp *dp, unsigned plane, uint16_t sport, int *perr)
 	uint16_t k = pl->by_port[sport];
 	if (k) {
 		mrd_sock *s = pl->pool[k - 1];
-		s->last_used_ns = uv_hrtime();
+		/* The loop's time (read once per turn), not a clock reading per
+		 * packet sent: it only orders the sockets for eviction and
+		 * times their idleness in seconds. */
+		s->last_used_ns = uv_now(dp->d->loop) * 1000000u;
 		return s;
 	}
 	uint32_t cap = dp->pool_cap ? dp->pool_cap : MRD_DP_POOL_MAX;
