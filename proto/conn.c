@@ -2517,13 +2517,22 @@ static void ent_acked(mrp_conn *c, path *pa, txent *e)
 
 /* The tail-loss probe's wait. (Any path's ACK may come back on the slowest
  * return path: a tail probe waits for the largest recent RTT of the
- * connection.) */
+ * connection.) A path whose RTT was only seeded from its plane's first ACK
+ * (adm_seed_rtt()), with no sample of its own yet, waits at least the
+ * timeout's floor: its own route may be far slower than the one that
+ * answered, and at that moment the connection's largest RTT is that same
+ * near route's (25G, spines 2 and 60 us away with 20 us of jitter: 4 of 7
+ * spurious retransmissions were such paths' probes, 60-78 us after their
+ * last packet, where the far route takes 70-170 us). */
 static uint64_t path_pto(const mrp_conn *c, const path *pa)
 {
 	if (!pa->cc.srtt_ns) /* half its timeout, as path_rto() times it */
 		return path_rto(c, pa) / 2;
-	return max64(2 * pa->cc.srtt_ns, max64(pa->max_rtt_ns, c->max_rtt_ns)) +
-	       c->p.ack_delay_ns;
+	uint64_t pto = max64(2 * pa->cc.srtt_ns, max64(pa->max_rtt_ns, c->max_rtt_ns)) +
+		       c->p.ack_delay_ns;
+	if (!pa->own_sample)
+		pto = max64(pto, c->p.rto_min_ns);
+	return pto;
 }
 
 /*
