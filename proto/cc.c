@@ -527,6 +527,13 @@ void mrp_cc_path_lower(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd)
 	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
 }
 
+void mrp_cc_path_ramp(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd)
+{
+	cwnd = clamp_cwnd(cc, cwnd);
+	if (p->ssthresh < cwnd)
+		p->ssthresh = cwnd;
+}
+
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight)
 {

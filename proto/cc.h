@@ -24,13 +24,15 @@
  *   - windows stay within [min_cwnd, max_cwnd] (the max is capped by the
  *     256-packet SACK span);
  *   - the receiver's rate hint caps the connection's pacing rate and QWND;
- *     while no active path has had a multiplicative cut in the last 3 RTTs
- *     (none yet, or none lately; a path whose ssthresh an RTO set without
- *     a cut still holds it), the engine also raises QWND at once to
- *     what the hinted rate carries in one RTT (opening the paths that
- *     needs), so a flow runs at its share from its second RTT instead of
- *     slow-starting for many, and takes up at once the capacity a sender
- *     that left gives back (scale-across distances).
+ *     the engine also raises each path still in slow start (never cut) at
+ *     once to its part of what the hinted rate carries in one RTT (opening
+ *     the paths that needs), so a flow runs at its share from its second
+ *     RTT instead of slow-starting for many; a path cut within the last 3
+ *     RTTs of its own plane (or whose ssthresh an RTO set) is held, alone,
+ *     and one cut longer ago slow-starts back to its part
+ *     (mrp_cc_path_ramp()), or goes there at once where the queue that
+ *     cut it has drained (scale-across distances: the capacity a sender
+ *     that left gives back).
  *
  * Pure computation: no clock, no allocation. Times in ns, rates in bit/s.
  */
@@ -160,6 +162,12 @@ void mrp_cc_path_raise(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd, uint64_t 
  * credit (SPEC 6.6) that opened the windows to the SACK span before any RTT
  * was known ends. */
 void mrp_cc_path_lower(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd);
+
+/* Let p grow to cwnd by slow start from where it is (ssthresh raised to
+ * cwnd, within the window bounds; the window itself unchanged): the engine
+ * raises a path that a cut no longer holds towards its part of the rate
+ * hint this way, ACK by ACK, rather than at once. */
+void mrp_cc_path_ramp(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd);
 
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight);

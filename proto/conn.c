@@ -2517,13 +2517,22 @@ static void ent_acked(mrp_conn *c, path *pa, txent *e)
 
 /* The tail-loss probe's wait. (Any path's ACK may come back on the slowest
  * return path: a tail probe waits for the largest recent RTT of the
- * connection.) */
+ * connection.) A path whose RTT was only seeded from its plane's first ACK
+ * (adm_seed_rtt()), with no sample of its own yet, waits at least the
+ * timeout's floor: its own route may be far slower than the one that
+ * answered, and at that moment the connection's largest RTT is that same
+ * near route's (25G, spines 2 and 60 us away with 20 us of jitter: 4 of 7
+ * spurious retransmissions were such paths' probes, 60-78 us after their
+ * last packet, where the far route takes 70-170 us). */
 static uint64_t path_pto(const mrp_conn *c, const path *pa)
 {
 	if (!pa->cc.srtt_ns) /* half its timeout, as path_rto() times it */
 		return path_rto(c, pa) / 2;
-	return max64(2 * pa->cc.srtt_ns, max64(pa->max_rtt_ns, c->max_rtt_ns)) +
-	       c->p.ack_delay_ns;
+	uint64_t pto = max64(2 * pa->cc.srtt_ns, max64(pa->max_rtt_ns, c->max_rtt_ns)) +
+		       c->p.ack_delay_ns;
+	if (!pa->own_sample)
+		pto = max64(pto, c->p.rto_min_ns);
+	return pto;
 }
 
 /*
@@ -3902,16 +3911,52 @@ static int cut_drained(const mrp_conn *c, const path *pa, const uint64_t *base, 
 }
 
 /*
+ * Where a path stands with the rate hint (hint_window()):
+ * RAISE_NOW -- never cut (still starting), or its cut's queue has drained
+ * (cut_drained()): raised to its part at once;
+ * RAISE_HELD -- cut within 3 round trips of its own plane (the plane's
+ * largest recent RTT: a plane's ACKs come back over its own routes), not
+ * of the connection's slowest plane: timed in the slowest plane's RTT, a
+ * cut on a path 1 us from its spines held every path of four 400G planes
+ * 1-50 us away for ~600 us, 65 of its own round trips; or its ssthresh
+ * was set by a timeout (slow start regrows it);
+ * RAISE_RAMP -- cut longer ago than that: it grows to its part by slow
+ * start (mrp_cc_path_ramp()), ACK by ACK, doubling per round trip, not at
+ * once: a mark from a queue that its growth builds then comes back before
+ * its whole part is in flight (raised at once, the paths of three flows
+ * over those four planes, released together, overflowed a far spine's
+ * 2 MB queue: 378 drops in one seed of three, 0 with the ramp).
+ */
+enum { RAISE_NOW, RAISE_HELD, RAISE_RAMP };
+#define HOLD_RTTS 3
+static int raise_how(const mrp_conn *c, const path *pa, const uint64_t *base, uint64_t rtt,
+		     uint64_t now)
+{
+	if (pa->cc.ssthresh == UINT64_MAX)
+		return RAISE_NOW;
+	if (pa->cc.last_cut_ns == UINT64_MAX)
+		return RAISE_HELD;
+	if (cut_drained(c, pa, base, now))
+		return RAISE_NOW;
+	uint64_t own = max64(pa->cc.srtt_ns, c->plane_max_rtt_ns[pa->plane]);
+	if (own)
+		rtt = own;
+	return now - pa->cc.last_cut_ns < HOLD_RTTS * rtt ? RAISE_HELD : RAISE_RAMP;
+}
+
+/*
  * The receiver's rate hint, not a small initial window, sizes a new
- * connection: while no path has seen a congestion signal yet (every active
- * path still in slow start), the connection's window goes at once to what
- * the hinted rate carries in the largest smoothed RTT -- or to the data it
- * has, if that is less -- opening the paths
- * that window needs (each holds at most the SACK span) and giving each
- * active path an equal part of it, still in slow start. Pacing holds the
- * rate to the hint; an ECN mark or a loss burst ends slow start as usual.
- * Called after every ACK; a connection at or above the window returns at
- * once.
+ * connection: while a path has seen no congestion signal yet (still in
+ * slow start), its window goes at once to its equal part of what the
+ * hinted rate carries in the connection's largest smoothed RTT -- or of
+ * the data it has, if that is less -- and the paths that window needs
+ * (each holds at most the SACK span) are opened. Pacing holds the rate
+ * to the hint; an ECN mark or a loss burst ends slow start as usual. A
+ * path that was cut is raised again as raise_how() says, each path on its
+ * own: a held path holds no other (it did: one cut on the nearest plane
+ * kept the far planes' paths low for the slowest plane's 3 round trips).
+ * New paths are opened only while no path is held. Called after every
+ * ACK; a connection at or above the window returns at once.
  */
 static void hint_window(mrp_conn *c, uint64_t now)
 {
@@ -3932,7 +3977,7 @@ static void hint_window(mrp_conn *c, uint64_t now)
 	if (c->cc.qwnd >= target)
 		return;
 	uint64_t ceiling = (uint64_t)(c->p.cc.max_cwnd_pkts - 1) * c->p.mtu;
-	uint32_t active = 0;
+	uint32_t active = 0, held = 0;
 	uint64_t base[MRP_MAX_PLANES] = { 0 }; /* the smallest RTT on each plane */
 	for (uint32_t i = 0; c->max_rtt_ns >= DRAINED_MIN_RTT_NS && i < c->path_hi; i++) {
 		const path *pa = c->paths[i];
@@ -3940,34 +3985,45 @@ static void hint_window(mrp_conn *c, uint64_t now)
 		    (!base[pa->plane] || pa->cc.min_rtt_ns < base[pa->plane]))
 			base[pa->plane] = pa->cc.min_rtt_ns;
 	}
+	int cut = 0;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
 			continue;
-		/* congestion seen lately: the window grows as usual (a cut
-		 * 3 round trips ago or more no longer holds it below the hint:
-		 * a rising hint is capacity another sender left; nor does one
-		 * a round trip old once the path's queue has drained) */
-		if (pa->cc.ssthresh != UINT64_MAX &&
-		    (pa->cc.last_cut_ns == UINT64_MAX ||
-		     (now - pa->cc.last_cut_ns < 3 * rtt && !cut_drained(c, pa, base, now))))
-			return;
 		active++;
+		held += raise_how(c, pa, base, rtt, now) == RAISE_HELD;
+		cut |= pa->cc.ssthresh != UINT64_MAX;
 	}
-	if (!active)
+	if (active == held)
 		return;
+	/* Within a data centre, once a path of the connection has been cut,
+	 * the path set grows by at most half per round trip, as
+	 * maybe_open_path() grows it: the target counts the hint over the
+	 * slowest plane's RTT for every plane, and on four planes 1-50 us
+	 * apart it opened 24 paths of ~1 MB window each at once, which
+	 * overflowed a far spine's 2 MB queue (446 drops). */
+	int open_slow = cut && c->max_rtt_ns < DRAINED_MIN_RTT_NS;
 	uint64_t need = (target + ceiling - 1) / ceiling;
-	if (need > active && c->npaths < c->p.max_paths) {
+	if (!held && need > active && c->npaths < c->p.max_paths) {
 		uint64_t more = need - active;
 		if (more > c->p.max_paths - c->npaths)
 			more = c->p.max_paths - c->npaths;
+		if (open_slow && now - c->last_open_ns < rtt)
+			more = 0;
+		else if (open_slow && more > max64(active / 2, 1))
+			more = max64(active / 2, 1);
 		active += open_paths(c, (uint32_t)more, now);
 	}
 	uint64_t per = min64(target / active, ceiling);
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
-		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE && pa->cc.cwnd < per)
+		if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE || pa->cc.cwnd >= per)
+			continue;
+		int how = raise_how(c, pa, base, rtt, now);
+		if (how == RAISE_NOW)
 			mrp_cc_path_raise(&c->cc, &pa->cc, per, UINT64_MAX);
+		else if (how == RAISE_RAMP)
+			mrp_cc_path_ramp(&c->cc, &pa->cc, per);
 	}
 	recompute_qwnd(c);
 }
