@@ -52,9 +52,11 @@ def main():
     cap = subprocess.Popen([dumpcap, "-i", "lo", "-f", flt, "-B", "64", "-w", pcap],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        # dumpcap says so once the capture runs
+        # dumpcap names its file once the interface is open and the filter
+        # set ("Capturing on" comes before that: traffic right after it
+        # went uncaptured on a loaded host, 0 packets)
         line, t = "", time.time() + 20
-        while "Capturing on" not in line:
+        while not line.startswith("File:"):
             if cap.poll() is not None or time.time() > t:
                 fail("dumpcap did not start: %s %s" % (line, cap.stderr.read() if cap.poll() is not None else ""))
             line = cap.stderr.readline()
