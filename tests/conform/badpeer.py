@@ -429,11 +429,15 @@ class Relay:
         if to:
             self.send(self.front, bytes(b), to, tos)
 
-    def run(self):
+    def run(self, tick=None, every=None):
+        """Relay until killed; tick(), if given, runs at least every
+        `every` seconds (a test's relay with a clock of its own)."""
         import select
         print("ready", self.front.getsockname()[1], flush=True)
         while True:
-            r, _, _ = select.select([self.front, self.back], [], [])
+            r, _, _ = select.select([self.front, self.back], [], [], every)
+            if tick:
+                tick()
             for s in r:
                 data, src, tos = self.recv(s)
                 if s is self.front:
