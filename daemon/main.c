@@ -218,34 +218,42 @@ static void on_sighup(uv_signal_t *s, int signum)
 static mrp_rh rh;
 static mrp_rh_slot rh_slots[MRD_RH_SLOTS];
 
-static uint64_t rh_capacity(const mrd *d)
+static uint64_t rh_capacity(const mrd *d, uint32_t *nup)
 {
 	uint64_t sum = 0;
+	*nup = 0;
 	for (unsigned i = 0; i < d->cfg.nplanes; i++) {
 		if (!mrd_planes_up(d, i))
 			continue;
 		uint64_t bps = mrd_planes_speed(d, i);
 		sum += bps ? bps : MRD_RH_UNKNOWN_BPS;
+		(*nup)++;
 	}
 	return sum;
 }
 
 /* Set the rate-hint allocator's capacity from the planes (at start, and
  * on every plane up or down): the sum of the link speeds of the planes
- * that are up, MRD_RH_UNKNOWN_BPS for one whose speed is unknown. */
+ * that are up, MRD_RH_UNKNOWN_BPS for one whose speed is unknown. Each
+ * plane that is up is a queue of its own for first-round-trip credits
+ * (adm_queues, SPEC 6.6: over several, credits take at most half the
+ * budget). */
 static void mrd_rh_update(mrd *d)
 {
-	uint64_t cap = rh_capacity(d);
-	if (!d->rh) {
+	uint32_t nup;
+	uint64_t cap = rh_capacity(d, &nup);
+	int fresh = !d->rh;
+	if (fresh) {
 		/* mrp_rh_init() wants a capacity; 0 (every plane down) is set
 		 * after it. */
 		if (mrp_rh_init(&rh, rh_slots, MRD_RH_SLOTS, cap ? cap : 1, uv_hrtime()) < 0)
 			return;
 		rh.idle_ns = MRD_RH_IDLE_NS;
 		d->rh = &rh;
-	} else if (cap == d->rh->capacity_bps) {
-		return;
 	}
+	d->rh->adm_queues = nup;
+	if (!fresh && cap == d->rh->capacity_bps)
+		return;
 	mrp_rh_set_capacity(d->rh, cap);
 	mrd_info("rate hints: inbound capacity %llu Mbit/s", (unsigned long long)(cap / 1000000));
 }
