@@ -389,9 +389,7 @@ static mrd_conn *conn_new(mrd *d, mrd_peer *pe, int initiator)
  * state, and a full event queue drops the oldest). */
 static void sports_sync(mrd_conn *c)
 {
-	mrp_conn_stats st;
-	mrp_conn_get_stats(c->eng, &st);
-	uint64_t moves = st.paths_opened + st.reports + st.repaths;
+	uint64_t moves = mrp_conn_path_moves(c->eng);
 	if (moves == c->held_moves)
 		return;
 	c->held_moves = moves;

@@ -4849,6 +4849,11 @@ int mrp_conn_path_info(const mrp_conn *c, unsigned i, mrp_path_info *o)
 	return 0;
 }
 
+uint64_t mrp_conn_path_moves(const mrp_conn *c)
+{
+	return c->st.paths_opened + c->st.reports + c->st.repaths;
+}
+
 void mrp_conn_get_stats(const mrp_conn *c, mrp_conn_stats *o)
 {
 	*o = c->st;

@@ -354,7 +354,7 @@ typedef struct mrp_conn_stats {
 	/* every change of a path's source port or plane counts in
 	 * paths_opened, reports (re-ports, steering) or repaths: a caller
 	 * that keeps what the paths use looks at them again when the sum
-	 * moves (the daemon's source-port sockets) */
+	 * moves, mrp_conn_path_moves() (the daemon's source-port sockets) */
 	uint64_t paths_opened, reports, events_dropped;
 	uint64_t qwnd, pacing_bps, rate_hint_bps;
 	uint32_t npaths_active;
@@ -370,6 +370,11 @@ typedef struct mrp_conn_stats {
 } mrp_conn_stats;
 
 void mrp_conn_get_stats(const mrp_conn *conn, mrp_conn_stats *out);
+
+/* paths_opened + reports + repaths of the stats, without copying them: it
+ * moves whenever a path's source port or plane may have changed (cheap
+ * enough to ask on every turn). */
+uint64_t mrp_conn_path_moves(const mrp_conn *conn);
 
 typedef struct mrp_event {
 	uint64_t ts_ns;
