@@ -233,6 +233,19 @@ void mrd_dp_close(mrd_dp *dp)
 	dp->txbuf = dp->rxbuf = NULL;
 }
 
+/* Close pool socket k of pl; the last one takes its place. */
+static void pool_close(mrd_dp_plane *pl, uint32_t k)
+{
+	mrd_sock *s = pl->pool[k];
+	pl->by_port[s->port] = 0;
+	sock_close(s, 1);
+	pl->npool--;
+	if (k != pl->npool) {
+		pl->pool[k] = pl->pool[pl->npool];
+		pl->by_port[pl->pool[k]->port] = (uint16_t)(k + 1);
+	}
+}
+
 /* Drop the least recently used pool socket of pl that no path holds, or
  * if every one is held, the least recently used of all. */
 static void pool_evict(mrd_dp_plane *pl)
@@ -246,16 +259,7 @@ static void pool_evict(mrd_dp_plane *pl)
 		    (orphan == UINT32_MAX || s->last_used_ns < pl->pool[orphan]->last_used_ns))
 			orphan = k;
 	}
-	if (orphan != UINT32_MAX)
-		lru = orphan;
-	mrd_sock *s = pl->pool[lru];
-	pl->by_port[s->port] = 0;
-	sock_close(s, 1);
-	pl->npool--;
-	if (lru != pl->npool) {
-		pl->pool[lru] = pl->pool[pl->npool];
-		pl->by_port[pl->pool[lru]->port] = (uint16_t)(lru + 1);
-	}
+	pool_close(pl, orphan != UINT32_MAX ? orphan : lru);
 }
 
 void mrd_dp_set_pool_cap(mrd_dp *dp, uint32_t cap)
@@ -302,13 +306,7 @@ unsigned mrd_dp_pool_sweep(mrd_dp *dp, uint64_t now, uint64_t idle_ns, uint64_t 
 				continue;
 			}
 			orphans += orphan;
-			pl->by_port[s->port] = 0;
-			sock_close(s, 1);
-			pl->npool--;
-			if (k != pl->npool) {
-				pl->pool[k] = pl->pool[pl->npool];
-				pl->by_port[pl->pool[k]->port] = (uint16_t)(k + 1);
-			}
+			pool_close(pl, k); /* (the last socket moved to k: look at k again) */
 			n++;
 		}
 	}
