@@ -560,8 +560,9 @@ void mrd_dp_flush(mrd_dp *dp)
 
 /* Read up to `rounds` batches from s and hand every datagram to the peer
  * layer (without running the connections). Returns 1 when the last batch
- * was full (more may be waiting), else 0. */
-static int sock_read(mrd_sock *s, int rounds)
+ * was full (more may be waiting), else 0. With pass non-NULL, a reading of
+ * the clock is kept there and given to every later batch (on_after_io). */
+static int sock_read(mrd_sock *s, int rounds, uint64_t *pass)
 {
 	mrd_dp_plane *pl = s->plane;
 	mrd_dp *dp = pl->d->dp;
@@ -594,7 +595,9 @@ static int sock_read(mrd_sock *s, int rounds)
 		 * had arrived when recvmmsg() returned, and a reading per
 		 * datagram was a tenth of the daemon's CPU in the 64-byte
 		 * message-rate benchmark (bench/README.md). */
-		uint64_t now = uv_hrtime();
+		uint64_t now = pass && *pass ? *pass : uv_hrtime();
+		if (pass)
+			*pass = now;
 		if (dp->busy_ns)
 			mrd_dp_busy(dp, now);
 		/* On loopback (or whenever this host, not the network, is the
@@ -662,32 +665,51 @@ static int sock_read(mrd_sock *s, int rounds)
 /*
  * Receiving, fairly over the planes. libuv reports every socket that is
  * readable in one loop pass, one callback after the other. A plane service
- * socket's callback only reads one batch; the connections run once, after
- * all of them (on_after_io, a check handle), and the planes whose batch was
- * full are then read again in turns, a batch each, running the connections
- * after every turn (up to RX_ROUNDS). So what arrived on every plane is
- * timestamped and answered in the same pass and its ACKs, PROBE_ACKs and
- * data leave in one flush: no plane waits behind another's backlog and the
- * output that backlog produced (which made one plane's round trips look
- * several times longer and its PROBEs miss their ping round).
+ * socket's callback only notes that it is readable; after all of them
+ * (on_after_io, a check handle) the readable planes are read a batch each
+ * and the connections run once, and the planes whose batch was full are
+ * read again, a batch each, running the connections after every round (up
+ * to RX_ROUNDS). So what arrived on every plane is timestamped and answered
+ * in the same pass and its ACKs, PROBE_ACKs and data leave in one flush: no
+ * plane waits behind another's backlog and the output that backlog produced
+ * (which made one plane's round trips look several times longer and its
+ * PROBEs miss their ping round).
+ *
+ * The batches of one round are parsed one after the other, each before
+ * the next plane is read. With a clock reading per batch, the plane read
+ * second counted the first one's parsing in its round trips: plane0 came
+ * first (libuv's order), and plane1's idle PROBE medians were up to 28 %
+ * above plane0's on a sanitizer build, its 10th percentile 3-7 us above in
+ * most runs. So a round's batches all take the clock read when its first
+ * recvmmsg() returned (a datagram that arrived while an earlier batch was
+ * parsed is dated a little early), and the planes take turns at going
+ * first. Nothing else runs between the reads of a round, so the engine's
+ * clock never goes backwards: whatever ran before them read the clock
+ * earlier, and the connections run after them.
  */
 static void on_after_io(uv_check_t *h)
 {
 	mrd_dp *dp = h->data;
-	if (!dp->rx_run)
-		return;
-	dp->rx_run = 0;
-	dp->ops.run(dp->ops.ud);
-	for (int round = 1; round < RX_ROUNDS && dp->rx_more; round++) {
-		uint32_t more = dp->rx_more;
-		dp->rx_more = 0;
-		for (unsigned i = 0; i < dp->nplanes; i++)
-			if ((more >> i & 1) && dp->planes[i].service.polling &&
-			    sock_read(&dp->planes[i].service, 1))
-				dp->rx_more |= 1u << i;
-		dp->ops.run(dp->ops.ud);
+	uint32_t want = dp->rx_ready;
+	dp->rx_ready = 0;
+	unsigned n = dp->nplanes, first = n ? dp->rx_rot++ % n : 0;
+	for (int round = 0; round < RX_ROUNDS && want; round++) {
+		uint32_t more = 0;
+		uint64_t before = 0, after = 0, pass = 0;
+		for (unsigned k = 0; k < n; k++) {
+			unsigned i = (first + k) % n;
+			mrd_dp_plane *pl = &dp->planes[i];
+			if (!(want >> i & 1) || !pl->service.polling)
+				continue;
+			before += pl->rx_pkts;
+			if (sock_read(&pl->service, 1, &pass))
+				more |= 1u << i;
+			after += pl->rx_pkts;
+		}
+		if (after != before)
+			dp->ops.run(dp->ops.ud);
+		want = more; /* the rest: when the loop polls again */
 	}
-	dp->rx_more = 0; /* the rest: when the loop polls again */
 }
 
 static void on_readable(uv_poll_t *h, int status, int events)
@@ -698,11 +720,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 		return;
 	mrd_dp *dp = s->plane->d->dp;
 	if (s->is_service && dp->after_io_init) {
-		uint64_t before = s->plane->rx_pkts;
-		if (sock_read(s, 1))
-			dp->rx_more |= 1u << s->plane->idx;
-		if (s->plane->rx_pkts != before)
-			dp->rx_run = 1;
+		dp->rx_ready |= 1u << s->plane->idx;
 		return;
 	}
 	/* A source-port socket (peers answer to our service ports, so rarely
@@ -712,7 +730,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 	 * sender's RTO). */
 	for (int round = 0; round < RX_ROUNDS && s->polling; round++) {
 		uint64_t before = s->plane->rx_pkts;
-		sock_read(s, 1);
+		sock_read(s, 1, NULL);
 		dp->ops.run(dp->ops.ud);
 		if (s->plane->rx_pkts == before)
 			break;
@@ -724,13 +742,16 @@ static void on_spin(uv_idle_t *h)
 {
 	mrd_dp *dp = h->data;
 	mrd *d = dp->d;
-	for (unsigned i = 0; i < dp->nplanes; i++)
+	unsigned n = dp->nplanes, first = n ? dp->rx_rot++ % n : 0;
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = (first + k) % n; /* in turns: see on_after_io */
 		if (dp->planes[i].service.polling) {
 			uint64_t b = dp->planes[i].rx_pkts;
-			sock_read(&dp->planes[i].service, 1);
+			sock_read(&dp->planes[i].service, 1, NULL);
 			if (dp->planes[i].rx_pkts != b)
 				dp->ops.run(dp->ops.ud);
 		}
+	}
 	/* The timerfd stays armed: its late expiry finds nothing due. */
 	if (mrd_timer_next(&d->timer) <= uv_hrtime())
 		d->timer.cb(&d->timer);
@@ -753,5 +774,5 @@ void mrd_dp_drain(mrd_dp *dp)
 {
 	for (unsigned i = 0; i < dp->nplanes; i++)
 		if (dp->planes[i].service.polling)
-			sock_read(&dp->planes[i].service, 1);
+			sock_read(&dp->planes[i].service, 1, NULL);
 }

@@ -123,11 +123,11 @@ typedef struct mrd_dp {
 	uint64_t rx_host_ce; /* receive batches marked CE for a deep socket queue */
 	uint32_t pool_cap;   /* source-port sockets per plane now (fdguard.h) */
 	/* The plane service sockets found readable in this loop pass are all
-	 * read before the connections run (on_after_io): */
+	 * read, in turns, before the connections run (on_after_io): */
 	uv_check_t after_io;  /* data = this */
 	uint8_t after_io_init;
-	uint8_t rx_run;       /* something was read: run the connections */
-	uint32_t rx_more;     /* planes whose last batch was full: read again */
+	uint32_t rx_ready;    /* planes whose service socket is readable */
+	uint32_t rx_rot;      /* read passes: which plane is read first */
 	/* busy polling (mrd_dp_busy) */
 	uv_idle_t spin;      /* active while spinning; data = this */
 	uint8_t spin_init, spinning;
