@@ -1,8 +1,9 @@
 /*
  * What the family tests share (tests/sim/test_families.c and the tests split
- * out of it to keep each run short): loading a scenario of
+ * out of it to keep each run short), and families_audit.c, which prints
+ * their measures on any scenario and seed: loading a scenario of
  * sim/scenarios/families/, running it to the end with every byte verified,
- * the counters they read, and the incast measure.
+ * the counters they read, and the plane-churn and incast measures.
  */
 #ifndef SIM_FAMILIES_H
 #define SIM_FAMILIES_H
@@ -95,6 +96,25 @@ static inline uint64_t host_tx_bytes(sim *s, uint32_t h)
 static inline void run_to(run *rn, uint64_t t)
 {
 	assert_int_equal(sim_run(rn->s, t), SIM_RUN_LIMIT);
+}
+
+/* What the receivers rx[] got from t0 to t1, as a share of the capacity of
+ * the planes up[] (their host links). */
+static inline double churn_share(run *rn, const int *up, unsigned np, const uint32_t *rx,
+			  unsigned nrx, uint64_t t0, uint64_t t1)
+{
+	double cap = 0;
+	uint64_t b0 = 0, b1 = 0;
+	for (unsigned p = 0; p < np; p++)
+		if (up[p])
+			cap += (double)rn->cfg.plane[p].host_link.rate_bps * nrx;
+	run_to(rn, t0);
+	for (unsigned i = 0; i < nrx; i++)
+		b0 += host_rx_bytes(rn->s, rx[i]);
+	run_to(rn, t1);
+	for (unsigned i = 0; i < nrx; i++)
+		b1 += host_rx_bytes(rn->s, rx[i]);
+	return (double)(b1 - b0) * 8e9 / (double)(t1 - t0) / cap;
 }
 
 /*

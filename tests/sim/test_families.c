@@ -167,25 +167,6 @@ typedef struct churn_event {
 	int up, plane;
 } churn_event;
 
-/* What the receivers rx[] got from t0 to t1, as a share of the capacity of
- * the planes up[] (their host links). */
-static double churn_share(run *rn, const int *up, unsigned np, const uint32_t *rx,
-			  unsigned nrx, uint64_t t0, uint64_t t1)
-{
-	double cap = 0;
-	uint64_t b0 = 0, b1 = 0;
-	for (unsigned p = 0; p < np; p++)
-		if (up[p])
-			cap += (double)rn->cfg.plane[p].host_link.rate_bps * nrx;
-	run_to(rn, t0);
-	for (unsigned i = 0; i < nrx; i++)
-		b0 += host_rx_bytes(rn->s, rx[i]);
-	run_to(rn, t1);
-	for (unsigned i = 0; i < nrx; i++)
-		b1 += host_rx_bytes(rn->s, rx[i]);
-	return (double)(b1 - b0) * 8e9 / (double)(t1 - t0) / cap;
-}
-
 static void churn(const char *name, const uint32_t *rx, unsigned nrx,
 		  const churn_event *ev, unsigned nev)
 {

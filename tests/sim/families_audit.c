@@ -1,0 +1,146 @@
+/*
+ * The family measures of test_families.c on any scenario of
+ * sim/scenarios/families/ and any seed, printed and not asserted: the
+ * driver behind the audit tables of bench/README.md ("Audit on new
+ * variants" and after). Built, never run by a suite.
+ *
+ * usage: SIM_SCENARIOS=DIR families_audit MEASURE NAME [ARG] SEED
+ *   churn NAME SEED          receivers' rate / capacity of the planes up,
+ *                            from 1 ms to 2 ms after each plane event (or
+ *                            the next event), as churn_events() measures
+ *   reorder NAME SEED        goodput, spurious retransmissions of the data
+ *                            packets, drops, as reorder_run() measures;
+ *                            with --links, every link that overflowed
+ *   burst NAME BURST SEED    goodput with the file's one bursty cable at a
+ *                            mean burst of BURST packet times, against the
+ *                            same file without loss (seed 1), as
+ *                            burst_goodput() measures
+ * Every run must still finish with every byte verified (run_finish()).
+ */
+#include "families.h"
+
+static int g_argc;
+static char **g_argv;
+
+static void audit_churn(const char *name, uint64_t seed)
+{
+	run rn;
+	run_load(&rn, name, seed);
+	unsigned np = sim_planes(rn.s), nrx = 0;
+	int up[16];
+	uint32_t rx[16];
+	double low = 1e9;
+	assert_true(np <= 16);
+	for (unsigned p = 0; p < np; p++)
+		up[p] = 1;
+	for (size_t f = 0; f < sim_flow_count(rn.s); f++) {
+		uint32_t d = sim_flow_get(rn.s, f)->dst;
+		unsigned k = 0;
+		while (k < nrx && rx[k] != d)
+			k++;
+		if (k == nrx) {
+			assert_true(nrx < 16);
+			rx[nrx++] = d;
+		}
+	}
+	printf("%s seed %llu:", name, (unsigned long long)seed);
+	for (size_t e = 0; e < rn.cfg.nevents; e++) {
+		const sim_event_config *ev = &rn.cfg.events[e];
+		assert_true(ev->type == SIM_EVT_PLANE_DOWN || ev->type == SIM_EVT_PLANE_UP);
+		up[ev->plane] = ev->type == SIM_EVT_PLANE_UP;
+		uint64_t t0 = ev->at_ns + 1000 * US, t1 = t0 + 1000 * US;
+		if (e + 1 < rn.cfg.nevents && rn.cfg.events[e + 1].at_ns < t1)
+			t1 = rn.cfg.events[e + 1].at_ns;
+		if (t1 < t0 + 100 * US)
+			continue;
+		double share = churn_share(&rn, up, np, rx, nrx, t0, t1);
+		printf(" %.3f", share);
+		if (share < low)
+			low = share;
+	}
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	printf(" | lowest %.3f\n", low);
+	run_free(&rn);
+}
+
+static void audit_reorder(const char *name, uint64_t seed, int links)
+{
+	run rn;
+	run_load(&rn, name, seed);
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	uint64_t pkts = 0;
+	for (size_t f = 0; f < rn.r.nflows; f++)
+		pkts += (rn.r.flows[f].bytes + rn.cfg.mtu - 1) / rn.cfg.mtu;
+	printf("%s seed %llu: %.1f Gbit/s, spurious %llu of %llu (%.3f %%), drops %llu\n", name,
+	       (unsigned long long)seed, rn.r.agg_goodput_bps / 1e9,
+	       (unsigned long long)rn.r.spurious, (unsigned long long)pkts,
+	       100.0 * (double)rn.r.spurious / (double)pkts, (unsigned long long)all_drops(rn.s));
+	for (size_t i = 0; links && i < sim_link_count(rn.s); i++) {
+		const sim_link *l = sim_link_get(rn.s, i);
+		char lname[64];
+		if (l->drops[SIM_DROP_OVERFLOW])
+			printf("  %s: %llu overflow drops\n", sim_link_name(l, lname, sizeof(lname)),
+			       (unsigned long long)l->drops[SIM_DROP_OVERFLOW]);
+	}
+	run_free(&rn);
+}
+
+/* burst > 0: the cable's mean burst; 0: the same file without loss. */
+static double burst_goodput(const char *name, double burst, uint64_t seed)
+{
+	const char *dir = getenv("SIM_SCENARIOS");
+	char path[1024], err[512] = "";
+	run rn;
+
+	snprintf(path, sizeof(path), "%s/families/%s.yaml", dir ? dir : ".", name);
+	memset(&rn, 0, sizeof(rn));
+	if (sim_scenario_load(path, &rn.cfg, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(rn.cfg.ncables, 1);
+	assert_true(rn.cfg.cables[0].mask & SIM_LP_BURST);
+	if (burst > 0)
+		rn.cfg.cables[0].v.loss_burst = burst;
+	else
+		rn.cfg.cables[0].v.loss = 0;
+	rn.cfg.seed = seed;
+	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	double g = rn.r.agg_goodput_bps;
+	run_free(&rn);
+	return g;
+}
+
+static void audit(void **state)
+{
+	(void)state;
+	int links = g_argc > 1 && !strcmp(g_argv[g_argc - 1], "--links");
+	int argc = g_argc - links;
+	if (argc == 4 && !strcmp(g_argv[1], "churn")) {
+		audit_churn(g_argv[2], strtoull(g_argv[3], NULL, 10));
+	} else if (argc == 4 && !strcmp(g_argv[1], "reorder")) {
+		audit_reorder(g_argv[2], strtoull(g_argv[3], NULL, 10), links);
+	} else if (argc == 5 && !strcmp(g_argv[1], "burst")) {
+		double b = strtod(g_argv[3], NULL);
+		uint64_t seed = strtoull(g_argv[4], NULL, 10);
+		assert_true(b > 0);
+		double g0 = burst_goodput(g_argv[2], 0, 1), g = burst_goodput(g_argv[2], b, seed);
+		printf("%s burst %g seed %llu: %.1f Gbit/s, %.3f of lossless (%.1f)\n", g_argv[2], b,
+		       (unsigned long long)seed, g / 1e9, g / g0, g0 / 1e9);
+	} else {
+		fail_msg("usage: families_audit churn NAME SEED | reorder NAME SEED [--links] | "
+			 "burst NAME BURST SEED");
+	}
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	g_argc = argc;
+	g_argv = argv;
+	if (!getenv("SIM_SCENARIOS")) {
+		fprintf(stderr, "families_audit: set SIM_SCENARIOS to sim/scenarios\n");
+		return 2;
+	}
+	const struct CMUnitTest tests[] = { cmocka_unit_test(audit) };
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
