@@ -105,6 +105,7 @@ static void slot_start(mrp_rh *rh, mrp_rh_slot *s, uint64_t key, uint64_t now_ns
 #define CONTEND_PCT 98  /* share of capacity divided among 2+ senders */
 #define CE_CUT_SHIFT 3  /* marked arrivals take alpha/8 of the capacity off */
 #define ADM_MARGIN_SHIFT 1 /* over several queues, credits take half the budget */
+#define ADM_LONE_HOLD_SHIFT 2 /* a lone credit of a quarter of it holds it all */
 
 /* Packets an active sender should have sent at an equal share within one
  * epoch: with fewer, a rate sample is mostly rounding (one packet more or
@@ -149,7 +150,9 @@ static void held_check(const mrp_rh *rh, mrp_rh_slot *s)
  * ending it) is no queue in front of us: adm_idle. */
 static void adm_expire(mrp_rh *rh, uint64_t now_ns)
 {
-	if (rh->adm_out && elapsed_ns(now_ns, rh->adm_at_ns) >= rh->adm_ttl_ns) {
+	/* (not before its data can have arrived: adm_rtt_ns) */
+	uint64_t ttl = rh->adm_rtt_ns > rh->adm_ttl_ns ? rh->adm_rtt_ns : rh->adm_ttl_ns;
+	if (rh->adm_out && elapsed_ns(now_ns, rh->adm_at_ns) >= ttl) {
 		rh->adm_out = 0;
 		rh->adm_credits = 0;
 		rh->dirty = 1;
@@ -491,18 +494,26 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
 		credit = free_bytes;
 	credit -= credit % pkt_bytes;
 	want_pkts = want_bytes / pkt_bytes + (want_bytes % pkt_bytes != 0);
-	if (rh->adm_conns <= 1 && rh->adm_out == 0 && rh->adm_budget) {
+	int lone = rh->adm_conns <= 1 && rh->adm_out == 0 && rh->adm_budget;
+	if (lone) {
 		/* a lone connection: the line rate for its first round trip */
-		uint64_t lone = rh->adm_lone_bytes / pkt_bytes;
-		if (lone > want_pkts)
-			lone = want_pkts;
-		if (lone > credit / pkt_bytes)
-			credit = lone * pkt_bytes;
+		uint64_t lone_pkts = rh->adm_lone_bytes / pkt_bytes;
+		if (lone_pkts > want_pkts)
+			lone_pkts = want_pkts;
+		if (lone_pkts > credit / pkt_bytes)
+			credit = lone_pkts * pkt_bytes;
 	}
 	if (want_pkts < credit / pkt_bytes)
 		credit = want_pkts * pkt_bytes;
 	if (credit) {
-		rh->adm_out += credit;
+		/* (a lone credit of a quarter of the budget or more holds all
+		 * of it: another credit's data would queue behind its
+		 * line-rate run, see ratehint.h) */
+		if (lone && credit >= rh->adm_budget >> ADM_LONE_HOLD_SHIFT &&
+		    credit < rh->adm_budget)
+			rh->adm_out = rh->adm_budget;
+		else
+			rh->adm_out += credit;
 		rh->adm_at_ns = now_ns;
 		rh->adm_idle = 0;
 		rh->adm_credits++;

@@ -214,6 +214,9 @@ static void *mh_host_new(sim *s, sim_host *h)
 	 * on its first hint: at most the initial RTO, the longest a round
 	 * trip is taken to be before one is measured) */
 	m->rh.wait_ns = o.rto_init_ns;
+	/* (and credit's data may take as long to arrive: its room is not
+	 * given again before, SPEC 6.6) */
+	m->rh.adm_rtt_ns = o.rto_init_ns;
 	m->pkt_max = MRP_DATA_HDR_LEN + sim_mtu(s) + SIM_WIRE_OVERHEAD;
 	if (sim_opt_u64(s, "dump", 0, &m->dump) < 0) {
 		free(m->slots);

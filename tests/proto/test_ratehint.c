@@ -694,10 +694,11 @@ static void test_admit_budget(void **state)
 	/* no budget: nothing, not even for the only connection */
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 0), 0);
 	rh.adm_budget = B;
-	/* the only connection: the whole budget (adm_conns 0 counts as 1) */
+	/* the only connection: the whole budget (adm_conns 0 counts as 1),
+	 * and all of it held (a lone credit of a quarter of it or more) */
 	credit = mrp_rh_admit(&rh, pkt, UINT64_MAX, 0);
 	assert_int_equal(credit, B / pkt * pkt);
-	assert_int_equal(rh.adm_out, credit);
+	assert_int_equal(rh.adm_out, B);
 	/* a second in its first round trip: what is left, less than a packet */
 	rh.adm_conns = 2;
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), 0);
@@ -731,6 +732,64 @@ static void test_admit_budget(void **state)
 	assert_int_equal(mrp_rh_admit(NULL, pkt, UINT64_MAX, 0), 0);
 	assert_int_equal(mrp_rh_admit(&rh, 0, UINT64_MAX, 0), 0);
 	mrp_rh_admit_return(NULL, 1);
+}
+
+/*
+ * A lone credit of a quarter of the budget or more holds all of it, so that a
+ * connection arriving during its line-rate round trip asks for a grant
+ * instead of queueing a credit behind it; its data returns its part as it
+ * arrives. A smaller lone credit holds only itself. And credit still out
+ * is taken back adm_rtt_ns after the last grant when that is longer than
+ * adm_ttl_ns (the data of a credit at a long round trip has not arrived
+ * 200 us after the grant), not before.
+ */
+static void test_admit_lone_holds(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	const uint32_t pkt = 4168;
+	const uint64_t B = 64000000, quarter = B / 4 / pkt * pkt + pkt;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	rh.adm_budget = B;
+	rh.adm_conns = 1;
+	/* a lone credit of just over a quarter: the whole budget is out */
+	assert_int_equal(mrp_rh_admit(&rh, pkt, quarter, 0), quarter);
+	assert_int_equal(rh.adm_out, B);
+	rh.adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), 0);
+	/* its data arrives: that part is free again */
+	mrp_rh_admit_return(&rh, 100ull * pkt);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 2 * US), 100ull * pkt);
+	/* a lone credit below a quarter: only itself is out */
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	rh.adm_budget = B;
+	rh.adm_conns = 1;
+	uint64_t small = quarter - 2ull * pkt;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, small, 0), small);
+	assert_int_equal(rh.adm_out, small);
+	rh.adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), B / 2 / pkt * pkt);
+	/* adm_rtt_ns: not taken back at adm_ttl_ns, but at adm_rtt_ns */
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	rh.adm_budget = B;
+	rh.adm_conns = 1;
+	rh.adm_rtt_ns = 12000 * US;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 0), B / pkt * pkt);
+	rh.adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 2 * rh.adm_ttl_ns), 0);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, rh.adm_rtt_ns - 1), 0);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, rh.adm_rtt_ns), B / 2 / pkt * pkt);
+	/* an adm_rtt_ns shorter than adm_ttl_ns changes nothing */
+	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
+	rh.adm_budget = B;
+	rh.adm_conns = 1;
+	rh.adm_rtt_ns = 1 * US;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 0), B / pkt * pkt);
+	rh.adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, rh.adm_ttl_ns - 1), 0);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, rh.adm_ttl_ns), B / 2 / pkt * pkt);
 }
 
 /*
@@ -1044,6 +1103,7 @@ int main(void)
 		cmocka_unit_test(test_fallback_half_level),
 		cmocka_unit_test(test_admit_budget),
 		cmocka_unit_test(test_admit_lone),
+		cmocka_unit_test(test_admit_lone_holds),
 		cmocka_unit_test(test_admit_several_queues),
 		cmocka_unit_test(test_grant_fair_part),
 		cmocka_unit_test(test_grant_waits_for_data),
