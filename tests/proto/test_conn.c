@@ -1016,13 +1016,17 @@ static void test_spurious_rto_undone(void **state)
 	net_free(&n);
 }
 
-/* A real loss after a timeout still counts: the path's packets are dropped,
- * the timeout fires, and the ACK the peer sends with its answer to the
- * path's PROBE shows them missing (SPEC 8.2); the first timeout held them
- * (8.1), and they go again then. The path probes again one PTO
- * apart after its timeout, so it is back soon after the hole closes (at
- * 400 us): the message completes at 418 us (730 us when the path waited
- * for its doubled timeout) and the path's answer comes just after. */
+/* A real loss after a timeout still counts: the path's packets are dropped
+ * in a hole from 30 to 400 us and the timeout fires; the first timeout held
+ * them (8.1), the second sends them again on the other paths, and the
+ * message completes then, inside the hole (at 241 us). The path's PROBEs go
+ * unanswered while the other paths answer, so it fails at that second
+ * timeout and is re-ported (SPEC 8.1: the route fails, not the peer); its
+ * new route answers. The completion time is taken when the completion
+ * appears: net_run_until() runs to the first event at or after its limit,
+ * which on an idle network is a millisecond later (this test used to read
+ * the time after the hole's end, and so "completed" at the path's next
+ * PROBE after 400 us, 418 us). */
 static void test_rto_loss_counted(void **state)
 {
 	(void)state;
@@ -1034,12 +1038,17 @@ static void test_rto_loss_counted(void **state)
 	uint8_t *src = post_write(&n, len, 13, 0);
 	net_run_until(&n, NULL, NULL, 30000);
 	n.blackhole_sport = p2.sport; /* a black hole from 30 to 400 us */
-	net_run_until(&n, NULL, NULL, 400000);
-	n.blackhole_sport = -1;
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
-	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
-	uint64_t done_at = n.now;
+	uint64_t done_at = 0;
+	if (net_run_until(&n, have_cqes, &w, 400000))
+		done_at = n.now;
+	net_run_until(&n, NULL, NULL, 400000);
+	n.blackhole_sport = -1;
+	if (!done_at) {
+		assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+		done_at = n.now;
+	}
 	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
 	assert_memory_equal(n.mr[1].base, src, len);
 	/* the path's timed-out packets are resolved when its probe is
@@ -1053,7 +1062,7 @@ static void test_rto_loss_counted(void **state)
 		      (unsigned long long)done_at / 1000, (unsigned long long)st.rto_count,
 		      (unsigned long long)st.rto_spurious, (unsigned long long)st.lost_pkts,
 		      (unsigned long long)p2.lost_pkts, (unsigned long long)p2.probes_answered);
-	assert_true(done_at < 600000);
+	assert_true(done_at < 300000);
 	assert_int_equal(p2.state, MRP_PATH_ACTIVE);
 	assert_true(p2.probes_answered > 0);
 	assert_true(st.lost_pkts > 0);
