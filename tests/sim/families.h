@@ -117,6 +117,47 @@ static inline double churn_share(run *rn, const int *up, unsigned np, const uint
 	return (double)(b1 - b0) * 8e9 / (double)(t1 - t0) / cap;
 }
 
+/* A reordering run (test_reordering and the audit's "reorder"): the whole
+ * file run, verified; *pkts: the data packets its flows need. The caller
+ * prints, asserts and frees. */
+static inline void reorder_load_run(run *rn, const char *name, uint64_t seed, uint64_t *pkts)
+{
+	run_load(rn, name, seed);
+	run_finish(rn, sim_run(rn->s, SIM_NEVER));
+	*pkts = 0;
+	for (size_t f = 0; f < rn->r.nflows; f++)
+		*pkts += (rn->r.flows[f].bytes + rn->cfg.mtu - 1) / rn->cfg.mtu;
+}
+
+/* The goodput of a bursty-loss file (its one bursty cable): burst > 0 its
+ * mean burst, 0 the same file without loss; aggregate: over every flow,
+ * else the first flow's. */
+static inline double burst_goodput(const char *name, double burst, uint64_t seed, int aggregate)
+{
+	const char *dir = getenv("SIM_SCENARIOS");
+	char path[1024], err[512] = "";
+	run rn;
+
+	if (!dir)
+		skip();
+	snprintf(path, sizeof(path), "%s/families/%s.yaml", dir, name);
+	memset(&rn, 0, sizeof(rn));
+	if (sim_scenario_load(path, &rn.cfg, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(rn.cfg.ncables, 1);
+	assert_true(rn.cfg.cables[0].mask & SIM_LP_BURST);
+	if (burst > 0)
+		rn.cfg.cables[0].v.loss_burst = burst;
+	else
+		rn.cfg.cables[0].v.loss = 0;
+	rn.cfg.seed = seed;
+	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	double g = aggregate ? rn.r.agg_goodput_bps : rn.r.flows[0].goodput_bps;
+	run_free(&rn);
+	return g;
+}
+
 /*
  * Incast fairness and utilization: from the third round trip (the first
  * ends when every sender has heard from the receiver) until the first

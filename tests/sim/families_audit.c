@@ -14,7 +14,7 @@
  *   burst NAME BURST SEED    goodput with the file's one bursty cable at a
  *                            mean burst of BURST packet times, against the
  *                            same file without loss (seed 1), as
- *                            burst_goodput() measures
+ *                            burst_goodput() measures (all flows)
  * Every run must still finish with every byte verified (run_finish()).
  */
 #include "families.h"
@@ -66,11 +66,8 @@ static void audit_churn(const char *name, uint64_t seed)
 static void audit_reorder(const char *name, uint64_t seed, int links)
 {
 	run rn;
-	run_load(&rn, name, seed);
-	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-	uint64_t pkts = 0;
-	for (size_t f = 0; f < rn.r.nflows; f++)
-		pkts += (rn.r.flows[f].bytes + rn.cfg.mtu - 1) / rn.cfg.mtu;
+	uint64_t pkts;
+	reorder_load_run(&rn, name, seed, &pkts);
 	printf("%s seed %llu: %.1f Gbit/s, spurious %llu of %llu (%.3f %%), drops %llu\n", name,
 	       (unsigned long long)seed, rn.r.agg_goodput_bps / 1e9,
 	       (unsigned long long)rn.r.spurious, (unsigned long long)pkts,
@@ -83,31 +80,6 @@ static void audit_reorder(const char *name, uint64_t seed, int links)
 			       (unsigned long long)l->drops[SIM_DROP_OVERFLOW]);
 	}
 	run_free(&rn);
-}
-
-/* burst > 0: the cable's mean burst; 0: the same file without loss. */
-static double burst_goodput(const char *name, double burst, uint64_t seed)
-{
-	const char *dir = getenv("SIM_SCENARIOS");
-	char path[1024], err[512] = "";
-	run rn;
-
-	snprintf(path, sizeof(path), "%s/families/%s.yaml", dir ? dir : ".", name);
-	memset(&rn, 0, sizeof(rn));
-	if (sim_scenario_load(path, &rn.cfg, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-	assert_int_equal(rn.cfg.ncables, 1);
-	assert_true(rn.cfg.cables[0].mask & SIM_LP_BURST);
-	if (burst > 0)
-		rn.cfg.cables[0].v.loss_burst = burst;
-	else
-		rn.cfg.cables[0].v.loss = 0;
-	rn.cfg.seed = seed;
-	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
-	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-	double g = rn.r.agg_goodput_bps;
-	run_free(&rn);
-	return g;
 }
 
 static void audit(void **state)
@@ -123,7 +95,7 @@ static void audit(void **state)
 		double b = strtod(g_argv[3], NULL);
 		uint64_t seed = strtoull(g_argv[4], NULL, 10);
 		assert_true(b > 0);
-		double g0 = burst_goodput(g_argv[2], 0, 1), g = burst_goodput(g_argv[2], b, seed);
+		double g0 = burst_goodput(g_argv[2], 0, 1, 1), g = burst_goodput(g_argv[2], b, seed, 1);
 		printf("%s burst %g seed %llu: %.1f Gbit/s, %.3f of lossless (%.1f)\n", g_argv[2], b,
 		       (unsigned long long)seed, g / 1e9, g / g0, g0 / 1e9);
 	} else {

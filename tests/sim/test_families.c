@@ -22,11 +22,8 @@
 static void reorder_run(const char *name, uint64_t seed, uint64_t per_pkts)
 {
 	run rn;
-	run_load(&rn, name, seed);
-	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-	uint64_t pkts = 0;
-	for (size_t f = 0; f < rn.r.nflows; f++)
-		pkts += (rn.r.flows[f].bytes + rn.cfg.mtu - 1) / rn.cfg.mtu;
+	uint64_t pkts;
+	reorder_load_run(&rn, name, seed, &pkts);
 	print_message("%-28s seed %llu: %.1f Gbit/s, spurious retransmissions %llu "
 		      "of %llu packets (%.3f %%), drops %llu\n",
 		      name, (unsigned long long)seed, rn.r.agg_goodput_bps / 1e9,
@@ -703,42 +700,16 @@ static void test_scale_loss(void **state)
  * the lossy plane regrows beside a plane whose windows pacing holds large
  * (with QWND as the divisor, 2 planes, burst 15, seed 5 fell to 0.81).
  */
-static double burst_goodput(const char *name, double burst, uint64_t seed)
-{
-	const char *dir = getenv("SIM_SCENARIOS");
-	char path[1024], err[512] = "";
-	run rn;
-
-	if (!dir)
-		skip();
-	snprintf(path, sizeof(path), "%s/families/%s.yaml", dir, name);
-	memset(&rn, 0, sizeof(rn));
-	if (sim_scenario_load(path, &rn.cfg, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-	assert_int_equal(rn.cfg.ncables, 1);
-	assert_true(rn.cfg.cables[0].mask & SIM_LP_BURST);
-	if (burst > 0)
-		rn.cfg.cables[0].v.loss_burst = burst;
-	else
-		rn.cfg.cables[0].v.loss = 0;
-	rn.cfg.seed = seed;
-	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
-	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-	double g = rn.r.flows[0].goodput_bps;
-	run_free(&rn);
-	return g;
-}
-
 static void test_bursty_loss(void **state)
 {
 	(void)state;
 	static const char *const fam[] = { "burst_1plane", "burst_2planes" };
 	static const double bursts[] = { 6, 30, 120 };
 	for (unsigned i = 0; i < 2; i++) {
-		double g0 = burst_goodput(fam[i], 0, 1);
+		double g0 = burst_goodput(fam[i], 0, 1, 0);
 		for (unsigned b = 0; b < 3; b++)
 			for (uint64_t seed = 1; seed <= 2; seed++) {
-				double g = burst_goodput(fam[i], bursts[b], seed);
+				double g = burst_goodput(fam[i], bursts[b], seed, 0);
 				print_message("%-13s burst %3.0f seed %llu: %.1f Gbit/s, %.3f of "
 					      "lossless (%.1f)\n",
 					      fam[i], bursts[b], (unsigned long long)seed, g / 1e9,
