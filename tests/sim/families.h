@@ -98,6 +98,23 @@ static inline void run_to(run *rn, uint64_t t)
 	assert_int_equal(sim_run(rn->s, t), SIM_RUN_LIMIT);
 }
 
+/* The hosts the run's flows go to, each once, in rx[16]; their number. */
+static inline unsigned flow_receivers(run *rn, uint32_t rx[16])
+{
+	unsigned nrx = 0;
+	for (size_t f = 0; f < sim_flow_count(rn->s); f++) {
+		uint32_t d = sim_flow_get(rn->s, f)->dst;
+		unsigned k = 0;
+		while (k < nrx && rx[k] != d)
+			k++;
+		if (k == nrx) {
+			assert_true(nrx < 16);
+			rx[nrx++] = d;
+		}
+	}
+	return nrx;
+}
+
 /* What the receivers rx[] got from t0 to t1, as a share of the capacity of
  * the planes up[] (their host links). */
 static inline double churn_share(run *rn, const int *up, unsigned np, const uint32_t *rx,
@@ -156,6 +173,48 @@ static inline double burst_goodput(const char *name, double burst, uint64_t seed
 	double g = aggregate ? rn.r.agg_goodput_bps : rn.r.flows[0].goodput_bps;
 	run_free(&rn);
 	return g;
+}
+
+/* One plane event's window (churn_measure()). */
+typedef struct churn_window {
+	int plane, up;          /* the event */
+	uint64_t at, t0, t1;    /* its time, the window measured */
+	double share;           /* churn_share() of the window */
+} churn_window;
+
+/* The plane-churn measure: the receivers' rate as a share of the capacity
+ * of the planes up, from 1 ms after each plane event for 1 ms, or until the
+ * next event, whichever is first (windows under 100 us are skipped); the
+ * run then finishes, verified. Fills w[0..max) and returns how many. */
+static inline unsigned churn_measure(const char *name, uint64_t seed, churn_window *w,
+				     unsigned max)
+{
+	run rn;
+	run_load(&rn, name, seed);
+	unsigned np = sim_planes(rn.s), n = 0;
+	int up[16];
+	uint32_t rx[16];
+	assert_true(np <= 16);
+	for (unsigned p = 0; p < np; p++)
+		up[p] = 1;
+	unsigned nrx = flow_receivers(&rn, rx);
+	for (size_t e = 0; e < rn.cfg.nevents; e++) {
+		const sim_event_config *ev = &rn.cfg.events[e];
+		assert_true(ev->type == SIM_EVT_PLANE_DOWN || ev->type == SIM_EVT_PLANE_UP);
+		up[ev->plane] = ev->type == SIM_EVT_PLANE_UP;
+		uint64_t t0 = ev->at_ns + 1000 * US, t1 = t0 + 1000 * US;
+		if (e + 1 < rn.cfg.nevents && rn.cfg.events[e + 1].at_ns < t1)
+			t1 = rn.cfg.events[e + 1].at_ns;
+		if (t1 < t0 + 100 * US)
+			continue;
+		assert_true(n < max);
+		w[n] = (churn_window){ ev->plane, up[ev->plane], ev->at_ns, t0, t1,
+				       churn_share(&rn, up, np, rx, nrx, t0, t1) };
+		n++;
+	}
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	run_free(&rn);
+	return n;
 }
 
 /*

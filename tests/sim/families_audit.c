@@ -24,43 +24,16 @@ static char **g_argv;
 
 static void audit_churn(const char *name, uint64_t seed)
 {
-	run rn;
-	run_load(&rn, name, seed);
-	unsigned np = sim_planes(rn.s), nrx = 0;
-	int up[16];
-	uint32_t rx[16];
+	churn_window w[32];
+	unsigned n = churn_measure(name, seed, w, 32);
 	double low = 1e9;
-	assert_true(np <= 16);
-	for (unsigned p = 0; p < np; p++)
-		up[p] = 1;
-	for (size_t f = 0; f < sim_flow_count(rn.s); f++) {
-		uint32_t d = sim_flow_get(rn.s, f)->dst;
-		unsigned k = 0;
-		while (k < nrx && rx[k] != d)
-			k++;
-		if (k == nrx) {
-			assert_true(nrx < 16);
-			rx[nrx++] = d;
-		}
-	}
 	printf("%s seed %llu:", name, (unsigned long long)seed);
-	for (size_t e = 0; e < rn.cfg.nevents; e++) {
-		const sim_event_config *ev = &rn.cfg.events[e];
-		assert_true(ev->type == SIM_EVT_PLANE_DOWN || ev->type == SIM_EVT_PLANE_UP);
-		up[ev->plane] = ev->type == SIM_EVT_PLANE_UP;
-		uint64_t t0 = ev->at_ns + 1000 * US, t1 = t0 + 1000 * US;
-		if (e + 1 < rn.cfg.nevents && rn.cfg.events[e + 1].at_ns < t1)
-			t1 = rn.cfg.events[e + 1].at_ns;
-		if (t1 < t0 + 100 * US)
-			continue;
-		double share = churn_share(&rn, up, np, rx, nrx, t0, t1);
-		printf(" %.3f", share);
-		if (share < low)
-			low = share;
+	for (unsigned i = 0; i < n; i++) {
+		printf(" %.3f", w[i].share);
+		if (w[i].share < low)
+			low = w[i].share;
 	}
-	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
 	printf(" | lowest %.3f\n", low);
-	run_free(&rn);
 }
 
 static void audit_reorder(const char *name, uint64_t seed, int links)

@@ -199,44 +199,17 @@ static void churn(const char *name, const uint32_t *rx, unsigned nrx,
  */
 static void churn_events(const char *name, uint64_t seed)
 {
-	run rn;
-	run_load(&rn, name, seed);
-	unsigned np = sim_planes(rn.s), nrx = 0, measured = 0;
-	int up[16];
-	uint32_t rx[16];
-	for (unsigned p = 0; p < np; p++)
-		up[p] = 1;
-	for (size_t f = 0; f < sim_flow_count(rn.s); f++) {
-		uint32_t d = sim_flow_get(rn.s, f)->dst;
-		unsigned k = 0;
-		while (k < nrx && rx[k] != d)
-			k++;
-		if (k == nrx) {
-			assert_true(nrx < 16);
-			rx[nrx++] = d;
-		}
-	}
-	for (size_t e = 0; e < rn.cfg.nevents; e++) {
-		const sim_event_config *ev = &rn.cfg.events[e];
-		assert_true(ev->type == SIM_EVT_PLANE_DOWN || ev->type == SIM_EVT_PLANE_UP);
-		up[ev->plane] = ev->type == SIM_EVT_PLANE_UP;
-		uint64_t t0 = ev->at_ns + 1000 * US, t1 = t0 + 1000 * US;
-		if (e + 1 < rn.cfg.nevents && rn.cfg.events[e + 1].at_ns < t1)
-			t1 = rn.cfg.events[e + 1].at_ns;
-		if (t1 < t0 + 100 * US)
-			continue;
-		double share = churn_share(&rn, up, np, rx, nrx, t0, t1);
+	churn_window w[32];
+	unsigned n = churn_measure(name, seed, w, 32);
+	for (unsigned i = 0; i < n; i++)
 		print_message("%-22s seed %llu: plane %d %s at %.2f ms: %.3f of the surviving "
 			      "capacity (%.0f to %.0f us)\n",
-			      name, (unsigned long long)seed, ev->plane,
-			      up[ev->plane] ? "up" : "down", (double)ev->at_ns / 1e6, share,
-			      (double)t0 / 1e3, (double)t1 / 1e3);
-		assert_true(share >= 0.95);
-		measured++;
-	}
-	assert_true(measured >= 3);
-	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
-	run_free(&rn);
+			      name, (unsigned long long)seed, w[i].plane, w[i].up ? "up" : "down",
+			      (double)w[i].at / 1e6, w[i].share, (double)w[i].t0 / 1e3,
+			      (double)w[i].t1 / 1e3);
+	for (unsigned i = 0; i < n; i++)
+		assert_true(w[i].share >= 0.95);
+	assert_true(n >= 3);
 }
 
 static void test_plane_churn(void **state)
