@@ -734,6 +734,17 @@ static void test_admit_budget(void **state)
 	mrp_rh_admit_return(NULL, 1);
 }
 
+/* A fresh allocator (8 slots, 100 Gbit/s) with an admission budget and one
+ * connection, credit taken back after adm_rtt_ns if that is longer than
+ * adm_ttl_ns. */
+static void lone_setup(mrp_rh *rh, mrp_rh_slot *slots, uint64_t budget, uint64_t rtt_ns)
+{
+	assert_int_equal(mrp_rh_init(rh, slots, 8, 100 * GBPS, 0), 0);
+	rh->adm_budget = budget;
+	rh->adm_conns = 1;
+	rh->adm_rtt_ns = rtt_ns;
+}
+
 /*
  * A lone credit of a quarter of the budget or more holds all of it, so that a
  * connection arriving during its line-rate round trip asks for a grant
@@ -751,9 +762,7 @@ static void test_admit_lone_holds(void **state)
 	const uint64_t B = 64000000, quarter = B / 4 / pkt * pkt + pkt;
 
 	(void)state;
-	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
-	rh.adm_budget = B;
-	rh.adm_conns = 1;
+	lone_setup(&rh, slots, B, 0);
 	/* a lone credit of just over a quarter: the whole budget is out */
 	assert_int_equal(mrp_rh_admit(&rh, pkt, quarter, 0), quarter);
 	assert_int_equal(rh.adm_out, B);
@@ -763,29 +772,21 @@ static void test_admit_lone_holds(void **state)
 	mrp_rh_admit_return(&rh, 100ull * pkt);
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 2 * US), 100ull * pkt);
 	/* a lone credit below a quarter: only itself is out */
-	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
-	rh.adm_budget = B;
-	rh.adm_conns = 1;
+	lone_setup(&rh, slots, B, 0);
 	uint64_t small = quarter - 2ull * pkt;
 	assert_int_equal(mrp_rh_admit(&rh, pkt, small, 0), small);
 	assert_int_equal(rh.adm_out, small);
 	rh.adm_conns = 2;
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), B / 2 / pkt * pkt);
 	/* adm_rtt_ns: not taken back at adm_ttl_ns, but at adm_rtt_ns */
-	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
-	rh.adm_budget = B;
-	rh.adm_conns = 1;
-	rh.adm_rtt_ns = 12000 * US;
+	lone_setup(&rh, slots, B, 12000 * US);
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 0), B / pkt * pkt);
 	rh.adm_conns = 2;
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 2 * rh.adm_ttl_ns), 0);
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, rh.adm_rtt_ns - 1), 0);
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, rh.adm_rtt_ns), B / 2 / pkt * pkt);
 	/* an adm_rtt_ns shorter than adm_ttl_ns changes nothing */
-	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100 * GBPS, 0), 0);
-	rh.adm_budget = B;
-	rh.adm_conns = 1;
-	rh.adm_rtt_ns = 1 * US;
+	lone_setup(&rh, slots, B, 1 * US);
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 0), B / pkt * pkt);
 	rh.adm_conns = 2;
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, rh.adm_ttl_ns - 1), 0);
