@@ -94,5 +94,8 @@ int cli_watch(cli *c, const char *cmd, json_t *args,
 		nanosleep(&ts, NULL); /* a signal ends it early */
 	}
 	json_decref(args);
-	return rv;
+	/* Ctrl-C ends a watch. When it lands inside a request, that request
+	 * fails as interrupted (cli_request reports it as unreachable): this
+	 * is the normal way out, not a failure. */
+	return stop ? CLI_OK : rv;
 }

@@ -4,6 +4,7 @@ history of events and telemetry, and the monitor stream."""
 import json
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -236,6 +237,25 @@ w.send_signal(2)
 out, _ = w.communicate(timeout=10)
 mrtest.check(w.returncode == 0 and "TX (RECENT)" in out and
              any(ch in out for ch in "▁▂▃▄▅▆▇█"), "show planes --watch: sparklines")
+
+# Ctrl-C that lands while a request waits for its reply ends the watch as
+# cleanly as one during the pause between frames. A socket that accepts and
+# never answers holds the watch inside its first request.
+mute = os.path.join(p.tmp.name, "mute.sock")
+ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+ls.bind(mute)
+ls.listen(4)
+w = subprocess.Popen([ctl, "-s", mute, "-j", "show", "planes", "--watch"],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+held, _ = ls.accept()  # the watch's first request has been sent or is on its way
+time.sleep(0.2)
+w.send_signal(2)
+out, err = w.communicate(timeout=10)
+held.close()
+ls.close()
+mrtest.check(w.returncode == 0 and out == "" and err == "",
+             "show planes --watch: Ctrl-C inside a request exits 0 quietly (exit %d, %r)"
+             % (w.returncode, err))
 
 # ---- malformed arguments: an error reply each, the daemon keeps serving -------
 bad = [
