@@ -190,6 +190,9 @@ def t_perftest(p):
     cases = [
         (["ib_send_lat", "-x", "0", "-n", "200"], [2], "ib_send_lat", False),
         (["ib_send_lat", "-x", "0", "-a", "-n", "10"], alls, "ib_send_lat -a", False),
+        # completion channels: every event means a completion to poll
+        # (perftest polls once per event and reads the ibv_wc unchecked)
+        (["ib_send_lat", "-x", "0", "-e", "-n", "500"], [2], "ib_send_lat -e", False),
         (["ib_send_bw", "-x", "0", "-a", "-n", "10"], alls, "ib_send_bw -a", True),
         (["ib_send_bw", "-x", "0", "-q", "4", "-n", "100"], [65536], "ib_send_bw -q 4", True),
         (["ib_send_bw", "-x", "0", "-b", "-n", "100"], [65536], "ib_send_bw -b", True),
@@ -204,6 +207,7 @@ def t_perftest(p):
         (["ib_write_lat", "-x", "0", "-a", "-n", "10"], alls, "ib_write_lat -a", False),
         (["ib_read_bw", "-x", "0", "-a", "-n", "10"], alls, "ib_read_bw -a", True),
         (["ib_read_lat", "-x", "0", "-n", "200"], [2], "ib_read_lat", False),
+        (["ib_read_lat", "-x", "0", "-e", "-n", "200"], [2], "ib_read_lat -e", False),
     ]
     only = os.environ.get("VERBS_ONLY")
     for argv, sizes, label, bw in cases:
