@@ -1551,6 +1551,9 @@ static void pending_uncount(mrv_qp *q)
 
 /* ---- contexts --------------------------------------------------------------------- */
 
+static struct ibv_xrcd *open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *a);
+static struct ibv_srq *create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *a);
+
 MRV_API struct ibv_context *ibv_open_device(struct ibv_device *dev)
 {
 	if (dev != &mrv_device) {
@@ -1622,6 +1625,8 @@ MRV_API struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	v->sz = sizeof(*v);
 	v->query_port = query_port;
 	v->query_device_ex = query_device_ex;
+	v->open_xrcd = open_xrcd;
+	v->create_srq_ex = create_srq_ex;
 	struct ibv_context *c = &v->context;
 	c->device = dev;
 	c->cmd_fd = x->evfd;
@@ -2342,6 +2347,27 @@ MRV_API struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_at
 	(void)pd;
 	(void)a;
 	say("ibv_create_srq: shared receive queues (SRQ) are not supported");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+/* ibv_open_xrcd() and ibv_create_srq_ex() are inline in verbs.h and reach
+ * these through the verbs_context: without them the program gets
+ * EOPNOTSUPP and no word of why. */
+static struct ibv_xrcd *open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *a)
+{
+	(void)c;
+	(void)a;
+	say("ibv_open_xrcd: XRC domains are not supported: RC queue pairs only");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+static struct ibv_srq *create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *a)
+{
+	(void)c;
+	(void)a;
+	say("ibv_create_srq_ex: shared receive queues (SRQ) are not supported");
 	errno = EOPNOTSUPP;
 	return NULL;
 }

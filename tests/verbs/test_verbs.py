@@ -255,6 +255,10 @@ def t_unsupported(p):
         (["ibv_srq_pingpong", "-g", "0", "-n", "5"], r"shared receive queues \(SRQ\) are not supported",
          "ibv_srq_pingpong (SRQ)"),
         (["ibv_rc_pingpong", "-n", "5"], r"needs the peer's GID", "ibv_rc_pingpong without -g"),
+        (["ibv_xsrq_pingpong", "-g", "0", "-n", "5"], r"XRC domains are not supported",
+         "ibv_xsrq_pingpong (XRC)"),
+        (["ibv_uc_pingpong", "-g", "0", "-n", "5"], r"QP type UC is not supported",
+         "ibv_uc_pingpong (UC)"),
     ]
     for argv, want, label in cases:
         need(argv[0])
