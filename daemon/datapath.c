@@ -607,7 +607,10 @@ static int sock_read(mrd_sock *s, int rounds, uint64_t *pass)
 		 * switch would at its ECN threshold, so the per-path congestion
 		 * control backs off (MRD_NO_HOST_ECN=1 turns this off). */
 		int host_ce = 0;
-		if (dp->host_ecn) {
+		/* A batch that was not full emptied the queue: nothing is
+		 * left to measure, and the system call is saved (one per
+		 * batch, 7-9 k/s per daemon in the 64-byte message rate). */
+		if (dp->host_ecn && (unsigned)r == batch) {
 			uint32_t mi[SK_MEMINFO_VARS] = {0};
 			socklen_t mil = sizeof(mi);
 			if (getsockopt(s->fd, SOL_SOCKET, SO_MEMINFO, mi, &mil) == 0 &&
