@@ -2180,8 +2180,12 @@ static int to_rtr(mrv_ctx *x, mrv_qp *q, struct ibv_qp_attr *a)
 	if (rc == 0)
 		rc = mrc_conn_wait_established(q->conn, MRV_CONNECT_MS);
 	if (rc) {
-		say("QP %u: connecting to QP %u at %s: %s", q->qp.qp_num, q->dest_qpn, host,
-		    mrc_strerror(rc));
+		/* The GID names the peer's host, not its daemon's port: the
+		 * daemons of a fabric share one service port (this one's). */
+		say("QP %u: connecting to QP %u at %s port %u: %s%s", q->qp.qp_num, q->dest_qpn,
+		    host, (unsigned)x->info.port, mrc_strerror(rc),
+		    rc == MRC_ERR_UNREACHABLE ? " (is metarocd running there, on the same service "
+					    "port as this host's?)" : "");
 		if (q->conn)
 			mrc_close(q->conn, 1);
 		q->conn = NULL;

@@ -402,6 +402,32 @@ def t_faults(p):
         q.a.stop()
         q.tmp.cleanup()
 
+    # A peer whose daemon uses another service port: the GID names only the
+    # peer's host, so the side that connects finds no daemon there. It fails
+    # at RTR, saying which address and port it tried and what to look at.
+    port += 1
+    other = mrtest.Daemon(p.tmp.name, "other", mrtest.addr_base("verbs-port")[0:2],
+                          port=p.a.port + 7)
+    argv = ["ibv_rc_pingpong", "-g", "0", "-n", "5", "-p", str(port)]
+    srv = subprocess.Popen([RUN, "-s", other.app_sock] + argv, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    t0 = time.time()
+    c = subprocess.run([RUN, "-s", p.a.app_sock] + argv + [other.addrs[0]],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    dt = time.time() - t0
+    srv.kill()
+    out = c.stdout + srv.communicate()[0]
+    want = [r"at %s port %d: the peer daemon did not answer \(is metarocd running there, on "
+            r"the same service port" % (re.escape(h), pt)
+            for h, pt in ((other.addrs[0], p.a.port), (p.a.addrs[0], other.port))]
+    if not any(re.search(w, out) for w in want):
+        show("client and server", out)
+    check(c.returncode != 0 and any(re.search(w, out) for w in want),
+          "a peer daemon on another service port: RTR fails in %.1f s (exit %d) and says "
+          "which address and port it tried" % (dt, c.returncode))
+    other.stop()
+
 
 GROUPS = {"symbols": t_symbols, "faults": t_faults, "memory": t_memory, "reset": t_reset, "devices": t_devices, "pingpong": t_pingpong, "perftest": t_perftest,
           "unsupported": t_unsupported}
