@@ -2346,13 +2346,19 @@ MRV_API int ibv_destroy_qp(struct ibv_qp *ibqp)
 
 /* ---- things that fail at once ------------------------------------------------------- */
 
+/* An unsupported call: its message, EOPNOTSUPP, NULL. */
+static void *refuse(const char *what)
+{
+	say("%s", what);
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
 MRV_API struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
 {
 	(void)pd;
 	(void)a;
-	say("ibv_create_srq: shared receive queues (SRQ) are not supported");
-	errno = EOPNOTSUPP;
-	return NULL;
+	return refuse("ibv_create_srq: shared receive queues (SRQ) are not supported");
 }
 
 /* ibv_open_xrcd() and ibv_create_srq_ex() are inline in verbs.h and reach
@@ -2362,25 +2368,19 @@ static struct ibv_xrcd *open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_at
 {
 	(void)c;
 	(void)a;
-	say("ibv_open_xrcd: XRC domains are not supported: RC queue pairs only");
-	errno = EOPNOTSUPP;
-	return NULL;
+	return refuse("ibv_open_xrcd: XRC domains are not supported: RC queue pairs only");
 }
 
 static struct ibv_srq *create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *a)
 {
 	(void)c;
 	(void)a;
-	say("ibv_create_srq_ex: shared receive queues (SRQ) are not supported");
-	errno = EOPNOTSUPP;
-	return NULL;
+	return refuse("ibv_create_srq_ex: shared receive queues (SRQ) are not supported");
 }
 
 MRV_API struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a)
 {
 	(void)pd;
 	(void)a;
-	say("ibv_create_ah: address handles (UD) are not supported: RC queue pairs only");
-	errno = EOPNOTSUPP;
-	return NULL;
+	return refuse("ibv_create_ah: address handles (UD) are not supported: RC queue pairs only");
 }
