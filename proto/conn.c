@@ -292,6 +292,7 @@ struct mrp_conn {
 				  * proof (mrp_conn_params.unproven_planes) */
 	int burst_path;
 	uint32_t burst_left;
+	uint64_t burst_last_ns;  /* when the burst's last packet left */
 	uint64_t last_open_ns;
 
 	txmsg *sq_head, *sq_tail;
@@ -2591,6 +2592,42 @@ static void tail_arm(mrp_conn *c, path *pa)
 	}
 }
 
+/* The time burst_pkts packets of `bytes` take on plane's link (0: its rate
+ * unknown): what the plane's pacing lets leave back to back. */
+static uint64_t burst_span(const mrp_conn *c, unsigned plane, uint32_t bytes)
+{
+	uint64_t rate = c->p.plane_rate_bps[plane];
+	if (!rate)
+		rate = c->cc.params.line_rate_bps;
+	if (!rate)
+		return 0;
+	return mrp_mul_div((uint64_t)(bytes + c->p.wire_overhead) * c->p.burst_pkts,
+			   8000000000ull, rate);
+}
+
+/*
+ * Whether pa's connection sends its packets a pacing gap apart, more than a
+ * burst's time on pa's plane (burst_span()), under the receiver's hint, with
+ * new data still queued: then pa gets no tail-loss probe before its timeout.
+ * Such a connection spreads its packets over its paths one at a time, so
+ * nearly every packet is its path's last for a while, and the probe fires
+ * whenever a queue grows past what the path has timed -- the same moment
+ * for every sender into that queue. 1,024 senders at 48 Mbit/s into two 25
+ * Gbit/s planes sent 40 probes per 50 us when one plane's queue rose past
+ * 170 KB, the copies doubled what that plane received, and it dropped 959
+ * packets (bench/README.md). Its timeout still covers a loss, and asks
+ * before it sends again where it may be only delay; the tail-loss probe
+ * copies data (SPEC 6.4). Not in the tail (nothing queued), where the
+ * probe is what ends the transfer.
+ */
+static int spaced_with_more(const mrp_conn *c, const path *pa)
+{
+	if (!c->sq_head || !c->cc.rate_hint_bps)
+		return 0;
+	uint64_t span = burst_span(c, pa->plane, c->p.mtu + MRP_DATA_HDR_LEN);
+	return span && c->pace_gap > span;
+}
+
 static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 {
 	if (!pa->cc.inflight) {
@@ -2601,7 +2638,8 @@ static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 	}
 	pa->rto_at = now + path_rto(c, pa);
 	pa->tlp_n = 0;
-	pa->tlp_at = min64(now + path_pto(c, pa), max64(tail_probe_at(c, pa), now));
+	pa->tlp_at = min64(spaced_with_more(c, pa) ? NEVER : now + path_pto(c, pa),
+			   max64(tail_probe_at(c, pa), now));
 	pa->cold_timers = !pa->cc.srtt_ns && !c->plane_max_rtt_ns[pa->plane];
 	c->cold_timers |= pa->cold_timers;
 }
@@ -4204,6 +4242,27 @@ COLD static ssize_t adm_gate(mrp_conn *c, uint32_t bytes, mrp_tx_info *ti, uint8
 	return -1;
 }
 
+/*
+ * Whether the burst on bp is over in time: a burst is packets that leave
+ * back to back, and the next packet comes later than burst_span(). A
+ * connection paced far below its links (an incast sender at its share)
+ * would otherwise send burst_pkts packets in a row on one plane, each a
+ * pacing gap apart, whatever the planes' standing: 1,024 senders into two
+ * 25 Gbit/s planes, one packet per ~650 us each, all starting together,
+ * put four packets in a row on one plane, 2.6 ms, and one plane's queue
+ * stood at 355-510 KB of 512 for 3 ms while the other's was nearly
+ * empty (bench/README.md). Chosen anew, its packets take the planes in
+ * turn (best_path()). Over one plane the path is the ECMP hash's choice:
+ * it stays (chosen anew, a 400G 32:1 incast ran 0.89 busy, not 0.98).
+ */
+static int burst_over(const mrp_conn *c, const path *bp, uint32_t bytes, uint64_t now)
+{
+	if (c->p.nplanes < 2)
+		return 0;
+	uint64_t span = burst_span(c, bp->plane, bytes);
+	return span && now - c->burst_last_ns > span;
+}
+
 static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
 			  uint64_t now)
 {
@@ -4282,7 +4341,8 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		}
 	} else if (c->burst_left && c->burst_path >= 0) {
 		path *bp = c->paths[c->burst_path];
-		if (path_room(c, bp) >= bytes && !plane_paced(c, bp, now))
+		if (path_room(c, bp) >= bytes && !plane_paced(c, bp, now) &&
+		    !burst_over(c, bp, bytes, now))
 			pa = bp;
 	}
 	if (!pa) {
@@ -4324,8 +4384,10 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 		c->adm_sent += bytes;
 	}
 	c->plane_wait_at = NEVER;
-	if (!avoid)
+	if (!avoid) {
 		c->burst_left--;
+		c->burst_last_ns = now;
+	}
 	if (retx) {
 		/* The queue's reference moves to the scoreboard entry. */
 		c->rq_head = (c->rq_head + 1) & (c->rq_cap - 1);

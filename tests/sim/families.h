@@ -217,6 +217,12 @@ static inline unsigned churn_measure(const char *name, uint64_t seed, churn_wind
 	return n;
 }
 
+/* What incast_measure() measured. */
+typedef struct incast_result {
+	double jain, util;       /* among the contending senders; receiver's links busy */
+	uint64_t drops, pkts;    /* over the run; the data packets the flows need */
+} incast_result;
+
 /*
  * Incast fairness and utilization: from the third round trip (the first
  * ends when every sender has heard from the receiver) until the first
@@ -243,7 +249,7 @@ static inline unsigned churn_measure(const char *name, uint64_t seed, churn_wind
  * counted senders idle after 200 us -- it dropped them between two of
  * their packets and handed their capacity to the rest (bench/README.md).
  */
-static inline void incast(const char *name, uint64_t seed, double max_drop_pct)
+static inline incast_result incast_measure(const char *name, uint64_t seed, double max_drop_pct)
 {
 	run rn;
 	run_load(&rn, name, seed);
@@ -314,10 +320,19 @@ static inline void incast(const char *name, uint64_t seed, double max_drop_pct)
 		      (double)(t - t0) / 1e3, j, util, (unsigned long long)all_drops(rn.s),
 		      (unsigned long long)pkts, 100.0 * (double)all_drops(rn.s) / (double)pkts,
 		      max_drop_pct);
-	assert_true(j >= 0.95);
-	assert_true(100.0 * (double)all_drops(rn.s) <= max_drop_pct * (double)pkts);
-	assert_true(util >= 0.90);
+	incast_result res = { j, util, all_drops(rn.s), pkts };
 	run_free(&rn);
+	return res;
+}
+
+/* incast_measure(), asserted: Jain >= 0.95, links >= 90 % busy, drops at
+ * most max_drop_pct of the data packets. */
+static inline void incast(const char *name, uint64_t seed, double max_drop_pct)
+{
+	incast_result r = incast_measure(name, seed, max_drop_pct);
+	assert_true(r.jain >= 0.95);
+	assert_true(100.0 * (double)r.drops <= max_drop_pct * (double)r.pkts);
+	assert_true(r.util >= 0.90);
 }
 
 #endif

@@ -15,6 +15,8 @@
  *                            mean burst of BURST packet times, against the
  *                            same file without loss (seed 1), as
  *                            burst_goodput() measures (all flows)
+ *   incast NAME SEED         Jain, receiver's links busy, drops, as
+ *                            incast_measure() measures (printed by it)
  * Every run must still finish with every byte verified (run_finish()).
  */
 #include "families.h"
@@ -64,6 +66,8 @@ static void audit(void **state)
 		audit_churn(g_argv[2], strtoull(g_argv[3], NULL, 10));
 	} else if (argc == 4 && !strcmp(g_argv[1], "reorder")) {
 		audit_reorder(g_argv[2], strtoull(g_argv[3], NULL, 10), links);
+	} else if (argc == 4 && !strcmp(g_argv[1], "incast")) {
+		incast_measure(g_argv[2], strtoull(g_argv[3], NULL, 10), 0.1);
 	} else if (argc == 5 && !strcmp(g_argv[1], "burst")) {
 		double b = strtod(g_argv[3], NULL);
 		uint64_t seed = strtoull(g_argv[4], NULL, 10);
@@ -73,7 +77,7 @@ static void audit(void **state)
 		       (unsigned long long)seed, g / 1e9, g / g0, g0 / 1e9);
 	} else {
 		fail_msg("usage: families_audit churn NAME SEED | reorder NAME SEED [--links] | "
-			 "burst NAME BURST SEED");
+			 "burst NAME BURST SEED | incast NAME SEED");
 	}
 	fflush(stdout);
 }
