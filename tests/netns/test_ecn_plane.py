@@ -8,15 +8,21 @@ of each. `metaroce-ctl -j show paths`, taken on both daemons during each
 marked run, must show the marks on plane1's paths only: at A (the sender,
 CE echoed in ACKs: ce_pkts / acked_pkts) and at B (the receiver: rx_ce_pkts
 / rx_pkts) the fraction on plane1 is MARK_PCT % within a factor of 1.5, on
-plane0 below 1 %. The congestion controller cuts the marked paths, so
-plane1's share of the bytes A sent (per-plane tx_bytes of a run; the median
-of the runs) must drop by at least 3 points (the unmarked medians stay
-within a point of 50 %), and plane1's sending rate (median) below 3/4 of
-its rate unmarked. Every run verifies every byte. The unmarked runs must
-fill the planes (median goodput at least 60 % of their rate). The daemon's
-telemetry (`history paths`, sampled every 100 ms) must agree: ecn_fraction
-below 1 % on every sample of both planes unmarked and of plane0 marked, a
-median of MARK_PCT % within a factor 2 on plane1.
+plane0 below 1 %. The congestion controller cuts the marked paths and so
+holds plane1's queue short: in A's view mid-run (show paths), in the median
+of the runs, plane1's window is at most a third of plane0's and its
+queueing delay (srtt - min_rtt, which a busy host's delays swell too) at
+most half of plane0's. Every run verifies every byte. The unmarked runs
+must fill the planes (median goodput at least 60 % of their rate), and so
+must the marked ones: at these rates a plane's bandwidth-delay product is
+below a packet, so a cut window still fills it and what the marks change
+is the queue, not the rate (a plane whose BDP is many packets would lose
+rate to them). Plane1's share of the bytes A sent is printed, not judged:
+it falls, but by retransmissions the marked plane's short queue spares it
+while the unmarked one's full tbf queue drops packets (docs/netns.md). The
+daemon's telemetry (`history paths`, sampled every 100 ms) must agree:
+ecn_fraction below 1 % on every sample of both planes unmarked and of
+plane0 marked, a median of MARK_PCT % within a factor 2 on plane1.
 
 R is what the daemons can carry on this host now, so that the comparison
 measures the network and the transport on any build and any load:
@@ -75,9 +81,9 @@ def share1(res):
     return tx.get("plane1", 0) / max(1, sum(tx.values()))
 
 
-def rate1(res):
-    """plane1's sending rate over the run, Gbit/s."""
-    return by_plane(res["paths"], "tx_bytes").get("plane1", 0) * 8 / res["seconds"] / 1e9
+def queue_us(p):
+    """A path's queueing delay now: smoothed RTT above its smallest, us."""
+    return max(0.0, p["srtt_us"] - p["min_rtt_us"])
 
 
 f = Fabric(planes=2, full=True)
@@ -97,7 +103,7 @@ try:
     f.set_rate(RATE)
 
     # ---- unmarked ------------------------------------------------------------
-    s_base, g_base, r_base = [], [], []
+    s_base, g_base = [], []
     snap = f.load_snapshot(["a", "b"])
     t_base = time.time()
     for _ in range(RUNS):
@@ -109,7 +115,6 @@ try:
                     "%s %d of %d" % (p, ce[p], acked[p]) for p in sorted(ce)))
         s_base.append(share1(base))
         g_base.append(base["goodput_gbps"])
-        r_base.append(rate1(base))
         print("unmarked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
               % (base["goodput_gbps"], 100 * s_base[-1]))
 
@@ -124,7 +129,7 @@ try:
     f.fabric("ecn", "b", 1, MARK_PCT)
     t_mark = time.time()
     want = MARK_PCT / 100.0
-    s_mark, r_mark = [], []
+    s_mark, g_mark, w_ratio, q_ratio = [], [], [], []
     for _ in range(RUNS):
         marks0 = f.nft_counter("b", "ecn", 1)
         run = f.perf_start("a", "b", PERF_SECONDS)
@@ -163,7 +168,14 @@ try:
                     "%s: every plane0 path below 1 %% (max %.4f)"
                     % (side, max(x[2] for x in on0)))
         s_mark.append(share1(res))
-        r_mark.append(rate1(res))
+        g_mark.append(res["goodput_gbps"])
+        w = by_plane(pa, "cwnd")
+        q = {n: max([queue_us(p) for p in pa if p["plane_name"] == n] or [0.0])
+             for n in ("plane0", "plane1")}
+        w_ratio.append(w.get("plane1", 0) / max(1, w.get("plane0", 0)))
+        q_ratio.append(q["plane1"] / max(1.0, q["plane0"]))
+        print("A mid-run: plane1's window %.3f of plane0's, its queueing delay %.0f us "
+              "against %.0f us" % (w_ratio[-1], q["plane1"], q["plane0"]))
         print("marked: %.3f Gbit/s, plane1 carried %.1f %% of the bytes"
               % (res["goodput_gbps"], 100 * s_mark[-1]))
 
@@ -189,16 +201,20 @@ try:
             "history paths, marked: %d samples of plane1, median ecn_fraction %.3f (%d %% "
             "within a factor 2)" % (len(m1), statistics.median(m1) if m1 else -1, MARK_PCT))
 
-    # The medians of the unmarked shares stay within a point of 50 %
-    # (49.0-50.1 measured, loaded machine included): a drop of 3 points is
-    # the marks' doing. (Measured 6-9 points; 19-23 before the engine chose
-    # idle paths first.)
-    mb, mm = statistics.median(s_base), statistics.median(s_mark)
-    f.check(mm <= mb - 0.03, "plane1's share of the traffic dropped by at least 3 points: "
-            "median %.1f %% -> %.1f %%" % (100 * mb, 100 * mm))
-    rb, rm = statistics.median(r_base), statistics.median(r_mark)
-    f.check(rm < 0.75 * rb, "plane1's sending rate dropped below 3/4: median %.3f -> %.3f "
-            "Gbit/s" % (rb, rm))
+    # The marks' effect: plane1's window cut and its queue held short, at no
+    # cost in rate (medians measured on release, ASan and release beside
+    # stress-ng, R = 250 Mbit/s: windows 0.05-0.23 of plane0's, queueing
+    # delays 0.07-0.30 of plane0's).
+    wr, qr = statistics.median(w_ratio), statistics.median(q_ratio)
+    f.check(wr <= 1 / 3, "marked: plane1's window at most a third of plane0's "
+            "(median %.3f)" % wr)
+    f.check(qr <= 1 / 2, "marked: plane1's queueing delay at most half of plane0's "
+            "(median %.3f)" % qr)
+    gm = statistics.median(g_mark)
+    f.check(gm * 1e9 >= 0.6 * 2 * rate_bps(RATE), "marked: the two planes still carry most "
+            "of their capacity (median %.3f Gbit/s of 2 x %s)" % (gm, RATE))
+    print("plane1's share of the bytes A sent: median %.1f %% unmarked, %.1f %% marked"
+          % (100 * statistics.median(s_base), 100 * statistics.median(s_mark)))
 
     f.fabric("ecn", "b", 1, 0)
     f.stop("a")
