@@ -205,6 +205,26 @@ for path in sys.argv[1:]:
         counts["ERROR"] += 1
 passed = counts["OK"] + counts["EXPECTEDFAIL"]
 failed = counts["FAIL"] + counts["TIMEOUT"] + counts["ERROR"] + counts["UNEXPECTEDPASS"]
+# The failures once more, at the end where a truncated log still shows them:
+# each failed test and the first lines of its output that say what failed.
+MARKS = ("FAIL", "[  ERROR", "[   LINE", "Traceback", "AssertionError", "ERROR:",
+         "==ERROR", "runtime error")
+for path in sys.argv[1:]:
+    try:
+        with open(path) as f:
+            rows = [json.loads(line) for line in f]
+    except FileNotFoundError:
+        print(f"failed: {path}: no log (the pass's build failed?)")
+        continue
+    for r in rows:
+        if r.get("result") in ("OK", "EXPECTEDFAIL", "SKIP"):
+            continue
+        out = (r.get("stdout") or "") + (r.get("stderr") or "")
+        why = [l.strip()[:200] for l in out.splitlines() if l.lstrip().startswith(MARKS)][:4]
+        print(f"failed: {path.rsplit('/', 1)[-1][:-5]} {r.get('name')} ({r.get('result')}, "
+              f"{r.get('duration', 0):.0f} s)")
+        for l in why or ["(no failing line found; the log above has its output)"]:
+            print(f"    {l}")
 print(f"tests: {passed} passed, {failed} failed, {counts['SKIP']} skipped")
 PY
 if [ $rc -ne 0 ]; then
