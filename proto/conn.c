@@ -195,6 +195,8 @@ typedef struct path {
 				 * flight; no new data until then */
 	uint8_t rp_fresh : 1;   /* ... it changed, and no data sent on the new
 				 * route is acknowledged yet */
+	uint8_t cold_probe : 1; /* its PROBE asks for a first RTT sample of its
+				 * plane (cold_probe_arm()) */
 	uint16_t pack_gen;
 	uint16_t pack_via;     /* path+1 of the ACK sent for the PROBE, 0 = none */
 	/* send side */
@@ -210,6 +212,7 @@ typedef struct path {
 	uint32_t probe_seq;
 	uint32_t rto_probe_seq; /* probe_seq at its last timeout: a PROBE_ACK
 				 * answering a later one resolves (SPEC 8.3) */
+	uint32_t cold_probe_nxt; /* snd_nxt when its cold probe left */
 	uint32_t rx_pending;   /* receive side */
 	uint32_t pack_seq;
 	uint32_t ctl_unproven; /* ACKs sent on it since it last proved to work */
@@ -1285,6 +1288,7 @@ static void path_new_gen(mrp_conn *c, path *pa, uint64_t now)
 	pa->have_counts = 0;
 	pa->rto_count = 0;
 	pa->probe_pending = 0;
+	pa->cold_probe = 0;
 	pa->own_sample = 0;
 	pa->rto_was_delay = 0;
 	repath_cancel(c, pa, now);
@@ -2686,6 +2690,46 @@ static void hint_window(mrp_conn *c, uint64_t now);
  * now 1.02). Only on an ACK without marks or losses: in an incast the first
  * round trip overflows the queue, and probes sooner there put copies into
  * it (r7_incast: 10 drops after the first round trip, where none may be). */
+/* The oldest send time of pa's packets in flight (now if none). */
+static uint64_t oldest_inflight_ns(const path *pa, uint64_t now)
+{
+	for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
+		const txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+		if (e->state == ENT_INFLIGHT)
+			return e->sent_ns;
+	}
+	return now;
+}
+
+/*
+ * A path with packets in flight on a plane where the connection has no RTT
+ * sample yet, while other planes have one: nothing times it but the
+ * initial timers for an unknown network (its tail-loss probe at rto_init /
+ * 2), and a packet lost alone there -- a collective step puts about one
+ * packet on each of 8 planes -- would wait that long (8 planes, 0.1 % loss,
+ * 16 MiB all-to-all: 12.5 ms where 2.9 was measured before paths stopped
+ * borrowing other planes' RTTs). Its data is not sent again early, since
+ * its plane may be far slower than the sampled ones (50x in the reordering
+ * family, where re-timed probes copied data for nothing); a PROBE asks
+ * instead, twice the connection's largest RTT plus the ACK delay, at least
+ * the timeout's floor, after its oldest packet. The answer comes after the
+ * peer's ACK of what arrived before it, on the same route (SPEC 8.2): it
+ * times the path, and what the path sent before it and is still unresolved
+ * is lost (rx_probe_ack()). Not while admission asks for a grant (that
+ * PROBE is the request, SPEC 6.6), nor on a path already probing.
+ */
+static void cold_probe_arm(mrp_conn *c, path *pa, uint64_t now)
+{
+	if (!pa->open || pa->disabled || pa->state != MRP_PATH_ACTIVE || pa->cc.srtt_ns ||
+	    !pa->cc.inflight || pa->probe_pending || pa->probe_at != NEVER || pa->cold_probe ||
+	    c->adm == ADM_ASK)
+		return;
+	uint64_t wait = max64(2 * c->max_rtt_ns + c->p.ack_delay_ns, c->p.rto_min_ns);
+	pa->probe_at = max64(oldest_inflight_ns(pa, now) + wait, now);
+	pa->cold_probe = 1;
+	c->dl_valid = 0;
+}
+
 static void rearm_unsampled(mrp_conn *c, uint64_t now)
 {
 	if (!c->cold_timers || !c->max_rtt_ns)
@@ -2696,21 +2740,16 @@ static void rearm_unsampled(mrp_conn *c, uint64_t now)
 		if (!pa || !pa->cold_timers)
 			continue;
 		if (!c->plane_max_rtt_ns[pa->plane]) {
-			/* no RTT of its plane yet (path_rto()): later */
+			/* no RTT of its plane yet (path_rto()): later, and a
+			 * PROBE asks for one */
 			c->cold_timers = 1;
+			cold_probe_arm(c, pa, now);
 			continue;
 		}
 		pa->cold_timers = 0;
 		if (!pa->open || pa->cc.srtt_ns || !pa->cc.inflight)
 			continue;
-		uint64_t sent = now;
-		for (uint32_t psn = pa->snd_una; psn != pa->snd_nxt; psn++) {
-			const txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
-			if (e->state == ENT_INFLIGHT) {
-				sent = e->sent_ns;
-				break;
-			}
-		}
+		uint64_t sent = oldest_inflight_ns(pa, now);
 		uint64_t tlp = max64(sent + max64(path_pto(c, pa), c->p.rto_min_ns), now);
 		if (tlp < pa->tlp_at) {
 			pa->tlp_at = tlp;
@@ -2958,6 +2997,10 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		rtt_sample(pa, rtt);
 		pa->own_sample = 1;
 		c->plane_last_rtt_ns[pa->plane] = rtt;
+		if (pa->cold_probe && !pa->probe_pending) {
+			pa->cold_probe = 0; /* timed by its own ACK: not needed */
+			pa->probe_at = NEVER;
+		}
 		if (acked && adm_open)
 			adm_seed_rtt(c, pa->plane, rtt, now);
 	}
@@ -3188,6 +3231,22 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		path_advance_una(pa);
 		if (lost && !pa->rto_pending)
 			pa->undo_valid = 0;
+	}
+	/* The answer to a cold path's PROBE (cold_probe_arm()): its packets
+	 * sent before it and still unresolved were not shown received. */
+	if (pa->cold_probe && k->probe_seq == pa->probe_seq) {
+		pa->cold_probe = 0;
+		uint32_t lost = 0;
+		for (uint32_t psn = pa->snd_una; psn != pa->cold_probe_nxt; psn++) {
+			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
+			if (e->state == ENT_INFLIGHT) {
+				ent_lost(c, pa, e, 0, now);
+				lost++;
+			}
+		}
+		path_advance_una(pa);
+		if (lost)
+			c->cc.ops->on_loss(&c->cc, &pa->cc, lost, now);
 	}
 	uint64_t rtt = 0;
 	int grant = (pkt->hdr.flags & MRP_F_GRANT) && c->adm == ADM_ASK;
@@ -3541,6 +3600,8 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 	k.u.probe.ts_ns = now;
 	c->dl_valid = 0;
 	int again = pa->probe_pending; /* the last one is unanswered */
+	if (pa->cold_probe)
+		pa->cold_probe_nxt = pa->snd_nxt;
 	pa->probe_at = NEVER;
 	pa->probe_pending = 1;
 	pa->probe_sent_ns = now;
@@ -4647,6 +4708,7 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	pa->rto_at = NEVER;
 	pa->reprobe_n = 0;
 	pa->rto_probe_seq = pa->probe_seq;
+	pa->cold_probe = 0; /* (the timeout's own PROBE resolves now) */
 	int repathed = pa->rp_fresh;
 	/* A timeout that may be only delay holds the window's data: the
 	 * PROBE that follows asks, and its answer -- or an ACK meanwhile --
@@ -4820,6 +4882,7 @@ static void path_set_disabled(mrp_conn *c, path *pa, uint8_t dis, uint64_t now)
 		repath_cancel(c, pa, now);
 		pa->probe_at = NEVER;
 		pa->probe_pending = 0;
+		pa->cold_probe = 0;
 		set_state(c, pa, MRP_PATH_DISABLED, now);
 	} else if (was && !dis) {
 		/* Back in service through a fresh generation and a probe. */

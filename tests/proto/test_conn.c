@@ -1226,6 +1226,81 @@ static void test_fresh_tail_loss(void **state)
 	net_free(&n);
 }
 
+/* The first data packet A sends on plane 1 is lost; recorded: when, on
+ * which path, A's first PROBE on that path after it, and A's data packets
+ * on plane 1 before that PROBE. */
+static struct {
+	int lost_path;
+	uint64_t lost_at, probe_at;
+	unsigned plane1_data;
+} cp;
+
+static int cold_plane_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			     uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (from != 0 || ti->plane != 1)
+		return ok;
+	if (ti->is_data && !cp.probe_at)
+		cp.plane1_data++;
+	if (ti->is_data && cp.lost_path < 0) {
+		cp.lost_path = ti->path_id;
+		cp.lost_at = n->now;
+		return 0;
+	}
+	if (pkt[1] == MRP_OP_PROBE && (int)ti->path_id == cp.lost_path && !cp.probe_at)
+		cp.probe_at = n->now;
+	return ok;
+}
+
+/* A fresh 2-plane connection's short message (5 packets: a burst of 4 on
+ * plane 0, 1 on plane 1) loses its one packet on plane 1. Plane 1 never
+ * gets an RTT sample, so nothing re-times that path's timers from its own
+ * plane (rearm_unsampled()), and its tail-loss probe would wait rto_init /
+ * 2 (500 us). Instead the path sends a PROBE the timeout's floor (100 us)
+ * after the packet, as plane 0's RTT is known (cold_probe_arm()); its
+ * answer shows the packet unacknowledged, and it goes again: complete
+ * within 200 us, no tail-loss probe, no timeout, no data sent on plane 1
+ * before the PROBE but the lost packet. */
+static void test_cold_plane_lone_loss(void **state)
+{
+	(void)state;
+	mrp_conn_params p[2];
+	pair_params(p, 2, 0);
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	n.policy = cold_plane_policy;
+	memset(&cp, 0, sizeof(cp));
+	cp.lost_path = -1;
+	size_t len = 20 << 10;
+	n.now = 1000; /* (a timestamp of 0 gives no RTT sample) */
+	uint64_t t0 = n.now;
+	uint8_t *src = post_write(&n, len, 23, n.now);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	uint64_t done = n.now - t0;
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	print_message("20 KiB WRITE over 2 planes, plane 1's one packet lost: PROBE %llu us "
+		      "after it, complete at %llu us, tail probes %llu, timeouts %llu\n",
+		      (unsigned long long)(cp.probe_at ? cp.probe_at - cp.lost_at : 0) / 1000,
+		      (unsigned long long)done / 1000, (unsigned long long)st.tlp_count,
+		      (unsigned long long)st.rto_count);
+	assert_true(cp.lost_path >= 0);
+	assert_int_equal(cp.plane1_data, 1);
+	assert_true(cp.probe_at && cp.probe_at >= cp.lost_at + p[0].rto_min_ns);
+	assert_true(done < 200000);
+	assert_int_equal(st.tlp_count, 0);
+	assert_int_equal(st.rto_count, 0);
+	assert_int_equal(st.lost_pkts, 1);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* ---- a held first timeout and the PROBE's answer (SPEC 6.4, 8.3) -------- */
 
 /* A peer like the conformance tool's: B withholds the ACKs of A's data
@@ -3886,6 +3961,7 @@ int main(void)
 		cmocka_unit_test(test_burst_both_ways),
 		cmocka_unit_test(test_burst_on_acks),
 		cmocka_unit_test(test_fresh_tail_loss),
+		cmocka_unit_test(test_cold_plane_lone_loss),
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_spaced_packets_take_planes_in_turn),
 		cmocka_unit_test(test_announced_victim),
