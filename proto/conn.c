@@ -2425,7 +2425,7 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		/* Data sent on its admission has left the queue the credit
 		 * reserved room in: that room is free again (SPEC 6.6). */
 		if ((h->flags & MRP_F_GRANT) && (c->p.caps & MRP_CAP_ADMIT))
-			mrp_rh_admit_return(c->p.rh, d->payload_len + MRP_DATA_HDR_LEN);
+			mrp_rh_admit_return(c->p.rh, c->p.mtu + MRP_DATA_HDR_LEN);
 	}
 
 	/* Every packet the path delivered counts, NAK'd or not (SPEC 5.5). */
@@ -4383,7 +4383,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 			  : m->len - off < c->p.mtu ? m->len - off : c->p.mtu) +
 			 MRP_DATA_HDR_LEN;
 	if (c->adm && !retx) {
-		ssize_t g = adm_gate(c, bytes, ti, buf, buflen, now);
+		ssize_t g = adm_gate(c, c->p.mtu + MRP_DATA_HDR_LEN, ti, buf, buflen, now);
 		if (g)
 			return g < 0 ? 0 : g;
 	}
@@ -4441,7 +4441,9 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	if (n <= 0)
 		return n;
 	if (c->adm == ADM_CREDIT && !retx) {
-		c->adm_left -= bytes; /* (adm_gate() saw it fit) */
+		/* a whole packet, as the credit was given and as the receiver
+		 * returns it, whatever the segment's length (6.6) */
+		c->adm_left -= c->p.mtu + MRP_DATA_HDR_LEN; /* (adm_gate() saw it fit) */
 		c->adm_sent += bytes;
 	}
 	c->plane_wait_at = NEVER;
