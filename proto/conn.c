@@ -3237,7 +3237,8 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 	if (pa->cold_probe && k->probe_seq == pa->probe_seq) {
 		pa->cold_probe = 0;
 		uint32_t lost = 0;
-		for (uint32_t psn = pa->snd_una; psn != pa->cold_probe_nxt; psn++) {
+		/* (ACKs since may have moved snd_una past it) */
+		for (uint32_t psn = pa->snd_una; (int32_t)(pa->cold_probe_nxt - psn) > 0; psn++) {
 			txent *e = &pa->ring[psn & (pa->ring_cap - 1)];
 			if (e->state == ENT_INFLIGHT) {
 				ent_lost(c, pa, e, 0, now);
