@@ -198,6 +198,15 @@ static void net_init(net *n, mrp_conn_params *pa, mrp_conn_params *pb)
 	assert_int_equal(net_init_mem(n, pa, pb, &tmem, MAXQ, 8 << 20), 0);
 }
 
+/* Two planes, the default parameters otherwise, and the policy pol. */
+static void net_init_2planes(net *n, policy_fn pol)
+{
+	mrp_conn_params p[2];
+	pair_params(p, 2, 0);
+	net_init(n, &p[0], &p[1]);
+	n->policy = pol;
+}
+
 static void net_free(net *n)
 {
 	for (int i = 0; i < 2; i++) {
@@ -1265,11 +1274,10 @@ static int cold_plane_policy(net *n, int from, const mrp_tx_info *ti, const uint
 static void test_cold_plane_lone_loss(void **state)
 {
 	(void)state;
-	mrp_conn_params p[2];
-	pair_params(p, 2, 0);
 	net n;
-	net_init(&n, &p[0], &p[1]);
-	n.policy = cold_plane_policy;
+	net_init_2planes(&n, cold_plane_policy);
+	mrp_conn_params d;
+	mrp_conn_params_default(&d);
 	memset(&cp, 0, sizeof(cp));
 	cp.lost_path = -1;
 	size_t len = 20 << 10;
@@ -1291,7 +1299,7 @@ static void test_cold_plane_lone_loss(void **state)
 		      (unsigned long long)st.rto_count);
 	assert_true(cp.lost_path >= 0);
 	assert_int_equal(cp.plane1_data, 1);
-	assert_true(cp.probe_at && cp.probe_at >= cp.lost_at + p[0].rto_min_ns);
+	assert_true(cp.probe_at && cp.probe_at >= cp.lost_at + d.rto_min_ns);
 	assert_true(done < 200000);
 	assert_int_equal(st.tlp_count, 0);
 	assert_int_equal(st.rto_count, 0);
@@ -1608,11 +1616,8 @@ static int plane_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *
 static void test_plane_down(void **state)
 {
 	(void)state;
-	mrp_conn_params p[2];
-	pair_params(p, 2, 0);
 	net n;
-	net_init(&n, &p[0], &p[1]);
-	n.policy = plane_policy;
+	net_init_2planes(&n, plane_policy);
 	plane1_down = 0;
 	size_t len = 4 << 20;
 	uint8_t *src = post_write(&n, len, 8, 0);
@@ -3060,6 +3065,23 @@ static int adm_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pk
 	return default_policy(n, from, ti, pkt, delay, ce);
 }
 
+/* A with ADMIT and credit bytes of admission, B with b_caps and the
+ * allocator rh, idle probes every probe_idle_ns, the admission policy. */
+static void admit_net(net *n, mrp_rh *rh, uint64_t credit, uint64_t b_caps,
+		      uint64_t probe_idle_ns)
+{
+	mrp_conn_params p[2];
+	pair_params(p, 1, probe_idle_ns);
+	p[0].caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
+	p[1].caps = b_caps;
+	p[0].admit = 1;
+	p[0].admit_credit = credit;
+	p[1].rh = rh;
+	net_init(n, &p[0], &p[1]);
+	n->policy = adm_policy;
+	memset(&adm, 0, sizeof(adm));
+}
+
 /* A 1 MiB WRITE from A to B (B's allocator: 100 Gbit/s, 4 connections),
  * A with ADMIT and credit bytes of admission, B with b_caps; with
  * probe_first, A probes every path (as a ping does) before it posts, and
@@ -3069,7 +3091,6 @@ static uint64_t admit_run_probed(uint64_t credit, uint64_t b_caps, int probe_fir
 {
 	static mrp_rh_slot slots[8];
 	mrp_rh rh;
-	mrp_conn_params p[2];
 	net n;
 	size_t len = 1 << 20;
 	uint8_t *src = malloc(len);
@@ -3078,18 +3099,12 @@ static uint64_t admit_run_probed(uint64_t credit, uint64_t b_caps, int probe_fir
 	fill_pattern(src, len, 11);
 	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100000000000ull, 0), 0);
 	rh.adm_conns = 4;
-	pair_params(p, 1, probe_first ? 1000000000ull : 0);
-	p[0].caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
-	p[1].caps = b_caps;
-	p[0].admit = 1;
-	p[0].admit_credit = credit;
-	p[1].rh = &rh;
-	net_init(&n, &p[0], &p[1]);
-	n.policy = adm_policy;
-	memset(&adm, 0, sizeof(adm));
+	admit_net(&n, &rh, credit, b_caps, probe_first ? 1000000000ull : 0);
 	if (probe_first) {
+		mrp_conn_params d;
+		mrp_conn_params_default(&d);
 		unsigned probed = 0;
-		for (uint16_t id = 0; id < p[0].max_paths; id++)
+		for (uint16_t id = 0; id < d.max_paths; id++)
 			probed += mrp_conn_path_probe(n.c[0], id, n.now) == 0;
 		assert_true(probed > 0);
 	}
@@ -3194,41 +3209,29 @@ static void test_admission_credit_whole_packets(void **state)
 {
 	static mrp_rh_slot slots[8];
 	mrp_rh rh;
-	mrp_conn_params p[2];
 	net n;
 	const uint64_t pkt = MRP_MTU_DEFAULT + MRP_DATA_HDR_LEN;
-	uint8_t src[100];
 
 	(void)state;
-	fill_pattern(src, sizeof(src), 12);
 	assert_int_equal(mrp_rh_init(&rh, slots, 8, 100000000000ull, 0), 0);
 	rh.adm_budget = 1000000;
 	rh.adm_conns = 4;
 	uint64_t credit = mrp_rh_admit(&rh, (uint32_t)pkt, 2 * pkt, 0);
 	assert_int_equal(credit, 2 * pkt);
 	assert_int_equal(rh.adm_out, 2 * pkt);
-	pair_params(p, 1, 0);
-	p[0].caps = MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT;
-	p[1].caps = p[0].caps;
-	p[0].admit = 1;
-	p[0].admit_credit = credit;
-	p[1].rh = &rh;
-	net_init(&n, &p[0], &p[1]);
-	n.policy = adm_policy;
-	memset(&adm, 0, sizeof(adm));
-	mrp_wr wr = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = sizeof(src),
-		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
-	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
+	admit_net(&n, &rh, credit, MRP_CAP_RATE_HINT | MRP_CAP_HELD | MRP_CAP_ADMIT, 0);
+	uint8_t *src = post_write(&n, 100, 12, 0);
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
 	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
 	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
-	assert_memory_equal(n.mr[1].base, src, sizeof(src));
+	assert_memory_equal(n.mr[1].base, src, 100);
 	assert_int_equal(adm.a_grant_data, 1);
 	/* its room free again, long before adm_ttl_ns */
 	assert_true(n.now < rh.adm_ttl_ns);
 	assert_int_equal(rh.adm_out, pkt);
 	assert_int_equal(n.check_failures, 0);
+	free(src);
 	net_free(&n);
 }
 
@@ -3270,9 +3273,7 @@ static void test_deadline_paced(void **state)
 {
 	(void)state;
 	net n;
-	mrp_conn_params p[2];
-	pair_params(p, 2, 0);
-	net_init(&n, &p[0], &p[1]);
+	net_init_2planes(&n, default_policy);
 	size_t len = 4 << 20;
 	uint8_t *src = malloc(len);
 	fill_pattern(src, len, 11);
