@@ -2676,20 +2676,6 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 
 static void hint_window(mrp_conn *c, uint64_t now);
 
-/* The first RTT sample on a plane: paths of that plane that sent before it
- * armed their timers (cold_timers) on the initial timeout for an unknown network (rto_init, its
- * tail-loss probe at half that); those still without a sample of their own
- * re-time their tail-loss probe from their plane's RTT now (path_pto()),
- * counted from their oldest packet in flight, but not sooner than the
- * timeout's floor after it: their own route may be far slower than the one
- * that answered (50x in the reordering family; at path_pto() alone, 0.13 %
- * of its packets were sent again for nothing). On a fresh connection whose
- * few packets are spread one or two per path -- a collective's step, a
- * short message -- a lost one would otherwise wait rto_init / 2 for its
- * probe (2 MiB ring all-reduce, 64 ranks, 0.1 % loss per link: 3.43 ms,
- * now 1.02). Only on an ACK without marks or losses: in an incast the first
- * round trip overflows the queue, and probes sooner there put copies into
- * it (r7_incast: 10 drops after the first round trip, where none may be). */
 /* The oldest send time of pa's packets in flight (now if none). */
 static uint64_t oldest_inflight_ns(const path *pa, uint64_t now)
 {
@@ -2730,6 +2716,20 @@ static void cold_probe_arm(mrp_conn *c, path *pa, uint64_t now)
 	c->dl_valid = 0;
 }
 
+/* The first RTT sample on a plane: paths of that plane that sent before it
+ * armed their timers (cold_timers) on the initial timeout for an unknown network (rto_init, its
+ * tail-loss probe at half that); those still without a sample of their own
+ * re-time their tail-loss probe from their plane's RTT now (path_pto()),
+ * counted from their oldest packet in flight, but not sooner than the
+ * timeout's floor after it: their own route may be far slower than the one
+ * that answered (50x in the reordering family; at path_pto() alone, 0.13 %
+ * of its packets were sent again for nothing). On a fresh connection whose
+ * few packets are spread one or two per path -- a collective's step, a
+ * short message -- a lost one would otherwise wait rto_init / 2 for its
+ * probe (2 MiB ring all-reduce, 64 ranks, 0.1 % loss per link: 3.43 ms,
+ * now 1.02). Only on an ACK without marks or losses: in an incast the first
+ * round trip overflows the queue, and probes sooner there put copies into
+ * it (r7_incast: 10 drops after the first round trip, where none may be). */
 static void rearm_unsampled(mrp_conn *c, uint64_t now)
 {
 	if (!c->cold_timers || !c->max_rtt_ns)
