@@ -158,7 +158,9 @@ mrtest.check(res["r"]["ok"] and res["r"]["result"]["verified"],
 # The moved and re-ported paths came back and carried data afterwards.
 after = {x["id"]: x for x in res["r"]["result"]["paths"]}
 mrtest.check(after[1]["tx_pkts"] > paths[1]["tx_pkts"] and after[1]["state"] == "active",
-             "the steered path is active and carried data")
+             "the steered path is active and carried data (state %s, gen %d, tx_pkts %d "
+             "before the steer, %d at the end)" % (after[1]["state"], after[1]["gen"],
+                                                  paths[1]["tx_pkts"], after[1]["tx_pkts"]))
 
 # ---- drain and undrain of a live connection ---------------------------------
 res = {}
