@@ -1299,6 +1299,7 @@ static void path_start_probe(mrp_conn *c, path *pa, uint64_t now)
 {
 	pa->probe_at = now;
 	pa->probe_pending = 0;
+	pa->cold_probe = 0; /* (this probe is not the cold one: an ACK must not cancel it) */
 	c->ctl_dirty = 1;
 }
 
@@ -3277,8 +3278,7 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		/* Data waits for a grant that no PROBE asked for: every path
 		 * had a PROBE out when the data came (a ping's). This path
 		 * answers: ask on it now, not at its next idle probe. */
-		pa->probe_at = now;
-		c->ctl_dirty = 1;
+		path_start_probe(c, pa, now);
 		c->dl_valid = 0;
 	}
 	return 0;
@@ -4383,8 +4383,11 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	uint32_t bytes = (m->opcode == MRP_OP_READ_REQ ? 0
 			  : m->len - off < c->p.mtu ? m->len - off : c->p.mtu) +
 			 MRP_DATA_HDR_LEN;
+	/* admission credit counts whole packets, whatever the segment's length
+	 * (as it is given and as the receiver returns it, 6.6) */
+	const uint32_t credit_pkt = c->p.mtu + MRP_DATA_HDR_LEN;
 	if (c->adm && !retx) {
-		ssize_t g = adm_gate(c, c->p.mtu + MRP_DATA_HDR_LEN, ti, buf, buflen, now);
+		ssize_t g = adm_gate(c, credit_pkt, ti, buf, buflen, now);
 		if (g)
 			return g < 0 ? 0 : g;
 	}
@@ -4442,9 +4445,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	if (n <= 0)
 		return n;
 	if (c->adm == ADM_CREDIT && !retx) {
-		/* a whole packet, as the credit was given and as the receiver
-		 * returns it, whatever the segment's length (6.6) */
-		c->adm_left -= c->p.mtu + MRP_DATA_HDR_LEN; /* (adm_gate() saw it fit) */
+		c->adm_left -= credit_pkt; /* (adm_gate() saw it fit) */
 		c->adm_sent += bytes;
 	}
 	c->plane_wait_at = NEVER;
