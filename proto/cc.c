@@ -26,8 +26,19 @@
  *    marked ACK halves the window, undoing slow start's overshoot), and in
  *    congestion avoidance, the alpha the epoch would produce if it ended now.
  *
- *  - Loss: loss_cut_count losses within one RTT halve cwnd (once per RTT);
- *    fewer are taken as random loss, which selective repeat absorbs.
+ *  - Loss: loss_cut_count losses within one RTT halve cwnd when they are
+ *    loss_cut_pct of the packets the path resolved in it, or while a queue
+ *    stands on the path (srtt >= loss_queue_ratio * min RTT); fewer, or a
+ *    small share with no queue, are taken as random loss, which selective
+ *    repeat absorbs. The queue test is what a bottleneck that drops instead
+ *    of marking needs (a switch without ECN, a tc tbf): there every loss
+ *    comes behind a full queue, and a sender that waited for 40 % of a
+ *    round trip's packets to be lost held that queue full and sent again
+ *    half of what it sent. Random loss, bursty or not, comes with no queue.
+ *    A cut answers the losses of every packet sent before it: theirs never
+ *    cut again (the engine gives the newest lost packet's send time), so
+ *    a queue that overflowed once costs one halving, not one per RTT while
+ *    its losses come back (the "once per window" of NewReno's recovery).
  *
  *  - Additive increase in congestion avoidance, coupled: an ACK of b bytes
  *    on a path adds ai_pkts_per_rtt * mtu * b / F bytes, F the connection's
@@ -196,6 +207,8 @@ static void path_reset(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 	p->marked_epoch = 0;
 	p->alpha_epoch_ns = now_ns;
 	p->ai_frac = 0;
+	p->lost_sent_ns = 0;
+	p->loss_cut = 0;
 }
 
 /* ---- baseline ---------------------------------------------------------- */
@@ -269,6 +282,7 @@ static void ecn_cut(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_bytes,
 	p->ssthresh = p->cwnd;
 	p->last_cut_ns = now_ns;
 	p->ai_frac = 0;
+	p->loss_cut = 0;
 }
 
 /* Grow p for bytes acked without a mark: slow start or coupled increase. */
@@ -342,19 +356,32 @@ static void baseline_on_ack(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_byte
 	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
 }
 
+int mrp_cc_queue_stands(const mrp_cc_conn *cc, const mrp_cc_path *p)
+{
+	uint32_t k = cc->params.loss_queue_ratio;
+	return k && p->min_rtt_ns && p->srtt_ns / k >= p->min_rtt_ns;
+}
+
 static void baseline_on_loss(mrp_cc_conn *cc, mrp_cc_path *p, uint32_t lost_pkts,
 			     uint64_t now_ns)
 {
-	uint64_t rtt = path_rtt(p), old = p->cwnd;
+	uint64_t rtt = path_rtt(p), old = p->cwnd, sent = p->lost_sent_ns;
 
+	p->lost_sent_ns = 0;
 	if (lost_pkts == 0)
+		return;
+	/* sent before the last cut: that cut answered them (and the engine
+	 * does not know a send time: once per RTT, as before) */
+	if (p->last_cut_ns != UINT64_MAX &&
+	    (sent ? sent <= p->last_cut_ns : elapsed_ns(now_ns, p->last_cut_ns) < rtt))
 		return;
 	loss_epoch(p, now_ns);
 	p->losses = lost_pkts > UINT32_MAX - p->losses ? UINT32_MAX : p->losses + lost_pkts;
+	int queue = mrp_cc_queue_stands(cc, p);
 	if (p->losses < cc->params.loss_cut_count ||
-	    (uint64_t)p->losses * 100 <
-		    (uint64_t)cc->params.loss_cut_pct * ((uint64_t)p->losses + p->delivered) ||
-	    elapsed_ns(now_ns, p->last_cut_ns) < rtt)
+	    ((uint64_t)p->losses * 100 <
+		     (uint64_t)cc->params.loss_cut_pct * ((uint64_t)p->losses + p->delivered) &&
+	     !queue))
 		return;
 	p->cwnd = clamp_cwnd(cc, p->cwnd / 2);
 	p->ssthresh = p->cwnd;
@@ -362,6 +389,7 @@ static void baseline_on_loss(mrp_cc_conn *cc, mrp_cc_path *p, uint32_t lost_pkts
 	p->losses = 0;
 	p->delivered = 0;
 	p->ai_frac = 0;
+	p->loss_cut = queue ? MRP_CC_CUT_QUEUE_LOSS : MRP_CC_CUT_LOSS;
 	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
 }
 
@@ -372,6 +400,7 @@ static void baseline_on_rto(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 	p->ssthresh = max_u64(p->cwnd / 2, min_cwnd(cc));
 	p->cwnd = min_cwnd(cc);
 	p->ai_frac = 0;
+	p->loss_cut = 0;
 	p->losses = 0;
 	p->delivered = 0;
 	p->loss_epoch_ns = now_ns;
@@ -464,6 +493,7 @@ void mrp_cc_params_default(mrp_cc_params *p, uint32_t mtu)
 	p->max_cwnd_pkts = MRP_CC_MAX_CWND_PKTS;
 	p->loss_cut_count = 3;
 	p->loss_cut_pct = 40;
+	p->loss_queue_ratio = 4;
 	p->ai_pkts_per_rtt = 1;
 	p->alpha_gain_shift = 4;
 	p->line_rate_bps = 0;

@@ -286,6 +286,82 @@ static void test_loss_trickle_no_cut(void **state)
 	assert_int_equal(t.p[0].cwnd, w / 2);
 }
 
+/* Losses behind a standing queue -- the path's smoothed RTT at least
+ * loss_queue_ratio (4) times its smallest -- are a full drop-tail queue's:
+ * loss_cut_count of them cut whatever their share of the round trip's
+ * packets. The same share with no queue (or the test turned off) is random
+ * loss and does not. */
+static void test_queue_losses_cut(void **state)
+{
+	static const struct {
+		uint64_t min_rtt_ns;
+		uint32_t ratio;
+		int cuts;
+	} cases[] = {
+		{ 5 * US, 4, 1 },  /* srtt 40 us = 8 x min: a queue stands */
+		{ 10 * US, 4, 1 }, /* exactly 4 x */
+		{ 11 * US, 4, 0 }, /* 3.6 x: no */
+		{ 40 * US, 4, 0 }, /* no queue */
+		{ 5 * US, 0, 0 },  /* the test off */
+		{ 5 * US, 16, 0 },
+	};
+	(void)state;
+	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct tconn t;
+		mrp_cc_params params;
+		uint64_t now = 100 * US;
+
+		mrp_cc_params_default(&params, MTU);
+		params.init_cwnd_pkts = 16;
+		params.loss_queue_ratio = cases[k].ratio;
+		tc_init_params(&t, "baseline", 1, 40 * US, &params);
+		t.p[0].min_rtt_ns = cases[k].min_rtt_ns;
+		assert_int_equal(mrp_cc_queue_stands(&t.cc, &t.p[0]), cases[k].cuts);
+		for (int i = 0; i < 30; i++)
+			ack(&t, 0, MTU, 0, now + (uint64_t)i * 100);
+		uint64_t w = t.p[0].cwnd;
+		for (int i = 0; i < 3; i++) { /* 3 of 33 packets: 9 % */
+			t.p[0].lost_sent_ns = now + 3000;
+			loss(&t, 0, 1, now + 3100 + (uint64_t)i * 100);
+		}
+		assert_int_equal(t.p[0].cwnd, cases[k].cuts ? w / 2 : w);
+		assert_int_equal(t.p[0].loss_cut, cases[k].cuts ? MRP_CC_CUT_QUEUE_LOSS : 0);
+		assert_int_equal(t.p[0].lost_sent_ns, 0); /* on_loss takes it */
+	}
+}
+
+/* A cut answers the losses of every packet sent before it: found later,
+ * however much later, they do not cut again; losses of packets sent after
+ * it do, in the same round trip or not. Without a send time (0) the old
+ * rule holds: once per RTT. */
+static void test_losses_before_cut_do_not_cut_again(void **state)
+{
+	struct tconn t;
+	uint64_t now = 100 * US;
+
+	(void)state;
+	tc_init(&t, "baseline", 1, RTT);
+	t.p[0].lost_sent_ns = now - 5 * US;
+	loss(&t, 0, 3, now);
+	assert_int_equal(t.p[0].cwnd, 8 * MTU);
+	assert_int_equal(t.p[0].loss_cut, MRP_CC_CUT_LOSS);
+	/* three round trips later, more losses of packets sent before the cut */
+	for (int i = 0; i < 4; i++) {
+		t.p[0].lost_sent_ns = now - 1;
+		loss(&t, 0, 3, now + 3 * RTT + (uint64_t)i * US);
+	}
+	assert_int_equal(t.p[0].cwnd, 8 * MTU);
+	/* within the cut's round trip, packets sent after it: a new episode */
+	t.p[0].lost_sent_ns = now + 1 * US;
+	loss(&t, 0, 3, now + 2 * US);
+	assert_int_equal(t.p[0].cwnd, 4 * MTU);
+	/* no send time: once per RTT */
+	loss(&t, 0, 3, now + 5 * US);
+	assert_int_equal(t.p[0].cwnd, 4 * MTU);
+	loss(&t, 0, 3, now + 2 * US + RTT);
+	assert_int_equal(t.p[0].cwnd, 2 * MTU);
+}
+
 /* RTO drops the path to min_cwnd; slow start brings it back to half. */
 static void test_rto(void **state)
 {
@@ -587,6 +663,8 @@ int main(void)
 		cmocka_unit_test(test_isolated_losses_do_not_cut),
 		cmocka_unit_test(test_loss_burst_halves_once),
 		cmocka_unit_test(test_loss_trickle_no_cut),
+		cmocka_unit_test(test_queue_losses_cut),
+		cmocka_unit_test(test_losses_before_cut_do_not_cut_again),
 		cmocka_unit_test(test_rto),
 		cmocka_unit_test(test_window_bounds_random),
 		cmocka_unit_test(test_coupled_increase),
