@@ -21,7 +21,9 @@ typedef struct run {
 	sim_result r;
 } run;
 
-static inline void run_load(run *rn, const char *name, uint64_t seed)
+/* Only the configuration of a scenario of sim/scenarios/families/, for a
+ * test to change before it builds the run (sim_from()). */
+static inline void run_load_config(run *rn, const char *name, uint64_t seed)
 {
 	const char *dir = getenv("SIM_SCENARIOS");
 	char path[1024], err[512] = "";
@@ -33,6 +35,11 @@ static inline void run_load(run *rn, const char *name, uint64_t seed)
 	if (sim_scenario_load(path, &rn->cfg, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
 	rn->cfg.seed = seed;
+}
+
+static inline void run_load(run *rn, const char *name, uint64_t seed)
+{
+	run_load_config(rn, name, seed);
 	rn->s = sim_from(&rn->cfg, &sim_mrp_ops);
 }
 
@@ -151,23 +158,15 @@ static inline void reorder_load_run(run *rn, const char *name, uint64_t seed, ui
  * else the first flow's. */
 static inline double burst_goodput(const char *name, double burst, uint64_t seed, int aggregate)
 {
-	const char *dir = getenv("SIM_SCENARIOS");
-	char path[1024], err[512] = "";
 	run rn;
 
-	if (!dir)
-		skip();
-	snprintf(path, sizeof(path), "%s/families/%s.yaml", dir, name);
-	memset(&rn, 0, sizeof(rn));
-	if (sim_scenario_load(path, &rn.cfg, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
+	run_load_config(&rn, name, seed);
 	assert_int_equal(rn.cfg.ncables, 1);
 	assert_true(rn.cfg.cables[0].mask & SIM_LP_BURST);
 	if (burst > 0)
 		rn.cfg.cables[0].v.loss_burst = burst;
 	else
 		rn.cfg.cables[0].v.loss = 0;
-	rn.cfg.seed = seed;
 	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
 	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
 	double g = aggregate ? rn.r.agg_goodput_bps : rn.r.flows[0].goodput_bps;

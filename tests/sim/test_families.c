@@ -714,17 +714,9 @@ static void test_bursty_loss(void **state)
 static void droptail_one(const char *name, uint64_t seed, uint64_t mult, uint64_t *drops,
 			 double *goodput, uint64_t *pkts)
 {
-	const char *dir = getenv("SIM_SCENARIOS");
-	char path[1024], err[512] = "";
 	run rn;
 
-	if (!dir)
-		skip();
-	snprintf(path, sizeof(path), "%s/families/%s.yaml", dir, name);
-	memset(&rn, 0, sizeof(rn));
-	if (sim_scenario_load(path, &rn.cfg, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-	rn.cfg.seed = seed;
+	run_load_config(&rn, name, seed);
 	*pkts = 0;
 	for (size_t f = 0; f < rn.cfg.nflows; f++) {
 		rn.cfg.flows[f].bytes *= mult;
