@@ -11,11 +11,14 @@
  *   - `loss_cut_count` or more losses on a path within one RTT cut it too,
  *     when they are also at least `loss_cut_pct` percent of the packets the
  *     path resolved in that RTT (a burst of losses is congestion; a steady
- *     trickle of random loss is not), or whatever their share while the
- *     path's smoothed RTT is `loss_queue_ratio` times its minimum (losses
- *     behind a standing queue are a full queue's, not random); fewer
- *     (isolated random loss) do not; losses of packets sent before the
- *     last cut do not cut again (that cut answered them);
+ *     trickle of random loss is not); fewer (isolated random loss) do
+ *     not; losses behind a bottleneck (a standing queue: the path's
+ *     smoothed RTT `loss_queue_ratio` times its minimum; or a connection
+ *     far short of the receiver's hint) are a full queue's, not random,
+ *     and the engine counts them per plane and halves the plane's paths
+ *     together for loss_cut_count of them in an RTT (mrp_cc_path_cut());
+ *     losses of packets sent before the last cut do not cut again (that
+ *     cut answered them);
  *   - additive increase is coupled across the connection's paths: all paths
  *     together grow by about one MTU per RTT, so a many-path connection is no
  *     more aggressive at a shared bottleneck than a single-path one;
@@ -118,6 +121,11 @@ typedef struct mrp_cc_conn {
 	uint64_t hint_rtt_ns;    /* RTT used to turn the hint into a window and QWND
 				  * into a pacing rate (engine sets it, e.g. the
 				  * connection's smoothed RTT); 0 = use the path's srtt_ns */
+	uint8_t far_short;       /* the connection has been acknowledged at under
+				  * half the receiver's hint for a while (engine
+				  * sets it): what limits it is not the receiver,
+				  * and its losses are a bottleneck's, as behind a
+				  * standing queue (mrp_cc_queue_loss()) */
 	uint64_t acking_bytes;   /* the connection's bytes in flight on every path
 				  * plus those of the ACK being handled (engine
 				  * sets it before on_ack): what an RTT of ACKs
@@ -126,6 +134,8 @@ typedef struct mrp_cc_conn {
 
 typedef struct mrp_cc_ops {
 	const char *name;
+	int plane_cuts; /* the engine cuts a plane's paths together for losses
+			 * behind a bottleneck (above) */
 	/* A new path joins (or a path restarts after failure/re-port). Sets
 	 * every field of p the algorithm owns; leaves inflight, srtt_ns and
 	 * min_rtt_ns (the engine's) alone. */
@@ -134,7 +144,10 @@ typedef struct mrp_cc_ops {
 	 * (marked_bytes <= acked_bytes). Called once per processed ACK. */
 	void (*on_ack)(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_bytes,
 		       uint64_t marked_bytes, uint64_t now_ns);
-	/* lost_pkts packets detected lost on p (SACK gap). */
+	/* lost_pkts packets detected lost on p (SACK gap). With plane_cuts
+	 * set, losses for which mrp_cc_queue_loss() holds are the engine's
+	 * to count per plane (it cuts the plane's paths together with
+	 * mrp_cc_path_cut()); on_loss then only takes lost_sent_ns. */
 	void (*on_loss)(mrp_cc_conn *cc, mrp_cc_path *p, uint32_t lost_pkts,
 			uint64_t now_ns);
 	/* The receiver's rate hint changed (0 = no hint). Every algorithm
@@ -189,6 +202,17 @@ void mrp_cc_path_ramp(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd);
  * params.loss_queue_ratio times its smallest (0 if the ratio is 0 or p has
  * no RTT sample). */
 int mrp_cc_queue_stands(const mrp_cc_conn *cc, const mrp_cc_path *p);
+
+/* Whether p's losses are a bottleneck's, to be answered as a full queue's
+ * whatever their share: a queue stands on p (above), or the connection is
+ * far short of the receiver's hint (cc->far_short); 0 with loss_queue_ratio
+ * 0. */
+int mrp_cc_queue_loss(const mrp_cc_conn *cc, const mrp_cc_path *p);
+
+/* Halve p's window for losses behind a bottleneck (the engine's per-plane
+ * count, ops->plane_cuts): ssthresh at the new window, p->loss_cut =
+ * MRP_CC_CUT_QUEUE_LOSS, the loss epoch restarted. */
+void mrp_cc_path_cut(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns);
 
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight);

@@ -286,26 +286,32 @@ static void test_loss_trickle_no_cut(void **state)
 	assert_int_equal(t.p[0].cwnd, w / 2);
 }
 
-/* Losses behind a standing queue -- the path's smoothed RTT at least
- * loss_queue_ratio (4) times its smallest -- are a full drop-tail queue's:
- * loss_cut_count of them cut whatever their share of the round trip's
- * packets. The same share with no queue (or the test turned off) is random
- * loss and does not. */
+/* Losses behind a bottleneck -- a queue stands on the path (its smoothed
+ * RTT at least loss_queue_ratio, 4, times its smallest), or the connection
+ * is far short of the receiver's hint -- are the engine's to count per
+ * plane (mrp_cc_queue_loss()); the baseline's on_loss leaves them alone
+ * and mrp_cc_path_cut() halves a path for them. With no queue (or the test
+ * turned off) the same 3 losses of 33 packets are random loss, the share
+ * rule's, and do not cut. */
 static void test_queue_losses_cut(void **state)
 {
 	static const struct {
 		uint64_t min_rtt_ns;
 		uint32_t ratio;
-		int cuts;
+		uint8_t far_short;
+		int queue;
 	} cases[] = {
-		{ 5 * US, 4, 1 },  /* srtt 40 us = 8 x min: a queue stands */
-		{ 10 * US, 4, 1 }, /* exactly 4 x */
-		{ 11 * US, 4, 0 }, /* 3.6 x: no */
-		{ 40 * US, 4, 0 }, /* no queue */
-		{ 5 * US, 0, 0 },  /* the test off */
-		{ 5 * US, 16, 0 },
+		{ 5 * US, 4, 0, 1 },  /* srtt 40 us = 8 x min: a queue stands */
+		{ 10 * US, 4, 0, 1 }, /* exactly 4 x */
+		{ 11 * US, 4, 0, 0 }, /* 3.6 x: no */
+		{ 40 * US, 4, 0, 0 }, /* no queue */
+		{ 40 * US, 4, 1, 1 }, /* no queue seen, far short of the hint */
+		{ 5 * US, 0, 1, 0 },  /* the test off */
+		{ 5 * US, 16, 0, 0 },
 	};
 	(void)state;
+	assert_int_equal(mrp_cc_find("baseline")->plane_cuts, 1);
+	assert_int_equal(mrp_cc_find("fixed")->plane_cuts, 0);
 	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		struct tconn t;
 		mrp_cc_params params;
@@ -316,17 +322,29 @@ static void test_queue_losses_cut(void **state)
 		params.loss_queue_ratio = cases[k].ratio;
 		tc_init_params(&t, "baseline", 1, 40 * US, &params);
 		t.p[0].min_rtt_ns = cases[k].min_rtt_ns;
-		assert_int_equal(mrp_cc_queue_stands(&t.cc, &t.p[0]), cases[k].cuts);
+		t.cc.far_short = cases[k].far_short;
+		assert_int_equal(mrp_cc_queue_loss(&t.cc, &t.p[0]), cases[k].queue);
 		for (int i = 0; i < 30; i++)
 			ack(&t, 0, MTU, 0, now + (uint64_t)i * 100);
 		uint64_t w = t.p[0].cwnd;
 		for (int i = 0; i < 3; i++) { /* 3 of 33 packets: 9 % */
 			t.p[0].lost_sent_ns = now + 3000;
 			loss(&t, 0, 1, now + 3100 + (uint64_t)i * 100);
+			assert_int_equal(t.p[0].lost_sent_ns, 0); /* on_loss takes it */
 		}
-		assert_int_equal(t.p[0].cwnd, cases[k].cuts ? w / 2 : w);
-		assert_int_equal(t.p[0].loss_cut, cases[k].cuts ? MRP_CC_CUT_QUEUE_LOSS : 0);
-		assert_int_equal(t.p[0].lost_sent_ns, 0); /* on_loss takes it */
+		assert_int_equal(t.p[0].cwnd, w);
+		assert_int_equal(t.p[0].loss_cut, 0);
+		if (cases[k].queue) {
+			mrp_cc_path_cut(&t.cc, &t.p[0], now + 3400);
+			resum(&t);
+			assert_int_equal(t.p[0].cwnd, w / 2);
+			assert_int_equal(t.p[0].ssthresh, w / 2);
+			assert_int_equal(t.p[0].last_cut_ns, now + 3400);
+			assert_int_equal(t.p[0].loss_cut, MRP_CC_CUT_QUEUE_LOSS);
+			/* a timeout behind the bottleneck keeps the mark */
+			t.cc.ops->on_rto(&t.cc, &t.p[0], now + 5000);
+			assert_int_equal(t.p[0].loss_cut, MRP_CC_CUT_QUEUE_LOSS);
+		}
 	}
 }
 

@@ -700,10 +700,10 @@ static void test_bursty_loss(void **state)
  * nothing. MetaRoCE must fill the hops (>= 0.93 of their rate, headers
  * included in the rate) and lose few of the packets it sends: at most 5 %
  * as many drops as the flows' data packets, seeds 1 and 2. Before the
- * controller cut for losses behind a standing queue, capped the hint's
- * window at twice the base RTT, and stopped cutting again for losses a cut
- * had answered, these runs dropped 16-125 % as many (bench/README.md, "A
- * bottleneck that drops instead of marking").
+ * engine cut a plane's paths together for losses behind a bottleneck,
+ * capped the hint's window at twice the base RTT, and stopped cutting
+ * again for losses a cut had answered, these runs dropped 16-125 % as many
+ * (bench/README.md, "A bottleneck that drops instead of marking").
  *
  * The 250 Mbit/s planes are run twice, with the flow and with twice its
  * bytes, and the bound is on what the second half adds: the first round
