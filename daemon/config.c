@@ -128,7 +128,6 @@ static const key cc_param_keys[] = {
 	CC_KEY("max_cwnd_pkts", max_cwnd_pkts, 1, MRP_CC_MAX_CWND_PKTS),
 	CC_KEY("loss_cut_count", loss_cut_count, 1, 1024),
 	CC_KEY("loss_cut_pct", loss_cut_pct, 1, 100),
-	CC_KEY("loss_queue_ratio", loss_queue_ratio, 0, 1000),
 	CC_KEY("ai_pkts_per_rtt", ai_pkts_per_rtt, 1, MRP_CC_MAX_CWND_PKTS),
 	CC_KEY("alpha_gain_shift", alpha_gain_shift, 0, MRP_CC_MAX_GAIN_SHIFT),
 	END,

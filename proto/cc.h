@@ -11,14 +11,8 @@
  *   - `loss_cut_count` or more losses on a path within one RTT cut it too,
  *     when they are also at least `loss_cut_pct` percent of the packets the
  *     path resolved in that RTT (a burst of losses is congestion; a steady
- *     trickle of random loss is not); fewer (isolated random loss) do
- *     not; losses behind a bottleneck (a standing queue: the path's
- *     smoothed RTT `loss_queue_ratio` times its minimum; or a connection
- *     far short of the receiver's hint) are a full queue's, not random,
- *     and the engine counts them per plane and halves the plane's paths
- *     together for loss_cut_count of them in an RTT (mrp_cc_path_cut());
- *     losses of packets sent before the last cut do not cut again (that
- *     cut answered them);
+ *     trickle of random loss is not);
+ *     fewer (isolated random loss) do not;
  *   - additive increase is coupled across the connection's paths: all paths
  *     together grow by about one MTU per RTT, so a many-path connection is no
  *     more aggressive at a shared bottleneck than a single-path one;
@@ -69,9 +63,6 @@ typedef struct mrp_cc_params {
 	uint32_t max_cwnd_pkts;   /* ceiling, packets, <= 256 (default 256) */
 	uint32_t loss_cut_count;  /* losses within an RTT that cut (default 3) */
 	uint32_t loss_cut_pct;    /* ... if also this share of the RTT's packets (default 40) */
-	uint32_t loss_queue_ratio; /* ... or whatever their share, if the path's srtt is
-				    * at least this many times its min RTT (default 4,
-				    * 0 = never) */
 	uint32_t ai_pkts_per_rtt; /* connection-wide additive increase (default 1) */
 	uint32_t alpha_gain_shift; /* DCTCP g = 1/2^shift (default 4) */
 	uint64_t line_rate_bps;   /* local link rate, caps pacing (0 = none) */
@@ -79,8 +70,6 @@ typedef struct mrp_cc_params {
 
 /* Fill params with the defaults above for the given MTU. */
 void mrp_cc_params_default(mrp_cc_params *p, uint32_t mtu);
-
-enum { MRP_CC_CUT_LOSS = 1, MRP_CC_CUT_QUEUE_LOSS = 2 };
 
 /* Per-path congestion state, embedded in each path. */
 typedef struct mrp_cc_path {
@@ -93,20 +82,12 @@ typedef struct mrp_cc_path {
 	uint32_t losses;        /* losses in the current epoch */
 	uint32_t delivered;     /* packets acknowledged in the current epoch */
 	uint32_t alpha_q16;     /* marked-fraction EWMA, 1.0 = 65536 */
-	uint8_t loss_cut;       /* what the last cut was for: MRP_CC_CUT_LOSS,
-				 * MRP_CC_CUT_QUEUE_LOSS (losses behind a standing
-				 * queue, mrp_cc_queue_stands()), 0 (an ECN mark,
-				 * an RTO, or no cut yet) */
 	uint64_t acked_epoch;   /* bytes acked since the alpha epoch began */
 	uint64_t marked_epoch;  /* bytes marked in that epoch */
 	uint64_t alpha_epoch_ns;
 	uint64_t ai_frac;       /* sub-byte remainder of additive increase, 1/65536 bytes */
 	uint64_t ssthresh;      /* slow start while cwnd < ssthresh; UINT64_MAX until
 				 * the first cut (set by path_init, cuts and RTO) */
-	uint64_t lost_sent_ns;  /* newest send time of the packets found lost since
-				 * the last on_loss (engine keeps it; on_loss
-				 * clears it): losses of packets sent before the
-				 * last cut belong to the episode it answered */
 } mrp_cc_path;
 
 /* Per-connection congestion state. */
@@ -121,11 +102,6 @@ typedef struct mrp_cc_conn {
 	uint64_t hint_rtt_ns;    /* RTT used to turn the hint into a window and QWND
 				  * into a pacing rate (engine sets it, e.g. the
 				  * connection's smoothed RTT); 0 = use the path's srtt_ns */
-	uint8_t far_short;       /* the connection has been acknowledged at under
-				  * half the receiver's hint for a while (engine
-				  * sets it): what limits it is not the receiver,
-				  * and its losses are a bottleneck's, as behind a
-				  * standing queue (mrp_cc_queue_loss()) */
 	uint64_t acking_bytes;   /* the connection's bytes in flight on every path
 				  * plus those of the ACK being handled (engine
 				  * sets it before on_ack): what an RTT of ACKs
@@ -134,8 +110,6 @@ typedef struct mrp_cc_conn {
 
 typedef struct mrp_cc_ops {
 	const char *name;
-	int plane_cuts; /* the engine cuts a plane's paths together for losses
-			 * behind a bottleneck (above) */
 	/* A new path joins (or a path restarts after failure/re-port). Sets
 	 * every field of p the algorithm owns; leaves inflight, srtt_ns and
 	 * min_rtt_ns (the engine's) alone. */
@@ -144,10 +118,7 @@ typedef struct mrp_cc_ops {
 	 * (marked_bytes <= acked_bytes). Called once per processed ACK. */
 	void (*on_ack)(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_bytes,
 		       uint64_t marked_bytes, uint64_t now_ns);
-	/* lost_pkts packets detected lost on p (SACK gap). With plane_cuts
-	 * set, losses for which mrp_cc_queue_loss() holds are the engine's
-	 * to count per plane (it cuts the plane's paths together with
-	 * mrp_cc_path_cut()); on_loss then only takes lost_sent_ns. */
+	/* lost_pkts packets detected lost on p (SACK gap). */
 	void (*on_loss)(mrp_cc_conn *cc, mrp_cc_path *p, uint32_t lost_pkts,
 			uint64_t now_ns);
 	/* The receiver's rate hint changed (0 = no hint). Every algorithm
@@ -197,22 +168,6 @@ void mrp_cc_path_lower(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd);
  * raises a path that a cut no longer holds towards its part of the rate
  * hint this way, ACK by ACK, rather than at once. */
 void mrp_cc_path_ramp(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd);
-
-/* Whether a queue stands on p: its smoothed RTT is at least
- * params.loss_queue_ratio times its smallest (0 if the ratio is 0 or p has
- * no RTT sample). */
-int mrp_cc_queue_stands(const mrp_cc_conn *cc, const mrp_cc_path *p);
-
-/* Whether p's losses are a bottleneck's, to be answered as a full queue's
- * whatever their share: a queue stands on p (above), or the connection is
- * far short of the receiver's hint (cc->far_short); 0 with loss_queue_ratio
- * 0. */
-int mrp_cc_queue_loss(const mrp_cc_conn *cc, const mrp_cc_path *p);
-
-/* Halve p's window for losses behind a bottleneck (the engine's per-plane
- * count, ops->plane_cuts): ssthresh at the new window, p->loss_cut =
- * MRP_CC_CUT_QUEUE_LOSS, the loss epoch restarted. */
-void mrp_cc_path_cut(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns);
 
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight);

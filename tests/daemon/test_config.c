@@ -101,7 +101,6 @@ static void test_defaults(void **state)
 	assert_string_equal(c.cc_name, "baseline");
 	assert_int_equal(c.cc.init_cwnd_pkts, p.cc.init_cwnd_pkts);
 	assert_int_equal(c.cc.loss_cut_pct, p.cc.loss_cut_pct);
-	assert_int_equal(c.cc.loss_queue_ratio, 4);
 	assert_int_equal(c.cc.max_cwnd_pkts, 256);
 	/* the engine's defaults, so a file that says nothing changes nothing,
 	 * except the timeouts: a daemon peer is a process (config.c) */
@@ -197,8 +196,7 @@ static const char full_yaml[] =
 	"congestion:\n"
 	"  algorithm: fixed\n"
 	"  params: { init_cwnd_pkts: 32, min_cwnd_pkts: 2, max_cwnd_pkts: 128,\n"
-	"            loss_cut_count: 5, loss_cut_pct: 10, loss_queue_ratio: 0,\n"
-	"            ai_pkts_per_rtt: 2,\n"
+	"            loss_cut_count: 5, loss_cut_pct: 10, ai_pkts_per_rtt: 2,\n"
 	"            alpha_gain_shift: 0 }\n"
 	"timers:\n"
 	"  rto_min: 1.5ms\n"
@@ -269,7 +267,6 @@ static void test_every_key(void **state)
 	assert_int_equal(c.cc.max_cwnd_pkts, 128);
 	assert_int_equal(c.cc.loss_cut_count, 5);
 	assert_int_equal(c.cc.loss_cut_pct, 10);
-	assert_int_equal(c.cc.loss_queue_ratio, 0);
 	assert_int_equal(c.cc.ai_pkts_per_rtt, 2);
 	assert_int_equal(c.cc.alpha_gain_shift, 0);
 	assert_int_equal(c.cc.mtu, 0);
@@ -818,9 +815,6 @@ static void test_congestion_errors(void **state)
 		{ P0 "congestion:\n  params:\n    loss_cut_pct: 101\n",
 		  NAME ":6: congestion.params.loss_cut_pct: 101 is out of range "
 		  "(1-100)" },
-		{ P0 "congestion:\n  params:\n    loss_queue_ratio: 1001\n",
-		  NAME ":6: congestion.params.loss_queue_ratio: 1001 is out of range "
-		  "(0-1000)" },
 		{ P0 "congestion:\n  params:\n    ai_pkts_per_rtt: 0\n",
 		  NAME ":6: congestion.params.ai_pkts_per_rtt: 0 is out of range "
 		  "(1-256)" },
@@ -1369,7 +1363,6 @@ static void test_dump(void **state)
 		"    max_cwnd_pkts: 128\n"
 		"    loss_cut_count: 5\n"
 		"    loss_cut_pct: 10\n"
-		"    loss_queue_ratio: 0\n"
 		"    ai_pkts_per_rtt: 2\n"
 		"    alpha_gain_shift: 0\n"
 		"timers:\n"
@@ -1478,7 +1471,7 @@ static void test_conn_params(void **state)
 	/* the engine accepts the extremes the file allows */
 	parse_ok(&c, P0 "congestion:\n  params: {min_cwnd_pkts: 256, "
 		 "init_cwnd_pkts: 256, ai_pkts_per_rtt: 256, alpha_gain_shift: 16, "
-		 "loss_cut_count: 1024, loss_cut_pct: 100, loss_queue_ratio: 1000}\n");
+		 "loss_cut_count: 1024, loss_cut_pct: 100}\n");
 	mrd_config_conn_params(&c, &p);
 	assert_int_equal(mrp_cc_conn_init(&cc, p.cc_name, &p.cc), 0);
 }
@@ -1521,7 +1514,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 8 + 7 + 12 + 5 + 7 + 3);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 12 + 5 + 7 + 3);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);
