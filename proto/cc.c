@@ -26,8 +26,26 @@
  *    marked ACK halves the window, undoing slow start's overshoot), and in
  *    congestion avoidance, the alpha the epoch would produce if it ended now.
  *
- *  - Loss: loss_cut_count losses within one RTT halve cwnd (once per RTT);
- *    fewer are taken as random loss, which selective repeat absorbs.
+ *  - Loss: loss_cut_count losses within one RTT halve cwnd when they are
+ *    loss_cut_pct of the packets the path resolved in it; fewer, or a
+ *    smaller share, are taken as random loss, which selective repeat
+ *    absorbs. Losses behind a bottleneck (mrp_cc_queue_loss(): the
+ *    connection has been acknowledged at under half the receiver's hint
+ *    for a while, cc->far_short, which the engine measures) are instead
+ *    counted by the engine per plane, and loss_cut_count of them in an RTT halve
+ *    every path of the plane together (mrp_cc_path_cut()): that is what a
+ *    bottleneck that drops instead of marking needs (a switch without ECN,
+ *    a tc tbf), where every loss comes behind a full queue -- a sender
+ *    that waited for 40 % of a round trip's packets to be lost held that
+ *    queue full and sent again half of what it sent. Random loss, bursty
+ *    or not, leaves a connection its hint's rate. (A standing queue seen
+ *    in the RTT -- srtt several times min RTT -- is not the test: in a
+ *    daemon, host delay alone holds srtt there, and that test cut windows
+ *    an accurate hint had kept large, bench/README.md.) A cut answers the losses of every packet
+ *    sent before it: theirs never cut again (the engine gives the newest
+ *    lost packet's send time), so a queue that overflowed once costs one
+ *    halving, not one per RTT while its losses come back (the "once per
+ *    window" of NewReno's recovery).
  *
  *  - Additive increase in congestion avoidance, coupled: an ACK of b bytes
  *    on a path adds ai_pkts_per_rtt * mtu * b / F bytes, F the connection's
@@ -196,6 +214,8 @@ static void path_reset(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 	p->marked_epoch = 0;
 	p->alpha_epoch_ns = now_ns;
 	p->ai_frac = 0;
+	p->lost_sent_ns = 0;
+	p->loss_cut = 0;
 }
 
 /* ---- baseline ---------------------------------------------------------- */
@@ -269,6 +289,7 @@ static void ecn_cut(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_bytes,
 	p->ssthresh = p->cwnd;
 	p->last_cut_ns = now_ns;
 	p->ai_frac = 0;
+	p->loss_cut = 0;
 }
 
 /* Grow p for bytes acked without a mark: slow start or coupled increase. */
@@ -342,19 +363,44 @@ static void baseline_on_ack(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_byte
 	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
 }
 
+int mrp_cc_queue_loss(const mrp_cc_conn *cc)
+{
+	return cc->far_short;
+}
+
+void mrp_cc_path_cut(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
+{
+	uint64_t old = p->cwnd;
+
+	p->cwnd = clamp_cwnd(cc, p->cwnd / 2);
+	p->ssthresh = p->cwnd;
+	p->last_cut_ns = now_ns;
+	p->losses = 0;
+	p->delivered = 0;
+	p->loss_epoch_ns = now_ns;
+	p->ai_frac = 0;
+	p->loss_cut = MRP_CC_CUT_QUEUE_LOSS;
+	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
+}
+
 static void baseline_on_loss(mrp_cc_conn *cc, mrp_cc_path *p, uint32_t lost_pkts,
 			     uint64_t now_ns)
 {
-	uint64_t rtt = path_rtt(p), old = p->cwnd;
+	uint64_t rtt = path_rtt(p), old = p->cwnd, sent = p->lost_sent_ns;
 
-	if (lost_pkts == 0)
+	p->lost_sent_ns = 0;
+	if (lost_pkts == 0 || mrp_cc_queue_loss(cc))
+		return; /* (the engine's, per plane: mrp_cc_path_cut()) */
+	/* sent before the last cut: that cut answered them (and the engine
+	 * does not know a send time: once per RTT, as before) */
+	if (p->last_cut_ns != UINT64_MAX &&
+	    (sent ? sent <= p->last_cut_ns : elapsed_ns(now_ns, p->last_cut_ns) < rtt))
 		return;
 	loss_epoch(p, now_ns);
 	p->losses = lost_pkts > UINT32_MAX - p->losses ? UINT32_MAX : p->losses + lost_pkts;
 	if (p->losses < cc->params.loss_cut_count ||
 	    (uint64_t)p->losses * 100 <
-		    (uint64_t)cc->params.loss_cut_pct * ((uint64_t)p->losses + p->delivered) ||
-	    elapsed_ns(now_ns, p->last_cut_ns) < rtt)
+		    (uint64_t)cc->params.loss_cut_pct * ((uint64_t)p->losses + p->delivered))
 		return;
 	p->cwnd = clamp_cwnd(cc, p->cwnd / 2);
 	p->ssthresh = p->cwnd;
@@ -362,6 +408,7 @@ static void baseline_on_loss(mrp_cc_conn *cc, mrp_cc_path *p, uint32_t lost_pkts
 	p->losses = 0;
 	p->delivered = 0;
 	p->ai_frac = 0;
+	p->loss_cut = MRP_CC_CUT_LOSS;
 	update_pacing(cc, qwnd_after(cc, old, p->cwnd), pacing_rtt(cc, p));
 }
 
@@ -372,6 +419,10 @@ static void baseline_on_rto(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 	p->ssthresh = max_u64(p->cwnd / 2, min_cwnd(cc));
 	p->cwnd = min_cwnd(cc);
 	p->ai_frac = 0;
+	/* (behind a bottleneck, a timeout is its loss too: no ramp back to
+	 * the hint while it stands, raise_how() in conn.c) */
+	if (mrp_cc_queue_loss(cc))
+		p->loss_cut = MRP_CC_CUT_QUEUE_LOSS;
 	p->losses = 0;
 	p->delivered = 0;
 	p->loss_epoch_ns = now_ns;
@@ -380,6 +431,7 @@ static void baseline_on_rto(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 
 static const mrp_cc_ops baseline_ops = {
 	.name = "baseline",
+	.plane_cuts = 1,
 	.path_init = baseline_path_init,
 	.on_ack = baseline_on_ack,
 	.on_loss = baseline_on_loss,

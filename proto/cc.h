@@ -11,8 +11,13 @@
  *   - `loss_cut_count` or more losses on a path within one RTT cut it too,
  *     when they are also at least `loss_cut_pct` percent of the packets the
  *     path resolved in that RTT (a burst of losses is congestion; a steady
- *     trickle of random loss is not);
- *     fewer (isolated random loss) do not;
+ *     trickle of random loss is not); fewer (isolated random loss) do
+ *     not; losses of a connection far short of the receiver's hint (a
+ *     bottleneck the receiver does not see) are a full queue's, not random,
+ *     and the engine counts them per plane and halves the plane's paths
+ *     together for loss_cut_count of them in an RTT (mrp_cc_path_cut());
+ *     losses of packets sent before the last cut do not cut again (that
+ *     cut answered them);
  *   - additive increase is coupled across the connection's paths: all paths
  *     together grow by about one MTU per RTT, so a many-path connection is no
  *     more aggressive at a shared bottleneck than a single-path one;
@@ -71,6 +76,8 @@ typedef struct mrp_cc_params {
 /* Fill params with the defaults above for the given MTU. */
 void mrp_cc_params_default(mrp_cc_params *p, uint32_t mtu);
 
+enum { MRP_CC_CUT_LOSS = 1, MRP_CC_CUT_QUEUE_LOSS = 2 };
+
 /* Per-path congestion state, embedded in each path. */
 typedef struct mrp_cc_path {
 	uint64_t cwnd;          /* PWND, bytes */
@@ -82,12 +89,20 @@ typedef struct mrp_cc_path {
 	uint32_t losses;        /* losses in the current epoch */
 	uint32_t delivered;     /* packets acknowledged in the current epoch */
 	uint32_t alpha_q16;     /* marked-fraction EWMA, 1.0 = 65536 */
+	uint8_t loss_cut;       /* what the last cut was for: MRP_CC_CUT_LOSS,
+				 * MRP_CC_CUT_QUEUE_LOSS (losses behind a bottleneck,
+				 * mrp_cc_queue_loss()), 0 (an ECN mark, an RTO, or
+				 * no cut yet) */
 	uint64_t acked_epoch;   /* bytes acked since the alpha epoch began */
 	uint64_t marked_epoch;  /* bytes marked in that epoch */
 	uint64_t alpha_epoch_ns;
 	uint64_t ai_frac;       /* sub-byte remainder of additive increase, 1/65536 bytes */
 	uint64_t ssthresh;      /* slow start while cwnd < ssthresh; UINT64_MAX until
 				 * the first cut (set by path_init, cuts and RTO) */
+	uint64_t lost_sent_ns;  /* newest send time of the packets found lost since
+				 * the last on_loss (engine keeps it; on_loss
+				 * clears it): losses of packets sent before the
+				 * last cut belong to the episode it answered */
 } mrp_cc_path;
 
 /* Per-connection congestion state. */
@@ -102,6 +117,11 @@ typedef struct mrp_cc_conn {
 	uint64_t hint_rtt_ns;    /* RTT used to turn the hint into a window and QWND
 				  * into a pacing rate (engine sets it, e.g. the
 				  * connection's smoothed RTT); 0 = use the path's srtt_ns */
+	uint8_t far_short;       /* the connection has been acknowledged at under
+				  * half the receiver's hint for a while (engine
+				  * sets it): what limits it is not the receiver,
+				  * and its losses are a full queue's
+				  * (mrp_cc_queue_loss()) */
 	uint64_t acking_bytes;   /* the connection's bytes in flight on every path
 				  * plus those of the ACK being handled (engine
 				  * sets it before on_ack): what an RTT of ACKs
@@ -110,6 +130,8 @@ typedef struct mrp_cc_conn {
 
 typedef struct mrp_cc_ops {
 	const char *name;
+	int plane_cuts; /* the engine cuts a plane's paths together for losses
+			 * behind a bottleneck (above) */
 	/* A new path joins (or a path restarts after failure/re-port). Sets
 	 * every field of p the algorithm owns; leaves inflight, srtt_ns and
 	 * min_rtt_ns (the engine's) alone. */
@@ -118,7 +140,10 @@ typedef struct mrp_cc_ops {
 	 * (marked_bytes <= acked_bytes). Called once per processed ACK. */
 	void (*on_ack)(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t acked_bytes,
 		       uint64_t marked_bytes, uint64_t now_ns);
-	/* lost_pkts packets detected lost on p (SACK gap). */
+	/* lost_pkts packets detected lost on p (SACK gap). With plane_cuts
+	 * set, losses for which mrp_cc_queue_loss() holds are the engine's
+	 * to count per plane (it cuts the plane's paths together with
+	 * mrp_cc_path_cut()); on_loss then only takes lost_sent_ns. */
 	void (*on_loss)(mrp_cc_conn *cc, mrp_cc_path *p, uint32_t lost_pkts,
 			uint64_t now_ns);
 	/* The receiver's rate hint changed (0 = no hint). Every algorithm
@@ -168,6 +193,16 @@ void mrp_cc_path_lower(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd);
  * raises a path that a cut no longer holds towards its part of the rate
  * hint this way, ACK by ACK, rather than at once. */
 void mrp_cc_path_ramp(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t cwnd);
+
+/* Whether the connection's losses are a bottleneck's, to be answered as a
+ * full queue's whatever their share: it is far short of the receiver's hint
+ * (cc->far_short). */
+int mrp_cc_queue_loss(const mrp_cc_conn *cc);
+
+/* Halve p's window for losses behind a bottleneck (the engine's per-plane
+ * count, ops->plane_cuts): ssthresh at the new window, p->loss_cut =
+ * MRP_CC_CUT_QUEUE_LOSS, the loss epoch restarted. */
+void mrp_cc_path_cut(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns);
 
 uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight);

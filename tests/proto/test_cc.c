@@ -286,6 +286,94 @@ static void test_loss_trickle_no_cut(void **state)
 	assert_int_equal(t.p[0].cwnd, w / 2);
 }
 
+/* Losses of a connection far short of the receiver's hint (cc.far_short,
+ * the engine's measure) are a bottleneck's, the engine's to count per plane
+ * (mrp_cc_queue_loss()); the baseline's on_loss leaves them alone and
+ * mrp_cc_path_cut() halves a path for them. Otherwise the same 3 losses of
+ * 33 packets are random loss, the share rule's, and do not cut -- however
+ * far the smoothed RTT stands above the smallest (host delay does that in
+ * a daemon). */
+static void test_queue_losses_cut(void **state)
+{
+	static const struct {
+		uint64_t min_rtt_ns;
+		uint8_t far_short;
+	} cases[] = {
+		{ 5 * US, 0 },  /* srtt 40 us = 8 x min: not a bottleneck's */
+		{ 40 * US, 0 }, /* no queue */
+		{ 40 * US, 1 }, /* no queue seen, far short of the hint */
+		{ 5 * US, 1 },
+	};
+	(void)state;
+	assert_int_equal(mrp_cc_find("baseline")->plane_cuts, 1);
+	assert_int_equal(mrp_cc_find("fixed")->plane_cuts, 0);
+	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct tconn t;
+		mrp_cc_params params;
+		uint64_t now = 100 * US;
+
+		mrp_cc_params_default(&params, MTU);
+		params.init_cwnd_pkts = 16;
+		tc_init_params(&t, "baseline", 1, 40 * US, &params);
+		t.p[0].min_rtt_ns = cases[k].min_rtt_ns;
+		t.cc.far_short = cases[k].far_short;
+		assert_int_equal(mrp_cc_queue_loss(&t.cc), cases[k].far_short);
+		for (int i = 0; i < 30; i++)
+			ack(&t, 0, MTU, 0, now + (uint64_t)i * 100);
+		uint64_t w = t.p[0].cwnd;
+		for (int i = 0; i < 3; i++) { /* 3 of 33 packets: 9 % */
+			t.p[0].lost_sent_ns = now + 3000;
+			loss(&t, 0, 1, now + 3100 + (uint64_t)i * 100);
+			assert_int_equal(t.p[0].lost_sent_ns, 0); /* on_loss takes it */
+		}
+		assert_int_equal(t.p[0].cwnd, w);
+		assert_int_equal(t.p[0].loss_cut, 0);
+		mrp_cc_path_cut(&t.cc, &t.p[0], now + 3400);
+		resum(&t);
+		assert_int_equal(t.p[0].cwnd, w / 2);
+		assert_int_equal(t.p[0].ssthresh, w / 2);
+		assert_int_equal(t.p[0].last_cut_ns, now + 3400);
+		assert_int_equal(t.p[0].loss_cut, MRP_CC_CUT_QUEUE_LOSS);
+		/* a timeout after such a cut keeps its mark (no ramp back to
+		 * the hint while the connection stays far short, conn.c) */
+		t.cc.ops->on_rto(&t.cc, &t.p[0], now + 5000);
+		assert_int_equal(t.p[0].cwnd, MTU);
+		assert_int_equal(t.p[0].loss_cut, MRP_CC_CUT_QUEUE_LOSS);
+	}
+}
+
+/* A cut answers the losses of every packet sent before it: found later,
+ * however much later, they do not cut again; losses of packets sent after
+ * it do, in the same round trip or not. Without a send time (0) the old
+ * rule holds: once per RTT. */
+static void test_losses_before_cut_do_not_cut_again(void **state)
+{
+	struct tconn t;
+	uint64_t now = 100 * US;
+
+	(void)state;
+	tc_init(&t, "baseline", 1, RTT);
+	t.p[0].lost_sent_ns = now - 5 * US;
+	loss(&t, 0, 3, now);
+	assert_int_equal(t.p[0].cwnd, 8 * MTU);
+	assert_int_equal(t.p[0].loss_cut, MRP_CC_CUT_LOSS);
+	/* three round trips later, more losses of packets sent before the cut */
+	for (int i = 0; i < 4; i++) {
+		t.p[0].lost_sent_ns = now - 1;
+		loss(&t, 0, 3, now + 3 * RTT + (uint64_t)i * US);
+	}
+	assert_int_equal(t.p[0].cwnd, 8 * MTU);
+	/* within the cut's round trip, packets sent after it: a new episode */
+	t.p[0].lost_sent_ns = now + 1 * US;
+	loss(&t, 0, 3, now + 2 * US);
+	assert_int_equal(t.p[0].cwnd, 4 * MTU);
+	/* no send time: once per RTT */
+	loss(&t, 0, 3, now + 5 * US);
+	assert_int_equal(t.p[0].cwnd, 4 * MTU);
+	loss(&t, 0, 3, now + 2 * US + RTT);
+	assert_int_equal(t.p[0].cwnd, 2 * MTU);
+}
+
 /* RTO drops the path to min_cwnd; slow start brings it back to half. */
 static void test_rto(void **state)
 {
@@ -587,6 +675,8 @@ int main(void)
 		cmocka_unit_test(test_isolated_losses_do_not_cut),
 		cmocka_unit_test(test_loss_burst_halves_once),
 		cmocka_unit_test(test_loss_trickle_no_cut),
+		cmocka_unit_test(test_queue_losses_cut),
+		cmocka_unit_test(test_losses_before_cut_do_not_cut_again),
 		cmocka_unit_test(test_rto),
 		cmocka_unit_test(test_window_bounds_random),
 		cmocka_unit_test(test_coupled_increase),

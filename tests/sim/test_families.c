@@ -693,6 +693,102 @@ static void test_bursty_loss(void **state)
 }
 
 /*
+ * Drop-tail bottlenecks the receiver does not know of: a slower hop in the
+ * fabric (10, 25, 40 Gbit/s; 250 Mbit/s like the netns test bed's tbf
+ * planes) under faster hosts, queues of 312 KB to 4 MB, no ECN, so only
+ * losses say the hop is full, and the receiver's hints (its own link's
+ * rate) say nothing. One flow or four (to four receivers), one plane to
+ * four, planes of different rates, and hops that also lose 1 % of their
+ * packets at random (whose losses must not cut: they come with no full
+ * queue), and four flows that join one hop 3 ms apart. MetaRoCE must
+ * fill the hops (>= 0.92 of their rate, headers included in the rate),
+ * share them (Jain >= 0.95 over the flows' goodputs) and lose few of the
+ * packets it sends: at most 5 % as many drops as the flows' data packets
+ * (random ones included), seeds 1 and 2. Before the engine cut a plane's
+ * paths together for losses of a connection far short of its hint, capped
+ * the hint's window at twice the base RTT, and stopped cutting again for
+ * losses a cut had answered, the runs without random loss dropped 16-267 %
+ * as many (bench/README.md, "A bottleneck that drops instead of marking").
+ *
+ * Where the start-up dominates (the 250 Mbit/s planes, four flows into one
+ * 10 Gbit/s hop, together or 3 ms apart) a run is made twice, with the
+ * flows and with twice their bytes, and the bound is on what the second
+ * half adds. The first round trips go out at the hint's rate before the
+ * connection is known to be far short of it (two spans of two round
+ * trips) and cost ~500-3,500 drops in the first 5-20 ms; and a flow that
+ * joins a queue which already stands takes that queue for its base RTT,
+ * and sizes its first window by it: ~3,000 drops each (printed, not
+ * asserted; open, bench/README.md). What follows
+ * must lose at most 1 %.
+ */
+static void droptail_one(const char *name, uint64_t seed, uint64_t mult, uint64_t *drops,
+			 double *goodput, uint64_t *pkts, double *jain)
+{
+	run rn;
+
+	run_load_config(&rn, name, seed);
+	*pkts = 0;
+	for (size_t f = 0; f < rn.cfg.nflows; f++) {
+		rn.cfg.flows[f].bytes *= mult;
+		*pkts += (rn.cfg.flows[f].bytes + 4095) / 4096;
+	}
+	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	*drops = rn.r.drops_total;
+	*goodput = rn.r.agg_goodput_bps;
+	*jain = rn.r.jain;
+	assert_int_equal(rn.r.finished, rn.cfg.nflows);
+	run_free(&rn);
+}
+
+static void test_droptail(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name;
+		double rate_bps; /* the hidden hops' rate, all planes */
+		int twice;       /* bound the second half (see above) */
+	} fam[] = {
+		{ "droptail_10g_4mb", 10e9, 0 },
+		{ "droptail_10g_2planes_2flows", 20e9, 0 },
+		{ "droptail_25g_4planes", 200e9, 0 },
+		{ "droptail_tbf_1plane", 250e6, 1 },
+		{ "droptail_tbf_2planes", 500e6, 1 },
+		{ "droptail_10g_4flows", 10e9, 1 },
+		{ "droptail_10g_staggered", 10e9, 1 },
+		{ "droptail_mixed_planes", 35e9, 0 },
+		{ "droptail_40g_loss", 40e9, 0 },
+		{ "droptail_25g_2planes_loss", 100e9, 0 },
+	};
+	for (unsigned i = 0; i < sizeof(fam) / sizeof(fam[0]); i++)
+		for (uint64_t seed = 1; seed <= 2; seed++) {
+			uint64_t d, n, d2 = 0, n2 = 0;
+			double g, g2 = 0, j, j2 = 1;
+			droptail_one(fam[i].name, seed, 1, &d, &g, &n, &j);
+			if (fam[i].twice)
+				droptail_one(fam[i].name, seed, 2, &d2, &g2, &n2, &j2);
+			print_message("%-27s seed %llu: %.3f of the hops' rate, Jain %.3f, %llu drops for "
+				      "%llu data packets (%.2f %%)",
+				      fam[i].name, (unsigned long long)seed, g / fam[i].rate_bps, j,
+				      (unsigned long long)d, (unsigned long long)n, 100.0 * (double)d / (double)n);
+			if (fam[i].twice)
+				print_message("; twice the bytes: %.3f, Jain %.3f, %llu drops, the second half %.2f %%",
+					      g2 / fam[i].rate_bps, j2, (unsigned long long)d2,
+					      100.0 * ((double)d2 - (double)d) / (double)(n2 - n));
+			print_message("\n");
+			assert_true(g >= 0.92 * fam[i].rate_bps);
+			assert_true(j >= 0.95);
+			if (fam[i].twice) {
+				assert_true(g2 >= 0.92 * fam[i].rate_bps);
+				assert_true(j2 >= 0.95);
+				assert_true(d2 <= d + (n2 - n) / 100);
+			} else {
+				assert_true(d <= n / 20);
+			}
+		}
+}
+
+/*
  * One-direction black hole: one direction of one spine-to-leaf cable goes
  * silent at 200 us. Whatever used it -- data one way, ACKs the other --
  * must move: three RTO floors (3 x 100 us) after the hole opened, the
@@ -852,6 +948,7 @@ int main(void)
 		cmocka_unit_test(test_scale_startup),
 		cmocka_unit_test(test_scale_loss),
 		cmocka_unit_test(test_bursty_loss),
+		cmocka_unit_test(test_droptail),
 		cmocka_unit_test(test_blackhole_one_way),
 	};
 	enum { NT = sizeof(tests) / sizeof(tests[0]) };
