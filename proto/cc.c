@@ -419,10 +419,10 @@ static void baseline_on_rto(mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 	p->ssthresh = max_u64(p->cwnd / 2, min_cwnd(cc));
 	p->cwnd = min_cwnd(cc);
 	p->ai_frac = 0;
-	/* (behind a bottleneck, a timeout is its loss too: no ramp back to
-	 * the hint while it stands, raise_how() in conn.c) */
-	if (mrp_cc_queue_loss(cc))
-		p->loss_cut = MRP_CC_CUT_QUEUE_LOSS;
+	/* (not marked a bottleneck's loss even when the connection is far
+	 * short of its hint: in a daemon starved of CPU, timeouts are the
+	 * hosts' delay, and paths so marked were held at the minimum window,
+	 * regrown by additive increase alone) */
 	p->losses = 0;
 	p->delivered = 0;
 	p->loss_epoch_ns = now_ns;
