@@ -4274,8 +4274,29 @@ static int raise_how(const mrp_conn *c, const path *pa, const uint64_t *base, ui
  * the base leaves a round trip of queue, as much as the pacing and ACK
  * clock need. The cap holds only until the connection is measured at half
  * its hint or more (rp_rate_bps): one that gets its hint keeps the window
- * its smoothed RTT asks, which in a daemon includes host delay. */
+ * its smoothed RTT asks, which in a daemon includes host delay. Nor while
+ * every plane the connection uses marks it (ecn_marked()): the bottleneck
+ * marks, and ECN holds its queue. There the cap, over the plane's
+ * shortest route, only starved paths on longer ones, and a connection it
+ * held under half its hint stayed capped (spines 4 and 100 us away at
+ * 400G, two flows: 448-573 Gbit/s over 4 seeds, 512-569 without the cap;
+ * bench/README.md, "The hint's window where every plane marks"). */
 #define HINT_BASE_MULT 2
+/* Every plane with an active path has one whose marked share (alpha) is
+ * above zero. */
+static int ecn_marked(const mrp_conn *c)
+{
+	uint32_t used = 0, marked = 0;
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
+			continue;
+		used |= 1u << pa->plane;
+		if (pa->cc.alpha_q16)
+			marked |= 1u << pa->plane;
+	}
+	return used && marked == used;
+}
 static void hint_window(mrp_conn *c, uint64_t now)
 {
 	uint64_t hint = c->cc.rate_hint_bps, rtt = c->cc.hint_rtt_ns;
@@ -4299,7 +4320,7 @@ static void hint_window(mrp_conn *c, uint64_t now)
 	if (!hint || !rtt)
 		return;
 	if (c->base_rtt_ns && rtt > HINT_BASE_MULT * c->base_rtt_ns &&
-	    !(c->rp_rate_bps && c->rp_rate_bps >= hint / 2))
+	    !(c->rp_rate_bps && c->rp_rate_bps >= hint / 2) && !ecn_marked(c))
 		rtt = HINT_BASE_MULT * c->base_rtt_ns;
 	uint64_t target = mrp_mul_div(hint, rtt, 8000000000ull);
 	if (c->cc.qwnd >= target)

@@ -19,7 +19,7 @@
 
 /* One reordering run: no drops, and spurious retransmissions at most one
  * in per_pkts of the data packets. */
-static void reorder_run(const char *name, uint64_t seed, uint64_t per_pkts)
+static double reorder_run(const char *name, uint64_t seed, uint64_t per_pkts)
 {
 	run rn;
 	uint64_t pkts;
@@ -32,7 +32,9 @@ static void reorder_run(const char *name, uint64_t seed, uint64_t per_pkts)
 		      (unsigned long long)all_drops(rn.s));
 	assert_int_equal(all_drops(rn.s), 0);
 	assert_true(rn.r.spurious * per_pkts <= pkts);
+	double g = rn.r.agg_goodput_bps;
 	run_free(&rn);
+	return g;
 }
 
 /*
@@ -81,10 +83,21 @@ static void test_reordering_start(void **state)
 	(void)state;
 	static const char *const names[] = { "reorder_50x_start", "reorder_50x_far_spines_start",
 					     "reorder_25x_start_400g" };
+	double g400 = 0;
 	for (unsigned i = 0; i < 3; i++)
 		for (uint64_t seed = 1; seed <= 4; seed++) {
-			reorder_run(names[i], seed, 2000);
+			double g = reorder_run(names[i], seed, 2000);
+			if (i == 2)
+				g400 += g / 4;
 		}
+	/* The 400G pair's goodput, over the 4 seeds, at least 0.66 of its
+	 * hosts' 800 Gbit/s (0.8 would be a start within 2 round trips of
+	 * the far spine: not met). With the hint's window taken over twice
+	 * the near spine's RTT while the flows were short of half their hint
+	 * (hint_window(), where the fabric marks), 0.643 (448-573 Gbit/s). */
+	print_message("reorder_25x_start_400g: %.1f Gbit/s over seeds 1-4, %.3f of 800\n",
+		      g400 / 1e9, g400 / 800e9);
+	assert_true(g400 >= 0.66 * 800e9);
 }
 
 /*
