@@ -130,7 +130,8 @@ typedef struct mrp_conn_params {
 	uint32_t mtu;            /* payload bytes per packet (default 4096) */
 	uint16_t max_streams;    /* default 1024 */
 	uint16_t max_paths;      /* default 64, <= MRP_MAX_PATHS */
-	uint16_t initial_paths;  /* default 4 per plane */
+	uint16_t initial_paths;  /* default 4 in all, at least one per plane (the
+				  * daemon and the simulator pass per-plane x planes) */
 	uint8_t nplanes;         /* plane pairs: local plane i talks to remote plane i */
 	uint16_t sport_min, sport_max; /* source-port range for path entropy */
 	const char *cc_name;     /* default "baseline" */
