@@ -2760,6 +2760,8 @@ static int spaced_with_more(const mrp_conn *c, const path *pa)
 	return span && c->pace_gap > span;
 }
 
+static void cold_probe_arm(mrp_conn *c, path *pa, uint64_t now);
+
 static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 {
 	if (!pa->cc.inflight) {
@@ -2774,6 +2776,10 @@ static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 			   max64(tail_probe_at(c, pa), now));
 	pa->cold_timers = !pa->cc.srtt_ns && !c->plane_max_rtt_ns[pa->plane];
 	c->cold_timers |= pa->cold_timers;
+	if (pa->cold_timers && !c->max_rtt_ns && c->p.plane_rtt_hint_ns[pa->plane])
+		/* no sample anywhere yet, but the host knows its network:
+		 * ask by PROBE in a few of its round trips */
+		cold_probe_arm(c, pa, now);
 }
 
 /* The path answered: it is alive. Only delivered data clears the RTO count:
@@ -2826,7 +2832,12 @@ static uint64_t oldest_inflight_ns(const path *pa, uint64_t now)
  * its plane may be far slower than the sampled ones (50x in the reordering
  * family, where re-timed probes copied data for nothing); a PROBE asks
  * instead, twice the connection's largest RTT plus the ACK delay, at least
- * the timeout's floor, after its oldest packet. The answer comes after the
+ * the timeout's floor, after its oldest packet. The same where no plane has
+ * a sample yet but the host gave an RTT of the path's plane
+ * (plane_rtt_hint_ns: its other connections'), timed from that: a one-packet
+ * step's lost packet asks at the floor, not at rto_init / 2; the hint also
+ * delays the PROBE on a plane further away than this connection's sampled
+ * ones. The answer comes after the
  * peer's ACK of what arrived before it, on the same route (SPEC 8.2): it
  * times the path, and what the path sent before it and is still unresolved
  * is lost (rx_probe_ack()). Not while admission asks for a grant (that
@@ -2838,7 +2849,11 @@ static void cold_probe_arm(mrp_conn *c, path *pa, uint64_t now)
 	    !pa->cc.inflight || pa->probe_pending || pa->probe_at != NEVER || pa->cold_probe ||
 	    c->adm == ADM_ASK)
 		return;
-	uint64_t wait = max64(2 * c->max_rtt_ns + c->p.ack_delay_ns, c->p.rto_min_ns);
+	uint64_t hint = c->p.plane_rtt_hint_ns[pa->plane];
+	uint64_t wait = 2 * max64(c->max_rtt_ns, hint) + c->p.ack_delay_ns;
+	if (!hint)
+		/* (another plane's RTT only: this one may be far slower) */
+		wait = max64(wait, c->p.rto_min_ns);
 	pa->probe_at = max64(oldest_inflight_ns(pa, now) + wait, now);
 	pa->cold_probe = 1;
 	c->dl_valid = 0;

@@ -97,6 +97,10 @@ struct mh {
 	mconn *ready_head, *ready_tail; /* connections with work, served in turn */
 	uint64_t pkt_max; /* wire bytes of the largest packet the engine writes */
 	mrp_rh rh;
+	/* Per plane, the largest smoothed RTT of the last sender connection
+	 * that measured one there: a new connection's plane_rtt_hint_ns, as a
+	 * host's other connections tell it how far its network is. */
+	uint64_t rtt_hint[SIM_MAX_PLANES];
 	mrp_rh_slot *slots;
 	uint32_t rx_conns; /* receiver records not retired: the connections that
 			    * may send to this host (admission's fair part) */
@@ -537,6 +541,8 @@ static int engine_new(mconn *mc, uint64_t now)
 	p.ack_delay_ns = o.ack_delay_ns;
 	p.rto_min_ns = o.rto_min_ns;
 	p.rto_init_ns = o.rto_init_ns;
+	for (unsigned pl = 0; pl < p.nplanes && pl < SIM_MAX_PLANES; pl++)
+		p.plane_rtt_hint_ns[pl] = m->rtt_hint[pl];
 	p.probe_idle_ns = 0;
 	p.rh = (!sender && o.rate_hints) ? &m->rh : NULL;
 	if (o.admit && o.rate_hints) {
@@ -711,6 +717,21 @@ static void make_ready(mconn *mc)
 
 /* Deletes mc's engine connection (its flow is done); the record stays for
  * late packets. A retired connection left in the FIFO is skipped there. */
+/* What c measured of each plane's round trip becomes the host's hint
+ * there (mh.rtt_hint). */
+static void learn_rtt(mh *m, const mrp_conn *c)
+{
+	uint64_t mx[SIM_MAX_PLANES] = {0};
+	mrp_path_info pi;
+	for (unsigned i = 0; i < MRP_MAX_PATHS; i++)
+		if (mrp_conn_path_info(c, i, &pi) == 0 && pi.plane < SIM_MAX_PLANES &&
+		    pi.srtt_ns > mx[pi.plane])
+			mx[pi.plane] = pi.srtt_ns;
+	for (unsigned pl = 0; pl < SIM_MAX_PLANES; pl++)
+		if (mx[pl])
+			m->rtt_hint[pl] = mx[pl];
+}
+
 static void retire(mconn *mc)
 {
 	mh *m = mc->host;
@@ -719,8 +740,10 @@ static void retire(mconn *mc)
 	if (m->dump)
 		dump_conn(m, mc);
 	heap_remove(m, mc);
-	if (mc->sender)
+	if (mc->sender) {
 		mc->qwnd_bytes = conn_qwnd(mc);
+		learn_rtt(m, mc->c);
+	}
 	mrp_conn_del(mc->c);
 	mc->c = NULL;
 	mc->retired = 1;

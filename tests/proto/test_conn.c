@@ -1309,6 +1309,88 @@ static void test_cold_plane_lone_loss(void **state)
 	net_free(&n);
 }
 
+/* A's first data packet is lost; recorded: when, and A's first PROBE after
+ * it. */
+static struct {
+	int lost;
+	uint64_t lost_at, probe_at;
+} rh1;
+
+static int first_data_lost_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+				  uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (from != 0)
+		return ok;
+	if (ti->is_data && !rh1.lost) {
+		rh1.lost = 1;
+		rh1.lost_at = n->now;
+		return 0;
+	}
+	if (pkt[1] == MRP_OP_PROBE && rh1.lost && !rh1.probe_at)
+		rh1.probe_at = n->now;
+	return ok;
+}
+
+/* A 64-byte WRITE on a fresh connection, its one packet lost: when it
+ * completes, with A given plane_rtt_hint_ns = hint (0: none). */
+static uint64_t lone_loss_run(uint64_t hint, mrp_conn_stats *st)
+{
+	net n;
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	p[0].plane_rtt_hint_ns[0] = hint;
+	net_init(&n, &p[0], &p[1]);
+	n.policy = first_data_lost_policy;
+	memset(&rh1, 0, sizeof(rh1));
+	n.now = 1000;
+	uint64_t t0 = n.now;
+	uint8_t *src = post_write(&n, 64, 29, n.now);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	uint64_t done = n.now - t0;
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, 64);
+	mrp_conn_get_stats(n.c[0], st);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+	return done;
+}
+
+/* A one-packet message on a fresh connection whose packet is lost has no
+ * RTT sample anywhere: without a hint it waits for the tail-loss probe at
+ * rto_init / 2 (500 us). With the host's RTT of the plane (here 12 us, the
+ * test network's round trip) a PROBE asks twice that plus the ACK delay
+ * after the packet; its answer shows the packet unacknowledged and it goes
+ * again (cold_probe_arm()). */
+static void test_rtt_hint_lone_loss(void **state)
+{
+	(void)state;
+	mrp_conn_params d;
+	mrp_conn_params_default(&d);
+	mrp_conn_stats st;
+	uint64_t cold = lone_loss_run(0, &st);
+	assert_true(rh1.lost);
+	assert_true(cold >= d.rto_init_ns / 2);
+	assert_int_equal(st.tlp_count, 1);
+	const uint64_t hint = 12000;
+	uint64_t hinted = lone_loss_run(hint, &st);
+	print_message("64-byte WRITE, its one packet lost: complete at %llu us without an RTT "
+		      "hint, %llu us with one of %llu us (PROBE %llu us after the packet)\n",
+		      (unsigned long long)cold / 1000, (unsigned long long)hinted / 1000,
+		      (unsigned long long)hint / 1000,
+		      (unsigned long long)(rh1.probe_at - rh1.lost_at) / 1000);
+	assert_true(rh1.lost && rh1.probe_at);
+	assert_true(rh1.probe_at >= rh1.lost_at + 2 * hint + d.ack_delay_ns);
+	assert_true(rh1.probe_at <= rh1.lost_at + 2 * hint + d.ack_delay_ns + 1000);
+	assert_true(hinted < 100000);
+	assert_int_equal(st.tlp_count, 0);
+	assert_int_equal(st.rto_count, 0);
+	assert_int_equal(st.lost_pkts, 1);
+}
+
 /* ---- a held first timeout and the PROBE's answer (SPEC 6.4, 8.3) -------- */
 
 /* A peer like the conformance tool's: B withholds the ACKs of A's data
@@ -4193,6 +4275,7 @@ int main(void)
 		cmocka_unit_test(test_burst_on_acks),
 		cmocka_unit_test(test_fresh_tail_loss),
 		cmocka_unit_test(test_cold_plane_lone_loss),
+		cmocka_unit_test(test_rtt_hint_lone_loss),
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_spaced_packets_take_planes_in_turn),
 		cmocka_unit_test(test_announced_victim),

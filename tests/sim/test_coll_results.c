@@ -149,8 +149,9 @@ static void audit(const char *label, const char *yaml, const char *coll, unsigne
  * than both baselines on fabrics other than the figure's: 12-host leaves
  * over 4 spines (3:1), 4 planes, one channel per rank, an incast of
  * 16 x 4 MB into a rank of the collective as background, and 8 planes of
- * 2:1 with 0.1 % random loss on every link; and latency-bound all-to-alls
- * of new connections within 2 % of both.
+ * 2:1 with 0.1 % random loss on every link (there also the 8 B all-to-all,
+ * at most a quarter of either's time); and latency-bound all-to-alls of new
+ * connections within 2 % of both.
  */
 static void test_new_fabrics(void **state)
 {
@@ -215,6 +216,13 @@ static void test_new_fabrics(void **state)
 	      "{type: allreduce_ring, channels: 8, sizes: [16MiB]}", 860);
 	audit("64 ranks, 8 planes, 2:1, 0.1 % loss", lossy8,
 	      "{type: alltoall, channels: 8, sizes: [16MiB]}", 860);
+	/* 8 B over 8 channels: every step's flow one packet on a new
+	 * connection with no RTT sample anywhere. A lost one is asked about
+	 * by a PROBE timed from the host's RTT of its plane
+	 * (plane_rtt_hint_ns, cold_probe_arm()); it waited for the tail-loss
+	 * probe at rto_init / 2 before: 0.48x RoCEv2, now 0.10x. */
+	audit("64 ranks, 8 planes, 2:1, 0.1 % loss", lossy8,
+	      "{type: alltoall, channels: 8, sizes: [8B]}", 250);
 }
 
 int main(void)
