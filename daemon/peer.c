@@ -736,6 +736,10 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 	for (unsigned i = 0; i < c->npairs; i++) {
 		uint64_t r = mrd_planes_speed(d, c->pairs[i].lplane);
 		cp.plane_rate_bps[i] = r;
+		/* (how far this plane's network is, as the other connections
+		 * measured it: a lost first packet asks by PROBE that soon) */
+		if (c->pairs[i].lplane < MRD_MAX_PLANES)
+			cp.plane_rtt_hint_ns[i] = d->peers->plane_rtt_ns[c->pairs[i].lplane];
 		sum += r;
 		all &= r != 0;
 	}

@@ -203,6 +203,11 @@ typedef struct mrd_peers {
 	mrd_budget answers, retries, accepts;
 	mrd_cookie_keys cookies; /* SPEC 9.7 */
 	mrd_memacct memacct;     /* engine memory of every connection */
+	/* Per local plane, the largest smoothed RTT of the connections' paths
+	 * there at the telemetry sampler's last pass that measured one (0:
+	 * none yet, or telemetry off): what a new connection is told of its
+	 * network (mrp_conn_params.plane_rtt_hint_ns, SPEC 6.4). */
+	uint64_t plane_rtt_ns[MRD_MAX_PLANES];
 	/* Lookups a CONNECT makes, each a keyed hash (hkey), so that their
 	 * cost does not grow with what peers opened (SPEC 14.4): peers by
 	 * handshake address and port, acceptor connections by the initiator's

@@ -174,6 +174,7 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 		dt = 0;
 	tl->st.ticks++;
 	unsigned budget = d->cfg.telemetry_max_paths;
+	uint64_t rtt[MRD_MAX_PLANES] = {0}; /* per local plane: d->peers->plane_rtt_ns */
 	for (mrd_conn *c = d->peers->all; c; c = c->next) {
 		if (!mrd_conn_has_engine(c) || c->state != MRD_CONN_ESTABLISHED)
 			continue;
@@ -202,6 +203,9 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 				continue;
 			}
 			budget--;
+			if (pi.plane < c->npairs && c->pairs[pi.plane].lplane < MRD_MAX_PLANES &&
+			    pi.srtt_ns > rtt[c->pairs[pi.plane].lplane])
+				rtt[c->pairs[pi.plane].lplane] = pi.srtt_ns;
 			tel_path *tp = &t->p[i];
 			mrd_tel_counters now_c = {.tx_bytes = pi.tx_bytes,
 						  .acked_pkts = pi.acked_pkts,
@@ -240,6 +244,9 @@ static void sample(mrd *d, uint64_t now, int64_t wall)
 			}
 		}
 	}
+	for (unsigned i = 0; i < MRD_MAX_PLANES; i++)
+		if (rtt[i])
+			d->peers->plane_rtt_ns[i] = rtt[i];
 	for (unsigned i = 0; i < d->dp->nplanes; i++) {
 		const mrd_dp_plane *pl = &d->dp->planes[i];
 		uint64_t dtx = delta(pl->tx_bytes, tl->tx[i]), drx = delta(pl->rx_bytes, tl->rx[i]);
