@@ -2834,10 +2834,11 @@ static uint64_t oldest_inflight_ns(const path *pa, uint64_t now)
  * instead, twice the connection's largest RTT plus the ACK delay, at least
  * the timeout's floor, after its oldest packet. The same where no plane has
  * a sample yet but the host gave an RTT of the path's plane
- * (plane_rtt_hint_ns: its other connections'), timed from that: a one-packet
- * step's lost packet asks at the floor, not at rto_init / 2; the hint also
- * delays the PROBE on a plane further away than this connection's sampled
- * ones. The answer comes after the
+ * (plane_rtt_hint_ns: its other connections'), timed from that and not
+ * held to the floor -- the plane's own RTT, and the PROBE costs only
+ * itself: a one-packet step's lost packet asks within a few round trips,
+ * not at rto_init / 2; the hint also delays the PROBE on a plane further
+ * away than this connection's sampled ones. The answer comes after the
  * peer's ACK of what arrived before it, on the same route (SPEC 8.2): it
  * times the path, and what the path sent before it and is still unresolved
  * is lost (rx_probe_ack()). Not while admission asks for a grant (that
@@ -4299,7 +4300,7 @@ static int raise_how(const mrp_conn *c, const path *pa, const uint64_t *base, ui
  * each path's window there is its equal part of the hint over twice its
  * own smoothed RTT (the cap's "twice", per route), at most the equal part
  * of the target: equal windows over the slowest route's RTT gave the paths
- * on the near spine 25 times their part of the rate, and that spine's
+ * on the near spine ten times their part of the rate, and that spine's
  * uplink queue filled from 8 KB to 2 MB while the far one idled
  * (reorder_25x_start_400g seed 8: 0.163 % of the packets sent again for
  * nothing, seed 14: 808 drops; bench/README.md, "Each path's part of the

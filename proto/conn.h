@@ -207,10 +207,12 @@ typedef struct mrp_conn_params {
 	 * peers of the same network (its other connections' paths), or 0
 	 * where it knows none (default). Only a PROBE is timed from it: a
 	 * path whose plane has no RTT sample in this connection yet asks for
-	 * one twice this plus the ACK delay, and at least rto_min, after its
-	 * oldest packet, instead of waiting for the initial timers of an
-	 * unknown network (rto_init; its tail-loss probe at half that). Its
-	 * data is not sent again sooner: this peer may be further away. */
+	 * one by PROBE twice this plus the ACK delay after its oldest packet
+	 * (not held to rto_min: the PROBE follows the path's data on its
+	 * route, so an early one costs only itself), instead of waiting for
+	 * the initial timers of an unknown network (rto_init; its tail-loss
+	 * probe at half that). Its data is not sent again sooner: this peer
+	 * may be further away. */
 	uint64_t plane_rtt_hint_ns[MRP_MAX_PLANES];
 } mrp_conn_params;
 

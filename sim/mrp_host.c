@@ -715,8 +715,6 @@ static void make_ready(mconn *mc)
 	m->ready_tail = mc;
 }
 
-/* Deletes mc's engine connection (its flow is done); the record stays for
- * late packets. A retired connection left in the FIFO is skipped there. */
 /* What c measured of each plane's round trip becomes the host's hint
  * there (mh.rtt_hint). */
 static void learn_rtt(mh *m, const mrp_conn *c)
@@ -732,6 +730,8 @@ static void learn_rtt(mh *m, const mrp_conn *c)
 			m->rtt_hint[pl] = mx[pl];
 }
 
+/* Deletes mc's engine connection (its flow is done); the record stays for
+ * late packets. A retired connection left in the FIFO is skipped there. */
 static void retire(mconn *mc)
 {
 	mh *m = mc->host;
