@@ -4343,13 +4343,11 @@ static void hint_window(mrp_conn *c, uint64_t now)
 	}
 	if (!hint || !rtt)
 		return;
-	int own_rtt = 0; /* each path's part of the hint over its own RTT (above) */
-	if (c->base_rtt_ns && rtt > HINT_BASE_MULT * c->base_rtt_ns) {
-		if (ecn_marked(c))
-			own_rtt = 1;
-		else if (!(c->rp_rate_bps && c->rp_rate_bps >= hint / 2))
-			rtt = HINT_BASE_MULT * c->base_rtt_ns;
-	}
+	int spread = c->base_rtt_ns && rtt > HINT_BASE_MULT * c->base_rtt_ns;
+	int marked = -1; /* ecn_marked(c), once asked: a walk of the paths */
+	if (spread && !(c->rp_rate_bps && c->rp_rate_bps >= hint / 2) &&
+	    !(marked = ecn_marked(c)))
+		rtt = HINT_BASE_MULT * c->base_rtt_ns;
 	uint64_t target = mrp_mul_div(hint, rtt, 8000000000ull);
 	if (c->cc.qwnd >= target)
 		return;
@@ -4363,6 +4361,8 @@ static void hint_window(mrp_conn *c, uint64_t now)
 		target = demand;
 	if (c->cc.qwnd >= target)
 		return;
+	/* each path's part of the hint over its own RTT (above) */
+	int own_rtt = spread && (marked >= 0 ? marked : ecn_marked(c));
 	uint64_t ceiling = (uint64_t)(c->p.cc.max_cwnd_pkts - 1) * c->p.mtu;
 	uint32_t active = 0, held = 0;
 	uint64_t base[MRP_MAX_PLANES] = { 0 }; /* the smallest RTT on each plane */
