@@ -102,7 +102,10 @@ struct net {
 	uint64_t seed[2];
 	uint64_t now;
 	wpkt *q;     /* unsorted; the earliest is found by scan (tests are small) */
-	size_t qlen, qcap;
+	size_t qlen, qcap; /* packets queued, at most qcap */
+	size_t qalloc;     /* allocated: it grows as needed (a packet is ~4 KB, and
+			    * MALLOC_PERTURB_, which meson sets, writes all of
+			    * a freed block: 64 Ki of them cost seconds a test) */
 	uint64_t seq;
 	policy_fn policy;
 	uint64_t prng;
@@ -156,7 +159,8 @@ static int net_init_mem(net *n, mrp_conn_params *pa, mrp_conn_params *pb, const 
 {
 	memset(n, 0, sizeof(*n));
 	n->qcap = qcap;
-	n->q = calloc(qcap, sizeof(wpkt));
+	n->qalloc = qcap < 256 ? qcap : 256;
+	n->q = calloc(n->qalloc, sizeof(wpkt));
 	assert_non_null(n->q);
 	n->prng = 0x9e3779b97f4a7c15ull;
 	n->seed[0] = 1;
@@ -216,6 +220,21 @@ static void net_free(net *n)
 	free(n->q);
 }
 
+/* A slot at the end of the queue, NULL when qcap packets are queued. */
+static wpkt *net_slot(net *n)
+{
+	if (n->qlen == n->qcap)
+		return NULL;
+	if (n->qlen == n->qalloc) {
+		size_t na = n->qalloc * 2 < n->qcap ? n->qalloc * 2 : n->qcap;
+		wpkt *q = realloc(n->q, na * sizeof(wpkt));
+		assert_non_null(q);
+		n->q = q;
+		n->qalloc = na;
+	}
+	return &n->q[n->qlen++];
+}
+
 static void net_check(net *n)
 {
 	for (int i = 0; i < 2; i++) {
@@ -252,8 +271,8 @@ static void net_flush_tx(net *n)
 			}
 			if (i == 0 && n->stamp_probes_late)
 				stamp_late(buf, (size_t)len);
-			assert_true(n->qlen < n->qcap);
-			wpkt *w = &n->q[n->qlen++];
+			wpkt *w = net_slot(n);
+			assert_non_null(w);
 			w->at = n->now + delay;
 			w->seq = n->seq++;
 			w->to = 1 - i;
@@ -1830,8 +1849,8 @@ static void forge_probe_acks(net *n, const uint8_t *pkt, size_t len)
 		k.u.probe_ack.probed_path_gen = pr.hdr.path_gen;
 		k.u.probe_ack.probe_seq = guesses[g];
 		k.u.probe_ack.ts_echo_ns = pr.u.probe.ts_ns;
-		assert_true(n->qlen < n->qcap);
-		wpkt *w = &n->q[n->qlen++];
+		wpkt *w = net_slot(n);
+		assert_non_null(w);
 		ssize_t l = mrp_pkt_encode(w->data, sizeof(w->data), &k);
 		assert_true(l > 0);
 		w->len = (size_t)l;
@@ -3657,8 +3676,8 @@ static int dup_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pk
 		      uint64_t *delay, int *ce)
 {
 	int rv = default_policy(n, from, ti, pkt, delay, ce);
-	if (rv && n->qlen < n->qcap) {
-		wpkt *w = &n->q[n->qlen++];
+	wpkt *w;
+	if (rv && (w = net_slot(n))) {
 		w->at = n->now + *delay + 7000;
 		w->seq = n->seq++;
 		w->to = 1 - from;
