@@ -648,7 +648,10 @@ static void test_startup(void **state)
  * window cost a round trip more, or a timeout: 1.6-3.5 round trips at
  * 4 ms, bench/README.md. Before repair was sent ahead of the last
  * packets' losses, SPEC 6.4, the bar was 2: 1.68-1.75 round trips at 4 ms,
- * 1.77-1.92 at 10 ms; now 0.85-1.02.)
+ * 1.77-1.92 at 10 ms; now 0.85-1.02.) At 10 ms the copies sent ahead of
+ * the last window's losses keep it within one round trip (0.93-0.94 over
+ * seeds 1-10; 1.01 before repair went ahead of them and they covered the
+ * packets whose loss would be learnt last, SPEC 6.4).
  */
 static uint64_t scale_fct(const char *name, uint64_t seed)
 {
@@ -680,6 +683,8 @@ static void test_scale_loss(void **state)
 				      (double)f / 1e6, (double)f0 / 1e6,
 				      ((double)f - (double)f0) / (double)fam[i].rtt_ns);
 			assert_true(f <= f0 + 3 * fam[i].rtt_ns / 2);
+			if (fam[i].rtt_ns >= 10000 * US)
+				assert_true(f <= f0 + fam[i].rtt_ns);
 		}
 	}
 }
