@@ -147,7 +147,7 @@ static void test_reordering_planes(void **state)
 			reorder_run(names[i], seed, 1000);
 	reorder_run("reorder_25x_start_400g", 8, 1000);
 	reorder_run("reorder_25x_start_400g", 9, 1000);
-	/* no drops where the path set grew after a cut (below) */
+	/* no drops where the path set grew after a cut (above) */
 	reorder_run("reorder_25x_start_400g", 14, 1000);
 	reorder_run("reorder_25x_start_400g", 19, 1000);
 	reorder_run("reorder_25x_start_400g", 35, 1000);
