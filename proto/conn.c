@@ -2824,10 +2824,10 @@ static void path_arm_timers(mrp_conn *c, path *pa, uint64_t now)
 	}
 	pa->rto_at = now + path_rto(c, pa);
 	pa->tlp_n = 0;
-	pa->tlp_at = min64(spaced_with_more(c, pa) || start_unsampled(c, pa) ? NEVER
-									    : now + path_pto(c, pa),
+	int ask = start_unsampled(c, pa);
+	pa->tlp_at = min64(spaced_with_more(c, pa) || ask ? NEVER : now + path_pto(c, pa),
 			   max64(tail_probe_at(c, pa), now));
-	if (start_unsampled(c, pa))
+	if (ask)
 		cold_probe_arm(c, pa, now);
 	pa->cold_timers = !pa->cc.srtt_ns && !c->plane_max_rtt_ns[pa->plane];
 	c->cold_timers |= pa->cold_timers;
