@@ -168,13 +168,20 @@ static uint64_t qwnd_after(const mrp_cc_conn *cc, uint64_t old_cwnd,
 	return sat_add(q, new_cwnd);
 }
 
-/* The RTT that turns the window into a rate: the engine's hint_rtt_ns,
+/* The RTT that turns the hint into a window: the engine's hint_rtt_ns,
  * else the path's srtt; 0 if neither is known. */
-static uint64_t pacing_rtt(const mrp_cc_conn *cc, const mrp_cc_path *p)
+static uint64_t hint_rtt(const mrp_cc_conn *cc, const mrp_cc_path *p)
 {
 	if (cc->hint_rtt_ns)
 		return cc->hint_rtt_ns;
 	return p ? p->srtt_ns : 0;
+}
+
+/* The RTT that turns the window into a rate: the engine's pace_rtt_ns,
+ * else hint_rtt(). */
+static uint64_t pacing_rtt(const mrp_cc_conn *cc, const mrp_cc_path *p)
+{
+	return cc->pace_rtt_ns ? cc->pace_rtt_ns : hint_rtt(cc, p);
 }
 
 /*
@@ -197,7 +204,7 @@ static void common_on_rate_hint(mrp_cc_conn *cc, uint64_t hint_bps, uint64_t now
 {
 	(void)now_ns;
 	cc->rate_hint_bps = hint_bps;
-	update_pacing(cc, cc->qwnd, cc->hint_rtt_ns);
+	update_pacing(cc, cc->qwnd, pacing_rtt(cc, NULL));
 }
 
 /* Set the algorithm-owned fields of p for a path starting at now_ns. */
@@ -590,7 +597,7 @@ uint64_t mrp_cc_path_room(const mrp_cc_conn *cc, const mrp_cc_path *p,
 			  uint64_t total_inflight)
 {
 	uint64_t room = p->cwnd > p->inflight ? p->cwnd - p->inflight : 0;
-	uint64_t rtt = pacing_rtt(cc, p), hint_wnd;
+	uint64_t rtt = hint_rtt(cc, p), hint_wnd;
 
 	if (cc->rate_hint_bps == 0 || rtt == 0)
 		return room;

@@ -117,6 +117,9 @@ typedef struct mrp_cc_conn {
 	uint64_t hint_rtt_ns;    /* RTT used to turn the hint into a window and QWND
 				  * into a pacing rate (engine sets it, e.g. the
 				  * connection's smoothed RTT); 0 = use the path's srtt_ns */
+	uint64_t pace_rtt_ns;    /* RTT that turns QWND into a pacing rate, where
+				  * the engine knows a better one than
+				  * hint_rtt_ns (it sets it); 0 = hint_rtt_ns */
 	uint8_t far_short;       /* the connection has been acknowledged at under
 				  * half the receiver's hint for a while (engine
 				  * sets it): what limits it is not the receiver,

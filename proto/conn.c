@@ -226,6 +226,7 @@ typedef struct path {
 	txent *ring;
 	uint64_t rttvar_ns;
 	uint64_t max_rtt_ns;   /* largest recent RTT sample, decaying towards srtt */
+	uint64_t last_rtt_ns;  /* the newest RTT sample */
 	uint64_t rto_at, tlp_at;
 	uint64_t hold_at;      /* data a timeout held goes by then at the latest
 				* (path_timeout()), NEVER for none */
@@ -1097,18 +1098,41 @@ static uint16_t pick_sport(mrp_conn *c)
 /* QWND = sum of the active paths' windows; the RTT that turns the rate hint
  * into a window is the largest smoothed RTT among them, so that the hint
  * never holds the slowest path below its share (hint_window() caps it at
- * twice the base RTT, base_rtt_ns). */
+ * twice the base RTT, base_rtt_ns). The RTT that turns QWND into the pacing
+ * rate is the largest too, but of each path's smoothed RTT or, where its
+ * newest sample is under half of that, the sample; and not of an idle path
+ * no ACK has reached for two of its smoothed RTTs. (The hint's window kept
+ * the smoothed RTTs: from the newest samples as well, reorder_25x_start_400g
+ * seed 14 dropped 327 packets again. Paced at any newest sample under the
+ * smoothed RTT, drop-tail behind a 250 Mbit/s hop fell from 0.94 to 0.91 of
+ * the hop.) A host that was not
+ * scheduled for 40-90 ms (a daemon beside a CPU hog) left every path
+ * smoothed RTTs of that size on a 10 ms route; the samples after it came
+ * back at 10 ms, but the average took dozens of them to follow, and the
+ * paths that then went idle (at a low pacing rate, each packet goes to the
+ * path with the most room) kept theirs: the connection was paced at a
+ * fifth of its plane for a second or more (netns/multiplane_scaling; the
+ * simulator's stall_* scenarios: 1.6-7.3 times the stalls' length lost,
+ * now 0.9-1.6). */
 static void recompute_qwnd(mrp_conn *c)
 {
-	uint64_t q = 0, rtt = 0, maxrtt = 0, base = 0;
+	uint64_t q = 0, rtt = 0, pace = 0, maxrtt = 0, base = 0, newest = 0;
 	uint64_t pbase[MRP_MAX_PLANES] = { 0 };
 	uint32_t n = 0;
 	memset(c->plane_max_rtt_ns, 0, sizeof(c->plane_max_rtt_ns));
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE)
+			newest = max64(newest, pa->last_ack_ns);
+	}
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE) {
 			q += pa->cc.cwnd;
 			rtt = max64(rtt, pa->cc.srtt_ns);
+			if (pa->cc.inflight || newest - pa->last_ack_ns <= 2 * pa->cc.srtt_ns)
+				pace = max64(pace, pa->last_rtt_ns && 2 * pa->last_rtt_ns < pa->cc.srtt_ns
+							   ? pa->last_rtt_ns : pa->cc.srtt_ns);
 			maxrtt = max64(maxrtt, pa->max_rtt_ns);
 			c->plane_max_rtt_ns[pa->plane] =
 				max64(c->plane_max_rtt_ns[pa->plane], pa->max_rtt_ns);
@@ -1124,6 +1148,7 @@ static void recompute_qwnd(mrp_conn *c)
 	c->max_rtt_ns = maxrtt;
 	c->cc.qwnd = q;
 	c->cc.hint_rtt_ns = rtt ? rtt : c->grant_rtt_ns;
+	c->cc.pace_rtt_ns = pace;
 	c->st.npaths_active = n;
 }
 
@@ -2662,6 +2687,7 @@ static void rtt_sample(path *pa, uint64_t rtt)
 		pa->rttvar_ns = (3 * pa->rttvar_ns + dev) / 4;
 		pa->cc.srtt_ns = (7 * pa->cc.srtt_ns + rtt) / 8;
 	}
+	pa->last_rtt_ns = rtt;
 	if (pa->cc.min_rtt_ns == 0 || rtt < pa->cc.min_rtt_ns)
 		pa->cc.min_rtt_ns = rtt;
 	/* A path's samples mix its own forward delay with the delay of
