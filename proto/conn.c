@@ -1105,15 +1105,14 @@ static uint16_t pick_sport(mrp_conn *c)
  * the smoothed RTTs: from the newest samples as well, reorder_25x_start_400g
  * seed 14 dropped 327 packets again. Paced at any newest sample under the
  * smoothed RTT, drop-tail behind a 250 Mbit/s hop fell from 0.94 to 0.91 of
- * the hop.) A host that was not
- * scheduled for 40-90 ms (a daemon beside a CPU hog) left every path
- * smoothed RTTs of that size on a 10 ms route; the samples after it came
- * back at 10 ms, but the average took dozens of them to follow, and the
- * paths that then went idle (at a low pacing rate, each packet goes to the
- * path with the most room) kept theirs: the connection was paced at a
- * fifth of its plane for a second or more (netns/multiplane_scaling; the
- * simulator's stall_* scenarios: 1.6-7.3 times the stalls' length lost,
- * now 0.9-1.6). */
+ * the hop.) A host that was not scheduled for 40-90 ms (a daemon beside a
+ * CPU hog) left every path smoothed RTTs of that size on a 10 ms route; the
+ * samples after it came back at 10 ms, but the average took dozens of them
+ * to follow, and the paths that then went idle (at a low pacing rate, each
+ * packet goes to the path with the most room) kept theirs: the connection
+ * was paced at a fifth of its plane for a second or more
+ * (netns/multiplane_scaling; the simulator's stall_* scenarios: 1.6-7.3
+ * times the stalls' length lost, now 0.9-1.6). */
 static void recompute_qwnd(mrp_conn *c)
 {
 	uint64_t q = 0, rtt = 0, pace = 0, maxrtt = 0, base = 0, newest = 0;
