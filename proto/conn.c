@@ -1095,6 +1095,20 @@ static uint16_t pick_sport(mrp_conn *c)
 	return (uint16_t)(c->p.sport_min + mrp_rand_below(&c->rng, range));
 }
 
+/* Whether pa was acknowledged within its last two smoothed RTTs before now:
+ * what it measures moves only on ACKs, so only then is it news. A path's
+ * ECN alpha steers new packets away from its plane (best_path()) only
+ * then: a plane every sender left keeps the alpha that made them leave it;
+ * read as current, it kept the plane idle until the others were as marked,
+ * and then every sender came back to it at once (256:1 over 8 planes: one
+ * plane's queue full while another's was empty, 0.3-0.6 % of the data
+ * packets dropped after the first round trip). An idle path's smoothed RTT
+ * paces the connection only then (recompute_qwnd()). */
+static int acked_lately(const path *pa, uint64_t now)
+{
+	return pa->cc.srtt_ns && now - pa->last_ack_ns <= 2 * pa->cc.srtt_ns;
+}
+
 /* QWND = sum of the active paths' windows; the RTT that turns the rate hint
  * into a window is the largest smoothed RTT among them, so that the hint
  * never holds the slowest path below its share (hint_window() caps it at
@@ -1129,7 +1143,7 @@ static void recompute_qwnd(mrp_conn *c)
 		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE) {
 			q += pa->cc.cwnd;
 			rtt = max64(rtt, pa->cc.srtt_ns);
-			if (pa->cc.inflight || newest - pa->last_ack_ns <= 2 * pa->cc.srtt_ns)
+			if (pa->cc.inflight || acked_lately(pa, newest))
 				pace = max64(pace, pa->last_rtt_ns && 2 * pa->last_rtt_ns < pa->cc.srtt_ns
 							   ? pa->last_rtt_ns : pa->cc.srtt_ns);
 			maxrtt = max64(maxrtt, pa->max_rtt_ns);
@@ -4099,19 +4113,6 @@ COLD static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *b
 	return 0;
 }
 
-/* A path's ECN alpha steers new packets away from its plane (best_path())
- * only while it is news: the path was acknowledged within its last two
- * smoothed RTTs. alpha moves only on ACKs, so a plane every sender left
- * keeps the alpha that made them leave it; read as current, it kept the
- * plane idle until the others were as marked, and then every sender came
- * back to it at once (256:1 over 8 planes: one plane's queue full while
- * another's was empty, 0.3-0.6 % of the data packets dropped after the
- * first round trip). */
-static int mark_fresh(const path *pa, uint64_t now)
-{
-	return pa->cc.srtt_ns && now - pa->last_ack_ns <= 2 * pa->cc.srtt_ns;
-}
-
 /* Whether pa's plane is held back by its pacing (its link is busy). */
 static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 {
@@ -4157,7 +4158,7 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 				load[pa->plane] += pa->cc.inflight;
 				if (pa->state == MRP_PATH_ACTIVE &&
 				    pa->cc.alpha_q16 > mark[pa->plane] &&
-				    mark_fresh(pa, now))
+				    acked_lately(pa, now))
 					mark[pa->plane] = pa->cc.alpha_q16;
 			}
 		}
