@@ -53,7 +53,10 @@
  *    cwnd. Over an RTT the connection acks about F bytes in all, so all
  *    paths together grow by ai_pkts_per_rtt MTUs per RTT however many paths
  *    there are and whichever of them fill their windows. Marked bytes earn
- *    no increase.
+ *    no increase. A path the engine flags as uncoupled (its route clean
+ *    while the connection's others are marked and the connection is short
+ *    of its hint) divides by its own window instead: one MTU per RTT of its
+ *    own, as a one-path flow would.
  *
  *  - RTO: ssthresh = cwnd / 2, cwnd = min (the engine probes the path).
  *
@@ -322,6 +325,8 @@ static void grow(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t bytes)
 		if (cc->acking_bytes && cc->acking_bytes < denom)
 			denom = cc->acking_bytes;
 		denom = max_u64(denom, p->cwnd);
+		if (p->uncoupled)
+			denom = p->cwnd;
 		if (denom == 0)
 			return;
 		inc_q = mrp_mul_div((uint64_t)pr->ai_pkts_per_rtt * pr->mtu << FRAC_SHIFT,

@@ -93,6 +93,9 @@ typedef struct mrp_cc_path {
 				 * MRP_CC_CUT_QUEUE_LOSS (losses behind a bottleneck,
 				 * mrp_cc_queue_loss()), 0 (an ECN mark, an RTO, or
 				 * no cut yet) */
+	uint8_t uncoupled;      /* set by the engine: the path's route is clean
+				 * while its siblings' are marked; its additive
+				 * increase is by its own window (grow()) */
 	uint64_t acked_epoch;   /* bytes acked since the alpha epoch began */
 	uint64_t marked_epoch;  /* bytes marked in that epoch */
 	uint64_t alpha_epoch_ns;

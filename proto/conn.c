@@ -195,6 +195,8 @@ typedef struct path {
 	uint8_t pack_grant;     /* ... and the PROBE asked for a grant (SPEC 6.6) */
 	uint8_t probe_asked;    /* our pending PROBE asks for a grant (SPEC 6.6) */
 	uint8_t rp_hot : 4;     /* re-path (SPEC 6.4): marked rounds in a row */
+	uint8_t rp_clean : 4;   /* ... rounds in a row acknowledged without a mark
+				 * (CLEAN_ROUNDS) */
 	uint8_t rp_drain : 1;   /* ... its route changes once nothing is in
 				 * flight; no new data until then */
 	uint8_t rp_fresh : 1;   /* ... it changed, and no data sent on the new
@@ -343,6 +345,8 @@ struct mrp_conn {
 	 * over spans of at least two of its RTTs, and the path whose
 	 * route is to change (id + 1, 0 = none: one at a time) */
 	uint64_t rp_bytes, rp_since_ns, rp_rate_bps;
+	uint64_t rp_mbytes;     /* ... of rp_bytes, those marked */
+	uint8_t rp_marking;     /* ... the last span had a mark (CLEAN_ROUNDS) */
 	uint64_t rp_first_ns;   /* ... the first ACK that acknowledged data, 0 = none yet */
 	uint16_t rp_path;
 	uint8_t rp_short;       /* ... spans in a row in which the rate was short
@@ -1471,6 +1475,8 @@ static void repath_cancel(mrp_conn *c, path *pa, uint64_t now)
 	pa->rp_drain = 0;
 	pa->rp_fresh = 0;
 	pa->rp_hot = 0;
+	pa->rp_clean = 0;
+	pa->cc.uncoupled = 0;
 	pa->rp_acked = pa->rp_marked = 0;
 	pa->rp_round_ns = now;
 	pa->rp_moved_ns = 0;
@@ -3063,6 +3069,25 @@ COLD static void adm_seed_rtt(mrp_conn *c, uint8_t plane, uint64_t rtt, uint64_t
 #define REPATH_BACKOFF_RTTS 4 /* ... then the next waits this, doubled for
 			       * each further one ... */
 #define REPATH_MISS_MAX 16    /* ... up to 2^15 times */
+/*
+ * A route with room (cc.uncoupled): a path acknowledged without a mark for
+ * CLEAN_ROUNDS rounds in a row, while its connection is short of its hint
+ * and not growing (rp_short) and marked somewhere (rp_marking, in the last
+ * span), grows by its own window instead of the connection's: one MTU per
+ * round trip of its own, not a share of one MTU per round trip of the whole
+ * connection. The coupled increase keeps a connection fair to a one-path
+ * flow at a bottleneck they share; a path whose route is clean while its
+ * siblings are marked shares no bottleneck with them. Without this, a path
+ * that a re-path moved onto an idle spine (churn_6planes_leafspine seed 2:
+ * no plane-1 path of any flow on one spine) carried about a tenth of its
+ * connection's bytes and gained a tenth of a packet per round trip: the
+ * spine took 9 ms to fill. Not while far short (a drop-tail bottleneck
+ * marks nothing, and every path there is "clean"); not slow start (a path
+ * that lands on a full spine of a 1:1 fabric is clean for a few rounds by
+ * luck, and doubling into it moved the flows already there:
+ * bench/README.md).
+ */
+#define CLEAN_ROUNDS 3
 
 /* The path waiting to re-path has nothing in flight: another source port. */
 static void repath_apply(mrp_conn *c, path *pa, uint64_t now)
@@ -3089,6 +3114,7 @@ static void repath_round(mrp_conn *c, path *pa, uint64_t acked, uint64_t marked,
 	if (!c->rp_first_ns)
 		c->rp_first_ns = now ? now : 1;
 	c->rp_bytes += acked;
+	c->rp_mbytes += marked;
 	uint64_t span = now - c->rp_since_ns, rtt = c->cc.hint_rtt_ns;
 	uint64_t hint = c->cc.rate_hint_bps;
 	if (rtt && span >= 2 * rtt) {
@@ -3099,7 +3125,9 @@ static void repath_round(mrp_conn *c, path *pa, uint64_t acked, uint64_t marked,
 				rate <= c->rp_rate_bps + c->rp_rate_bps / 16;
 		c->rp_short = shortfall ? (uint8_t)(c->rp_short < 255 ? c->rp_short + 1 : 255) : 0;
 		c->rp_rate_bps = rate;
+		c->rp_marking = c->rp_mbytes > 0;
 		c->rp_bytes = 0;
+		c->rp_mbytes = 0;
 		c->rp_since_ns = now;
 		/* (no hint for the span: no news, the count stays) */
 		int short2 = rate < hint / 2 && (c->sq_unsent || c->rq.len || c->aq.len) &&
@@ -3120,6 +3148,10 @@ static void repath_round(mrp_conn *c, path *pa, uint64_t acked, uint64_t marked,
 		return;
 	int hot = pa->rp_acked && pa->rp_marked >= pa->rp_acked / 4;
 	pa->rp_hot = hot ? (uint8_t)(pa->rp_hot < 15 ? pa->rp_hot + 1 : 15) : 0;
+	int clean = pa->rp_acked && !pa->rp_marked;
+	pa->rp_clean = clean ? (uint8_t)(pa->rp_clean < 15 ? pa->rp_clean + 1 : 15) : 0;
+	pa->cc.uncoupled = pa->rp_clean >= CLEAN_ROUNDS && c->rp_short && c->rp_marking &&
+			   !c->cc.far_short;
 	pa->rp_acked = pa->rp_marked = 0;
 	pa->rp_round_ns = now;
 	uint64_t base = max64(rtt, c->max_rtt_ns);
