@@ -1074,8 +1074,15 @@ static uint64_t path_rto(const mrp_conn *c, const path *pa)
 		 * Only its own plane's: planes are separate networks, and
 		 * one may be 50x further away than another (a path on it,
 		 * timed from the near plane's RTT, sent its first window
-		 * again for nothing: 0.26 % of a 64 MB flow's packets). */
-		rto = min64(2 * c->plane_max_rtt_ns[pa->plane], c->p.rto_init_ns);
+		 * again for nothing: 0.26 % of a 64 MB flow's packets). The
+		 * initial timeout bounds it only from above what its plane
+		 * has measured, as mx + mx / 2 does a path's own (a plane
+		 * whose RTTs a busy host stretched to 80 ms gave new paths
+		 * 20 ms: each timed out before its first answer came and
+		 * re-ported, on loopback beside a CPU hog up to 250 times in
+		 * the first second of a transfer). */
+		rto = max64(min64(2 * c->plane_max_rtt_ns[pa->plane], c->p.rto_init_ns),
+			    c->plane_max_rtt_ns[pa->plane] + c->plane_max_rtt_ns[pa->plane] / 2);
 	else if (pa->cc.srtt_ns == 0)
 		rto = c->p.rto_init_ns;
 	else {

@@ -970,6 +970,52 @@ static void test_ce_host_repaths_back_off(void **state)
 	net_free(&n);
 }
 
+/* A path opened after its plane has RTT samples times its first packets
+ * from the plane's largest recent RTT (path_rto()); the initial timeout
+ * caps that only where it is longer than half again the plane's RTT. Here
+ * every packet takes 1.5 ms each way, an RTT of three rto_init: paths opened on the
+ * way took a 1 ms timeout, timed out before any answer could come, and
+ * re-ported, again and again (a daemon beside a CPU hog, whose planes'
+ * RTTs reached 80 ms against a 20 ms initial timeout, re-ported up to 250
+ * times in its first second). */
+static int slow_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+		       uint64_t *delay, int *ce)
+{
+	int r = default_policy(n, from, ti, pkt, delay, ce);
+	*delay += 1500000;
+	return r;
+}
+
+static void test_new_path_waits_for_plane_rtt(void **state)
+{
+	(void)state;
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	for (int i = 0; i < 2; i++)
+		p[i].initial_paths = 1;
+	net n;
+	net_init_mem_ok(&n, &p[0], &p[1], 16u << 20);
+	n.policy = slow_policy;
+	size_t len = 16u << 20;
+	uint8_t *src = post_write(&n, len, 13, 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 5000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	print_message("RTT 3 ms, rto_init 1 ms: %llu paths opened, %llu re-ports, %llu timeouts, "
+		      "%.1f ms\n", (unsigned long long)st.paths_opened,
+		      (unsigned long long)st.reports, (unsigned long long)st.rto_count,
+		      (double)n.now / 1e6);
+	assert_true(st.paths_opened > 1); /* paths opened after the first sample */
+	assert_int_equal(st.reports, 0);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A delay spike on path 2 (A to B): its packets sent in [30 us, 60 us)
  * are held until 250 us (beyond the path's first timeout, before its
  * second), and the path stays first in, first out (nothing sent
@@ -4281,6 +4327,7 @@ int main(void)
 		cmocka_unit_test(test_ce_cuts_one_path),
 		cmocka_unit_test(test_ce_route_repaths),
 		cmocka_unit_test(test_ce_host_repaths_back_off),
+		cmocka_unit_test(test_new_path_waits_for_plane_rtt),
 		cmocka_unit_test(test_blackhole_reported),
 		cmocka_unit_test(test_common_failure_keeps_routes),
 		cmocka_unit_test(test_lone_path_reports),
