@@ -224,6 +224,11 @@ typedef struct path {
 	uint32_t ctl_unproven; /* ACKs sent on it since it last proved to work */
 	uint32_t rp_acked, rp_marked; /* re-path: bytes acked / marked this round */
 	uint64_t rp_moved_ns; /* re-path: when it last moved, until the move is judged */
+	uint64_t rp_mv_acked, rp_mv_marked; /* ... bytes of its own acked / marked
+					     * since, and the connection's at the move
+					     * (rp_mv_cacked / _cmarked): was it marked
+					     * less than its siblings? */
+	uint64_t rp_mv_cacked, rp_mv_cmarked;
 	mrp_cc_path cc;
 	txent *ring;
 	uint64_t rttvar_ns;
@@ -346,13 +351,14 @@ struct mrp_conn {
 	 * route is to change (id + 1, 0 = none: one at a time) */
 	uint64_t rp_bytes, rp_since_ns, rp_rate_bps;
 	uint64_t rp_mbytes;     /* ... of rp_bytes, those marked */
+	uint64_t rp_cum_acked, rp_cum_marked; /* ... bytes acked / marked, ever */
 	uint8_t rp_marking;     /* ... the last span had a mark (CLEAN_ROUNDS) */
 	uint64_t rp_first_ns;   /* ... the first ACK that acknowledged data, 0 = none yet */
 	uint16_t rp_path;
 	uint8_t rp_short;       /* ... spans in a row in which the rate was short
 				 * of the hint and did not grow */
-	uint8_t rp_miss;        /* ... moves in a row that did not pay (the path was
-				 * marked again on its new route) */
+	uint8_t rp_miss;        /* ... moves that did not pay (repath_judge()),
+				 * halved by each that did */
 	uint64_t rp_next_ns;    /* ... no move before this (backing off after misses) */
 	uint8_t adm;            /* first-round-trip admission: ADM_* (SPEC 6.6) */
 	uint64_t adm_left;      /* ADM_CREDIT: credit bytes not yet used */
@@ -3072,7 +3078,7 @@ COLD static void adm_seed_rtt(mrp_conn *c, uint8_t plane, uint64_t rtt, uint64_t
 #define FAR_SHORT_AGE_RTTS 4
 #define FAR_SHORT_SPANS 2
 #define REPATH_PAID_RTTS 16   /* a moved path clean this long: the move paid */
-#define REPATH_MISS_FREE 8    /* moves in a row that did not pay, free ... */
+#define REPATH_MISS_FREE 8    /* moves that did not pay, free ... */
 #define REPATH_BACKOFF_RTTS 4 /* ... then the next waits this, doubled for
 			       * each further one ... */
 #define REPATH_MISS_MAX 16    /* ... up to 2^15 times */
@@ -3108,11 +3114,50 @@ static void repath_apply(mrp_conn *c, path *pa, uint64_t now)
 	repath_cancel(c, pa, now);
 	push_event(c, pa, pa->state, now); /* a move: same state, new sport */
 	pa->rp_moved_ns = now ? now : 1;
+	pa->rp_mv_acked = pa->rp_mv_marked = 0;
+	pa->rp_mv_cacked = c->rp_cum_acked;
+	pa->rp_mv_cmarked = c->rp_cum_marked;
 	/* the new route may be a hole: it carries a few packets until one is
 	 * acknowledged (path_room()), and a timeout before that re-ports it
 	 * (path_timeout()) */
 	pa->rp_fresh = 1;
 	c->ctl_dirty = 1;
+}
+
+/* Did a path's last move pay (SPEC 6.4)? REPATH_MISSED if the moved path
+ * was marked REPATH_ROUNDS rounds in a row within REPATH_PAID_RTTS of the
+ * move. After that, REPATH_PAID only if the new route marked it less than
+ * a quarter as much as its connection's other paths were marked meanwhile
+ * (by the fraction of bytes), over at least REPATH_PAID_PKTS of its own
+ * packets; else REPATH_MISSED. Not being hot three rounds in a row is not
+ * enough: marks that come and go on every route alike (a busy receiving
+ * host's own queue) leave a path hot that long now and then, before its
+ * move and after it, and each such "paid" move reset the backoff: on
+ * loopback beside a CPU hog a daemon moved its paths 200 times a second,
+ * each move a new source-port socket. Nor are a few packets: a path that
+ * carried 19 in its 16 RTTs met no mark by chance a third of the time
+ * (test_ce_host_flicker_repaths_back_off). A path that has not carried
+ * them by REPATH_PAID_RTTS_MAX is not judged (REPATH_UNJUDGED). Clean
+ * while its siblings are too: the marks are gone, and so is the need to
+ * back off. */
+#define REPATH_PAID_PKTS 32
+#define REPATH_PAID_RTTS_MAX (4 * REPATH_PAID_RTTS)
+enum { REPATH_WAIT, REPATH_PAID, REPATH_MISSED, REPATH_UNJUDGED };
+
+static int repath_judge(const mrp_conn *c, const path *pa, uint64_t now, uint64_t base)
+{
+	uint64_t since = now - pa->rp_moved_ns;
+	if (since < REPATH_PAID_RTTS * base)
+		return pa->rp_hot >= REPATH_ROUNDS ? REPATH_MISSED : REPATH_WAIT;
+	uint64_t oa = c->rp_cum_acked - pa->rp_mv_cacked - pa->rp_mv_acked;
+	uint64_t om = c->rp_cum_marked - pa->rp_mv_cmarked - pa->rp_mv_marked;
+	if (!oa)
+		return REPATH_PAID; /* no sibling carried anything: nothing to compare */
+	if (pa->rp_mv_acked < (uint64_t)REPATH_PAID_PKTS * c->p.mtu)
+		return since < REPATH_PAID_RTTS_MAX * base ? REPATH_WAIT : REPATH_UNJUDGED;
+	uint64_t pf = mrp_mul_div(pa->rp_mv_marked, 1024, pa->rp_mv_acked);
+	uint64_t of = mrp_mul_div(om, 1024, oa);
+	return 4 * pf <= of ? REPATH_PAID : REPATH_MISSED;
 }
 
 static void repath_round(mrp_conn *c, path *pa, uint64_t acked, uint64_t marked, uint64_t now)
@@ -3122,6 +3167,12 @@ static void repath_round(mrp_conn *c, path *pa, uint64_t acked, uint64_t marked,
 		c->rp_first_ns = now ? now : 1;
 	c->rp_bytes += acked;
 	c->rp_mbytes += marked;
+	c->rp_cum_acked += acked;
+	c->rp_cum_marked += marked;
+	if (pa->rp_moved_ns) {
+		pa->rp_mv_acked += acked;
+		pa->rp_mv_marked += marked;
+	}
 	uint64_t span = now - c->rp_since_ns, rtt = c->cc.hint_rtt_ns;
 	uint64_t hint = c->cc.rate_hint_bps;
 	if (rtt && span >= 2 * rtt) {
@@ -3163,28 +3214,30 @@ static void repath_round(mrp_conn *c, path *pa, uint64_t acked, uint64_t marked,
 	pa->rp_round_ns = now;
 	uint64_t base = max64(rtt, c->max_rtt_ns);
 	if (pa->rp_moved_ns && base) {
-		/* Did its last move pay? Marked again as soon as the marks can
-		 * say so: the congestion is not the route's (the receiving
-		 * host's own queue, marking every route alike: on loopback a
-		 * daemon moved its paths a few hundred times a second), and
-		 * the connection's next move waits, twice as long after each
-		 * such miss past REPATH_MISS_FREE in a row (a fabric with one
-		 * idle spine of four: a move lands on a congested one 3 times
-		 * in 4, and backing off at the first miss cost the churn
-		 * family up to 0.05 of its capacity); clean for
-		 * REPATH_PAID_RTTS: it paid. */
-		uint64_t since = now - pa->rp_moved_ns;
-		if (pa->rp_hot >= REPATH_ROUNDS && since < REPATH_PAID_RTTS * base) {
+		/* Did its last move pay (repath_judge())? A miss says the
+		 * congestion is not the route's (the receiving host's own
+		 * queue, marking every route alike), and the connection's next
+		 * move waits, twice as long after each miss past
+		 * REPATH_MISS_FREE in a row (a fabric with one idle spine of
+		 * four: a move lands on a congested one 3 times in 4, and
+		 * backing off at the first miss cost the churn family up to
+		 * 0.05 of its capacity); a move that paid halves the count
+		 * (starting it again let a lucky move among futile ones --
+		 * a path that met no mark by chance -- undo the backoff:
+		 * marks on a quarter of the 10 us windows made 358 moves in
+		 * test_ce_host_flicker_repaths_back_off's 64 MB, 149 now). */
+		int judged = repath_judge(c, pa, now, base);
+		if (judged == REPATH_MISSED) {
 			if (c->rp_miss < REPATH_MISS_FREE + REPATH_MISS_MAX)
 				c->rp_miss++;
 			if (c->rp_miss > REPATH_MISS_FREE)
 				c->rp_next_ns = now + ((REPATH_BACKOFF_RTTS * base)
 						       << (c->rp_miss - REPATH_MISS_FREE - 1));
-			pa->rp_moved_ns = 0;
-		} else if (since >= REPATH_PAID_RTTS * base) {
-			c->rp_miss = 0;
-			pa->rp_moved_ns = 0;
+		} else if (judged == REPATH_PAID) {
+			c->rp_miss /= 2;
 		}
+		if (judged != REPATH_WAIT)
+			pa->rp_moved_ns = 0;
 	}
 	if (pa->rp_hot >= REPATH_ROUNDS && !c->rp_path && pa->state == MRP_PATH_ACTIVE &&
 	    c->rp_short >= REPATH_SHORT_SPANS && now >= c->rp_next_ns &&

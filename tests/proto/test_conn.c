@@ -970,6 +970,53 @@ static void test_ce_host_repaths_back_off(void **state)
 	net_free(&n);
 }
 
+/* The same, with marks that come and go: the receiving host's queue marks
+ * every route alike, but only now and then (a busy host: on loopback
+ * beside a CPU hog). Here every data packet A sends in one 20 us window
+ * of three, chosen by a hash of the window, whatever its route. A path
+ * is now and then marked three rounds in a row, before a move and after
+ * it alike; a move is judged by comparing the moved path's marks with its
+ * siblings' since (repath_judge()), and such a move seldom looks as if it
+ * paid. (Judged by the moved path's not being hot three rounds in a row,
+ * 64 MB made 399 moves; a daemon made 200 a second, each a new
+ * source-port socket.) */
+static int flicker_ce_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			     uint64_t *delay, int *ce)
+{
+	int r = default_policy(n, from, ti, pkt, delay, ce);
+	uint64_t w = n->now / 20000 + 1;
+	if (from == 0 && ti->is_data && xorshift(&w) % 3 == 0)
+		*ce = 1;
+	return r;
+}
+
+static void test_ce_host_flicker_repaths_back_off(void **state)
+{
+	(void)state;
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	p[0].cc.line_rate_bps = 10000000000ull;
+	net n;
+	net_init_mem_ok(&n, &p[0], &p[1], 64u << 20);
+	n.policy = flicker_ce_policy;
+	size_t len = 64u << 20;
+	uint8_t *src = post_write(&n, len, 12, 0);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 2000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	print_message("a third of the time every packet marked: %llu moves in %.1f ms\n",
+		      (unsigned long long)st.repaths, (double)n.now / 1e6);
+	assert_true(st.repaths >= 1);
+	assert_true(st.repaths <= 40);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A path opened after its plane has RTT samples times its first packets
  * from the plane's largest recent RTT (path_rto()); the initial timeout
  * caps that only where it is longer than half again the plane's RTT. Here
@@ -4327,6 +4374,7 @@ int main(void)
 		cmocka_unit_test(test_ce_cuts_one_path),
 		cmocka_unit_test(test_ce_route_repaths),
 		cmocka_unit_test(test_ce_host_repaths_back_off),
+		cmocka_unit_test(test_ce_host_flicker_repaths_back_off),
 		cmocka_unit_test(test_new_path_waits_for_plane_rtt),
 		cmocka_unit_test(test_blackhole_reported),
 		cmocka_unit_test(test_common_failure_keeps_routes),
