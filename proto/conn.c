@@ -3077,7 +3077,7 @@ COLD static void adm_seed_rtt(mrp_conn *c, uint8_t plane, uint64_t rtt, uint64_t
  * failover's transition dips a connection under half its hint for one. */
 #define FAR_SHORT_AGE_RTTS 4
 #define FAR_SHORT_SPANS 2
-#define REPATH_PAID_RTTS 16   /* a moved path clean this long: the move paid */
+#define REPATH_PAID_RTTS 16   /* a move is judged this long after it (repath_judge()) */
 #define REPATH_MISS_FREE 8    /* moves that did not pay, free ... */
 #define REPATH_BACKOFF_RTTS 4 /* ... then the next waits this, doubled for
 			       * each further one ... */
