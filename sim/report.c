@@ -932,6 +932,9 @@ static json_t *coll_run_json(const sim_result *R, size_t entry)
 	json_object_set_new(o, "events", json_integer((json_int_t)R->events));
 	json_object_set_new(o, "sim_time_ns", json_integer((json_int_t)R->sim_time_ns));
 	json_object_set_new(o, "events_per_second", jreal(R->events_per_sec));
+	/* (the whole run's: the steps and any background flows beside them) */
+	if (R->timeseries)
+		json_object_set(o, "timeseries", R->timeseries);
 	return o;
 }
 

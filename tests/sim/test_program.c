@@ -258,6 +258,57 @@ static void test_collectives(void **state)
 	json_decref(doc);
 }
 
+/* With the scenario key timeseries, each collective run carries the run's
+ * samples: the named links into rank 0, which both the background flow and
+ * the steps fill, and the first flows; without it, none. */
+static void test_collectives_timeseries(void **state)
+{
+	char path[1024];
+	json_t *doc, *runs;
+
+	(void)state;
+	path_of(path, sizeof(path), data, "collectives_ts.yaml");
+	doc = run_json(path, NULL, NULL, 0);
+	runs = json_object_get(json_array_get(json_object_get(doc, "collectives"), 0), "runs");
+	assert_int_equal(json_array_size(runs), 3);
+	for (size_t i = 0; i < 3; i++) {
+		json_t *r = json_array_get(runs, i);
+		json_t *ts = json_object_get(r, "timeseries");
+		uint64_t sim_ns = (uint64_t)json_integer_value(json_object_get(r, "sim_time_ns"));
+		uint64_t iv, n, bytes = 0;
+
+		assert_non_null(ts);
+		iv = (uint64_t)json_integer_value(json_object_get(ts, "interval_ns"));
+		n = (uint64_t)json_integer_value(json_object_get(ts, "samples"));
+		assert_true(iv >= 5000);
+		/* the samples span the run (to its last interval): its steps
+		 * and the 1 MB beside them */
+		assert_true((n + 1) * iv >= sim_ns && (n - 1) * iv <= sim_ns);
+		json_t *links = json_object_get(ts, "links");
+		assert_int_equal(json_array_size(links), 2);
+		for (size_t k = 0; k < 2; k++) {
+			json_t *l = json_array_get(links, k);
+			json_t *rate = json_object_get(l, "rate_bps");
+
+			assert_true(json_is_true(json_object_get(l, "named")));
+			assert_int_equal(json_array_size(rate), n);
+			for (size_t j = 0; j < n; j++)
+				bytes += (uint64_t)(json_real_value(json_array_get(rate, j)) * iv / 8e9 + 0.5);
+		}
+		/* into rank 0: the 1 MB flow and 7 of the all-to-all's 64 KiB / 8 */
+		assert_true(bytes >= 1000000 + 7 * 8192);
+		assert_int_equal(json_array_size(json_object_get(ts, "flows")), 2);
+	}
+	json_decref(doc);
+
+	/* without the key: no samples */
+	path_of(path, sizeof(path), data, "collectives.yaml");
+	doc = run_json(path, "--max-size", "8", 0);
+	runs = json_object_get(json_array_get(json_object_get(doc, "collectives"), 0), "runs");
+	assert_null(json_object_get(json_array_get(runs, 0), "timeseries"));
+	json_decref(doc);
+}
+
 static void test_text_output(void **state)
 {
 	char path[1024], *out;
@@ -326,6 +377,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_shipped_scenarios),
 		cmocka_unit_test(test_both),
 		cmocka_unit_test(test_collectives),
+		cmocka_unit_test(test_collectives_timeseries),
 		cmocka_unit_test(test_text_output),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_unfinished_exits_1),
