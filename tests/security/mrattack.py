@@ -195,6 +195,28 @@ def rss_kib(pid):
     return 0
 
 
+def rss_where(pid):
+    """Where a process's resident memory is, in KiB: the heap (brk), other
+    anonymous mappings (mmap: large allocations, thread arenas, stacks)
+    and files. Printed with an RSS bound, it tells heap fragmentation from
+    memory really held."""
+    out = {"heap": 0, "anon": 0, "file": 0}
+    kind = None
+    try:
+        with open("/proc/%d/smaps" % pid) as f:
+            for line in f:
+                parts = line.split()
+                if not parts[0].endswith(":"):
+                    name = parts[5] if len(parts) > 5 else ""
+                    kind = "heap" if name == "[heap]" else \
+                        "anon" if not name.startswith("/") else "file"
+                elif parts[0] == "Rss:" and kind:
+                    out[kind] += int(parts[1])
+    except OSError:
+        pass
+    return "heap %(heap)d, anonymous %(anon)d, files %(file)d" % out
+
+
 def sanitized(pid):
     """True if the process runs with AddressSanitizer (its allocator adds
     redzones, rounds sizes up and keeps a quarantine: RSS bounds need room
@@ -252,6 +274,7 @@ class Health:
         self.d, self.rss_mib, self.fds, self.udp = daemon, rss_mib, fds, udp
         self.rss0, self.fd0 = rss_kib(daemon.proc.pid), self.nfds()
         self.rss_max, self.fd_max = self.rss0, self.fd0
+        self.where0 = self.where_max = rss_where(daemon.proc.pid)
         self.kinds0 = fd_kinds(daemon.proc.pid)
         self.kinds_max = dict(self.kinds0)
 
@@ -263,7 +286,10 @@ class Health:
 
     def sample(self):
         if self.d.alive():
-            self.rss_max = max(self.rss_max, rss_kib(self.d.proc.pid))
+            rss = rss_kib(self.d.proc.pid)
+            if rss > self.rss_max:
+                self.where_max = rss_where(self.d.proc.pid)
+            self.rss_max = max(self.rss_max, rss)
             self.fd_max = max(self.fd_max, self.nfds())
             for kind, n in fd_kinds(self.d.proc.pid).items():
                 self.kinds_max[kind] = max(self.kinds_max[kind], n)
@@ -273,8 +299,9 @@ class Health:
         mrtest.check(self.d.alive() and self.d.request("status").get("ok"),
                      "%s alive and answering" % self.d.name)
         mrtest.check(self.rss_max - self.rss0 < self.rss_mib * 1024,
-                     "%s RSS grew %d KiB (< %d MiB)" % (self.d.name, self.rss_max - self.rss0,
-                                                          self.rss_mib))
+                     "%s RSS grew %d KiB (< %d MiB; at the start %s, at the most %s)"
+                     % (self.d.name, self.rss_max - self.rss0, self.rss_mib, self.where0,
+                        self.where_max))
         mrtest.check(self.fd_max - self.fd0 < self.fds,
                      "%s open fds%s grew %d (< %d; at most by kind: %s, at the start %s)"
                      % (self.d.name, "" if self.udp else " other than UDP sockets",
