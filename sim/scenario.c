@@ -588,11 +588,16 @@ static int h_links(pctx *c, yaml_node_t *v, const char *path, void *obj)
 
 /* -------------------------------------------------------------- flows */
 
-enum { FK_SRC = 1, FK_DST = 2, FK_RECEIVER = 4, FK_SENDERS = 8, FK_PATTERN = 16 };
+enum { FK_SRC = 1, FK_DST = 2, FK_RECEIVER = 4, FK_SENDERS = 8, FK_PATTERN = 16, FK_EVERY = 32 };
+
+/* The most times one entry may be repeated (repeat:). */
+#define FLOW_REPEAT_MAX 100000u
 
 typedef struct flow_tmp {
 	sim_flow_config f;
-	unsigned keys; /* FK_* seen */
+	unsigned keys;   /* FK_* seen */
+	uint32_t repeat; /* the entry this many times ... */
+	uint64_t every_ns; /* ... each this long after the one before */
 } flow_tmp;
 
 static int fl_pattern(pctx *c, yaml_node_t *v, const char *path, void *obj)
@@ -673,10 +678,27 @@ static int fl_plane(pctx *c, yaml_node_t *v, const char *path, void *obj)
 	return get_int(c, v, path, SIM_MAX_PLANES - 1, &((flow_tmp *)obj)->f.plane);
 }
 
+static int fl_repeat(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	return get_u32(c, v, path, 1, FLOW_REPEAT_MAX, &((flow_tmp *)obj)->repeat);
+}
+
+static int fl_every(pctx *c, yaml_node_t *v, const char *path, void *obj)
+{
+	flow_tmp *t = obj;
+
+	t->keys |= FK_EVERY;
+	if (get_time(c, v, path, &t->every_ns) != 0)
+		return MRP_ERR_INVAL;
+	if (t->every_ns == 0)
+		return perr(c, v, "%s: must be longer than 0", path);
+	return 0;
+}
+
 static const keydef flow_keys[] = {
 	{"pattern", fl_pattern}, {"src", fl_src},     {"dst", fl_dst},   {"receiver", fl_receiver},
 	{"senders", fl_senders}, {"bytes", fl_bytes}, {"start", fl_start}, {"op", fl_op},
-	{"stream", fl_stream},   {"plane", fl_plane},
+	{"stream", fl_stream},   {"plane", fl_plane}, {"repeat", fl_repeat}, {"every", fl_every},
 };
 
 static int h_flows(pctx *c, yaml_node_t *v, const char *path, void *obj)
@@ -716,8 +738,21 @@ static int h_flows(pctx *c, yaml_node_t *v, const char *path, void *obj)
 					    t.f.pattern == SIM_PAT_PERMUTATION ? "a permutation"
 									    : "all_to_all");
 		}
-		if (sim_config_add_flow(c->cfg, &t.f) != 0)
-			return perr(c, item, "out of memory");
+		if (t.repeat > 1 && !(t.keys & FK_EVERY))
+			return perr(c, item, "%s: repeat needs every (the time between starts)", sub);
+		if ((t.keys & FK_EVERY) && t.repeat < 2)
+			return perr(c, item, "%s: every needs repeat (2 or more)", sub);
+		uint32_t n = t.repeat ? t.repeat : 1;
+		if (n > 1 && t.every_ns > (UINT64_MAX - t.f.start_ns) / (n - 1))
+			return perr(c, item, "%s: the last repeat would start past the end of time",
+				    sub);
+		for (uint32_t k = 0; k < n; k++) {
+			sim_flow_config f = t.f;
+
+			f.start_ns += k * t.every_ns;
+			if (sim_config_add_flow(c->cfg, &f) != 0)
+				return perr(c, item, "out of memory");
+		}
 	}
 	return 0;
 }

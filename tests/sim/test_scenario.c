@@ -194,6 +194,46 @@ static void test_bad_values(void **state)
 	expect_error("", "test.yaml: the scenario is empty");
 }
 
+/* repeat / every: the entry n times, each start every later than the one
+ * before, in place (the flows after it keep their order); a pattern
+ * repeats whole. */
+static void test_repeat(void **state)
+{
+	sim_config cfg;
+
+	(void)state;
+	cfg_from(&cfg, "hosts: 4\nflows:\n"
+		       "  - {src: 1, dst: 0, bytes: 1MB}\n"
+		       "  - {src: 2, dst: 0, bytes: 4KB, start: 5us, repeat: 3, every: 50us}\n"
+		       "  - {pattern: incast, receiver: 3, senders: 2, repeat: 2, every: 1ms}\n"
+		       "  - {src: 0, dst: 1, repeat: 1}\n");
+	assert_int_equal(cfg.nflows, 7);
+	assert_int_equal(cfg.flows[0].src, 1);
+	for (unsigned k = 0; k < 3; k++) {
+		assert_int_equal(cfg.flows[1 + k].src, 2);
+		assert_true(cfg.flows[1 + k].bytes == 4000);
+		assert_true(cfg.flows[1 + k].start_ns == 5000 + 50000 * k);
+	}
+	assert_int_equal(cfg.flows[4].pattern, SIM_PAT_INCAST);
+	assert_true(cfg.flows[4].start_ns == 0);
+	assert_true(cfg.flows[5].start_ns == 1000000);
+	assert_int_equal(cfg.flows[5].dst, 3);
+	assert_int_equal(cfg.flows[6].src, 0);
+	assert_true(sim_config_flow_count(&cfg) == 1 + 3 + 2 * 2 + 1);
+	sim_config_free(&cfg);
+
+	expect_error("hosts: 2\nflows:\n  - {src: 0, dst: 1, repeat: 3}\n",
+		     "test.yaml:3: flows[0]: repeat needs every (the time between starts)");
+	expect_error("hosts: 2\nflows:\n  - {src: 0, dst: 1, every: 1us}\n",
+		     "test.yaml:3: flows[0]: every needs repeat (2 or more)");
+	expect_error("hosts: 2\nflows:\n  - {src: 0, dst: 1, repeat: 2, every: 0}\n",
+		     "flows[0].every: must be longer than 0");
+	expect_error("hosts: 2\nflows:\n  - {src: 0, dst: 1, repeat: 0, every: 1us}\n",
+		     "flows[0].repeat: 0 is out of range (1-100000)");
+	expect_error("hosts: 2\nflows:\n  - {src: 0, dst: 1, repeat: 100001, every: 1us}\n",
+		     "flows[0].repeat: 100001 is out of range (1-100000)");
+}
+
 static void test_bad_references(void **state)
 {
 	(void)state;
@@ -294,6 +334,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_unknown_keys),
 		cmocka_unit_test(test_bad_values),
+		cmocka_unit_test(test_repeat),
 		cmocka_unit_test(test_bad_references),
 		cmocka_unit_test(test_bad_transport_option),
 		cmocka_unit_test(test_shipped_scenarios),
