@@ -1224,6 +1224,16 @@ static path *path_slot_new(mrp_conn *c, uint16_t id)
 	return c->paths[id];
 }
 
+/* The path's route changed (opened, re-ported or moved to another source
+ * port): its smallest RTT was the old route's, and starts again with the
+ * next sample. Kept, a move to a longer route left it low, and everything
+ * measured against it (the connection's base RTT, SPEC 6.5; `min_rtt_us`
+ * in `show paths`) read the new route's base as a standing queue. */
+static void path_new_route(path *pa)
+{
+	pa->cc.min_rtt_ns = 0;
+}
+
 /* Path slot id, allocated if it is not yet; NULL beyond max_paths or
  * without memory. */
 static inline path *path_slot(mrp_conn *c, uint16_t id)
@@ -1532,6 +1542,7 @@ static int path_open(mrp_conn *c, uint16_t id, uint8_t plane, uint64_t now,
 	pa->sport = pick_sport(c);
 	pa->gen = (uint16_t)(pa->gen + 1);
 	pa->opened_cold = !c->max_rtt_ns;
+	path_new_route(pa);
 	pa->snd_nxt = pa->snd_una = 0;
 	pa->rto_at = pa->tlp_at = pa->hold_at = NEVER;
 	pa->probe_at = NEVER;
@@ -1565,6 +1576,7 @@ static void path_report(mrp_conn *c, path *pa, uint16_t sport, uint64_t now)
 {
 	uint16_t old = pa->sport;
 	path_new_gen(c, pa, now);
+	path_new_route(pa);
 	if (sport)
 		pa->sport = sport;
 	else
@@ -3111,6 +3123,7 @@ static void repath_apply(mrp_conn *c, path *pa, uint64_t now)
 	for (int i = 0; i < 8 && pa->sport == old; i++)
 		pa->sport = pick_sport(c);
 	c->st.repaths++;
+	path_new_route(pa);
 	repath_cancel(c, pa, now);
 	push_event(c, pa, pa->state, now); /* a move: same state, new sport */
 	pa->rp_moved_ns = now ? now : 1;

@@ -928,6 +928,72 @@ static void test_ce_route_repaths(void **state)
 	memset(hot_sports, 0, sizeof(hot_sports));
 }
 
+/* Routes the hot paths are moved to are 60 us longer, one way (a far
+ * spine): the marks of hot_sport_policy() move the paths there. */
+#define FAR_ROUTE_NS 60000ull
+static int far_route_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			    uint64_t *delay, int *ce)
+{
+	int r = hot_sport_policy(n, from, ti, pkt, delay, ce);
+	if (from == 0 && !hot_sport(ti->sport))
+		*delay += FAR_ROUTE_NS;
+	return r;
+}
+
+/* A path's smallest RTT is its route's: after a move to a longer route it
+ * is that route's, not the old one's (which would make the new route's
+ * base read as a standing queue). */
+static void test_route_move_resets_min_rtt(void **state)
+{
+	(void)state;
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	p[0].cc.line_rate_bps = 10000000000ull;
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	n.policy = far_route_policy;
+	mrp_path_info first[HOT_PATHS], now;
+	for (int i = 0; i < HOT_PATHS; i++) {
+		assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &first[i]), 0);
+		hot_sports[i] = first[i].sport;
+	}
+	size_t len = 8 << 20;
+	uint8_t *src = post_write(&n, len, 9, 0);
+	cqlog log[2] = { 0 };
+	uint64_t near_min[HOT_PATHS] = { 0 };
+	while (!log[0].n && n.now < 1000000000ull) {
+		if (!net_step(&n))
+			break;
+		poll_all(&n, log);
+		for (int i = 0; i < HOT_PATHS; i++) {
+			assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &now), 0);
+			if (hot_sport(now.sport) && now.min_rtt_ns)
+				near_min[i] = now.min_rtt_ns;
+		}
+	}
+	assert_int_equal(n.check_failures, 0);
+	assert_int_equal(log[0].n, 1);
+	int far = 0;
+	for (int i = 0; i < HOT_PATHS; i++) {
+		assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &now), 0);
+		print_message("path %d: sport %u, smallest RTT %.1f us (%.1f us on its first route)\n",
+			      i, now.sport, now.min_rtt_ns / 1e3, near_min[i] / 1e3);
+		assert_true(near_min[i] > 0);
+		assert_true(near_min[i] < FAR_ROUTE_NS);
+		if (hot_sport(now.sport))
+			continue;
+		far++;
+		/* sampled on the far route since the move, and only there */
+		assert_true(now.min_rtt_ns >= near_min[i] + FAR_ROUTE_NS / 2);
+		assert_true(now.min_rtt_ns >= FAR_ROUTE_NS);
+	}
+	assert_true(far > 0);
+	assert_memory_equal(n.mr[1].base, src, len);
+	free(src);
+	net_free(&n);
+	memset(hot_sports, 0, sizeof(hot_sports));
+}
+
 /* Re-path when the marks are not the route's (the receiving host's own
  * queue, SPEC 6.4): every data packet A sends is CE-marked, whatever its
  * source port. Moving paths cannot help; after REPATH_MISS_FREE moves in a
@@ -4363,6 +4429,7 @@ int main(void)
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_ce_cuts_one_path),
 		cmocka_unit_test(test_ce_route_repaths),
+		cmocka_unit_test(test_route_move_resets_min_rtt),
 		cmocka_unit_test(test_ce_host_repaths_back_off),
 		cmocka_unit_test(test_ce_host_flicker_repaths_back_off),
 		cmocka_unit_test(test_new_path_waits_for_plane_rtt),
