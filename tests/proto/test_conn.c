@@ -856,23 +856,30 @@ static int hot_sport_policy(net *n, int from, const mrp_tx_info *ti, const uint8
 	return r;
 }
 
-static void test_ce_route_repaths(void **state)
+/* A one-plane pair whose A sends at 10 Gbit/s under policy, with A's first
+ * HOT_PATHS paths' source ports the hot ones (their routes' info in first). */
+static void hot_pair_init(net *n, policy_fn policy, mrp_path_info first[HOT_PATHS])
 {
-	(void)state;
 	mrp_conn_params p[2];
 	pair_params(p, 1, 0);
 	p[0].cc.line_rate_bps = 10000000000ull;
+	net_init(n, &p[0], &p[1]);
+	n->policy = policy;
+	for (int i = 0; i < HOT_PATHS; i++) {
+		assert_int_equal(mrp_conn_path_info(n->c[0], (unsigned)i, &first[i]), 0);
+		hot_sports[i] = first[i].sport;
+	}
+}
+
+static void test_ce_route_repaths(void **state)
+{
+	(void)state;
 	net n;
-	net_init(&n, &p[0], &p[1]);
-	n.policy = hot_sport_policy;
 	mrp_path_info first[HOT_PATHS], pi[HOT_PATHS], now;
+	hot_pair_init(&n, hot_sport_policy, first);
 	uint64_t ce_at_move[HOT_PATHS] = { 0 };
 	int moved[HOT_PATHS] = { 0 };
 	uint64_t move_events = 0;
-	for (int i = 0; i < HOT_PATHS; i++) {
-		assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &first[i]), 0);
-		hot_sports[i] = first[i].sport;
-	}
 	size_t len = 8 << 20;
 	uint8_t *src = post_write(&n, len, 9, 0);
 	cqlog log[2] = { 0 };
@@ -946,17 +953,9 @@ static int far_route_policy(net *n, int from, const mrp_tx_info *ti, const uint8
 static void test_route_move_resets_min_rtt(void **state)
 {
 	(void)state;
-	mrp_conn_params p[2];
-	pair_params(p, 1, 0);
-	p[0].cc.line_rate_bps = 10000000000ull;
 	net n;
-	net_init(&n, &p[0], &p[1]);
-	n.policy = far_route_policy;
 	mrp_path_info first[HOT_PATHS], now;
-	for (int i = 0; i < HOT_PATHS; i++) {
-		assert_int_equal(mrp_conn_path_info(n.c[0], (unsigned)i, &first[i]), 0);
-		hot_sports[i] = first[i].sport;
-	}
+	hot_pair_init(&n, far_route_policy, first);
 	size_t len = 8 << 20;
 	uint8_t *src = post_write(&n, len, 9, 0);
 	cqlog log[2] = { 0 };
