@@ -4345,6 +4345,30 @@ static uint32_t open_paths(mrp_conn *c, uint32_t want, uint64_t now)
 	return opened;
 }
 
+/*
+ * A plane went down: the planes left carry its traffic, each over only the
+ * few routes its paths hash to. With four paths of a connection on a plane
+ * of four spines, some spine carries none of them about nine times in ten,
+ * and where every connection misses a spine it idles while the others
+ * queue; a re-path finds it only by luck, one drained path at a time
+ * (churn_6planes_leafspine seed 14: 0.93 of the surviving capacity, one
+ * connection with all four paths of a plane on one of its three spines;
+ * bench/README.md). So the paths in service are
+ * brought back to the connection's initial count with new paths, spread
+ * over the planes still up (SPEC 8.1). Only up to that count: a plane that
+ * flaps adds paths once, not at every flap, and max_paths bounds them all.
+ */
+static void replace_paths(mrp_conn *c, uint64_t now)
+{
+	uint32_t in = 0;
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		in += pa && pa->open && !pa->disabled;
+	}
+	if (in < c->p.initial_paths)
+		open_paths(c, c->p.initial_paths - in, now);
+}
+
 /* The connection has data but no window: open another path when every
  * active path is at its ceiling (the bandwidth-delay product outgrew them). */
 COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
@@ -5404,13 +5428,17 @@ int mrp_conn_plane_event(mrp_conn *c, unsigned plane, int event, uint64_t now)
 		c->plane_dis[plane] |= flag;
 	else
 		c->plane_dis[plane] &= (uint8_t)~flag;
+	uint32_t lost = 0;
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa || !pa->open || pa->plane != plane)
 			continue;
 		uint8_t dis = set ? (uint8_t)(pa->disabled | flag) : (uint8_t)(pa->disabled & ~flag);
+		lost += set && !pa->disabled;
 		path_set_disabled(c, pa, dis, now);
 	}
+	if (lost && flag == DIS_PLANE_DOWN && sending(c))
+		replace_paths(c, now);
 	recompute_qwnd(c);
 	return 0;
 }

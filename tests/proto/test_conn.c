@@ -1903,6 +1903,71 @@ static void test_plane_down(void **state)
 	net_free(&n);
 }
 
+/* Paths of c in service (open, not disabled) on plane pl, or on every
+ * plane for pl < 0; *opened counts the open slots. */
+static unsigned paths_in_service(const mrp_conn *c, int pl, unsigned *opened)
+{
+	unsigned in = 0, open = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(c, i, &pi) != 0)
+			continue;
+		open++;
+		in += pi.state != MRP_PATH_DISABLED && (pl < 0 || pi.plane == pl);
+	}
+	if (opened)
+		*opened = open;
+	return in;
+}
+
+/* A plane goes down: the planes left get new paths, so that the paths in
+ * service are as many as the connection started with (more routes across
+ * the surviving fabric, SPEC 8.1), and they carry data. Only up to that
+ * count: the plane's return and a second failure add none. */
+static void test_plane_down_replaces_paths(void **state)
+{
+	(void)state;
+	net n;
+	net_init_2planes(&n, plane_policy);
+	plane1_down = 0;
+	size_t len = 8 << 20;
+	uint8_t *src = post_write(&n, len, 8, 0);
+	net_run_until(&n, NULL, NULL, 6000);
+	unsigned opened;
+	assert_int_equal(paths_in_service(n.c[0], 0, &opened), 2);
+	assert_int_equal(opened, 4); /* initial_paths 4, over two planes */
+	plane1_down = 1;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(mrp_conn_plane_event(n.c[i], 1, MRP_PLANE_DOWN, n.now), 0);
+	assert_int_equal(paths_in_service(n.c[0], 0, &opened), 4);
+	assert_int_equal(paths_in_service(n.c[0], -1, NULL), 4);
+	assert_int_equal(opened, 6);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane == 0)
+			assert_true(pi.acked_pkts > 0); /* the new ones carried data too */
+	}
+	/* back, and down again: no more paths */
+	plane1_down = 0;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(mrp_conn_plane_event(n.c[i], 1, MRP_PLANE_UP, n.now), 0);
+	net_run_until(&n, NULL, NULL, n.now + 1000000);
+	assert_int_equal(paths_in_service(n.c[0], -1, &opened), 6);
+	plane1_down = 1;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(mrp_conn_plane_event(n.c[i], 1, MRP_PLANE_DOWN, n.now), 0);
+	assert_int_equal(paths_in_service(n.c[0], -1, &opened), 4);
+	assert_int_equal(opened, 6);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A connection paced far below its planes' links takes a plane per packet
  * (the plane with the least in flight, then the one it used least
  * recently): a burst of burst_pkts packets on one path is what leaves back
@@ -4447,6 +4512,7 @@ int main(void)
 		cmocka_unit_test(test_cold_plane_lone_loss),
 		cmocka_unit_test(test_rtt_hint_lone_loss),
 		cmocka_unit_test(test_plane_down),
+		cmocka_unit_test(test_plane_down_replaces_paths),
 		cmocka_unit_test(test_spaced_packets_take_planes_in_turn),
 		cmocka_unit_test(test_announced_victim),
 		cmocka_unit_test(test_announced_proven),
