@@ -4346,17 +4346,18 @@ static uint32_t open_paths(mrp_conn *c, uint32_t want, uint64_t now)
 }
 
 /*
- * A plane went down: the planes left carry its traffic, each over only the
- * few routes its paths hash to. With four paths of a connection on a plane
- * of four spines, some spine carries none of them about nine times in ten,
- * and where every connection misses a spine it idles while the others
- * queue; a re-path finds it only by luck, one drained path at a time
- * (churn_6planes_leafspine seed 14: 0.93 of the surviving capacity, one
- * connection with all four paths of a plane on one of its three spines;
- * bench/README.md). So the paths in service are
+ * A plane went down or was drained: the planes left carry its traffic, each
+ * over only the few routes its paths hash to. With four paths of a
+ * connection on a plane of four spines, some spine carries none of them
+ * about nine times in ten, and where every connection misses a spine it
+ * idles while the others queue; a re-path finds it only by luck, one
+ * drained path at a time (churn_6planes_leafspine seed 14: 0.93 of the
+ * surviving capacity, one connection with all four paths of a plane on one
+ * of its three spines; bench/README.md). So the paths in service are
  * brought back to the connection's initial count with new paths, spread
- * over the planes still up (SPEC 8.1). Only up to that count: a plane that
- * flaps adds paths once, not at every flap, and max_paths bounds them all.
+ * over the planes still in service (SPEC 8.1). Only up to that count: a
+ * plane that flaps adds paths once, not at every flap, and max_paths
+ * bounds them all.
  */
 static void replace_paths(mrp_conn *c, uint64_t now)
 {
@@ -5437,7 +5438,7 @@ int mrp_conn_plane_event(mrp_conn *c, unsigned plane, int event, uint64_t now)
 		lost += set && !pa->disabled;
 		path_set_disabled(c, pa, dis, now);
 	}
-	if (lost && flag == DIS_PLANE_DOWN && sending(c))
+	if (lost && sending(c)) /* (a plane down or drained) */
 		replace_paths(c, now);
 	recompute_qwnd(c);
 	return 0;

@@ -1968,6 +1968,47 @@ static void test_plane_down_replaces_paths(void **state)
 	net_free(&n);
 }
 
+/* The same for a plane the operator drains: its paths stay open (they
+ * answer probes) but carry no data, and the plane left gets new ones. */
+static void test_plane_drain_replaces_paths(void **state)
+{
+	(void)state;
+	net n;
+	net_init_2planes(&n, default_policy);
+	size_t len = 8 << 20;
+	uint8_t *src = post_write(&n, len, 8, 0);
+	net_run_until(&n, NULL, NULL, 6000);
+	assert_int_equal(mrp_conn_plane_event(n.c[0], 1, MRP_PLANE_DRAIN, n.now), 0);
+	unsigned opened;
+	assert_int_equal(paths_in_service(n.c[0], 0, &opened), 4);
+	assert_int_equal(paths_in_service(n.c[0], 1, NULL), 0);
+	assert_int_equal(opened, 6);
+	uint64_t plane1_tx = 0, plane1_after = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane == 1)
+			plane1_tx += pi.tx_pkts;
+	}
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	for (unsigned i = 0; i < 64; i++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[0], i, &pi) != 0)
+			continue;
+		if (pi.plane == 1)
+			plane1_after += pi.tx_pkts;
+		else
+			assert_true(pi.acked_pkts > 0);
+	}
+	assert_true(plane1_after - plane1_tx < 8); /* probes at most, no data */
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A connection paced far below its planes' links takes a plane per packet
  * (the plane with the least in flight, then the one it used least
  * recently): a burst of burst_pkts packets on one path is what leaves back
@@ -4513,6 +4554,7 @@ int main(void)
 		cmocka_unit_test(test_rtt_hint_lone_loss),
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_plane_down_replaces_paths),
+		cmocka_unit_test(test_plane_drain_replaces_paths),
 		cmocka_unit_test(test_spaced_packets_take_planes_in_turn),
 		cmocka_unit_test(test_announced_victim),
 		cmocka_unit_test(test_announced_proven),
