@@ -4616,14 +4616,25 @@ static void hint_window(mrp_conn *c, uint64_t now)
 			more = max64(active / 2, 1);
 		active += open_paths(c, (uint32_t)more, now);
 	}
-	uint64_t per = min64(target / active, ceiling);
+	/* The target is the planes' in equal parts, each plane's the equal
+	 * part of its paths: a plane's share does not follow how many paths
+	 * it has (a plane back in service has fewer than those that got new
+	 * paths when it went, replace_paths(); with parts per path it carried
+	 * 0.78-0.94 of its link for a millisecond after its return). */
+	uint32_t on_plane[MRP_MAX_PLANES] = { 0 }, nplanes = 0;
+	for (uint32_t i = 0; i < c->path_hi; i++) {
+		const path *pa = c->paths[i];
+		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE)
+			nplanes += on_plane[pa->plane]++ == 0;
+	}
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (!pa || !pa->open || pa->state != MRP_PATH_ACTIVE)
 			continue;
-		uint64_t w = per;
+		uint64_t shares = (uint64_t)nplanes * on_plane[pa->plane];
+		uint64_t w = min64(target / shares, ceiling);
 		if (own_rtt && pa->cc.srtt_ns)
-			w = min64(w, mrp_mul_div(hint / active, HINT_BASE_MULT * pa->cc.srtt_ns,
+			w = min64(w, mrp_mul_div(hint / shares, HINT_BASE_MULT * pa->cc.srtt_ns,
 						 8000000000ull));
 		if (pa->cc.cwnd >= w)
 			continue;
