@@ -4316,10 +4316,15 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 /* The connection has data but no window: open another path when every
  * active path is at its ceiling (the bandwidth-delay product outgrew them). */
 /* Open up to want more paths, spread over the planes in service (the
- * plane with the fewest open paths first). Returns how many it opened. */
+ * plane with the fewest open paths first), none on a plane that has its
+ * part of max_paths (max_per_plane in the daemon's configuration) already:
+ * the planes left after a failure get new paths (replace_paths()), and
+ * must not take the slots of the plane that comes back. Returns how many
+ * it opened. */
 static uint32_t open_paths(mrp_conn *c, uint32_t want, uint64_t now)
 {
 	uint32_t per_plane[MRP_MAX_PLANES] = { 0 }, opened = 0;
+	uint32_t cap = c->p.max_paths / (c->p.nplanes ? c->p.nplanes : 1);
 	for (uint32_t i = 0; i < c->path_hi; i++) {
 		path *pa = c->paths[i];
 		if (pa && pa->open)
@@ -4327,19 +4332,20 @@ static uint32_t open_paths(mrp_conn *c, uint32_t want, uint64_t now)
 	}
 	int plane = -1;
 	for (uint32_t p = 0; p < c->p.nplanes; p++)
-		if (!c->plane_dis[p] && (plane < 0 || per_plane[p] < per_plane[plane]))
+		if (!c->plane_dis[p] && per_plane[p] < cap &&
+		    (plane < 0 || per_plane[p] < per_plane[plane]))
 			plane = (int)p;
-	if (plane < 0)
-		return 0;
-	for (uint32_t i = 0; i < c->p.max_paths && opened < want; i++)
+	for (uint32_t i = 0; plane >= 0 && i < c->p.max_paths && opened < want; i++)
 		if (i >= c->paths_cap || !c->paths[i] || !c->paths[i]->open) {
 			if (path_open(c, (uint16_t)i, (uint8_t)plane, now, 0) < 0)
 				break;
 			c->last_open_ns = now;
 			opened++;
-			per_plane[plane]++;
+			if (++per_plane[plane] >= cap)
+				plane = -1;
 			for (uint32_t p = 0; p < c->p.nplanes; p++)
-				if (!c->plane_dis[p] && per_plane[p] < per_plane[plane])
+				if (!c->plane_dis[p] && per_plane[p] < cap &&
+				    (plane < 0 || per_plane[p] < per_plane[plane]))
 					plane = (int)p;
 		}
 	return opened;

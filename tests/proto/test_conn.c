@@ -2009,6 +2009,42 @@ static void test_plane_drain_replaces_paths(void **state)
 	net_free(&n);
 }
 
+/* No plane gets more than its part of max_paths (max_per_plane in the
+ * daemon): with max_paths 6 on two planes, the plane left goes from 2 paths
+ * to 3, not to the 4 the connection started with (the slots free would
+ * allow it). */
+static void test_plane_down_paths_capped(void **state)
+{
+	(void)state;
+	mrp_conn_params p[2];
+	pair_params(p, 2, 0);
+	for (int i = 0; i < 2; i++)
+		p[i].max_paths = 6;
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	n.policy = plane_policy;
+	plane1_down = 0;
+	size_t len = 4 << 20;
+	uint8_t *src = post_write(&n, len, 8, 0);
+	net_run_until(&n, NULL, NULL, 6000);
+	plane1_down = 1;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(mrp_conn_plane_event(n.c[i], 1, MRP_PLANE_DOWN, n.now), 0);
+	unsigned opened;
+	assert_int_equal(paths_in_service(n.c[0], 0, &opened), 3);
+	assert_int_equal(opened, 5);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	assert_int_equal(paths_in_service(n.c[0], 0, &opened), 3);
+	assert_int_equal(opened, 5);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A connection paced far below its planes' links takes a plane per packet
  * (the plane with the least in flight, then the one it used least
  * recently): a burst of burst_pkts packets on one path is what leaves back
@@ -4555,6 +4591,7 @@ int main(void)
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_plane_down_replaces_paths),
 		cmocka_unit_test(test_plane_drain_replaces_paths),
+		cmocka_unit_test(test_plane_down_paths_capped),
 		cmocka_unit_test(test_spaced_packets_take_planes_in_turn),
 		cmocka_unit_test(test_announced_victim),
 		cmocka_unit_test(test_announced_proven),
