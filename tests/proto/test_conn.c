@@ -1903,6 +1903,17 @@ static void test_plane_down(void **state)
 	net_free(&n);
 }
 
+/* Runs n until the WRITE post_write() posted completes; it succeeded and
+ * its len bytes of src arrived. */
+static void write_completes(net *n, const uint8_t *src, size_t len)
+{
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(n, have_cqes, &w, 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n->mr[1].base, src, len);
+}
+
 /* Paths of c in service (open, not disabled) on plane pl, or on every
  * plane for pl < 0; *opened counts the open slots. */
 static unsigned paths_in_service(const mrp_conn *c, int pl, unsigned *opened)
@@ -1942,11 +1953,7 @@ static void test_plane_down_replaces_paths(void **state)
 	assert_int_equal(paths_in_service(n.c[0], 0, &opened), 4);
 	assert_int_equal(paths_in_service(n.c[0], -1, NULL), 4);
 	assert_int_equal(opened, 6);
-	cqlog log[2] = { 0 };
-	want w = { log, 0, 1 };
-	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
-	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
-	assert_memory_equal(n.mr[1].base, src, len);
+	write_completes(&n, src, len);
 	for (unsigned i = 0; i < 64; i++) {
 		mrp_path_info pi;
 		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane == 0)
@@ -1989,11 +1996,7 @@ static void test_plane_drain_replaces_paths(void **state)
 		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane == 1)
 			plane1_tx += pi.tx_pkts;
 	}
-	cqlog log[2] = { 0 };
-	want w = { log, 0, 1 };
-	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
-	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
-	assert_memory_equal(n.mr[1].base, src, len);
+	write_completes(&n, src, len);
 	for (unsigned i = 0; i < 64; i++) {
 		mrp_path_info pi;
 		if (mrp_conn_path_info(n.c[0], i, &pi) != 0)
@@ -2033,11 +2036,7 @@ static void test_plane_down_paths_capped(void **state)
 	unsigned opened;
 	assert_int_equal(paths_in_service(n.c[0], 0, &opened), 3);
 	assert_int_equal(opened, 5);
-	cqlog log[2] = { 0 };
-	want w = { log, 0, 1 };
-	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
-	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
-	assert_memory_equal(n.mr[1].base, src, len);
+	write_completes(&n, src, len);
 	assert_int_equal(paths_in_service(n.c[0], 0, &opened), 3);
 	assert_int_equal(opened, 5);
 	assert_int_equal(n.check_failures, 0);
