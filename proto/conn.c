@@ -4313,8 +4313,6 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 	return best;
 }
 
-/* The connection has data but no window: open another path when every
- * active path is at its ceiling (the bandwidth-delay product outgrew them). */
 /* Open up to want more paths, spread over the planes in service (the
  * plane with the fewest open paths first), none on a plane that has its
  * part of max_paths (max_per_plane in the daemon's configuration) already:
@@ -4620,7 +4618,7 @@ static void hint_window(mrp_conn *c, uint64_t now)
 			more = 0;
 		else if (open_slow && more > max64(active / 2, 1))
 			more = max64(active / 2, 1);
-		active += open_paths(c, (uint32_t)more, now);
+		open_paths(c, (uint32_t)more, now);
 	}
 	/* The target is the planes' in equal parts, each plane's the equal
 	 * part of its paths: a plane's share does not follow how many paths
