@@ -1774,6 +1774,72 @@ static void test_blackhole_reported(void **state)
 	net_free(&n);
 }
 
+/* B's path hole_path carries nothing from hole_from on, whatever its route:
+ * every new route of it lands in the hole (as with two spines, unlucky). */
+static int hole_path = -1;
+static uint64_t hole_from, hole_sent;
+
+static int ack_path_hole_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+				uint64_t *delay, int *ce)
+{
+	if (from == 1 && (int)ti->path_id == hole_path && n->now >= hole_from) {
+		hole_sent++;
+		return 0;
+	}
+	return default_policy(n, from, ti, pkt, delay, ce);
+}
+
+/* A receiver's ACK-only path whose every new route fails while the other
+ * paths of its plane work: after its second unanswered re-port its next
+ * routes' probes wait 16 timeout floors and more (ACK_REPORT_HOLD), rather
+ * than one probe into the hole per floor. Over the 4 ms after the hole
+ * opens it re-ports 2-5 times and sends at most 8 packets into the hole:
+ * the ACKs it carried before its first probe went unanswered, and one
+ * probe per route (measured: 3 re-ports, 6 packets; without the hold 17
+ * and 32). The transfer completes intact. */
+static void test_ack_path_reports_held(void **state)
+{
+	(void)state;
+	net n;
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	p[0].cc.line_rate_bps = 2000000000ull; /* 6 MB: some 25 ms */
+	net_init(&n, &p[0], &p[1]);
+	n.policy = ack_path_hole_policy;
+	size_t len = 6 << 20;
+	uint8_t *src = post_write(&n, len, 11, 0);
+	/* let B's paths open and carry ACKs (B sends no data: each is
+	 * ACK-only), then take one of them */
+	net_run_until(&n, NULL, NULL, 200000);
+	hole_path = -1;
+	for (uint16_t id = 0; id < 16 && hole_path < 0; id++) {
+		mrp_path_info pi;
+		if (mrp_conn_path_info(n.c[1], id, &pi) == 0 && pi.state == MRP_PATH_ACTIVE &&
+		    id > 0)
+			hole_path = id;
+	}
+	assert_true(hole_path > 0);
+	hole_from = n.now;
+	hole_sent = 0;
+	mrp_conn_stats b0, b1;
+	mrp_conn_get_stats(n.c[1], &b0);
+	net_run_until(&n, NULL, NULL, hole_from + 4000000);
+	mrp_conn_get_stats(n.c[1], &b1);
+	print_message("B's path %d: %llu re-ports, %llu packets into the hole in 4 ms\n", hole_path,
+		      (unsigned long long)(b1.reports - b0.reports), (unsigned long long)hole_sent);
+	assert_true(b1.reports - b0.reports >= 2 && b1.reports - b0.reports <= 5);
+	assert_true(hole_sent <= 8);
+	hole_path = -1;
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, n.now + 1000000000ull));
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, len);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* A path alone on its plane, its route a black hole: it cannot tell a hole
  * in its route from a failure common to the plane, so it re-ports, and the
  * transfer completes on the new route. */
@@ -4576,6 +4642,7 @@ int main(void)
 		cmocka_unit_test(test_blackhole_reported),
 		cmocka_unit_test(test_common_failure_keeps_routes),
 		cmocka_unit_test(test_lone_path_reports),
+		cmocka_unit_test(test_ack_path_reports_held),
 		cmocka_unit_test(test_ack_req_acks_every_path),
 		cmocka_unit_test(test_held_timeout_answer_without_ack),
 		cmocka_unit_test(test_held_timeout_ack_first),
