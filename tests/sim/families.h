@@ -334,4 +334,115 @@ static inline void incast(const char *name, uint64_t seed, double max_drop_pct)
 	assert_true(r.util >= 0.90);
 }
 
+/* The black-hole measure (test_blackhole_one_way() in test_families.c):
+ * the hole opens at 200 us on the link named; what went into it from three
+ * RTO floors after, over 2 ms, against the rate the link carried in the
+ * 100 us before. crossed is 0 when no route of the seed used the link. */
+typedef struct blackhole_result {
+	int crossed;
+	double former;	  /* packets on the link in the 100 us before */
+	uint64_t in_first; /* into the hole in its first 300 us */
+	uint64_t later;	  /* into the hole in the 2 ms after */
+	double pct;	  /* later against the former rate, % */
+} blackhole_result;
+
+static inline blackhole_result blackhole_measure(run *rn_, const char *name, uint64_t seed,
+						 const char *lname)
+{
+	const uint64_t t_hole = 200 * US, before = 100 * US, floors = 3 * 100 * US,
+		       window = 2000 * US;
+	run rn = *rn_;
+	blackhole_result b = { 0 };
+
+	assert_int_equal(rn.cfg.nevents, 1);
+	assert_int_equal(rn.cfg.events[0].at_ns, t_hole);
+	sim_link *l = sim_link_find(rn.s, lname);
+	assert_non_null(l);
+	run_to(&rn, t_hole - before);
+	uint64_t p0 = l->tx_pkts;
+	run_to(&rn, t_hole);
+	double rate = (double)(l->tx_pkts - p0) / (double)before; /* packets per ns */
+	run_to(&rn, t_hole + floors);
+	uint64_t d0 = l->drops[SIM_DROP_BLACKHOLE];
+	b.in_first = d0;
+	run_to(&rn, t_hole + floors + window);
+	b.later = l->drops[SIM_DROP_BLACKHOLE] - d0;
+	for (size_t f = 0; f < sim_flow_count(rn.s); f++)
+		assert_false(sim_flow_get(rn.s, f)->done); /* the window saw traffic */
+	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
+	run_free(&rn);
+	if (rate == 0) {
+		print_message("%-26s seed %llu: no route crossed %s\n", name,
+			      (unsigned long long)seed, lname);
+		return b;
+	}
+	b.crossed = 1;
+	b.former = rate * (double)before;
+	b.pct = 100.0 * (double)b.later / (rate * (double)window);
+	print_message("%-26s seed %llu: %s carried %.0f packets in %llu us before the "
+		      "hole; %llu went into it in the first %llu us, %llu in the %llu us after "
+		      "(%.2f %% of the former rate; bar 1 %%)\n",
+		      name, (unsigned long long)seed, lname, b.former,
+		      (unsigned long long)(before / US), (unsigned long long)b.in_first,
+		      (unsigned long long)(floors / US), (unsigned long long)b.later,
+		      (unsigned long long)(window / US), b.pct);
+	return b;
+}
+
+/* A scenario whose one event is a hole on spine0, moved to spine <spine>. */
+static inline void run_load_spine(run *rn, const char *name, uint64_t seed, unsigned spine)
+{
+	const char *dir = getenv("SIM_SCENARIOS");
+	char path[1024], *text;
+	FILE *f;
+	long len;
+
+	if (!dir)
+		skip();
+	snprintf(path, sizeof(path), "%s/families/%s.yaml", dir, name);
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	assert_true(len > 0);
+	rewind(f);
+	text = calloc(1, (size_t)len + 1);
+	assert_non_null(text);
+	assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	/* the event's spine: "switch: spine0," becomes spine<spine> */
+	char *at = strstr(text, "switch: spine0,");
+	assert_non_null(at);
+	assert_true(spine <= 9);
+	at[strlen("switch: spine")] = (char)('0' + spine);
+	run_parse(rn, text, (size_t)len, path);
+	free(text);
+	rn->cfg.seed = seed;
+	rn->s = sim_from(&rn->cfg, &sim_mrp_ops);
+}
+
+
+/* The hole of a one_way scenario on plane <plane>, spine <spine>, on that
+ * spine's cable to leaf0. */
+static inline blackhole_result blackhole_one_way_measure(const char *name, unsigned plane,
+							 unsigned spine, uint64_t seed)
+{
+	char lname[64];
+	run rn;
+
+	run_load_spine(&rn, name, seed, spine);
+	snprintf(lname, sizeof(lname), "p%u:spine%u->leaf0", plane, spine);
+	return blackhole_measure(&rn, name, seed, lname);
+}
+
+/* The scenario's own hole, on the link named. */
+static inline blackhole_result blackhole_link_measure(const char *name, uint64_t seed,
+						      const char *lname)
+{
+	run rn;
+
+	run_load(&rn, name, seed);
+	return blackhole_measure(&rn, name, seed, lname);
+}
+
 #endif

@@ -17,6 +17,13 @@
  *                            burst_goodput() measures (all flows)
  *   incast NAME SEED         Jain, receiver's links busy, drops, as
  *                            incast_measure() measures (printed by it)
+ *   blackhole NAME PLANE SPINE SEED
+ *                            a one-way hole on spine SPINE's cable to leaf0
+ *                            of plane PLANE (the file's hole moved there):
+ *                            what still goes into it, as
+ *                            test_blackhole_one_way() measures
+ *   hole NAME LINK SEED      the same on the file's own hole, LINK named as
+ *                            sim_link_find() takes it (p2:spine2->leaf1)
  * Every run must still finish with every byte verified (run_finish()).
  */
 #include "families.h"
@@ -75,9 +82,21 @@ static void audit(void **state)
 		double g0 = burst_goodput(g_argv[2], 0, 1, 1), g = burst_goodput(g_argv[2], b, seed, 1);
 		printf("%s burst %g seed %llu: %.1f Gbit/s, %.3f of lossless (%.1f)\n", g_argv[2], b,
 		       (unsigned long long)seed, g / 1e9, g / g0, g0 / 1e9);
+	} else if (argc == 6 && !strcmp(g_argv[1], "blackhole")) {
+		blackhole_result b = blackhole_one_way_measure(
+			g_argv[2], (unsigned)strtoul(g_argv[3], NULL, 10),
+			(unsigned)strtoul(g_argv[4], NULL, 10), strtoull(g_argv[5], NULL, 10));
+		printf("%s plane %s spine %s seed %s: %.2f %%%s\n", g_argv[2], g_argv[3], g_argv[4],
+		       g_argv[5], b.pct, b.crossed ? "" : " (no route crossed)");
+	} else if (argc == 5 && !strcmp(g_argv[1], "hole")) {
+		blackhole_result b = blackhole_link_measure(g_argv[2], strtoull(g_argv[4], NULL, 10),
+							    g_argv[3]);
+		printf("%s %s seed %s: %.2f %%%s\n", g_argv[2], g_argv[3], g_argv[4], b.pct,
+		       b.crossed ? "" : " (no route crossed)");
 	} else {
 		fail_msg("usage: families_audit churn NAME SEED | reorder NAME SEED [--links] | "
-			 "burst NAME BURST SEED | incast NAME SEED");
+			 "burst NAME BURST SEED | incast NAME SEED | "
+			 "blackhole NAME PLANE SPINE SEED | hole NAME LINK SEED");
 	}
 	fflush(stdout);
 }
