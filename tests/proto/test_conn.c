@@ -1739,6 +1739,80 @@ static void test_held_timeout_unanswered(void **state)
 	net_free(&n);
 }
 
+/* From late_route_from on, what A sends on path late_route_path takes
+ * late_route_ns more: a route to a spine much further away than the one its
+ * RTT was measured over. */
+static int late_route_path = -1;
+static uint64_t late_route_from, late_route_ns;
+
+static int late_route_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			     uint64_t *delay, int *ce)
+{
+	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (from == 0 && (int)ti->path_id == late_route_path && n->now >= late_route_from)
+		*delay += late_route_ns;
+	return ok;
+}
+
+/* The path's first timeout held its data (only delay, maybe) and the first
+ * ACK of it comes back just before the hold's one more timeout runs out:
+ * the packets held with it, sent later, are due later, and are waited for
+ * (their sending plus the round trip that ACK showed), not sent again as
+ * their own ACKs come in. Before: a far spine's path had its held packets
+ * sent again 7 us after the first of them was acknowledged
+ * (reorder_50x_start seed 8, 16 spurious retransmissions). Measured: 3
+ * duplicates at B, the 3 tail-loss probes' copies; 25 with the old rule
+ * (22 held packets sent again). */
+static void test_held_timeout_late_acks_extend(void **state)
+{
+	(void)state;
+	net n;
+	net_init(&n, NULL, NULL);
+	n.policy = late_route_policy;
+	late_route_path = -1;
+	n.now = 1000;
+	uint8_t *warm = post_write(&n, 256 << 10, 42, n.now);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(&n, have_cqes, &w, 100000000ull));
+	net_run_until(&n, NULL, NULL, n.now + 200000);
+	free(warm);
+	late_route_path = 1;
+	late_route_from = n.now;
+	/* the path's timeout (its floor, 100 us) runs out first; its first
+	 * ACK comes back just before the hold's end, the rest after it */
+	late_route_ns = 187000;
+	mrp_conn_stats a0, b0, a1, b1;
+	mrp_conn_get_stats(n.c[0], &a0);
+	mrp_conn_get_stats(n.c[1], &b0);
+	static uint8_t src[256 << 10];
+	fill_pattern(src, sizeof(src), 43);
+	mrp_wr wr = { .wr_id = 2, .opcode = MRP_WR_WRITE, .local = src, .len = sizeof(src),
+		      .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, n.now), 0);
+	w.count = 2;
+	assert_true(net_run_until(&n, have_cqes, &w, n.now + 100000000ull));
+	assert_int_equal(log[0].e[1].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, sizeof(src));
+	net_run_until(&n, NULL, NULL, n.now + 1000000); /* what is still on its way */
+	mrp_conn_get_stats(n.c[0], &a1);
+	mrp_conn_get_stats(n.c[1], &b1);
+	uint64_t tlps = a1.tlp_count - a0.tlp_count, dups = b1.rx_dup_pkts - b0.rx_dup_pkts;
+	print_message("timeouts %llu (undone %llu), tail-loss probes %llu, packets sent again "
+		      "%llu, duplicates at B %llu\n",
+		      (unsigned long long)(a1.rto_count - a0.rto_count),
+		      (unsigned long long)(a1.rto_spurious - a0.rto_spurious),
+		      (unsigned long long)tlps, (unsigned long long)(a1.retx_pkts - a0.retx_pkts),
+		      (unsigned long long)dups);
+	assert_true(a1.rto_count > a0.rto_count);	/* the path timed out */
+	assert_true(a1.rto_spurious > a0.rto_spurious); /* and it was delay */
+	/* the only copies: the tail-loss probes before the timeout */
+	assert_true(dups <= tlps);
+	late_route_path = -1;
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
 /* A silent black hole on one path: detected by its RTO, its data resent on
  * other paths, the path re-ported; the transfer completes intact. */
 static void test_blackhole_reported(void **state)
@@ -4746,6 +4820,7 @@ int main(void)
 		cmocka_unit_test(test_lone_path_reports),
 		cmocka_unit_test(test_ack_path_reports_held),
 		cmocka_unit_test(test_plane_routes_all_in_hole),
+		cmocka_unit_test(test_held_timeout_late_acks_extend),
 		cmocka_unit_test(test_ack_req_acks_every_path),
 		cmocka_unit_test(test_held_timeout_answer_without_ack),
 		cmocka_unit_test(test_held_timeout_ack_first),
