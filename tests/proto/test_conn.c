@@ -2116,12 +2116,7 @@ static void test_plane_down(void **state)
 	plane1_down = 1;
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(mrp_conn_plane_event(n.c[i], 1, MRP_PLANE_DOWN, n.now), 0);
-	uint64_t plane1_tx = 0;
-	for (unsigned i = 0; i < 64; i++) {
-		mrp_path_info pi;
-		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane == 1)
-			plane1_tx += pi.tx_pkts;
-	}
+	uint64_t plane1_tx = plane_tx(n.c[0], 1);
 	assert_true(plane1_tx > 0);
 	cqlog log[2] = { 0 };
 	want w = { log, 0, 1 };
@@ -2232,12 +2227,7 @@ static void test_plane_drain_replaces_paths(void **state)
 	assert_int_equal(paths_in_service(n.c[0], 0, &opened), 4);
 	assert_int_equal(paths_in_service(n.c[0], 1, NULL), 0);
 	assert_int_equal(opened, 6);
-	uint64_t plane1_tx = 0, plane1_after = 0;
-	for (unsigned i = 0; i < 64; i++) {
-		mrp_path_info pi;
-		if (mrp_conn_path_info(n.c[0], i, &pi) == 0 && pi.plane == 1)
-			plane1_tx += pi.tx_pkts;
-	}
+	uint64_t plane1_tx = plane_tx(n.c[0], 1), plane1_after = 0;
 	write_completes(&n, src, len);
 	for (unsigned i = 0; i < 64; i++) {
 		mrp_path_info pi;
