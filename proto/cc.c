@@ -272,9 +272,19 @@ static void alpha_epoch(const mrp_cc_conn *cc, mrp_cc_path *p, uint64_t now_ns)
 #define HINT_FLOOR_MIN_RTT_NS 1000000
 static uint64_t hint_floor(const mrp_cc_conn *cc, const mrp_cc_path *p)
 {
-	if (!cc->rate_hint_bps || p->min_rtt_ns < HINT_FLOOR_MIN_RTT_NS || !cc->qwnd)
+	/* The minimum RTT: the route's, or the plane's if that is smaller. A
+	 * route's own is measured again after every move, and a first sample
+	 * through the queue the old route left reads as across sites: a path
+	 * 30 us from its peer re-pathed on a marked plane, took 1.3 ms for
+	 * its minimum, and from then on no mark cut it (the floor was its
+	 * whole window), so its queue stood and the minimum stayed
+	 * (tests/netns ecn_plane: plane1's window 1 MB, plane0's 0.3 MB). */
+	uint64_t min_rtt = p->min_rtt_ns;
+	if (p->plane_rtt_ns && (!min_rtt || p->plane_rtt_ns < min_rtt))
+		min_rtt = p->plane_rtt_ns;
+	if (!cc->rate_hint_bps || min_rtt < HINT_FLOOR_MIN_RTT_NS || !cc->qwnd)
 		return 0;
-	uint64_t conn = mrp_mul_div(cc->rate_hint_bps, p->min_rtt_ns, 8000000000ull);
+	uint64_t conn = mrp_mul_div(cc->rate_hint_bps, min_rtt, 8000000000ull);
 	if (conn >= cc->qwnd)
 		return p->cwnd;
 	return mrp_mul_div(p->cwnd, conn, cc->qwnd);

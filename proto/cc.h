@@ -83,7 +83,13 @@ typedef struct mrp_cc_path {
 	uint64_t cwnd;          /* PWND, bytes */
 	uint64_t inflight;      /* bytes sent and not yet acked or lost (engine keeps it) */
 	uint64_t srtt_ns;       /* smoothed RTT (engine keeps it, RFC 6298) */
-	uint64_t min_rtt_ns;
+	uint64_t min_rtt_ns;    /* smallest RTT of the path's route (engine keeps it;
+				 * 0 again when the route changes) */
+	uint64_t plane_rtt_ns;  /* smallest RTT of any route on the path's plane in
+				 * the connection's life (engine keeps it; 0 =
+				 * none yet): a new route's first samples may
+				 * cross the queue the old one left, and its
+				 * min_rtt_ns is then the queue's */
 	uint64_t last_cut_ns;   /* time of the last multiplicative cut */
 	uint64_t loss_epoch_ns; /* start of the current loss-counting RTT */
 	uint32_t losses;        /* losses in the current epoch */

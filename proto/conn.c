@@ -377,6 +377,9 @@ struct mrp_conn {
 				 * active paths (0 before a sample) */
 	uint64_t plane_max_rtt_ns[MRP_MAX_PLANES]; /* ... of those on each plane */
 	uint64_t plane_last_rtt_ns[MRP_MAX_PLANES]; /* the latest ACK's RTT sample there */
+	uint64_t plane_min_rtt_ns[MRP_MAX_PLANES]; /* the smallest RTT sample there in
+						    * the connection's life, whatever
+						    * the route (0 = none yet) */
 	uint64_t route_fail_ns[MRP_MAX_PLANES]; /* a path there last failed while
 						 * the peer answered (0: never) */
 	/* losses behind a bottleneck, counted per plane (plane_loss()) */
@@ -1233,9 +1236,10 @@ static path *path_slot_new(mrp_conn *c, uint16_t id)
  * next sample. Kept, a move to a longer route left it low, and everything
  * measured against it (the connection's base RTT, SPEC 6.5; `min_rtt_us`
  * in `show paths`) read the new route's base as a standing queue. */
-static void path_new_route(path *pa)
+static void path_new_route(const mrp_conn *c, path *pa)
 {
 	pa->cc.min_rtt_ns = 0;
+	pa->cc.plane_rtt_ns = c->plane_min_rtt_ns[pa->plane];
 }
 
 /* Path slot id, allocated if it is not yet; NULL beyond max_paths or
@@ -1546,7 +1550,7 @@ static int path_open(mrp_conn *c, uint16_t id, uint8_t plane, uint64_t now,
 	pa->sport = pick_sport(c);
 	pa->gen = (uint16_t)(pa->gen + 1);
 	pa->opened_cold = !c->max_rtt_ns;
-	path_new_route(pa);
+	path_new_route(c, pa);
 	pa->snd_nxt = pa->snd_una = 0;
 	pa->rto_at = pa->tlp_at = pa->hold_at = NEVER;
 	pa->probe_at = NEVER;
@@ -1580,7 +1584,7 @@ static void path_report(mrp_conn *c, path *pa, uint16_t sport, uint64_t now)
 {
 	uint16_t old = pa->sport;
 	path_new_gen(c, pa, now);
-	path_new_route(pa);
+	path_new_route(c, pa);
 	if (sport)
 		pa->sport = sport;
 	else
@@ -2727,10 +2731,14 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 
 /* ---- send side: ACK, NAK, PROBE_ACK processing -------------------------- */
 
-static void rtt_sample(path *pa, uint64_t rtt)
+static void rtt_sample(mrp_conn *c, path *pa, uint64_t rtt)
 {
 	if (rtt == 0)
 		rtt = 1;
+	uint64_t *pm = &c->plane_min_rtt_ns[pa->plane];
+	if (*pm == 0 || rtt < *pm)
+		*pm = rtt;
+	pa->cc.plane_rtt_ns = *pm;
 	if (pa->cc.srtt_ns == 0) {
 		pa->cc.srtt_ns = rtt;
 		pa->rttvar_ns = rtt / 2;
@@ -3052,7 +3060,7 @@ COLD static void adm_seed_rtt(mrp_conn *c, uint8_t plane, uint64_t rtt, uint64_t
 		 * path_rto()) */
 		if (!p || !p->open || p->cc.srtt_ns || p->plane != plane)
 			continue;
-		rtt_sample(p, rtt);
+		rtt_sample(c, p, rtt);
 		if (p->cc.inflight)
 			path_arm_timers(c, p, now);
 	}
@@ -3131,7 +3139,7 @@ static void repath_apply(mrp_conn *c, path *pa, uint64_t now)
 	for (int i = 0; i < 8 && pa->sport == old; i++)
 		pa->sport = pick_sport(c);
 	c->st.repaths++;
-	path_new_route(pa);
+	path_new_route(c, pa);
 	repath_cancel(c, pa, now);
 	push_event(c, pa, pa->state, now); /* a move: same state, new sport */
 	pa->rp_moved_ns = now ? now : 1;
@@ -3409,7 +3417,7 @@ static int rx_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 		uint64_t rtt = now - a->ts_echo_ns;
 		if (rtt > a->ack_delay_ns)
 			rtt -= a->ack_delay_ns;
-		rtt_sample(pa, rtt);
+		rtt_sample(c, pa, rtt);
 		pa->own_sample = 1;
 		c->plane_last_rtt_ns[pa->plane] = rtt;
 		if (pa->cold_probe && !pa->probe_pending) {
@@ -3674,7 +3682,7 @@ static int rx_probe_ack(mrp_conn *c, const mrp_pkt *pkt, uint64_t now)
 			rtt -= k->ack_delay_ns;
 		/* (not a grant's: see adm_granted()) */
 		if (!grant) {
-			rtt_sample(pa, rtt);
+			rtt_sample(c, pa, rtt);
 			pa->own_sample = 1;
 		}
 		pa->probe_rtt_ns = rtt;
@@ -4491,7 +4499,15 @@ COLD static void maybe_open_path(mrp_conn *c, uint64_t now)
 #define DRAINED_MIN_RTT_NS 1000000
 static int cut_drained(const mrp_conn *c, const path *pa, const uint64_t *base, uint64_t now)
 {
-	uint64_t b = base[pa->plane];
+	/* (the plane's smallest RTT in the connection's life where that is
+	 * smaller: a route's own minimum starts again at each move, and a
+	 * first sample through the queue the old route left made a path 30
+	 * us from its peer "across sites", its queue "drained" at every
+	 * sample -- raised to 1 MB at once on a plane that marked 10 % of
+	 * its packets, tests/netns ecn_plane) */
+	uint64_t b = base[pa->plane], life = c->plane_min_rtt_ns[pa->plane];
+	if (b && life && life < b)
+		b = life;
 	return b >= DRAINED_MIN_RTT_NS && !pa->cc.loss_cut && now - pa->cc.last_cut_ns >= b &&
 	       c->plane_last_rtt_ns[pa->plane] <= b + b / DRAINED_DIV;
 }

@@ -608,6 +608,40 @@ static void test_hint_caps_room(void **state)
 }
 
 /* Pacing is the smallest of line rate, hint and 5/4 QWND/RTT. */
+/* Where the receiver's hint paces a connection across sites (a minimum RTT
+ * of 1 ms or more), ECN does not cut a path below what the hint carries in
+ * that RTT; within a data centre it does. A route's own minimum starts again
+ * when the path moves, and its first samples may cross the queue the old
+ * route left: the plane's smallest RTT in the connection's life, when
+ * smaller, is the one that says where the peer is. */
+static void test_hint_floor_across_sites_only(void **state)
+{
+	struct tconn t;
+
+	(void)state;
+	tc_init(&t, "baseline", 1, 2000 * US);
+	t.cc.ops->on_rate_hint(&t.cc, 20000000000ull, 0);
+	/* 20 Gbit/s over 1.3 ms is 3.25 MB, more than the window: no cut (it
+	 * ends slow start all the same) */
+	t.p[0].min_rtt_ns = 1300 * US;
+	uint64_t c0 = t.p[0].cwnd;
+	ack(&t, 0, MTU, MTU, 1 * US);
+	assert_int_equal(t.p[0].cwnd, c0);
+	/* the same route's minimum, on a plane where 30 us has been seen */
+	t.p[0].plane_rtt_ns = 30 * US;
+	ack(&t, 0, MTU, MTU, 3000 * US);
+	assert_true(t.p[0].cwnd < c0);
+	/* a plane whose smallest RTT is across sites too: the floor again */
+	uint64_t c1 = t.p[0].cwnd;
+	t.p[0].plane_rtt_ns = 1100 * US;
+	ack(&t, 0, MTU, MTU, 6000 * US);
+	assert_int_equal(t.p[0].cwnd, c1);
+	/* and 0 (no sample on the plane yet) is not a minimum */
+	t.p[0].plane_rtt_ns = 0;
+	ack(&t, 0, MTU, MTU, 9000 * US);
+	assert_int_equal(t.p[0].cwnd, c1);
+}
+
 static void test_pacing(void **state)
 {
 	mrp_cc_params params;
@@ -683,6 +717,7 @@ int main(void)
 		cmocka_unit_test(test_slow_start_doubles),
 		cmocka_unit_test(test_alpha_tracks_marked_fraction),
 		cmocka_unit_test(test_hint_caps_room),
+		cmocka_unit_test(test_hint_floor_across_sites_only),
 		cmocka_unit_test(test_pacing),
 		cmocka_unit_test(test_fixed_ignores_signals),
 	};
