@@ -244,8 +244,8 @@ try:
 
     # The marks' effect: plane1's window cut and its queue held short, at no
     # cost in rate (medians of 3 runs, R = 250 Mbit/s, release, ASan quiet
-    # and beside stress-ng --cpu 2: windows 0.08-0.26 of plane0's, queueing
-    # delays 0.07-0.27). One sample at three quarters of each run was judged until
+    # and beside stress-ng --cpu 2: windows 0.08-0.21 of plane0's; queueing
+    # delays, release and loaded ASan, 0.07-0.17). One sample at three quarters of each run was judged until
     # a CI run failed at 0.44: a path re-pathed on the marked plane took its
     # new route's minimum RTT from a sample through plane1's queue (1.3 ms
     # for ~30 us), was taken to be across sites, raised to 1 MB and never
