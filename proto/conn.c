@@ -298,6 +298,7 @@ struct mrp_conn {
 	uint8_t peer_closing;   /* the peer sent CLOSE: reply once our sends are done */
 	uint8_t close_tries;
 	uint8_t close_reason;   /* the reason our next CLOSE carries (a reply: the peer's) */
+	uint8_t tx_by_ref;      /* in mrp_conn_write_pkt_ref(): payloads by reference */
 	uint8_t failed;         /* conn_fail() ended it: its RESET carries close_reason */
 	uint16_t nak_via;       /* path id + 1 of the last NAK sent (0: none) */
 	uint64_t close_at;
@@ -4211,8 +4212,14 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	ssize_t n = mrp_data_hdr_encode(buf, buflen, &h, &d);
 	if (n < 0)
 		return n;
-	if (plen)
+	ssize_t out = n + plen;
+	if (plen && c->tx_by_ref) {
+		ti->payload = src + off;
+		ti->payload_len = plen;
+		out = n;
+	} else if (plen) {
 		memcpy(buf + n, src + off, plen);
+	}
 	uint32_t bytes = plen + MRP_DATA_HDR_LEN;
 	txent *e = &pa->ring[pa->snd_nxt & (pa->ring_cap - 1)];
 	e->m = m;
@@ -4251,7 +4258,7 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	}
 	pace_sent(c, pa->plane, bytes, now);
 	fill_ti(ti, pa, 1);
-	return n + plen;
+	return out;
 }
 
 COLD static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
@@ -5144,6 +5151,17 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 		conn_fail(c);
 		return mrp_conn_write_pkt(c, ti, buf, buflen, now);
 	}
+	return n;
+}
+
+ssize_t mrp_conn_write_pkt_ref(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf,
+			       size_t buflen, uint64_t now)
+{
+	if (!c)
+		return MRP_ERR_INVAL;
+	c->tx_by_ref = 1;
+	ssize_t n = mrp_conn_write_pkt(c, ti, buf, buflen, now);
+	c->tx_by_ref = 0;
 	return n;
 }
 

@@ -255,6 +255,10 @@ typedef struct mrp_tx_info {
 	uint16_t path_id;
 	uint8_t ect;      /* send with ECT(0) */
 	uint8_t is_data;
+	/* mrp_conn_write_pkt_ref() only: the packet's payload, sent after the
+	 * bytes written into buf; NULL and 0 otherwise. */
+	const uint8_t *payload;
+	uint32_t payload_len;
 } mrp_tx_info;
 
 /*
@@ -265,6 +269,21 @@ typedef struct mrp_tx_info {
  */
 ssize_t mrp_conn_write_pkt(mrp_conn *conn, mrp_tx_info *ti, uint8_t *buf,
 			   size_t buflen, uint64_t now_ns);
+
+/*
+ * mrp_conn_write_pkt(), but a data packet's payload is not copied into buf:
+ * the packet is the returned number of bytes of buf (its headers) followed by
+ * ti->payload_len bytes at ti->payload, a pointer into the memory of the work
+ * request (or, for a READ response, into what mr.resolve returned). That
+ * memory is the caller's, and is the caller's to keep unchanged until the
+ * packet is sent: at the latest before it takes this connection's next
+ * completion (mrp_conn_poll_cq) or frees the connection, since a completion
+ * hands the memory back to its owner. The packet's accounting (sizes, pacing,
+ * the congestion window) is that of the whole packet. A scatter-gather send
+ * (sendmsg with two iovecs) then copies the payload once, in the kernel.
+ */
+ssize_t mrp_conn_write_pkt_ref(mrp_conn *conn, mrp_tx_info *ti, uint8_t *buf,
+			       size_t buflen, uint64_t now_ns);
 
 /* The earliest time the connection needs mrp_conn_handle_timeout or
  * mrp_conn_write_pkt again; UINT64_MAX for never. Cheap to ask after every
