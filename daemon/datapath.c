@@ -372,7 +372,28 @@ void mrd_dp_tx_commit(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
 	e->dst = *dst;
 	e->dstlen = dstlen;
 	e->len = len;
+	e->plen = 0;
+	e->payload = NULL;
 	e->stamp = MRD_DP_STAMP_NONE;
+}
+
+void mrd_dp_tx_commit_ref(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
+			  socklen_t dstlen, uint32_t len, const uint8_t *payload,
+			  uint32_t plen)
+{
+	mrd_dp_tx_commit(dp, s, dst, dstlen, len);
+	if (plen) {
+		mrd_dp_txent *e = &dp->tx[dp->txn - 1];
+		e->payload = payload;
+		e->plen = plen;
+		dp->tx_refs++;
+	}
+}
+
+void mrd_dp_flush_refs(mrd_dp *dp)
+{
+	if (dp->tx_refs)
+		mrd_dp_flush(dp);
 }
 
 void mrd_dp_tx_stamp(mrd_dp *dp, int kind, uint16_t off, uint64_t base_ns)
@@ -389,15 +410,22 @@ void mrd_dp_tx_stamp(mrd_dp *dp, int kind, uint16_t off, uint64_t base_ns)
 	dp->tx_stamps++;
 }
 
-/* Write the send timestamps of msgs[0..n) (mrd_dp_tx_stamp). */
+/* Write the send timestamps of msgs[0..n) (mrd_dp_tx_stamp). An iovec is
+ * either a queue slot (a packet's first bytes) or a payload by reference,
+ * which is never in the queue's buffer. */
 static void stamp_batch(mrd_dp *dp, struct mmsghdr *msgs, unsigned n)
 {
 	uint64_t t = uv_hrtime();
+	uintptr_t lo = (uintptr_t)dp->txbuf, hi = lo + (size_t)MRD_DP_TXQ * MRD_DP_PKT_MAX;
 	for (unsigned i = 0; i < n; i++) {
 		const struct msghdr *m = &msgs[i].msg_hdr;
 		for (size_t k = 0; k < m->msg_iovlen; k++) {
 			uint8_t *p = m->msg_iov[k].iov_base;
-			const mrd_dp_txent *e = &dp->tx[(p - dp->txbuf) / MRD_DP_PKT_MAX];
+			if ((uintptr_t)p < lo || (uintptr_t)p >= hi)
+				continue;
+			const mrd_dp_txent *e = &dp->tx[((uintptr_t)p - lo) / MRD_DP_PKT_MAX];
+			if (e->stamp == MRD_DP_STAMP_NONE)
+				continue;
 			uint8_t *f = p + e->stamp_off;
 			if (e->stamp == MRD_DP_STAMP_SET64) {
 				for (int b = 7; b >= 0; b--)
@@ -472,6 +500,20 @@ static void send_batch(mrd_dp *dp, mrd_sock *s, struct mmsghdr *msgs,
 	}
 }
 
+/* The iovecs of queued packet k: its slot, and its payload by reference. */
+static void add_iovs(mrd_dp *dp, uint32_t k, struct iovec *iov, unsigned *niov)
+{
+	const mrd_dp_txent *e = &dp->tx[k];
+	iov[*niov].iov_base = dp->txbuf + (size_t)k * MRD_DP_PKT_MAX;
+	iov[*niov].iov_len = e->len;
+	(*niov)++;
+	if (e->plen) {
+		iov[*niov].iov_base = (void *)(uintptr_t)e->payload;
+		iov[*niov].iov_len = e->plen;
+		(*niov)++;
+	}
+}
+
 void mrd_dp_flush(mrd_dp *dp)
 {
 	uint32_t n = dp->txn;
@@ -505,12 +547,12 @@ void mrd_dp_flush(mrd_dp *dp)
 	}
 
 	struct mmsghdr msgs[MRD_DP_TXQ];
-	struct iovec iov[MRD_DP_TXQ];
+	struct iovec iov[2 * MRD_DP_TXQ]; /* a slot and a payload by reference */
 	uint32_t segs[MRD_DP_TXQ];
 	struct {
 		_Alignas(size_t) char buf[CMSG_SPACE(sizeof(uint16_t))]; /* cmsghdr's alignment */
 	} ctl[MRD_DP_TXQ];
-	unsigned nmsg = 0;
+	unsigned nmsg = 0, niov = 0;
 	mrd_sock *cur = NULL;
 	for (uint32_t i = 0; i < n;) {
 		const mrd_dp_txent *e = &dp->tx[order[i]];
@@ -519,24 +561,26 @@ void mrd_dp_flush(mrd_dp *dp)
 			nmsg = 0;
 		}
 		cur = e->sock;
-		uint32_t seg = e->len, total = e->len, j = i + 1;
-		iov[i].iov_base = dp->txbuf + (size_t)order[i] * MRD_DP_PKT_MAX;
-		iov[i].iov_len = e->len;
+		uint32_t seg = e->len + e->plen, total = seg, j = i + 1;
+		unsigned first_iov = niov;
+		add_iovs(dp, order[i], iov, &niov);
 		/* Extend the run: every packet but the last exactly seg bytes. */
-		while (dp->gso && j < n && j - i < GSO_MAX_SEGS &&
-		       dp->tx[order[j - 1]].len == seg && same_flow(e, &dp->tx[order[j]]) &&
-		       dp->tx[order[j]].len <= seg && total + dp->tx[order[j]].len <= GSO_MAX_BYTES) {
-			iov[j].iov_base = dp->txbuf + (size_t)order[j] * MRD_DP_PKT_MAX;
-			iov[j].iov_len = dp->tx[order[j]].len;
-			total += dp->tx[order[j]].len;
+		while (dp->gso && j < n && j - i < GSO_MAX_SEGS) {
+			const mrd_dp_txent *p = &dp->tx[order[j - 1]], *q = &dp->tx[order[j]];
+			uint32_t qlen = q->len + q->plen;
+			if (p->len + p->plen != seg || !same_flow(e, q) || qlen > seg ||
+			    total + qlen > GSO_MAX_BYTES)
+				break;
+			add_iovs(dp, order[j], iov, &niov);
+			total += qlen;
 			j++;
 		}
 		struct msghdr *m = &msgs[nmsg].msg_hdr;
 		memset(m, 0, sizeof(*m));
 		m->msg_name = (void *)&e->dst;
 		m->msg_namelen = e->dstlen;
-		m->msg_iov = &iov[i];
-		m->msg_iovlen = j - i;
+		m->msg_iov = &iov[first_iov];
+		m->msg_iovlen = niov - first_iov;
 		if (j - i > 1) {
 			m->msg_control = ctl[nmsg].buf;
 			m->msg_controllen = sizeof(ctl[nmsg].buf);
@@ -554,6 +598,7 @@ void mrd_dp_flush(mrd_dp *dp)
 	if (nmsg)
 		send_batch(dp, cur, msgs, segs, nmsg);
 	dp->tx_stamps = 0;
+	dp->tx_refs = 0;
 }
 
 /* ---- receive ------------------------------------------------------------- */

@@ -24,10 +24,12 @@
  * Batching. Receive: recvmmsg() with UDP GRO (the kernel coalesces a burst
  * of equal-size datagrams of one flow into one buffer, split here by the
  * UDP_GRO cmsg's segment size). Send: the caller writes packets into slots
- * of a send queue (mrd_dp_tx_slot / mrd_dp_tx_commit); mrd_dp_flush() turns
+ * of a send queue (mrd_dp_tx_slot / mrd_dp_tx_commit, or with the payload
+ * left where it is, mrd_dp_tx_commit_ref); mrd_dp_flush() turns
  * each run of consecutive packets to the same socket and destination with
  * one length (the last may be shorter) into one UDP GSO super-datagram
- * (UDP_SEGMENT cmsg, an iovec per packet) and sends them with one
+ * (UDP_SEGMENT cmsg, an iovec per packet, two for a packet whose payload is
+ * by reference) and sends them with one
  * sendmmsg() per socket, the flows taking turns at going first from one
  * flush to the next. MRD_NO_GSO=1 / MRD_NO_GRO=1 in the environment turn either
  * off (for measurements); GSO is also turned off by itself if the kernel
@@ -97,7 +99,9 @@ typedef struct mrd_dp_txent {
 	mrd_sock *sock;
 	mrd_sockaddr dst;
 	socklen_t dstlen;
-	uint32_t len;
+	uint32_t len;       /* bytes in the slot */
+	uint32_t plen;      /* and after them, the payload by reference */
+	const uint8_t *payload;
 	uint8_t stamp;      /* MRD_DP_STAMP_* */
 	uint16_t stamp_off;
 	uint64_t stamp_base_ns;
@@ -112,6 +116,7 @@ typedef struct mrd_dp {
 	/* send queue */
 	uint32_t txn;
 	uint32_t tx_stamps;  /* queued packets with a send timestamp to write */
+	uint32_t tx_refs;    /* queued packets with a payload by reference */
 	uint32_t tx_rot;     /* flushes with more than one flow: who goes first */
 	mrd_dp_txent tx[MRD_DP_TXQ];
 	uint8_t *txbuf; /* MRD_DP_TXQ * MRD_DP_PKT_MAX */
@@ -174,6 +179,18 @@ uint8_t *mrd_dp_tx_slot(mrd_dp *dp);
 /* Queue the packet written into the last slot. */
 void mrd_dp_tx_commit(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
 		      socklen_t dstlen, uint32_t len);
+
+/* Queue the packet written into the last slot (len bytes: its headers),
+ * followed on the wire by plen bytes at payload, which are not copied: the
+ * memory must stay as it is until the packet is sent, that is until the next
+ * mrd_dp_flush() (mrp_conn_write_pkt_ref()). Whoever is about to hand such
+ * memory back to its owner or free it calls mrd_dp_flush_refs() first. */
+void mrd_dp_tx_commit_ref(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
+			  socklen_t dstlen, uint32_t len, const uint8_t *payload,
+			  uint32_t plen);
+
+/* mrd_dp_flush() if a queued packet's payload is by reference. */
+void mrd_dp_flush_refs(mrd_dp *dp);
 
 /* Mark the packet queued last for a one-step send timestamp: when
  * mrd_dp_flush() hands it to the kernel, the field at off (which must lie

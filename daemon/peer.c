@@ -789,6 +789,8 @@ static void conn_ended(mrd_conn *c, const char *why, uint64_t now)
 {
 	if (c->state == MRD_CONN_ENDED)
 		return;
+	/* Its owner may free the memory of the requests still out (ended). */
+	mrd_dp_flush_refs(c->d->dp);
 	int was = c->state;
 	if (was == MRD_CONN_HALF_OPEN) {
 		c->d->peers->nhalf--;
@@ -823,10 +825,15 @@ static void deliver_cq(mrd_conn *c)
 {
 	mrp_cqe cqe[64];
 	int n;
-	while ((n = mrp_conn_poll_cq(c->eng, cqe, 64)) > 0)
+	while ((n = mrp_conn_poll_cq(c->eng, cqe, 64)) > 0) {
+		/* A completion hands the request's memory back to its owner:
+		 * packets queued with their payload in it go first
+		 * (mrp_conn_write_pkt_ref). */
+		mrd_dp_flush_refs(c->d->dp);
 		for (int i = 0; i < n; i++)
 			if (c->ops && c->ops->completion)
 				c->ops->completion(c, &cqe[i]);
+	}
 }
 
 /* End at once without telling the peer (its instance is gone: SPEC 9.6). */
@@ -931,7 +938,7 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 	while (sent < WRITE_BUDGET) {
 		uint8_t *slot = mrd_dp_tx_slot(d->dp);
 		mrp_tx_info ti;
-		ssize_t n = mrp_conn_write_pkt(e, &ti, slot, MRD_DP_PKT_MAX, now);
+		ssize_t n = mrp_conn_write_pkt_ref(e, &ti, slot, MRD_DP_PKT_MAX, now);
 		if (n <= 0) {
 			if (n < 0)
 				mrd_warn("conn %08x: write_pkt: %s", c->local_id,
@@ -954,7 +961,8 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 				bad[nbad++] = ti.path_id;
 			continue;
 		}
-		mrd_dp_tx_commit(d->dp, s, &pr->raddr, pr->rlen, (uint32_t)n);
+		mrd_dp_tx_commit_ref(d->dp, s, &pr->raddr, pr->rlen, (uint32_t)n, ti.payload,
+				     ti.payload_len);
 		/* A PROBE's timestamp and a PROBE_ACK's hold time are taken
 		 * when the packet leaves, not now (mrd_dp_tx_stamp): the
 		 * flush sends path after path, and a PROBE of a path flushed
