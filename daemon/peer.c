@@ -923,6 +923,10 @@ static void chal_expired(mrd_conn *c, uint64_t now)
 
 /* ---- the engine loop of one connection ----------------------------------- */
 
+/* Payloads up to this many bytes are copied into the send queue's slot,
+ * longer ones sent from where they are (mrp_conn_write_pkt_ref). */
+#define COPY_MAX 512
+
 /* Run the engine: timers, completions, packets out. Returns the number of
  * packets written (WRITE_BUDGET means there may be more). */
 static uint32_t engine_pump(mrd_conn *c, uint64_t now)
@@ -960,6 +964,12 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 			if (nbad < 8)
 				bad[nbad++] = ti.path_id;
 			continue;
+		}
+		if (ti.payload_len && ti.payload_len <= COPY_MAX) {
+			/* a short payload costs less copied than as an iovec */
+			memcpy(slot + n, ti.payload, ti.payload_len);
+			n += ti.payload_len;
+			ti.payload_len = 0;
 		}
 		mrd_dp_tx_commit_ref(d->dp, s, &pr->raddr, pr->rlen, (uint32_t)n, ti.payload,
 				     ti.payload_len);
