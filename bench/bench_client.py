@@ -26,7 +26,13 @@ reported as skipped.
 
   bench_client.py --build DIR [--reps N] [--seconds S] [--json] [--quick]
                   [--verify] [--busy-poll USEC] [--daemon-busy-poll USEC]
-                  [--transport KEY=V,...] [--bw "PERF ARGS"]
+                  [--transport KEY=V,...] [--bw "PERF ARGS"] [--pin-hosts]
+
+--pin-hosts runs the two ping-pongs as on two hosts of one core each: daemon
+A and the client pinned to one CPU, daemon B and the server to another, and
+sockperf's client and server likewise. Unpinned, where the scheduler puts
+the four processes decides the latency on a 2-core machine (a wake-up of a
+process on the other CPU costs tens of microseconds in a VM).
 """
 import argparse
 import json
@@ -128,9 +134,19 @@ class Daemons:
             self.close()
             raise RuntimeError("metaroce-perf server did not start")
 
-    def client(self, args, seconds, busy):
+    def pin(self, cpus):
+        """--pin-hosts: daemon A (and the client, see client()) on cpus[0],
+        daemon B and the server on cpus[1]; None: every CPU again."""
+        every = os.sched_getaffinity(0)
+        for pid, i in ((self.procs[0].pid, 0), (self.procs[1].pid, 1), (self.server.pid, 1)):
+            for t in os.listdir(f"/proc/{pid}/task"):
+                os.sched_setaffinity(int(t), {cpus[i]} if cpus else every)
+
+    def client(self, args, seconds, busy, cpu=None):
         cmd = [self.perf, "client", "127.0.0.2", "--port", str(BASE_PORT + 2),
                "--socket", f"{self.tmp}/a.app.sock", "--json"] + args
+        if cpu is not None:
+            cmd = ["taskset", "-c", str(cpu)] + cmd
         if busy:
             cmd += ["--busy-poll", str(busy)]
         # CPU of everything in the path: both daemons and the server (from
@@ -181,8 +197,12 @@ def run_metaroce(a, extra, env):
         nbytes = out["gbps"] * 1e9 / 8 * a.seconds
         if nbytes:
             res["bw"]["cpu_s_per_gib"] = d.cpu_s / (nbytes / GIB)
+        if a.pin_hosts:
+            d.pin(a.pin_hosts)
         out, srv = d.client(["--pingpong", "--seconds", str(a.seconds)] + v, a.seconds,
-                            a.busy_poll)
+                            a.busy_poll, a.pin_hosts[0] if a.pin_hosts else None)
+        if a.pin_hosts:
+            d.pin(None)
         res["lat"] = {"p50_us": out["lat_us_p50"], "p99_us": out["lat_us_p99"],
                       "p999_us": out["lat_us_p999"], "round_trips": out["messages"],
                       "verified": out["verify"]}
@@ -231,14 +251,17 @@ def run_tcp(iperf3, seconds):
             srv.wait()
 
 
-def run_sockperf(sockperf, seconds):
+def run_sockperf(sockperf, seconds, pin=None):
     port = str(BASE_PORT + 4)
-    srv = subprocess.Popen([sockperf, "server", "-i", "127.0.0.1", "-p", port],
+    # --pin-hosts: the server on the second CPU, the client on the first
+    srv_pre, cli_pre = (["taskset", "-c", str(pin[1])], ["taskset", "-c", str(pin[0])]) \
+        if pin else ([], [])
+    srv = subprocess.Popen(srv_pre + [sockperf, "server", "-i", "127.0.0.1", "-p", port],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        r = subprocess.run([sockperf, "ping-pong", "-i", "127.0.0.1", "-p", port,
-                            "-t", str(max(1, int(seconds))), "-m", "14"],
+        r = subprocess.run(cli_pre + [sockperf, "ping-pong", "-i", "127.0.0.1", "-p", port,
+                                      "-t", str(max(1, int(seconds))), "-m", "14"],
                            capture_output=True, text=True, timeout=seconds + 30)
         txt = r.stdout + r.stderr
         pct = {m.group(1): float(m.group(2))
@@ -273,7 +296,16 @@ def main():
                     help="metaroce-perf arguments of the bandwidth run (one connection)")
     ap.add_argument("--transport", default="",
                     help="transport keys for both daemons, e.g. burst_pkts=16")
+    ap.add_argument("--pin-hosts", action="store_true",
+                    help="the ping-pong as on two hosts: daemon A and the client on one "
+                         "CPU, daemon B and the server on another; sockperf's client and "
+                         "server likewise")
     a = ap.parse_args()
+    if a.pin_hosts:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2 or not shutil.which("taskset"):
+            ap.error("--pin-hosts needs two CPUs and taskset")
+        a.pin_hosts = cpus[:2]
     if a.quick:
         a.reps, a.seconds, a.verify = 1, 1.0, True
     iperf3 = shutil.which("iperf3")
@@ -306,7 +338,8 @@ def main():
             if not tool:
                 continue
             try:
-                r = fn(tool, a.seconds)
+                r = fn(tool, a.seconds, a.pin_hosts) if name == "sockperf" \
+                    else fn(tool, a.seconds)
                 runs[name].append(r)
                 log(f"  {name} run {rep + 1}/{a.reps}: {r}")
             except Exception as e:
@@ -334,7 +367,7 @@ def main():
     skipped = [k for k, t in (("tcp", iperf3), ("sockperf", sockperf)) if not t]
     out = {"reps": a.reps, "seconds": a.seconds, "verify": a.verify, "bw_args": a.bw,
            "busy_poll_us": a.busy_poll, "daemon_busy_poll_us": a.daemon_busy_poll,
-           "transport": a.transport, "median": m, "ratios": ratios, "runs": runs,
+           "transport": a.transport, "pin_hosts": a.pin_hosts, "median": m, "ratios": ratios, "runs": runs,
            "skipped": skipped, "bar_bw_over_tcp": 0.5, "bar_lat_over_sockperf": 3.0,
            "goal_rate_msg_per_s": 1e6, "ok": ok}
     if a.json:
