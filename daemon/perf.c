@@ -551,7 +551,12 @@ static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
 					      json_real((double)pi.probe_rtt_ns / 1e3));
 		}
 		op->probe_seen[i] = pi.probes_answered;
-		if (again && mrd_conn_path_probe(c, (uint16_t)i, now) == 0)
+		/* A path in service that this ping has not probed yet (the
+		 * engine's own PROBE was out, or due, at every round so far:
+		 * one PROBE at a time) is tried at every round, the last ones
+		 * too, and keeps the ping draining (ping_probes_out()). */
+		if ((again || (!op->probe_sent[i] && pi.state == MRP_PATH_ACTIVE)) &&
+		    mrd_conn_path_probe(c, (uint16_t)i, now) == 0)
 			op->probe_sent[i]++;
 	}
 	mrd_conn_touch(c);
@@ -564,8 +569,14 @@ static void ping_probe_round(mrd_perf_op *op, int again, uint64_t now)
 /* ping: a PROBE of this ping still unanswered on some path. */
 static int ping_probes_out(const mrd_perf_op *op)
 {
+	mrd_conn *c = op->ep.c;
 	for (unsigned i = 0; i < MRP_MAX_PATHS; i++) {
 		if (op->probe_sent[i] > ping_answered(op, i))
+			return 1;
+		/* or a path in service not probed yet (ping_probe_round()) */
+		mrp_path_info pi;
+		if (!op->probe_sent[i] && c && mrd_conn_has_engine(c) && i < c->max_paths &&
+		    mrd_conn_path_info(c, i, &pi) == 0 && pi.state == MRP_PATH_ACTIVE)
 			return 1;
 	}
 	return 0;
