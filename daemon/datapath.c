@@ -424,8 +424,6 @@ static void stamp_batch(mrd_dp *dp, struct mmsghdr *msgs, unsigned n)
 			if ((uintptr_t)p < lo || (uintptr_t)p >= hi)
 				continue;
 			const mrd_dp_txent *e = &dp->tx[((uintptr_t)p - lo) / MRD_DP_PKT_MAX];
-			if (e->stamp == MRD_DP_STAMP_NONE)
-				continue;
 			uint8_t *f = p + e->stamp_off;
 			if (e->stamp == MRD_DP_STAMP_SET64) {
 				for (int b = 7; b >= 0; b--)
