@@ -334,12 +334,13 @@ def main():
         except Exception as e:  # a failed run is reported, not fatal
             log(f"bench_client: metaroce run {rep + 1}: {e}")
             ok = False
-        for name, tool, fn in (("tcp", iperf3, run_tcp), ("sockperf", sockperf, run_sockperf)):
+        for name, tool, fn in (("tcp", iperf3, lambda t: run_tcp(t, a.seconds)),
+                               ("sockperf", sockperf,
+                                lambda t: run_sockperf(t, a.seconds, a.pin_hosts))):
             if not tool:
                 continue
             try:
-                r = fn(tool, a.seconds, a.pin_hosts) if name == "sockperf" \
-                    else fn(tool, a.seconds)
+                r = fn(tool)
                 runs[name].append(r)
                 log(f"  {name} run {rep + 1}/{a.reps}: {r}")
             except Exception as e:
@@ -367,7 +368,8 @@ def main():
     skipped = [k for k, t in (("tcp", iperf3), ("sockperf", sockperf)) if not t]
     out = {"reps": a.reps, "seconds": a.seconds, "verify": a.verify, "bw_args": a.bw,
            "busy_poll_us": a.busy_poll, "daemon_busy_poll_us": a.daemon_busy_poll,
-           "transport": a.transport, "pin_hosts": a.pin_hosts, "median": m, "ratios": ratios, "runs": runs,
+           "transport": a.transport, "pin_hosts": a.pin_hosts, "median": m, "ratios": ratios,
+           "runs": runs,
            "skipped": skipped, "bar_bw_over_tcp": 0.5, "bar_lat_over_sockperf": 3.0,
            "goal_rate_msg_per_s": 1e6, "ok": ok}
     if a.json:
