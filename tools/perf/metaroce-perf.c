@@ -6,7 +6,7 @@
  *   metaroce-perf client PEER [--port N] [--socket P] [--service ID]
  *                 --op write|write_imm|send|send_imm|read --size N --streams S
  *                 --depth D (--seconds T | --count N) [--verify] [--json]
- *                 [--pingpong] [--busy-poll USEC]
+ *                 [--pingpong [--unsignaled]] [--busy-poll USEC]
  *
  * The connection has S data streams plus one control stream (index S) on
  * which the client sends its parameters (setup), the server answers with
@@ -38,7 +38,9 @@
  *
  * --pingpong: 8-byte (or --size) SENDs echoed by the server, one at a time:
  * latency percentiles (half the round trip, like sockperf) and round trips
- * per second.
+ * per second. --unsignaled: the pings and the echoes are posted
+ * MRC_POST_UNSIGNALED (verbs programs post most sends so), and the client
+ * waits for the pong alone.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -61,7 +63,7 @@ enum { OP_SETUP = 1, OP_READY, OP_DONE, OP_RESULT };
 
 typedef struct setup_msg {
 	uint32_t magic, kind;
-	uint32_t op, streams, depth, verify, pingpong, reserved;
+	uint32_t op, streams, depth, verify, pingpong, unsignaled; /* unsignaled: 0 or 1, with pingpong */
 	uint64_t size, seed;
 } setup_msg;
 
@@ -98,7 +100,7 @@ typedef struct opts {
 	uint32_t streams, depth;
 	double seconds;
 	uint64_t count;
-	int verify, json, pingpong, once;
+	int verify, json, pingpong, unsignaled, once;
 	uint32_t busy_usec;
 } opts;
 
@@ -362,7 +364,8 @@ static int srv_on_data(perf *p, const mrc_wc *wc, void *arg)
 		int rc;
 		do
 			rc = mrc_post_send(p->ctx, p->conn, (uint16_t)s, b, wc->byte_len, p->data_mr,
-					   WR_ID(s, k) | (1ull << 62), MRC_POST_MORE);
+					   WR_ID(s, k) | (1ull << 62),
+					   MRC_POST_MORE | (st->su.unsignaled ? MRC_POST_UNSIGNALED : 0));
 		while (rc == MRC_ERR_AGAIN && mrc_submit(p->ctx) >= 0);
 		/* One ping at a time: the next lands in the other slot, and
 		 * the one after it only once this echo has arrived (the
@@ -408,7 +411,8 @@ static void srv_one(perf *p)
 	    su->streams > MAX_STREAMS || su->streams + 1u > mrc_conn_nstreams(p->conn) ||
 	    su->depth == 0 || su->depth > 4096 || su->op < MRC_OP_WRITE ||
 	    (su->op > MRC_OP_SEND_IMM && su->op != MRC_OP_READ) || su->size > (1ull << 31) ||
-	    (su->op == MRC_OP_READ && su->pingpong)) {
+	    (su->op == MRC_OP_READ && su->pingpong) || su->unsignaled > 1 ||
+	    (su->unsignaled && !su->pingpong)) {
 		rd.status = MRC_ERR_INVAL;
 		post_ctl_send(p, &rd, sizeof(rd));
 		(void)wait_ctl_recv(p, 1000, NULL, NULL);
@@ -677,7 +681,8 @@ static int run_client(opts *o)
 	uint64_t seed = now_ns();
 	setup_msg su = {.magic = PERF_MAGIC, .kind = OP_SETUP, .op = (uint32_t)o->op,
 			.streams = o->streams, .depth = o->depth, .verify = (uint32_t)o->verify,
-			.pingpong = (uint32_t)o->pingpong, .size = o->size, .seed = seed};
+			.pingpong = (uint32_t)o->pingpong,
+			.unsignaled = (uint32_t)o->unsignaled, .size = o->size, .seed = seed};
 	p.ctl_stream = (uint16_t)o->streams;
 	long got;
 	/* A server still busy with the previous client has not posted its
@@ -740,9 +745,9 @@ static int run_client(opts *o)
 			if ((rc = mrc_post_recv(p.ctx, p.conn, 0, pong, (uint32_t)o->size, p.data_mr,
 						WR_ID(0, q) | (1ull << 62), MRC_POST_MORE)) ||
 			    (rc = mrc_post_send(p.ctx, p.conn, 0, ping, (uint32_t)o->size, p.data_mr,
-						WR_ID(0, q), 0)))
+						WR_ID(0, q), o->unsignaled ? MRC_POST_UNSIGNALED : 0)))
 				die("post", rc);
-			int have_pong = 0, have_send = 0;
+			int have_pong = 0, have_send = o->unsignaled;
 			while (!have_pong || !have_send) {
 				int n = mrc_wait_cq(p.ctx, wc, 4, DEFAULT_TIMEOUT_MS);
 				if (n < 0)
@@ -921,12 +926,13 @@ static int run_client(opts *o)
 		       o->verify ? "true" : "false", verr, lost, dup, st.bad_status + res.bad_status,
 		       res.received, res.verified, st.verified);
 		if (nlat)
-			printf(",\"lat_us_p50\":%.2f,\"lat_us_p99\":%.2f,\"lat_us_p999\":%.2f", p50, p99,
-			       p999);
+			printf(",\"unsignaled\":%s,\"lat_us_p50\":%.2f,\"lat_us_p99\":%.2f,"
+			       "\"lat_us_p999\":%.2f", o->unsignaled ? "true" : "false", p50, p99, p999);
 		printf(",\"ok\":%s}\n", ok ? "true" : "false");
 	} else {
 		printf("%s size %" PRIu64 " streams %u depth %u: %" PRIu64 " messages in %.2f s\n",
-		       o->pingpong ? "pingpong send" : op_name(o->op), o->size, o->streams, o->depth,
+		       o->pingpong ? (o->unsignaled ? "pingpong send unsignaled" : "pingpong send")
+				   : op_name(o->op), o->size, o->streams, o->depth,
 		       st.done_msgs, secs);
 		if (nlat)
 			printf("latency (half round trip): p50 %.2f us  p99 %.2f us  p99.9 %.2f us  "
@@ -958,7 +964,8 @@ static void usage(FILE *f)
 		"       metaroce-perf client PEER [--port N] [--socket P] [--service ID]\n"
 		"                     [--op write|write_imm|send|send_imm|read] [--size N]\n"
 		"                     [--streams S] [--depth D] [--seconds T | --count N]\n"
-		"                     [--verify] [--json] [--pingpong] [--busy-poll USEC]\n"
+		"                     [--verify] [--json] [--pingpong [--unsignaled]]\n"
+		"                     [--busy-poll USEC]\n"
 		"PEER is the numeric address of the peer's metarocd; --port its service port\n"
 		"(0, the default: the same as the local daemon's). --socket: the local\n"
 		"daemon's application socket ($METAROCE_APP_SOCKET, else %s).\n",
@@ -1002,7 +1009,8 @@ int main(int argc, char **argv)
 		{"count", required_argument, 0, 'c'},  {"verify", no_argument, 0, 'V'},
 		{"json", no_argument, 0, 'j'},         {"pingpong", no_argument, 0, 'P'},
 		{"once", no_argument, 0, '1'},         {"busy-poll", required_argument, 0, 'b'},
-		{"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
+		{"unsignaled", no_argument, 0, 'U'},   {"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
 	};
 	int sized = 0, c;
 	optind = 2;
@@ -1038,6 +1046,7 @@ int main(int argc, char **argv)
 		case 'V': o.verify = 1; break;
 		case 'j': o.json = 1; break;
 		case 'P': o.pingpong = 1; break;
+		case 'U': o.unsignaled = 1; break;
 		case '1': o.once = 1; break;
 		case 'b': o.busy_usec = (uint32_t)parse_num("busy-poll", optarg, 0, 1000000); break;
 		case 'h': usage(stdout); return 0;
@@ -1065,6 +1074,10 @@ int main(int argc, char **argv)
 		o.depth = 1;
 		if (!sized)
 			o.size = 8;
+	}
+	if (o.unsignaled && !o.pingpong) {
+		fprintf(stderr, "metaroce-perf: --unsignaled goes with --pingpong\n");
+		return 2;
 	}
 	if (o.size == 0 && o.pingpong) {
 		fprintf(stderr, "metaroce-perf: --pingpong needs --size >= 1\n");
