@@ -120,6 +120,7 @@ struct txmsg {
 	uint8_t rnr_count;
 	uint8_t in_rnr;
 	uint8_t held;     /* READ_RESP: waits for its READ_REQ's turn (MSN order) */
+	uint8_t exp;      /* sent in the expedited class (SPEC 6.7) */
 	uint8_t segs[];
 };
 
@@ -400,6 +401,14 @@ struct mrp_conn {
 				  * acknowledged at once (an ACK_REQ came: the
 				  * sender is going idle, SPEC 6.3) */
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
+	uint64_t tx_exp_out;    /* ... of which expedited (txmsg.exp) */
+	uint8_t rx_expedite;    /* the last data that arrived was of a message of
+				 * at most expedite_max: our control packets go
+				 * in the expedited class (SPEC 6.7) */
+	uint8_t rx_credit_ended; /* receive side: the end of the peer's credit
+				  * was told to the allocator (SPEC 6.6) */
+	uint64_t rx_credit_ns;  /* receive side: when the peer's first data sent
+				 * on its credit arrived; 0: none yet */
 	objcache tx1, rx1;      /* freed one-packet messages */
 	txmsg *rd_head, *rd_tail; /* READ responses we hold, by snext, arrival order */
 	uint32_t rd_resp;       /* of them: how many (<= rd_dest_max) */
@@ -833,6 +842,7 @@ static void stream_complete_tx(mrp_conn *c, stream *s)
 			PREFETCH(s->head);
 		s->outstanding--;
 		c->tx_outstanding--;
+		c->tx_exp_out -= m->exp;
 		/* Done while waiting out an RNR NAK (another copy of the
 		 * NAK'd segment got through): off the wait list before it can
 		 * be freed. */
@@ -952,6 +962,13 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	m->opcode = wr->opcode;
 	m->status = MRP_WC_SUCCESS;
 	m->done = m->detached = m->rnr_count = m->in_rnr = 0;
+	/* Expedited (SPEC 6.7): a short message, behind none that is not. A
+	 * path's packets in two classes would overtake each other: a bulk
+	 * flow's last short message sent ahead of its queued packets reads
+	 * as their loss. */
+	m->exp = c->p.expedite_max && wr->len <= c->p.expedite_max &&
+		 c->tx_exp_out == c->tx_outstanding;
+	c->tx_exp_out += m->exp;
 	if (npkts == 1)
 		m->segs[0] = 0;
 	else
@@ -2496,6 +2513,7 @@ static int rx_read_req(mrp_conn *c, const mrp_pkt *pkt, int *pfatal)
 	m->opcode = MRP_OP_READ_RESP;
 	m->status = MRP_WC_SUCCESS;
 	m->done = m->detached = m->rnr_count = m->in_rnr = 0;
+	m->exp = 0; /* (a response goes in the default class) */
 	m->held = dm != 0;
 	memset(m->segs, 0, npkts);
 	if (dm != 0) {
@@ -2664,9 +2682,23 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 			       d->payload_len + MRP_DATA_HDR_LEN + c->p.wire_overhead, how, now);
 		/* Data sent on its admission has left the queue the credit
 		 * reserved room in: that room is free again (SPEC 6.6). */
-		if ((h->flags & MRP_F_GRANT) && (c->p.caps & MRP_CAP_ADMIT))
+		if ((h->flags & MRP_F_GRANT) && (c->p.caps & MRP_CAP_ADMIT)) {
 			mrp_rh_admit_return(c->p.rh, c->p.mtu + MRP_DATA_HDR_LEN);
+			if (!c->rx_credit_ns)
+				c->rx_credit_ns = now;
+		} else if (c->rx_credit_ns && !c->rx_credit_ended && c->p.expedite_max &&
+			   !(h->flags & MRP_F_RETX)) {
+			/* New data without GRANT: its sender has heard from
+			 * us and sends no more on its credit. With the
+			 * expedited class, what is left of a lone credit is
+			 * taken back now, not at the credit's time (SPEC 6.6,
+			 * 6.7). */
+			c->rx_credit_ended = 1;
+			mrp_rh_admit_end(c->p.rh, c->rx_credit_ns);
+		}
 	}
+	if (c->p.expedite_max)
+		c->rx_expedite = d->msg_len <= c->p.expedite_max;
 
 	/* Every packet the path delivered counts, NAK'd or not (SPEC 5.5). */
 	if (!stale) {
@@ -3933,12 +3965,16 @@ static void ctl_sent_on(mrp_conn *c, path *via, uint64_t now)
 	path_start_probe(c, via, now);
 }
 
-static ssize_t encode_ctl(const mrp_pkt *k, mrp_tx_info *ti, const path *via,
-			  uint8_t *buf, size_t buflen)
+static ssize_t encode_ctl(const mrp_conn *c, const mrp_pkt *k, mrp_tx_info *ti,
+			  const path *via, uint8_t *buf, size_t buflen)
 {
 	ssize_t n = mrp_pkt_encode(buf, buflen, k);
-	if (n > 0 && via)
+	if (n > 0 && via) {
 		fill_ti(ti, via, 0);
+		/* a receiver or a sender of short messages: its ACKs and
+		 * probes are on their round trip (SPEC 6.7) */
+		ti->expedite = c->rx_expedite || c->tx_exp_out;
+	}
 	return n;
 }
 
@@ -3972,7 +4008,7 @@ static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 		a->rate_hint_mbps = mbps > UINT32_MAX ? UINT32_MAX : (uint32_t)mbps;
 	}
 	c->st.acks_sent++;
-	ssize_t n = encode_ctl(&k, ti, via, buf, buflen);
+	ssize_t n = encode_ctl(c, &k, ti, via, buf, buflen);
 	if (n > 0) {
 		if (pa->pack_pending)
 			pa->pack_via = (uint16_t)(via->id + 1);
@@ -4016,7 +4052,7 @@ COLD static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint
 		pa->pack_grant = 0;
 		c->st.admit_requests++;
 	}
-	return encode_ctl(&k, ti, via, buf, buflen);
+	return encode_ctl(c, &k, ti, via, buf, buflen);
 }
 
 static int plane_alive_without(const mrp_conn *c, const path *pa, uint64_t now);
@@ -4062,7 +4098,7 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 			pa->probe_at = next;
 		}
 	}
-	return encode_ctl(&k, ti, pa, buf, buflen);
+	return encode_ctl(c, &k, ti, pa, buf, buflen);
 }
 
 COLD static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen)
@@ -4080,7 +4116,7 @@ COLD static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t
 	memset(&k, 0, sizeof(k));
 	fill_hdr(c, &k.hdr, MRP_OP_NAK, via);
 	k.u.nak = c->nakq[i].nak;
-	return encode_ctl(&k, ti, via, buf, buflen);
+	return encode_ctl(c, &k, ti, via, buf, buflen);
 }
 
 COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
@@ -4117,7 +4153,7 @@ COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size
 	}
 	if (!via)
 		return 0;
-	return encode_ctl(&k, ti, via, buf, buflen);
+	return encode_ctl(c, &k, ti, via, buf, buflen);
 }
 
 /* Token bucket: take a packet of wire_bytes at rate from the bucket whose
@@ -4258,6 +4294,7 @@ static ssize_t write_seg(mrp_conn *c, path *pa, txmsg *m, uint32_t seg, int retx
 	}
 	pace_sent(c, pa->plane, bytes, now);
 	fill_ti(ti, pa, 1);
+	ti->expedite = m->exp; /* SPEC 6.7 */
 	return out;
 }
 
@@ -5761,10 +5798,12 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 		return fail(err, errlen, "connection inflight disagrees with its paths");
 	if (c->credit_inflight > c->total_inflight)
 		return fail(err, errlen, "connection credit inflight exceeds its inflight");
+	uint64_t nexp = 0;
 	for (uint32_t i = 0; i < c->nstreams; i++) {
 		uint32_t n = 0;
 		for (const txmsg *m = c->streams[i].head; m; m = m->snext) {
 			n++;
+			nexp += m->exp;
 			if (m->nacked > m->npkts || m->next_seg > m->npkts)
 				return fail(err, errlen, "message acked or sent beyond its length");
 			if (m->done || m->npkts > 65536)
@@ -5793,6 +5832,8 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 	nmsgs += nresp;
 	if (nmsgs != c->tx_outstanding)
 		return fail(err, errlen, "connection outstanding count disagrees with its streams");
+	if (nexp != c->tx_exp_out)
+		return fail(err, errlen, "expedited messages outstanding disagree with their count");
 	uint64_t unsent = 0;
 	for (const txmsg *m = c->sq_head; m; m = m->qnext)
 		unsent += m->npkts - m->next_seg;

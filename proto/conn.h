@@ -214,6 +214,14 @@ typedef struct mrp_conn_params {
 	 * probe at half that). Its data is not sent again sooner: this peer
 	 * may be further away. */
 	uint64_t plane_rtt_hint_ns[MRP_MAX_PLANES];
+	/* The expedited class (SPEC 6.7): a network with a second traffic
+	 * class served first (strict priority, or a large weight) carries the
+	 * data of messages of at most expedite_max bytes there, and every
+	 * control packet of a connection whose last data to arrive was of
+	 * such a message; ti->expedite says which packets. With it, a lone
+	 * admission credit also ends when its sender's first data without
+	 * GRANT arrives (mrp_rh_admit_end()). Default 0: off, one class. */
+	uint32_t expedite_max;
 } mrp_conn_params;
 
 /* Fill p with the defaults above. */
@@ -255,6 +263,8 @@ typedef struct mrp_tx_info {
 	uint16_t path_id;
 	uint8_t ect;      /* send with ECT(0) */
 	uint8_t is_data;
+	uint8_t expedite; /* send in the expedited traffic class (SPEC 6.7,
+			   * mrp_conn_params.expedite_max); 0 without it */
 	/* mrp_conn_write_pkt_ref() only: the packet's payload, sent after the
 	 * bytes written into buf; NULL and 0 otherwise. */
 	const uint8_t *payload;

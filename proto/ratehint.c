@@ -557,6 +557,16 @@ void mrp_rh_admit_return(mrp_rh *rh, uint64_t bytes)
 	}
 }
 
+void mrp_rh_admit_end(mrp_rh *rh, uint64_t since_ns)
+{
+	if (!rh || rh->adm_credits != 1 || rh->adm_at_ns > since_ns)
+		return;
+	rh->adm_out = 0;
+	rh->adm_credits = 0;
+	rh->adm_ret_ns = rh->seen_ns;
+	rh->dirty = 1;
+}
+
 void mrp_rh_release(mrp_rh *rh, uint32_t slot, uint64_t key)
 {
 	if (!rh || key == 0 || slot >= rh->nslots || rh->slots[slot].key != key)

@@ -274,6 +274,14 @@ uint64_t mrp_rh_grant(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint64_t now_ns
  * returns to the pool. */
 void mrp_rh_admit_return(mrp_rh *rh, uint64_t bytes);
 
+/* A connection whose first data sent on its credit arrived at since_ns now
+ * sends without GRANT: it sends no more on that credit. If that credit is
+ * the only one out and was handed out before since_ns (so it is the
+ * connection's), what is left of it returns to the pool at once instead of
+ * at the credit's time: a lone credit held the whole budget (above), and
+ * the connections that come meanwhile need not ask for grants. */
+void mrp_rh_admit_end(mrp_rh *rh, uint64_t since_ns);
+
 /* Release a sender's slot (connection closed). */
 void mrp_rh_release(mrp_rh *rh, uint32_t slot, uint64_t key);
 

@@ -708,6 +708,99 @@ static void test_random_loss(void **state)
  * payload is copied into the buffer or handed out by reference (here joined
  * to the headers by the test, in a daemon by the kernel's scatter-gather
  * send); WRITEs and SENDs of several sizes, one of them empty. */
+/* SPEC 6.7, the expedited class: packets written, by sender (0: A, 1: B),
+ * data or not, expedited or not. */
+static uint64_t exp_count[2][2][2];
+static int exp_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+		      uint64_t *delay, int *ce)
+{
+	exp_count[from][ti->is_data != 0][ti->expedite != 0]++;
+	return default_policy(n, from, ti, pkt, delay, ce);
+}
+
+/* Posts WRITEs of the lengths in len[] (0 ends the list) at once, runs until
+ * they complete, and returns the packets A and B wrote (exp_count). */
+static void exp_run(net *n, const uint32_t *len, uint8_t *src)
+{
+	cqlog *log = calloc(2, sizeof(cqlog));
+	assert_non_null(log);
+	memset(exp_count, 0, sizeof(exp_count));
+	int k = 0;
+	for (; len[k]; k++) {
+		mrp_wr wr = { .wr_id = (uint64_t)k + 1, .opcode = MRP_WR_WRITE, .local = src,
+			      .len = len[k], .remote_addr = b_addr(n, 0), .rkey = n->mr[1].rkey };
+		assert_int_equal(mrp_conn_post_send(n->c[0], &wr, n->now), 0);
+	}
+	want w = { log, 0, k };
+	assert_true(net_run_until(n, have_cqes, &w, n->now + 1000000000ull));
+	for (int i = 0; i < k; i++)
+		assert_int_equal(log[0].e[i].status, MRP_WC_SUCCESS);
+	assert_int_equal(n->check_failures, 0);
+	free(log);
+}
+
+/*
+ * A short message and its connection's control packets go in the expedited
+ * class; a bulk message does not, nor a short one posted behind it (a path's
+ * packets in two classes would overtake each other); with expedite_max 0
+ * nothing does.
+ */
+static void test_expedited_class(void **state)
+{
+	(void)state;
+	static uint8_t src[1 << 20];
+	fill_pattern(src, sizeof(src), 5);
+	for (int on = 0; on < 2; on++) {
+		mrp_conn_params p[2];
+		pair_params(p, 1, 0);
+		p[0].expedite_max = p[1].expedite_max = on ? 65536 : 0;
+		net n;
+		net_init(&n, &p[0], &p[1]);
+		n.policy = exp_policy;
+		static const uint32_t one_short[] = { 16384, 0 };
+		static const uint32_t bulk_then_short[] = { 1 << 20, 16384, 0 };
+		static const uint32_t limit[] = { 65536, 0 };
+		static const uint32_t over[] = { 65537, 0 };
+
+		exp_run(&n, one_short, src);
+		if (!on) {
+			/* off: one class */
+			assert_int_equal(exp_count[0][1][1] + exp_count[0][0][1] +
+						 exp_count[1][0][1] + exp_count[1][1][1], 0);
+			assert_true(exp_count[0][1][0] >= 4);
+			net_free(&n);
+			continue;
+		}
+		/* every data packet of A's and every ACK of B's in the class */
+		assert_int_equal(exp_count[0][1][1], 4);
+		assert_int_equal(exp_count[0][1][0], 0);
+		assert_true(exp_count[1][0][1] >= 1);
+		assert_int_equal(exp_count[1][0][0], 0);
+
+		/* a bulk message, and a short one posted behind it: neither */
+		exp_run(&n, bulk_then_short, src);
+		assert_int_equal(exp_count[0][1][1], 0);
+		assert_true(exp_count[0][1][0] >= 256 + 4);
+		/* (B's ACKs of the bulk message: not in the class) */
+		assert_true(exp_count[1][0][0] >= 8);
+
+		/* once it completed, a short message is expedited again */
+		exp_run(&n, one_short, src);
+		assert_int_equal(exp_count[0][1][1], 4);
+		assert_int_equal(exp_count[0][1][0], 0);
+
+		/* the bound: expedite_max bytes are, one more is not */
+		exp_run(&n, limit, src);
+		assert_int_equal(exp_count[0][1][1], 16);
+		assert_int_equal(exp_count[0][1][0], 0);
+		exp_run(&n, over, src);
+		assert_int_equal(exp_count[0][1][1], 0);
+		assert_int_equal(exp_count[0][1][0], 17);
+		assert_int_equal(exp_count[1][0][1], 0);
+		net_free(&n);
+	}
+}
+
 static uint64_t by_ref_run(int by_ref, uint64_t *ref_pkts)
 {
 	net n;
@@ -4992,6 +5085,7 @@ int main(void)
 		cmocka_unit_test(test_streams_independent),
 		cmocka_unit_test(test_random_loss),
 		cmocka_unit_test(test_write_pkt_ref_same_packets),
+		cmocka_unit_test(test_expedited_class),
 		cmocka_unit_test(test_rnr_then_success),
 		cmocka_unit_test(test_rnr_late_receiver),
 		cmocka_unit_test(test_rnr_exhausted),

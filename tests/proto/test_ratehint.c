@@ -794,6 +794,52 @@ static void test_admit_lone_holds(void **state)
 }
 
 /*
+ * mrp_rh_admit_end() (SPEC 6.7): the sender of the one credit out now sends
+ * without GRANT; what is left of its credit returns at once. Not when
+ * another credit is out beside it, nor when the only credit out was given
+ * after the ended connection's credit data began to arrive (it is
+ * another's).
+ */
+static void test_admit_end(void **state)
+{
+	mrp_rh rh;
+	mrp_rh_slot slots[8];
+	const uint32_t pkt = 4168;
+	const uint64_t B = 64000000, quarter = B / 4 / pkt * pkt + pkt;
+
+	(void)state;
+	/* a lone credit holding the budget; 10 of its packets arrive */
+	lone_setup(&rh, slots, B, 0);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, quarter, 0), quarter);
+	rh.adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), 0);
+	mrp_rh_admit_return(&rh, 10ull * pkt);
+	mrp_rh_admit_end(&rh, 2 * US);
+	assert_int_equal(rh.adm_out, 0);
+	assert_int_equal(rh.adm_credits, 0);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 3 * US), B / 2 / pkt * pkt);
+	/* two credits out: neither is taken back */
+	lone_setup(&rh, slots, B, 0);
+	rh.adm_conns = 4;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 0), B / 4 / pkt * pkt);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), B / 4 / pkt * pkt);
+	mrp_rh_admit_end(&rh, 2 * US);
+	assert_int_equal(rh.adm_out, 2 * (B / 4 / pkt * pkt));
+	/* the only credit out was given after the ended connection's data
+	 * arrived: it is another connection's, and stays out */
+	lone_setup(&rh, slots, B, 0);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, 10ull * pkt, 5 * US), 10ull * pkt);
+	mrp_rh_admit_end(&rh, 4 * US);
+	assert_int_equal(rh.adm_out, 10ull * pkt);
+	mrp_rh_admit_end(&rh, 5 * US); /* (the same time: it is the ended one's) */
+	assert_int_equal(rh.adm_out, 0);
+	/* nothing out: nothing happens */
+	mrp_rh_admit_end(&rh, 6 * US);
+	assert_int_equal(rh.adm_out, 0);
+	mrp_rh_admit_end(NULL, 0);
+}
+
+/*
  * A budget over several queues (adm_queues > 1: the receiver's planes):
  * the only connection still gets all of it (it spreads its own packets
  * over the planes), but credits that several connections hold together
@@ -1105,6 +1151,7 @@ int main(void)
 		cmocka_unit_test(test_admit_budget),
 		cmocka_unit_test(test_admit_lone),
 		cmocka_unit_test(test_admit_lone_holds),
+		cmocka_unit_test(test_admit_end),
 		cmocka_unit_test(test_admit_several_queues),
 		cmocka_unit_test(test_grant_fair_part),
 		cmocka_unit_test(test_grant_waits_for_data),
