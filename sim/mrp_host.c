@@ -72,7 +72,7 @@ struct mconn {
 typedef struct mh_opts {
 	uint64_t paths_per_plane, max_paths, msg_size, burst, ack_every, nic_queue;
 	uint64_t ack_delay_ns, rto_min_ns, rto_init_ns, rate_hints;
-	uint64_t admit, admit_budget, admit_lone;
+	uint64_t admit, admit_budget, admit_lone, expedite;
 	const char *cc;
 } mh_opts;
 
@@ -111,7 +111,7 @@ struct mh {
 static const char *const mh_options[] = {
 	"paths_per_plane", "max_paths", "cc", "msg_size", "burst", "ack_every",
 	"ack_delay", "rto_min", "rto_init", "nic_queue", "rate_hints", "flow_paths",
-	"dump", "admit", "admit_budget", "admit_lone", NULL,
+	"dump", "admit", "admit_budget", "admit_lone", "expedite", NULL,
 };
 
 
@@ -130,8 +130,13 @@ static int get_opts(sim *s, mh_opts *o)
 	    sim_opt_u64(s, "rate_hints", 1, &o->rate_hints) < 0 ||
 	    sim_opt_u64(s, "admit", 1, &o->admit) < 0 ||
 	    sim_opt_bytes(s, "admit_budget", 0, &o->admit_budget) < 0 ||
-	    sim_opt_u64(s, "admit_lone", 1, &o->admit_lone) < 0)
+	    sim_opt_u64(s, "admit_lone", 1, &o->admit_lone) < 0 ||
+	    sim_opt_bytes(s, "expedite", 262144, &o->expedite) < 0)
 		return -1;
+	if (o->expedite > UINT32_MAX) {
+		sim_set_error(s, "transport.metaroce.expedite: at most %u bytes", UINT32_MAX);
+		return -1;
+	}
 	o->cc = sim_opt_get(s, "cc");
 	if (!o->cc)
 		o->cc = "baseline";
@@ -539,6 +544,7 @@ static int engine_new(mconn *mc, uint64_t now)
 	p.burst_pkts = (uint32_t)o.burst;
 	p.ack_every = (uint32_t)o.ack_every;
 	p.ack_delay_ns = o.ack_delay_ns;
+	p.expedite_max = (uint32_t)o.expedite;
 	p.rto_min_ns = o.rto_min_ns;
 	p.rto_init_ns = o.rto_init_ns;
 	for (unsigned pl = 0; pl < p.nplanes && pl < SIM_MAX_PLANES; pl++)
@@ -827,6 +833,7 @@ static int send_one(mh *m, mconn *mc, uint64_t now)
 	p->src_port = ti.sport;
 	p->dst_port = MRP_DEFAULT_PORT;
 	p->ecn = ti.ect ? SIM_ECN_ECT0 : SIM_ECN_NOT_ECT;
+	p->prio = ti.expedite ? SIM_PRIO_CTRL : SIM_PRIO_DATA;
 	if (p->datalen + SIM_WIRE_OVERHEAD > m->pkt_max)
 		sim_violation(m->s, "host %u: the engine wrote a %u-byte packet (largest %llu)",
 			      m->h->id, p->datalen, (unsigned long long)(m->pkt_max - SIM_WIRE_OVERHEAD));
