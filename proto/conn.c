@@ -402,9 +402,10 @@ struct mrp_conn {
 				  * sender is going idle, SPEC 6.3) */
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
 	uint64_t tx_exp_out;    /* ... of which expedited (txmsg.exp) */
-	uint8_t rx_expedite;    /* the last data that arrived was of a message of
-				 * at most expedite_max: our control packets go
-				 * in the expedited class (SPEC 6.7) */
+	uint8_t rx_expedite;    /* now < rx_exp_until, as of this mrp_conn_write_pkt() */
+	uint64_t rx_exp_until;  /* the last data that arrived was of a message of
+				 * at most expedite_max, rto_min before this: our
+				 * ACKs go in the expedited class (SPEC 6.7) */
 	uint8_t rx_credit_ended; /* receive side: the end of the peer's credit
 				  * was told to the allocator (SPEC 6.6) */
 	uint64_t rx_credit_ns;  /* receive side: when the peer's first data sent
@@ -2698,7 +2699,7 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		}
 	}
 	if (c->p.expedite_max)
-		c->rx_expedite = d->msg_len <= c->p.expedite_max;
+		c->rx_exp_until = d->msg_len <= c->p.expedite_max ? now + c->p.rto_min_ns : 0;
 
 	/* Every packet the path delivered counts, NAK'd or not (SPEC 5.5). */
 	if (!stale) {
@@ -3971,9 +3972,21 @@ static ssize_t encode_ctl(const mrp_conn *c, const mrp_pkt *k, mrp_tx_info *ti,
 	ssize_t n = mrp_pkt_encode(buf, buflen, k);
 	if (n > 0 && via) {
 		fill_ti(ti, via, 0);
-		/* a receiver or a sender of short messages: its ACKs and
-		 * probes are on their round trip (SPEC 6.7) */
-		ti->expedite = c->rx_expedite || c->tx_exp_out;
+		/* On a short message's round trip (SPEC 6.7): ACKs and NAKs of
+		 * short messages received, PROBEs of a sender of short messages
+		 * (or of a receiver of them with nothing of its own out), and
+		 * what answers or ends either. */
+		switch (k->hdr.opcode) {
+		case MRP_OP_ACK:
+		case MRP_OP_NAK:
+			ti->expedite = c->rx_expedite;
+			break;
+		case MRP_OP_PROBE:
+			ti->expedite = c->tx_exp_out || (c->rx_expedite && !c->tx_outstanding);
+			break;
+		default:
+			ti->expedite = c->rx_expedite || c->tx_exp_out;
+		}
 	}
 	return n;
 }
@@ -5154,6 +5167,7 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 	if (buflen < (size_t)MRP_DATA_HDR_LEN + c->p.mtu)
 		return MRP_ERR_NOBUF;
 	memset(ti, 0, sizeof(*ti));
+	c->rx_expedite = now < c->rx_exp_until;
 	ssize_t n;
 	while (c->nakq_len)
 		if ((n = write_nak(c, ti, buf, buflen)) != 0)
