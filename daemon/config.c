@@ -166,6 +166,8 @@ static const key transport_keys[] = {
 	C_KEY("address_memory_share", V_UINT, address_memory_share, 1, 100, F_LIVE),
 	C_KEY("max_conns_per_address", V_UINT, max_conns_per_addr, 1, 65536, F_LIVE),
 	C_KEY("admit_budget", V_SIZE, admit_budget, S_KI * 16, S_GI, F_LIVE | F_ZERO),
+	C_KEY("expedite_dscp", V_UINT, expedite_dscp, 1, 63, F_LIVE | F_ZERO),
+	C_KEY("expedite_max", V_SIZE, expedite_max, S_KI, 16 * S_MI, F_LIVE),
 	END,
 };
 
@@ -295,6 +297,7 @@ void mrd_config_defaults(mrd_config *c)
 	c->address_memory_share = 25;
 	c->max_conns_per_addr = 4096;
 	c->admit_budget = 256 * S_KI;
+	c->expedite_max = 256 * S_KI;
 	c->app_max_contexts = 16;
 	c->app_max_regions = 1024;
 	c->app_max_region_bytes = 64 * S_GI;
@@ -748,7 +751,7 @@ static int parse_uint_value(ctx *x, const key *k, const char *s, void *field,
 			return fail_range(x, line, what, k, shown);
 		return fail(x, line, what, "'%s' is not a whole number", shown);
 	}
-	if (r == -2 || v < k->min || v > k->max)
+	if (r == -2 || (!(v == 0 && (k->flags & F_ZERO)) && (v < k->min || v > k->max)))
 		return fail_range(x, line, what, k, shown);
 	store_uint(field, k->size, v);
 	return 0;
@@ -1638,6 +1641,8 @@ void mrd_config_conn_params(const mrd_config *c, mrp_conn_params *p)
 	p->retry_max = c->retry_max;
 	p->rnr_retry_max = c->rnr_retry_max;
 	p->suspect_rtos = c->suspect_rtos;
+	/* the expedited class (SPEC 6.7) only where the network has one */
+	p->expedite_max = c->expedite_dscp ? (uint32_t)c->expedite_max : 0;
 }
 
 /* ---- dump --------------------------------------------------------------------------- */

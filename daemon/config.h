@@ -124,6 +124,9 @@ typedef struct mrd_config {
 	uint64_t admit_budget;   /* first-round-trip admission (SPEC 6.6): bytes
 				  * new connections may send before they hear
 				  * from us, all together; 0 = ADMIT not offered */
+	uint32_t expedite_dscp;  /* the expedited class's DSCP (SPEC 6.7): its
+				  * packets are sent with it; 0 = one class */
+	uint64_t expedite_max;   /* ... messages of at most this many bytes */
 
 	/* services (the daemon's own, svcpolicy.h): */
 	int services_perf;       /* PERF answers CONNECTs (it hands out an rkey) */

@@ -374,6 +374,7 @@ void mrd_dp_tx_commit(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
 	e->len = len;
 	e->plen = 0;
 	e->payload = NULL;
+	e->tos = 0;
 	e->stamp = MRD_DP_STAMP_NONE;
 }
 
@@ -394,6 +395,12 @@ void mrd_dp_flush_refs(mrd_dp *dp)
 {
 	if (dp->tx_refs)
 		mrd_dp_flush(dp);
+}
+
+void mrd_dp_tx_dscp(mrd_dp *dp, uint8_t dscp)
+{
+	if (dp->txn && dscp && dscp < 64)
+		dp->tx[dp->txn - 1].tos = (uint8_t)(dscp << 2 | ECT0);
 }
 
 void mrd_dp_tx_stamp(mrd_dp *dp, int kind, uint16_t off, uint64_t base_ns)
@@ -482,8 +489,7 @@ static void send_batch(mrd_dp *dp, mrd_sock *s, struct mmsghdr *msgs,
 		int e = errno;
 		if (e == EINTR)
 			continue;
-		if ((e == EIO || e == EINVAL) && dp->gso &&
-		    msgs[done].msg_hdr.msg_controllen) {
+		if ((e == EIO || e == EINVAL) && dp->gso && segs[done] > 1) {
 			/* The kernel or device refuses GSO: stop using it. The
 			 * packets of this flush are dropped: the engine sees
 			 * them as lost and resends them. */
@@ -548,7 +554,8 @@ void mrd_dp_flush(mrd_dp *dp)
 	struct iovec iov[2 * MRD_DP_TXQ]; /* a slot and a payload by reference */
 	uint32_t segs[MRD_DP_TXQ];
 	struct {
-		_Alignas(size_t) char buf[CMSG_SPACE(sizeof(uint16_t))]; /* cmsghdr's alignment */
+		/* (cmsghdr's alignment) UDP_SEGMENT, and IP_TOS / IPV6_TCLASS */
+		_Alignas(size_t) char buf[CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int))];
 	} ctl[MRD_DP_TXQ];
 	unsigned nmsg = 0, niov = 0;
 	mrd_sock *cur = NULL;
@@ -567,7 +574,7 @@ void mrd_dp_flush(mrd_dp *dp)
 			const mrd_dp_txent *p = &dp->tx[order[j - 1]], *q = &dp->tx[order[j]];
 			uint32_t qlen = q->len + q->plen;
 			if (p->len + p->plen != seg || !same_flow(e, q) || qlen > seg ||
-			    total + qlen > GSO_MAX_BYTES)
+			    q->tos != e->tos || total + qlen > GSO_MAX_BYTES)
 				break;
 			add_iovs(dp, order[j], iov, &niov);
 			total += qlen;
@@ -579,16 +586,31 @@ void mrd_dp_flush(mrd_dp *dp)
 		m->msg_namelen = e->dstlen;
 		m->msg_iov = &iov[first_iov];
 		m->msg_iovlen = niov - first_iov;
-		if (j - i > 1) {
+		if (j - i > 1 || e->tos) {
 			m->msg_control = ctl[nmsg].buf;
 			m->msg_controllen = sizeof(ctl[nmsg].buf);
 			struct cmsghdr *cm = CMSG_FIRSTHDR(m);
-			cm->cmsg_level = SOL_UDP;
-			cm->cmsg_type = UDP_SEGMENT;
-			cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-			uint16_t gs = (uint16_t)seg;
-			memcpy(CMSG_DATA(cm), &gs, sizeof(gs));
-			dp->tx_gso_msgs++;
+			size_t used = 0;
+			if (j - i > 1) {
+				cm->cmsg_level = SOL_UDP;
+				cm->cmsg_type = UDP_SEGMENT;
+				cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+				uint16_t gs = (uint16_t)seg;
+				memcpy(CMSG_DATA(cm), &gs, sizeof(gs));
+				used += CMSG_SPACE(sizeof(uint16_t));
+				dp->tx_gso_msgs++;
+				cm = CMSG_NXTHDR(m, cm);
+			}
+			if (e->tos) {
+				int v6 = e->dst.sa.sa_family == AF_INET6;
+				cm->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
+				cm->cmsg_type = v6 ? IPV6_TCLASS : IP_TOS;
+				cm->cmsg_len = CMSG_LEN(sizeof(int));
+				int tos = e->tos;
+				memcpy(CMSG_DATA(cm), &tos, sizeof(tos));
+				used += CMSG_SPACE(sizeof(int));
+			}
+			m->msg_controllen = used;
 		}
 		segs[nmsg++] = j - i;
 		i = j;

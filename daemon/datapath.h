@@ -16,7 +16,9 @@
  * by mrd_dp_pool_sweep() sooner than one a path may still send from.
  *
  * Every socket sends ECT(0) (IP_TOS / IPV6_TCLASS): SPEC 2.4 requires it for
- * data and allows it for the rest, so no per-packet cmsg is needed. Received
+ * data and allows it for the rest, so no per-packet cmsg is needed, but for a
+ * packet of the expedited class (SPEC 6.7, transport.expedite_dscp): it
+ * carries its DSCP and ECT(0) in an IP_TOS / IPV6_TCLASS cmsg. Received
  * datagrams carry their TOS in a cmsg (IP_RECVTOS / IPV6_RECVTCLASS) and CE
  * is handed to the engine. A deep receive queue marks CE too (host-side
  * ECN: see sock_read() in datapath.c).
@@ -102,6 +104,7 @@ typedef struct mrd_dp_txent {
 	uint32_t len;       /* bytes in the slot */
 	uint32_t plen;      /* and after them, the payload by reference */
 	const uint8_t *payload;
+	uint8_t tos;        /* IP TOS / traffic class; 0: the socket's (ECT(0)) */
 	uint8_t stamp;      /* MRD_DP_STAMP_* */
 	uint16_t stamp_off;
 	uint64_t stamp_base_ns;
@@ -191,6 +194,11 @@ void mrd_dp_tx_commit_ref(mrd_dp *dp, mrd_sock *s, const mrd_sockaddr *dst,
 
 /* mrd_dp_flush() if a queued packet's payload is by reference. */
 void mrd_dp_flush_refs(mrd_dp *dp);
+
+/* Send the packet queued last with this DSCP (1-63; ECN ECT(0) as every
+ * packet) instead of the socket's 0: the expedited class (SPEC 6.7). A GSO
+ * run holds packets of one DSCP only. */
+void mrd_dp_tx_dscp(mrd_dp *dp, uint8_t dscp);
 
 /* Mark the packet queued last for a one-step send timestamp: when
  * mrd_dp_flush() hands it to the kernel, the field at off (which must lie

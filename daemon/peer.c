@@ -973,6 +973,8 @@ static uint32_t engine_pump(mrd_conn *c, uint64_t now)
 		}
 		mrd_dp_tx_commit_ref(d->dp, s, &pr->raddr, pr->rlen, (uint32_t)n, ti.payload,
 				     ti.payload_len);
+		if (ti.expedite && d->cfg.expedite_dscp)
+			mrd_dp_tx_dscp(d->dp, (uint8_t)d->cfg.expedite_dscp); /* SPEC 6.7 */
 		/* A PROBE's timestamp and a PROBE_ACK's hold time are taken
 		 * when the packet leaves, not now (mrd_dp_tx_stamp): the
 		 * flush sends path after path, and a PROBE of a path flushed

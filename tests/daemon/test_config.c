@@ -118,6 +118,8 @@ static void test_defaults(void **state)
 	assert_int_equal(c.retry_max, p.retry_max);
 	assert_int_equal(c.rnr_retry_max, p.rnr_retry_max);
 	assert_int_equal(c.suspect_rtos, p.suspect_rtos);
+	assert_int_equal(c.expedite_dscp, 0); /* one class unless the network has two */
+	assert_int_equal(c.expedite_max, 256 << 10);
 	assert_int_equal(c.telemetry_interval_ns, 1000000000ull);
 	assert_int_equal(c.telemetry_retention_ns, 24 * 3600 * 1000000000ull);
 	assert_int_equal(c.app_max_sessions, 256);
@@ -218,6 +220,8 @@ static const char full_yaml[] =
 	"  memory: 2GiB\n"
 	"  address_memory_share: 40\n"
 	"  admit_budget: 0\n"
+	"  expedite_dscp: 46\n"
+	"  expedite_max: 64KiB\n"
 	"telemetry:\n"
 	"  interval: 100ms\n"
 	"  retention: 7d\n"
@@ -287,6 +291,7 @@ static void test_every_key(void **state)
 	assert_true(c.conn_memory == 8ull << 20 && c.memory == 2ull << 30);
 	assert_true(c.address_memory_share == 40);
 	assert_true(c.admit_budget == 0); /* off, not the 256 KiB default */
+	assert_true(c.expedite_dscp == 46 && c.expedite_max == 64 << 10);
 	assert_int_equal(c.services_perf, 1);
 	assert_string_equal(c.perf_peers, "10.0.0.0/8, fd00::/64");
 	assert_string_equal(c.echo_peers, "127.0.0.1");
@@ -915,6 +920,12 @@ static void test_transport_telemetry_errors(void **state)
 		  NAME ":5: transport.rnr_retry_max: 256 is out of range (0-255)" },
 		{ P0 "transport:\n  suspect_rtos: 0\n",
 		  NAME ":5: transport.suspect_rtos: 0 is out of range (1-255)" },
+		{ P0 "transport:\n  expedite_dscp: 64\n",
+		  NAME ":5: transport.expedite_dscp: 64 is out of range (0 or 1-63)" },
+		{ P0 "transport:\n  expedite_max: 512\n",
+		  NAME ":5: transport.expedite_max: 512 is out of range (1KiB-16MiB)" },
+		{ P0 "transport:\n  expedite_max: 0\n",
+		  NAME ":5: transport.expedite_max: 0 is out of range (1KiB-16MiB)" },
 		{ P0 "services:\n  perf: maybe\n",
 		  NAME ":5: services.perf: 'maybe' is not true or false" },
 		{ P0 "services:\n  perf_peers: 10.0.0.0/33\n",
@@ -1386,6 +1397,8 @@ static void test_dump(void **state)
 		"  address_memory_share: 40\n"
 		"  max_conns_per_address: 4096\n"
 		"  admit_budget: 0\n"
+		"  expedite_dscp: 46\n"
+		"  expedite_max: 64KiB\n"
 		"telemetry:\n"
 		"  interval: 100ms\n"
 		"  retention: 7d\n"
@@ -1456,11 +1469,13 @@ static void test_conn_params(void **state)
 	assert_int_equal(p.retry_max, 3);
 	assert_int_equal(p.rnr_retry_max, 0);
 	assert_int_equal(p.suspect_rtos, 2);
+	assert_int_equal(p.expedite_max, 64 << 10);
 	assert_int_equal(mrp_cc_conn_init(&cc, p.cc_name, &p.cc), 0);
 
 	/* a plane without a link speed override: the daemon measures it */
 	parse_ok(&c, P0 "  - {name: p1, address: 127.0.0.2, link_speed: 10Gbps}\n");
 	mrd_config_conn_params(&c, &p);
+	assert_int_equal(p.expedite_max, 0); /* no expedite_dscp: one class */
 	assert_int_equal(p.cc.line_rate_bps, 0);
 	assert_int_equal(p.plane_rate_bps[0], 0);
 	assert_int_equal(p.plane_rate_bps[1], 10000000000ull);
@@ -1514,7 +1529,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 12 + 5 + 7 + 3);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 14 + 5 + 7 + 3);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

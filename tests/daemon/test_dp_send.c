@@ -4,7 +4,8 @@
  * by its payload, in GSO runs that mix copied and referenced payloads; the
  * payload is read when the queue is flushed (mrd_dp_flush_refs flushes a
  * queue holding one, and only such a queue); a send timestamp is written into
- * the slot, never into the caller's payload. */
+ * the slot, never into the caller's payload; a packet of the expedited class
+ * carries its DSCP, in runs of its own. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -223,6 +224,57 @@ static void test_stamp_in_slot(void **state)
 	expect(f, 6, MTU);
 }
 
+/* The next datagram is packet i with plen payload bytes, sent with this IP
+ * TOS byte (the receiving socket has IP_RECVTOS). */
+static void expect_tos(fix *f, unsigned i, uint32_t plen, uint8_t tos)
+{
+	static uint8_t got[HDR + MTU + 1], want[HDR + MTU];
+	struct iovec iov = {got, sizeof(got)};
+	_Alignas(size_t) char ctl[CMSG_SPACE(sizeof(int))];
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			   .msg_controllen = sizeof(ctl)};
+	ssize_t n = recvmsg(f->rx, &m, 0);
+	assert_int_equal(n, (ssize_t)(HDR + plen));
+	fill_hdr(want, i);
+	memcpy(want + HDR, src + OFF(i), plen);
+	assert_memory_equal(got, want, HDR + plen);
+	int seen = -1;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS)
+			seen = *(uint8_t *)CMSG_DATA(cm);
+	assert_int_equal(seen, tos);
+}
+
+/* The expedited class (SPEC 6.7): a packet given a DSCP carries it beside
+ * ECT(0), the others the socket's ECT(0) alone; a GSO run holds one class,
+ * so a queue of three classes in turn leaves as three runs. */
+static void test_dscp_runs(void **state)
+{
+	fix *f = *state;
+	fill_src();
+	int one = 1;
+	assert_int_equal(setsockopt(f->rx, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)), 0);
+	uint64_t gso0 = f->dp.tx_gso_msgs;
+	for (unsigned i = 0; i < 9; i++) {
+		queue(f, i, MTU, i % 2);
+		if (i >= 3 && i < 6)
+			mrd_dp_tx_dscp(&f->dp, 46);
+	}
+	mrd_dp_tx_dscp(&f->dp, 0);  /* 0 and */
+	mrd_dp_tx_dscp(&f->dp, 64); /* out of range: ignored */
+	mrd_dp_flush(&f->dp);
+	for (unsigned i = 0; i < 9; i++)
+		expect_tos(f, i, MTU, i >= 3 && i < 6 ? (46 << 2) | 2 : 2);
+	if (f->dp.gso)
+		assert_int_equal(f->dp.tx_gso_msgs - gso0, 3);
+	/* a lone expedited packet: its TOS without a GSO run */
+	queue(f, 9, 700, 0);
+	mrd_dp_tx_dscp(&f->dp, 10);
+	mrd_dp_flush(&f->dp);
+	expect_tos(f, 9, 700, (10 << 2) | 2);
+	assert_int_equal(f->dp.tx_errors + f->dp.tx_dropped, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +282,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lengths_split_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flush_refs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stamp_in_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dscp_runs, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
