@@ -27,12 +27,16 @@ reported as skipped.
   bench_client.py --build DIR [--reps N] [--seconds S] [--json] [--quick]
                   [--verify] [--busy-poll USEC] [--daemon-busy-poll USEC]
                   [--transport KEY=V,...] [--bw "PERF ARGS"] [--pin-hosts]
+                  [--unsignaled]
 
 --pin-hosts runs the two ping-pongs as on two hosts of one core each: daemon
 A and the client pinned to one CPU, daemon B and the server to another, and
 sockperf's client and server likewise. Unpinned, where the scheduler puts
 the four processes decides the latency on a 2-core machine (a wake-up of a
 process on the other CPU costs tens of microseconds in a VM).
+
+--unsignaled posts the pings and the echoes unsignaled (metaroce-perf
+--unsignaled), as verbs programs post most sends: no send completions.
 """
 import argparse
 import json
@@ -199,7 +203,8 @@ def run_metaroce(a, extra, env):
             res["bw"]["cpu_s_per_gib"] = d.cpu_s / (nbytes / GIB)
         if a.pin_hosts:
             d.pin(a.pin_hosts)
-        out, srv = d.client(["--pingpong", "--seconds", str(a.seconds)] + v, a.seconds,
+        u = ["--unsignaled"] if a.unsignaled else []
+        out, srv = d.client(["--pingpong", "--seconds", str(a.seconds)] + u + v, a.seconds,
                             a.busy_poll, a.pin_hosts[0] if a.pin_hosts else None)
         if a.pin_hosts:
             d.pin(None)
@@ -300,6 +305,8 @@ def main():
                     help="the ping-pong as on two hosts: daemon A and the client on one "
                          "CPU, daemon B and the server on another; sockperf's client and "
                          "server likewise")
+    ap.add_argument("--unsignaled", action="store_true",
+                    help="the ping-pong's pings and echoes posted unsignaled")
     a = ap.parse_args()
     if a.pin_hosts:
         cpus = sorted(os.sched_getaffinity(0))
@@ -368,7 +375,8 @@ def main():
     skipped = [k for k, t in (("tcp", iperf3), ("sockperf", sockperf)) if not t]
     out = {"reps": a.reps, "seconds": a.seconds, "verify": a.verify, "bw_args": a.bw,
            "busy_poll_us": a.busy_poll, "daemon_busy_poll_us": a.daemon_busy_poll,
-           "transport": a.transport, "pin_hosts": a.pin_hosts, "median": m, "ratios": ratios,
+           "transport": a.transport, "pin_hosts": a.pin_hosts,
+           "unsignaled": a.unsignaled, "median": m, "ratios": ratios,
            "runs": runs,
            "skipped": skipped, "bar_bw_over_tcp": 0.5, "bar_lat_over_sockperf": 3.0,
            "goal_rate_msg_per_s": 1e6, "ok": ok}
@@ -383,8 +391,9 @@ def main():
         line("  CPU (daemons, client, server)", m["bw_cpu_s_per_gib"], "s/GiB")
         line("kernel TCP, iperf3 -M 4000", m["tcp_gbps"], "Gbit/s")
         line("  CPU (iperf3 client, server)", m["tcp_cpu_s_per_gib"], "s/GiB")
-        line("metaroce-perf 8-byte SEND ping-pong, p50", m["lat_p50_us"], "us")
-        line("metaroce-perf 8-byte SEND ping-pong, p99", m["lat_p99_us"], "us")
+        pp = "metaroce-perf 8-byte SEND ping-pong" + (" (unsignaled)" if a.unsignaled else "")
+        line(pp + ", p50", m["lat_p50_us"], "us")
+        line(pp + ", p99", m["lat_p99_us"], "us")
         line("sockperf UDP ping-pong (14 B), p50", m["sockperf_p50_us"], "us")
         line("sockperf UDP ping-pong (14 B), p99", m["sockperf_p99_us"], "us")
         line("metaroce-perf 64-byte SEND, 4 streams x 256", m["rate_msg_per_s"] and
