@@ -745,6 +745,20 @@ static void lone_setup(mrp_rh *rh, mrp_rh_slot *slots, uint64_t budget, uint64_t
 	rh->adm_rtt_ns = rtt_ns;
 }
 
+/* lone_setup() with budget B, a lone credit of just over a quarter of it
+ * (packets of pkt bytes) taken at 0: it holds the whole budget, and a second
+ * connection asking at 1 us gets nothing. */
+static void lone_holding(mrp_rh *rh, mrp_rh_slot *slots, uint32_t pkt, uint64_t B)
+{
+	const uint64_t quarter = B / 4 / pkt * pkt + pkt;
+
+	lone_setup(rh, slots, B, 0);
+	assert_int_equal(mrp_rh_admit(rh, pkt, quarter, 0), quarter);
+	assert_int_equal(rh->adm_out, B);
+	rh->adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(rh, pkt, UINT64_MAX, 1 * US), 0);
+}
+
 /*
  * A lone credit of a quarter of the budget or more holds all of it, so that a
  * connection arriving during its line-rate round trip asks for a grant
@@ -762,12 +776,8 @@ static void test_admit_lone_holds(void **state)
 	const uint64_t B = 64000000, quarter = B / 4 / pkt * pkt + pkt;
 
 	(void)state;
-	lone_setup(&rh, slots, B, 0);
 	/* a lone credit of just over a quarter: the whole budget is out */
-	assert_int_equal(mrp_rh_admit(&rh, pkt, quarter, 0), quarter);
-	assert_int_equal(rh.adm_out, B);
-	rh.adm_conns = 2;
-	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), 0);
+	lone_holding(&rh, slots, pkt, B);
 	/* its data arrives: that part is free again */
 	mrp_rh_admit_return(&rh, 100ull * pkt);
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 2 * US), 100ull * pkt);
@@ -805,14 +815,11 @@ static void test_admit_end(void **state)
 	mrp_rh rh;
 	mrp_rh_slot slots[8];
 	const uint32_t pkt = 4168;
-	const uint64_t B = 64000000, quarter = B / 4 / pkt * pkt + pkt;
+	const uint64_t B = 64000000;
 
 	(void)state;
 	/* a lone credit holding the budget; 10 of its packets arrive */
-	lone_setup(&rh, slots, B, 0);
-	assert_int_equal(mrp_rh_admit(&rh, pkt, quarter, 0), quarter);
-	rh.adm_conns = 2;
-	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), 0);
+	lone_holding(&rh, slots, pkt, B);
 	mrp_rh_admit_return(&rh, 10ull * pkt);
 	mrp_rh_admit_end(&rh, 2 * US);
 	assert_int_equal(rh.adm_out, 0);
