@@ -599,7 +599,9 @@ void mrd_dp_flush(mrd_dp *dp)
 				memcpy(CMSG_DATA(cm), &gs, sizeof(gs));
 				used += CMSG_SPACE(sizeof(uint16_t));
 				dp->tx_gso_msgs++;
-				cm = CMSG_NXTHDR(m, cm);
+				/* (not CMSG_NXTHDR: it reads the next header's
+				 * length, which is not written yet) */
+				cm = (struct cmsghdr *)(void *)(ctl[nmsg].buf + used);
 			}
 			if (e->tos) {
 				int v6 = e->dst.sa.sa_family == AF_INET6;
