@@ -12,9 +12,8 @@ from the other host, with DSCP 46 and without. Asserted:
   transfer and its ACKs stay in the default class);
 - every byte of both runs verified.
 
-The remaining packets of the short run are the handshakes and the
-connections' closing, which are not the engine's (they go in the default
-class).
+The rest of the short run's packets (about 1 %) include the handshakes,
+which are the daemon's, not the engine's, and go in the default class.
 
 Needs root, network namespaces, tc and nftables: exits 77 (skipped),
 saying why, otherwise.
