@@ -8,7 +8,7 @@ the receiver, every completion exactly once and in order per stream):
   - RDMA READ from 0 bytes to 1 MiB + 3, every byte checked by the client;
   - one 1 GiB WRITE;
   - 1,024 streams with interleaved posting (SEND and WRITE_IMM);
-  - an 8-byte ping-pong, each echo verified;
+  - an 8-byte ping-pong, each echo verified, and a 4 KiB one unsignaled;
   - connections that fail: a service nobody listens on (MRC_ERR_REJECTED),
     a port no daemon answers on (MRC_ERR_UNREACHABLE).
 """
@@ -90,6 +90,14 @@ def main():
         out, res = verified_run(pair, srv, ["--pingpong", "--count", "500"], 500,
                                 what="ping-pong")
         check(out["lat_us_p50"] > 0, "ping-pong: latency measured")
+        # ... and with the pings and echoes unsignaled (no send
+        # completions; 4 KiB, sent from the application's memory), the
+        # next ping written into the buffer as soon as its pong is in.
+        out, res = verified_run(pair, srv, ["--pingpong", "--unsignaled", "--size", "4096",
+                                            "--count", "500"], 500,
+                                what="unsignaled ping-pong")
+        check(out["unsignaled"] is True and out["bad_status"] == 0,
+              "unsignaled ping-pong: no send completion waited for, none bad")
 
         # One 1 GiB message (the register, the write, the check: seconds).
         if big:
