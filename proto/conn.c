@@ -402,7 +402,6 @@ struct mrp_conn {
 				  * sender is going idle, SPEC 6.3) */
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
 	uint64_t tx_exp_out;    /* ... of which expedited (txmsg.exp) */
-	uint8_t rx_expedite;    /* now < rx_exp_until, as of this mrp_conn_write_pkt() */
 	uint64_t rx_exp_until;  /* the last data that arrived was of a message of
 				 * at most expedite_max, rto_min before this: our
 				 * ACKs go in the expedited class (SPEC 6.7) */
@@ -3967,10 +3966,11 @@ static void ctl_sent_on(mrp_conn *c, path *via, uint64_t now)
 }
 
 static ssize_t encode_ctl(const mrp_conn *c, const mrp_pkt *k, mrp_tx_info *ti,
-			  const path *via, uint8_t *buf, size_t buflen)
+			  const path *via, uint8_t *buf, size_t buflen, uint64_t now)
 {
 	ssize_t n = mrp_pkt_encode(buf, buflen, k);
 	if (n > 0 && via) {
+		int rx = now < c->rx_exp_until;
 		fill_ti(ti, via, 0);
 		/* On a short message's round trip (SPEC 6.7): ACKs and NAKs of
 		 * short messages received, PROBEs of a sender of short messages
@@ -3979,13 +3979,13 @@ static ssize_t encode_ctl(const mrp_conn *c, const mrp_pkt *k, mrp_tx_info *ti,
 		switch (k->hdr.opcode) {
 		case MRP_OP_ACK:
 		case MRP_OP_NAK:
-			ti->expedite = c->rx_expedite;
+			ti->expedite = rx;
 			break;
 		case MRP_OP_PROBE:
-			ti->expedite = c->tx_exp_out || (c->rx_expedite && !c->tx_outstanding);
+			ti->expedite = c->tx_exp_out || (rx && !c->tx_outstanding);
 			break;
 		default:
-			ti->expedite = c->rx_expedite || c->tx_exp_out;
+			ti->expedite = rx || c->tx_exp_out;
 		}
 	}
 	return n;
@@ -4021,7 +4021,7 @@ static ssize_t write_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *buf,
 		a->rate_hint_mbps = mbps > UINT32_MAX ? UINT32_MAX : (uint32_t)mbps;
 	}
 	c->st.acks_sent++;
-	ssize_t n = encode_ctl(c, &k, ti, via, buf, buflen);
+	ssize_t n = encode_ctl(c, &k, ti, via, buf, buflen, now);
 	if (n > 0) {
 		if (pa->pack_pending)
 			pa->pack_via = (uint16_t)(via->id + 1);
@@ -4065,7 +4065,7 @@ COLD static ssize_t write_probe_ack(mrp_conn *c, path *pa, mrp_tx_info *ti, uint
 		pa->pack_grant = 0;
 		c->st.admit_requests++;
 	}
-	return encode_ctl(c, &k, ti, via, buf, buflen);
+	return encode_ctl(c, &k, ti, via, buf, buflen, now);
 }
 
 static int plane_alive_without(const mrp_conn *c, const path *pa, uint64_t now);
@@ -4111,10 +4111,11 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 			pa->probe_at = next;
 		}
 	}
-	return encode_ctl(c, &k, ti, pa, buf, buflen);
+	return encode_ctl(c, &k, ti, pa, buf, buflen, now);
 }
 
-COLD static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen)
+COLD static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
+			       uint64_t now)
 {
 	uint32_t i = c->nakq_head;
 	c->nakq_head = (c->nakq_head + 1) & (c->nakq_cap - 1);
@@ -4129,7 +4130,7 @@ COLD static ssize_t write_nak(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t
 	memset(&k, 0, sizeof(k));
 	fill_hdr(c, &k.hdr, MRP_OP_NAK, via);
 	k.u.nak = c->nakq[i].nak;
-	return encode_ctl(c, &k, ti, via, buf, buflen);
+	return encode_ctl(c, &k, ti, via, buf, buflen, now);
 }
 
 COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buflen,
@@ -4166,7 +4167,7 @@ COLD static ssize_t write_close(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size
 	}
 	if (!via)
 		return 0;
-	return encode_ctl(c, &k, ti, via, buf, buflen);
+	return encode_ctl(c, &k, ti, via, buf, buflen, now);
 }
 
 /* Token bucket: take a packet of wire_bytes at rate from the bucket whose
@@ -5167,10 +5168,9 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 	if (buflen < (size_t)MRP_DATA_HDR_LEN + c->p.mtu)
 		return MRP_ERR_NOBUF;
 	memset(ti, 0, sizeof(*ti));
-	c->rx_expedite = now < c->rx_exp_until;
 	ssize_t n;
 	while (c->nakq_len)
-		if ((n = write_nak(c, ti, buf, buflen)) != 0)
+		if ((n = write_nak(c, ti, buf, buflen, now)) != 0)
 			return n;
 	if (c->ctl_dirty) {
 		for (uint32_t i = 0; i < c->path_hi; i++) {
