@@ -148,15 +148,20 @@ static void held_check(const mrp_rh *rh, mrp_rh_slot *s)
  * its packets lost); and credit that has not been returning for 4 x epoch_ns
  * (its data has arrived; the rest went unused, its senders' first ACKs
  * ending it) is no queue in front of us: adm_idle. */
+/* No credit out any more: all of the budget can be handed out again. */
+static void adm_clear(mrp_rh *rh)
+{
+	rh->adm_out = 0;
+	rh->adm_credits = 0;
+	rh->dirty = 1;
+}
+
 static void adm_expire(mrp_rh *rh, uint64_t now_ns)
 {
 	/* (not before its data can have arrived: adm_rtt_ns) */
 	uint64_t ttl = rh->adm_rtt_ns > rh->adm_ttl_ns ? rh->adm_rtt_ns : rh->adm_ttl_ns;
-	if (rh->adm_out && elapsed_ns(now_ns, rh->adm_at_ns) >= ttl) {
-		rh->adm_out = 0;
-		rh->adm_credits = 0;
-		rh->dirty = 1;
-	}
+	if (rh->adm_out && elapsed_ns(now_ns, rh->adm_at_ns) >= ttl)
+		adm_clear(rh);
 	uint64_t last = rh->adm_ret_ns > rh->adm_at_ns ? rh->adm_ret_ns : rh->adm_at_ns;
 	uint8_t idle = rh->adm_out && elapsed_ns(now_ns, last) > 4 * rh->epoch_ns;
 	if (idle != rh->adm_idle) {
@@ -561,10 +566,8 @@ void mrp_rh_admit_end(mrp_rh *rh, uint64_t since_ns)
 {
 	if (!rh || rh->adm_credits != 1 || rh->adm_at_ns > since_ns)
 		return;
-	rh->adm_out = 0;
-	rh->adm_credits = 0;
+	adm_clear(rh);
 	rh->adm_ret_ns = rh->seen_ns;
-	rh->dirty = 1;
 }
 
 void mrp_rh_release(mrp_rh *rh, uint32_t slot, uint64_t key)
