@@ -152,6 +152,7 @@ static void held_check(const mrp_rh *rh, mrp_rh_slot *s)
 static void adm_clear(mrp_rh *rh)
 {
 	rh->adm_out = 0;
+	rh->adm_hold = 0;
 	rh->adm_credits = 0;
 	rh->dirty = 1;
 }
@@ -515,9 +516,10 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
 		 * of it: another credit's data would queue behind its
 		 * line-rate run, see ratehint.h) */
 		if (lone && credit >= rh->adm_budget >> ADM_LONE_HOLD_SHIFT &&
-		    credit < rh->adm_budget)
+		    credit < rh->adm_budget) {
 			rh->adm_out = rh->adm_budget;
-		else
+			rh->adm_hold = rh->adm_budget - credit;
+		} else
 			rh->adm_out += credit;
 		rh->adm_at_ns = now_ns;
 		rh->adm_idle = 0;
@@ -556,10 +558,12 @@ void mrp_rh_admit_return(mrp_rh *rh, uint64_t bytes)
 		return;
 	rh->adm_out = rh->adm_out > bytes ? rh->adm_out - bytes : 0;
 	rh->adm_ret_ns = rh->seen_ns;
-	if (!rh->adm_out && rh->adm_credits) {
-		rh->adm_credits = 0;
-		rh->dirty = 1;
-	}
+	/* (a lone credit's data has all arrived: its run is over, and the
+	 * budget it held is free again) */
+	if (rh->adm_hold && rh->adm_out <= rh->adm_hold)
+		rh->adm_out = 0;
+	if (!rh->adm_out && (rh->adm_credits || rh->adm_hold))
+		adm_clear(rh);
 }
 
 void mrp_rh_admit_end(mrp_rh *rh, uint64_t since_ns)

@@ -104,6 +104,8 @@ typedef struct mrp_rh {
 				 * arrival's time) */
 	uint64_t seen_ns;       /* the last arrival's time */
 	uint8_t adm_idle;       /* none returned for 4 x epoch_ns: the rest is unused */
+	uint64_t adm_hold;      /* of adm_out, what a lone credit holds beyond
+				 * itself (see mrp_rh_admit()) */
 	uint64_t wait_ns;       /* how long a sender between its first round trip
 				 * and the data sent on its first hint may be
 				 * silent and still be counted (see
@@ -239,8 +241,9 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
 /*
  * (continued) A lone credit of a quarter of the budget or more holds the
  * whole budget: it counts as adm_budget out (or itself, if more), its data
- * returns its part as it arrives, and the rest is taken back with any
- * credit still out (below). Paced at the line, such a credit keeps the
+ * returns its part as it arrives, and the rest returns with the last of
+ * that data (its run is over), or is taken back with any credit still out
+ * (below). Paced at the line, such a credit keeps the
  * receiver's link busy for a long run, up to the sender's whole first
  * round trip, and the data of any other credit given meanwhile only queues
  * behind it: at a 4 ms round trip and 25 Gbit/s, a second credit of 31 MB

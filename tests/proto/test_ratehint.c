@@ -781,6 +781,25 @@ static void test_admit_lone_holds(void **state)
 	/* its data arrives: that part is free again */
 	mrp_rh_admit_return(&rh, 100ull * pkt);
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 2 * US), 100ull * pkt);
+	/* all of its data has arrived: its run is over, and the budget it
+	 * held is free at once, not at the credit's time (a collective's
+	 * next step found it held for a millisecond) */
+	lone_holding(&rh, slots, pkt, B);
+	mrp_rh_admit_return(&rh, quarter - pkt);
+	assert_int_equal(rh.adm_out, B - quarter + pkt);
+	assert_int_equal(rh.adm_credits, 1);
+	mrp_rh_admit_return(&rh, pkt);
+	assert_int_equal(rh.adm_out, 0);
+	assert_int_equal(rh.adm_credits, 0);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 3 * US), B / 2 / pkt * pkt);
+	/* and a credit given beside a smaller lone one is not taken back
+	 * with it: no hold, the credits return each its own */
+	lone_setup(&rh, slots, B, 0);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, 10ull * pkt, 0), 10ull * pkt);
+	rh.adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, 20ull * pkt, 1 * US), 20ull * pkt);
+	mrp_rh_admit_return(&rh, 10ull * pkt);
+	assert_int_equal(rh.adm_out, 20ull * pkt);
 	/* a lone credit below a quarter: only itself is out */
 	lone_setup(&rh, slots, B, 0);
 	uint64_t small = quarter - 2ull * pkt;
