@@ -2674,10 +2674,10 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 		unsigned how = ce ? MRP_RH_CE : 0;
 		if (c->p.caps & MRP_CAP_HELD)
 			how |= MRP_RH_SIGNALS | (h->flags & MRP_F_HELD ? MRP_RH_HELD : 0);
-		/* its first round trip, with more to come after it (6.6) */
-		if ((h->flags & (MRP_F_GRANT | MRP_F_ACK_REQ)) == MRP_F_GRANT &&
-		    (c->p.caps & MRP_CAP_ADMIT))
-			how |= MRP_RH_CREDIT;
+		/* its first round trip, with more to come after it, or
+		 * the last of what it had (6.5, 6.6) */
+		if ((h->flags & MRP_F_GRANT) && (c->p.caps & MRP_CAP_ADMIT))
+			how |= h->flags & MRP_F_ACK_REQ ? MRP_RH_DRY : MRP_RH_CREDIT;
 		mrp_rh_arrival(c->p.rh, &c->rh_slot, (uint64_t)(uintptr_t)c,
 			       d->payload_len + MRP_DATA_HDR_LEN + c->p.wire_overhead, how, now);
 		/* Data sent on its admission has left the queue the credit

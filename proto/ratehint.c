@@ -448,6 +448,14 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
 		/* its first round trip: its data on its first hint follows */
 		s->waiting = 1;
 		s->wait_until_ns = now_ns + rh->wait_ns;
+	} else if ((how & MRP_RH_DRY) && !s->measured) {
+		/* everything it had came on its credit: a demand of 0 until
+		 * its next epoch says otherwise */
+		s->measured = 1;
+		s->held = 0;
+		s->rate_bps = 0;
+		s->waiting = 0;
+		rh->dirty = 1;
 	} else if (s->waiting && bytes) {
 		/* its first data after the grant or the credit: measured
 		 * from the next epoch */

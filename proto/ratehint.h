@@ -133,6 +133,8 @@ void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
 #define MRP_RH_HELD 4u  /* ... and marked this packet */
 #define MRP_RH_CREDIT 8u /* sent on its admission credit (GRANT), and the
 			  * sender has more to send (no ACK_REQ) */
+#define MRP_RH_DRY 16u   /* sent on its admission credit with ACK_REQ: the
+			  * sender's last for now, its queues run dry */
 
 /*
  * Account bytes that arrived from sender key; how is a mask of MRP_RH_*.
@@ -171,8 +173,12 @@ void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
  * at a 10 ms round trip the sender already running was told 87.5 of 100
  * Gbit/s during that silence, into the queue the credits had left, and
  * the newcomer was read as a demand of almost nothing when its data came.)
- * A credit packet with ACK_REQ, the sender's last for now, does not make
- * it wait.
+ * A credit packet with ACK_REQ, the sender's last for now (MRP_RH_DRY),
+ * does not make it wait: it makes an unmeasured sender measured at once,
+ * at a demand of 0 (all it had came on its credit), so that senders of
+ * one short message each do not take equal shares from the others. One
+ * that then sends more, held back, is an unknown demand again from its
+ * next epoch.
  *
  * With a budget over several queues (adm_queues > 1: the receiver's planes,
  * each sender picking a plane per packet on its own) and credits of two or
