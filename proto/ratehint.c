@@ -493,6 +493,15 @@ uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns)
 	return rh->slots[slot].share_bps;
 }
 
+/* Whether a lone credit of credit bytes keeps the link busy for an epoch or
+ * more at rh's capacity (unknown capacity: taken as long). */
+static int lone_run_is_long(const mrp_rh *rh, uint64_t credit)
+{
+	if (rh->capacity_bps == 0)
+		return 1;
+	return mrp_mul_div(credit, 8 * NS_PER_S, rh->capacity_bps) >= rh->epoch_ns;
+}
+
 uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint64_t now_ns)
 {
 	uint64_t credit, free_bytes, want_pkts;
@@ -520,11 +529,12 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
 	if (want_pkts < credit / pkt_bytes)
 		credit = want_pkts * pkt_bytes;
 	if (credit) {
-		/* (a lone credit of a quarter of the budget or more holds all
-		 * of it: another credit's data would queue behind its
-		 * line-rate run, see ratehint.h) */
+		/* (a lone credit of a quarter of the budget or more, whose
+		 * run at our capacity lasts an epoch or longer, holds all of
+		 * it: another credit's data would queue behind that run, see
+		 * ratehint.h) */
 		if (lone && credit >= rh->adm_budget >> ADM_LONE_HOLD_SHIFT &&
-		    credit < rh->adm_budget) {
+		    credit < rh->adm_budget && lone_run_is_long(rh, credit)) {
 			rh->adm_out = rh->adm_budget;
 			rh->adm_hold = rh->adm_budget - credit;
 		} else

@@ -245,20 +245,24 @@ uint64_t mrp_rh_share(mrp_rh *rh, uint32_t slot, uint64_t key, uint64_t now_ns);
  */
 uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint64_t now_ns);
 /*
- * (continued) A lone credit of a quarter of the budget or more holds the
- * whole budget: it counts as adm_budget out (or itself, if more), its data
- * returns its part as it arrives, and the rest returns with the last of
- * that data (its run is over), or is taken back with any credit still out
- * (below). Paced at the line, such a credit keeps the
- * receiver's link busy for a long run, up to the sender's whole first
- * round trip, and the data of any other credit given meanwhile only queues
- * behind it: at a 4 ms round trip and 25 Gbit/s, a second credit of 31 MB
- * stood 10 ms in the queue, and the connections granted after it waited
- * there (0.03 of their share in their third round trip). A connection that
- * comes meanwhile asks for a grant, which the rate hints divide
- * (mrp_rh_grant()). A smaller lone credit -- a short message's -- ends
- * soon, and the credits given beside it are what lets an incast of short
- * messages finish in its first round trip.
+ * (continued) A lone credit of a quarter of the budget or more whose run
+ * keeps rh's capacity busy for epoch_ns or longer holds the whole budget:
+ * it counts as adm_budget out (or itself, if more), its data returns its
+ * part as it arrives, and the rest returns with the last of that data (its
+ * run is over), or is taken back with any credit still out (below). Paced
+ * at the line, such a credit keeps the receiver's link busy for a long
+ * run, up to the sender's whole first round trip, and the data of any
+ * other credit given meanwhile only queues behind it: at a 4 ms round trip
+ * and 25 Gbit/s, a second credit of 31 MB stood 10 ms in the queue, and
+ * the connections granted after it waited there (0.03 of their share in
+ * their third round trip). A connection that comes meanwhile asks for a
+ * grant, which the rate hints divide (mrp_rh_grant()). A smaller lone
+ * credit -- a short message's -- ends soon, and the credits given beside
+ * it are what lets an incast of short messages finish in its first round
+ * trip. So does a shorter run: behind a few microseconds of it, another
+ * credit's data waits less than the round trip a grant would cost it (an
+ * all-to-all's steps of 128 KiB into 256 KB queues held the budget in
+ * turn, one connection of each step asking for a grant).
  *
  * Credit still out returns to the pool adm_ttl_ns after the last grant,
  * or adm_rtt_ns after it if that is longer: at a round trip of

@@ -792,6 +792,22 @@ static void test_admit_lone_holds(void **state)
 	assert_int_equal(rh.adm_out, 0);
 	assert_int_equal(rh.adm_credits, 0);
 	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 3 * US), B / 2 / pkt * pkt);
+	/* a lone credit of more than a quarter whose run at the capacity is
+	 * shorter than an epoch (32 packets, 10.7 us at 100 Gbit/s) holds
+	 * only itself: another credit's data would wait behind it less than
+	 * a grant's round trip */
+	const uint64_t Bs = 400000, run32 = 32ull * pkt;
+	lone_setup(&rh, slots, Bs, 0);
+	assert_true(run32 >= Bs / 4 && run32 * 8 < rh.epoch_ns * 100);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, run32, 0), run32);
+	assert_int_equal(rh.adm_out, run32);
+	rh.adm_conns = 2;
+	assert_int_equal(mrp_rh_admit(&rh, pkt, UINT64_MAX, 1 * US), Bs / 2 / pkt * pkt);
+	/* at 10 Gbit/s the same credit is a 107 us run: it holds */
+	lone_setup(&rh, slots, Bs, 0);
+	mrp_rh_set_capacity(&rh, 10 * GBPS);
+	assert_int_equal(mrp_rh_admit(&rh, pkt, run32, 0), run32);
+	assert_int_equal(rh.adm_out, Bs);
 	/* and a credit given beside a smaller lone one is not taken back
 	 * with it: no hold, the credits return each its own */
 	lone_setup(&rh, slots, B, 0);

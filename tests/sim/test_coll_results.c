@@ -216,6 +216,23 @@ static void test_new_fabrics(void **state)
 	      "fabric: {type: leafspine, leaves: 8, spines: 4, hosts_per_leaf: 8}\n"
 	      "link: {rate: 100Gbps, delay: 1us, queue: 256KB, ecn_threshold: 40KB}\n",
 	      "{type: alltoall, channels: 2, sizes: [8B, 32KiB, 256KiB]}", 1020);
+	/* The same shallow queues where the network is the bottleneck: each
+	 * step's two 128 KiB connections, the first alone at the receiver;
+	 * its credit, a quarter of the budget, held all of it (SPEC 6.6) and
+	 * the other asked for a grant at every step, 1.03-1.07x RoCEv2 with
+	 * PFC over seeds 1-4; a run of under an epoch now holds only itself */
+	static const char shallow[] =
+		"hosts: 64\nplanes: 2\n"
+		"fabric: {type: leafspine, leaves: 8, spines: 4, hosts_per_leaf: 8}\n"
+		"link: {rate: 100Gbps, delay: 1us, queue: 256KB, ecn_threshold: 40KB}\n";
+	audit("64 ranks, 2:1, 256 KB queues", shallow,
+	      "{type: alltoall, channels: 2, sizes: [16MiB]}", 860);
+	static const char shallow2[] =
+		"seed: 2\nhosts: 64\nplanes: 2\n"
+		"fabric: {type: leafspine, leaves: 8, spines: 4, hosts_per_leaf: 8}\n"
+		"link: {rate: 100Gbps, delay: 1us, queue: 256KB, ecn_threshold: 40KB}\n";
+	audit("64 ranks, 2:1, 256 KB queues, seed 2", shallow2,
+	      "{type: alltoall, channels: 2, sizes: [16MiB]}", 860);
 	audit("64 ranks, 1:1, 4 channels",
 	      "hosts: 64\nplanes: 2\n"
 	      "fabric: {type: leafspine, leaves: 8, spines: 8, hosts_per_leaf: 8}\n"
