@@ -1033,12 +1033,6 @@ typedef struct rpc_result {
 	uint64_t p50_ns, p99_ns;
 } rpc_result;
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
-}
-
 static rpc_result rpc_run(const rpc_case *k, uint64_t seed, const sim_transport_ops *ops)
 {
 	static char text[16384];
@@ -1078,9 +1072,8 @@ static rpc_result rpc_run(const rpc_case *k, uint64_t seed, const sim_transport_
 		else
 			fct[ns++] = t;
 	}
-	qsort(fct, ns, sizeof(*fct), cmp_u64);
-	out.p50_ns = fct[ns / 2];
-	out.p99_ns = fct[ns * 99 / 100];
+	out.p50_ns = sim_percentile(fct, ns, 0.5);
+	out.p99_ns = sim_percentile(fct, ns, 0.99);
 	free(fct);
 	run_free(&rn);
 	return out;
