@@ -14,6 +14,8 @@
  *
  * test_new_fabrics: the same bar on 64 ranks over fabrics the figures were
  * not taken on (3:1, 4 planes, one channel, an incast beside).
+ * test_other_algorithms: recursive-doubling all-reduce and ring all-gather
+ * on the 64-rank 2:1 fabric, with loss and on 8 planes.
  *
  * What this guards: a pairwise all-to-all step waits for its own previous
  * send to be acknowledged on every path. Before the receiver acknowledged
