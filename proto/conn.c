@@ -395,6 +395,7 @@ struct mrp_conn {
 	uint64_t pace_gap;      /* the last data packet's time at the pacing rate */
 	uint64_t plane_pace_at[MRP_MAX_PLANES]; /* per-plane token buckets */
 	uint64_t plane_wait_at; /* data waits for a paced plane, NEVER for none */
+	uint8_t nic_blocked;    /* ... or met a plane the caller said is full */
 	uint32_t ctl_rr;        /* round robin over paths for ACKs */
 	uint64_t last_rx_ns;    /* last valid packet from the peer */
 	uint64_t rx_flush_until; /* receive side: until then every data packet is
@@ -4348,9 +4349,14 @@ COLD static ssize_t write_tlp(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t *b
 	return 0;
 }
 
-/* Whether pa's plane is held back by its pacing (its link is busy). */
+/* Whether pa's plane is held back by its pacing (its link is busy), or is
+ * one the caller said is full (planes_full: its NIC port's queue). */
 static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 {
+	if (c->p.planes_full && (*c->p.planes_full >> pa->plane & 1u)) {
+		c->nic_blocked = 1;
+		return 1;
+	}
 	uint64_t at = c->plane_pace_at[pa->plane];
 	if (!c->p.plane_rate_bps[pa->plane] || at <= now)
 		return 0;
@@ -4992,6 +4998,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 {
 	c->pace_blocked = 0;
 	c->plane_wait_at = NEVER;
+	c->nic_blocked = 0;
 	if (c->cc.pacing_bps && c->pace_at > now) {
 		c->pace_blocked = 1;
 		return 0;
@@ -5074,7 +5081,7 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 	}
 	if (!pa) {
 		pa = best_path(c, bytes, now);
-		if (!pa && c->plane_wait_at == NEVER) {
+		if (!pa && c->plane_wait_at == NEVER && !c->nic_blocked) {
 			maybe_open_path(c, now);
 			/* (within a large credit no ACK may come to try
 			 * again: the new paths take the packet now) */
@@ -5766,6 +5773,11 @@ static int fail(char *err, size_t errlen, const char *what)
 		err[n] = 0;
 	}
 	return -1;
+}
+
+int mrp_conn_nic_blocked(const mrp_conn *c)
+{
+	return c->nic_blocked;
 }
 
 int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)

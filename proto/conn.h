@@ -163,6 +163,13 @@ typedef struct mrp_conn_params {
 				  * Default both */
 	uint64_t plane_rate_bps[MRP_MAX_PLANES]; /* local link rate of each plane:
 						  * the plane is paced to it (0 = not paced) */
+	const uint32_t *planes_full; /* NULL, or the caller's bitmask of the
+				      * planes whose local queue (the host's
+				      * NIC port) is full now, bit p for plane
+				      * p, read at every mrp_conn_write_pkt():
+				      * no data goes on them, as if paced, and
+				      * the data goes on the other planes
+				      * instead (mrp_conn_nic_blocked()) */
 	uint32_t wire_overhead;  /* bytes each packet costs on the wire beyond the
 				  * UDP payload (default 66: Ethernet with preamble,
 				  * FCS and gap, IPv4, UDP); pacing and rate hints
@@ -432,6 +439,12 @@ typedef struct mrp_event {
  * is an event the allocator had no memory for (the queue is allocated on the
  * first event and grows with use). */
 int mrp_conn_poll_event(mrp_conn *conn, mrp_event *ev);
+
+/* Whether the data the last mrp_conn_write_pkt() looked for a path for met
+ * a plane the caller's planes_full named. When that call wrote no packet,
+ * the caller calls again once such a plane has room: nothing in the
+ * connection's deadline says when. */
+int mrp_conn_nic_blocked(const mrp_conn *conn);
 
 /* Check internal invariants (acked <= sent, windows within bounds, ...).
  * Returns 0, or -1 with a message in err. For tests and the simulator. */

@@ -2423,6 +2423,48 @@ static void write_completes(net *n, const uint8_t *src, size_t len)
 	assert_memory_equal(n->mr[1].base, src, len);
 }
 
+/* The caller's planes_full (its NIC ports with no room): data goes on the
+ * other planes; with every plane full nothing is written, the connection
+ * says it waits for a port (mrp_conn_nic_blocked()) and opens no path for
+ * it; once a port has room again the transfer completes. */
+static void test_planes_full(void **state)
+{
+	(void)state;
+	net n;
+	mrp_conn_params p[2];
+	uint32_t full = 1; /* plane 0 full */
+	pair_params(p, 2, 0);
+	p[0].planes_full = &full;
+	net_init(&n, &p[0], &p[1]);
+	size_t len = 1 << 20;
+	uint8_t *src = post_write(&n, len, 3, 0);
+	write_completes(&n, src, len);
+	assert_int_equal(plane_tx(n.c[0], 0), 0);
+	assert_true(plane_tx(n.c[0], 1) >= len / 4096);
+	free(src);
+
+	full = 3; /* both full */
+	src = post_write(&n, len, 4, n.now);
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	uint64_t opened = st.paths_opened;
+	uint8_t buf[MRP_DATA_HDR_LEN + MRP_MTU_MAX];
+	mrp_tx_info ti;
+	ssize_t w;
+	while ((w = mrp_conn_write_pkt(n.c[0], &ti, buf, sizeof(buf), n.now)) > 0)
+		assert_true(w < MRP_DATA_HDR_LEN); /* (a control packet, if any) */
+	assert_int_equal(w, 0);
+	assert_true(mrp_conn_nic_blocked(n.c[0]));
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.paths_opened, opened);
+	full = 0;
+	write_completes(&n, src, len);
+	assert_false(mrp_conn_nic_blocked(n.c[0]));
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+}
+
 /* Paths of c in service (open, not disabled) on plane pl, or on every
  * plane for pl < 0; *opened counts the open slots. */
 static unsigned paths_in_service(const mrp_conn *c, int pl, unsigned *opened)
@@ -5116,6 +5158,7 @@ int main(void)
 		cmocka_unit_test(test_cold_plane_lone_loss),
 		cmocka_unit_test(test_rtt_hint_lone_loss),
 		cmocka_unit_test(test_plane_down),
+		cmocka_unit_test(test_planes_full),
 		cmocka_unit_test(test_plane_down_replaces_paths),
 		cmocka_unit_test(test_plane_drain_replaces_paths),
 		cmocka_unit_test(test_plane_down_paths_capped),
