@@ -12,13 +12,22 @@
  * source port is the path's entropy, so the switches' ECMP hashing spreads
  * paths over spines exactly as a fabric would.
  *
- * The host's NIC is a queue with backpressure, as a daemon's socket buffer
- * is: a connection is asked for a packet only while every usable port's
- * queue has room for a packet of the largest size below nic_queue (and the
- * link's own capacity), so the host never drops its own packets. Connections
- * with something to send wait in one FIFO and are served one packet each,
- * round-robin; when the NIC is full the host asks the core to call on_nic()
- * once a port has drained half way, and serves the FIFO again then.
+ * The host's NIC is a queue per port with backpressure, as a daemon's socket
+ * buffer is: a port is full when it has no room for a packet of the largest
+ * size below nic_queue (and the link's own capacity), and the host never
+ * drops its own packets. Connections with something to send wait in one
+ * FIFO and are served one packet each, round-robin, while some usable port
+ * has room and none is out of room below its link's capacity (a control
+ * packet or a tail-loss probe goes on its path's plane, full or not); the
+ * engine is told which ports are full (planes_full) and sends its data on
+ * the others. A connection whose data waited for a full port
+ * (mrp_conn_nic_blocked()) waits on the host's nicwait list, and the FIFO is
+ * served again, with those connections, when a full port has drained half
+ * way (on_nic()). (Before, the host asked for a packet only while every
+ * usable port had room, since it cannot know the engine's plane before
+ * asking: one full port held back the others, which needed a 128 KiB
+ * queue to stay busy, and a 128 KiB queue in front of each step of a ring
+ * all-reduce made it 1.16x RoCEv2's time: bench/README.md.)
  *
  * The host touches only connections with work: the FIFO of ready ones, and
  * a min-heap of the others ordered by the engine's deadline (the host's one
@@ -59,6 +68,7 @@ struct mconn {
 	uint8_t dirty;     /* touched since its invariants were last checked */
 	uint8_t retired;   /* the flow completed: its engine connection is gone */
 	uint8_t retiring;  /* on the host's list of connections to retire */
+	uint8_t nicwait;   /* on the host's list of connections waiting for a full port */
 	/* sender */
 	uint32_t next_wr, done_wr;
 	uint64_t posted_bytes;
@@ -90,6 +100,9 @@ struct mh {
 	cvec heap;        /* timer heap: the connections not ready, by deadline */
 	cvec dirty;       /* touched since the last check */
 	cvec retiring;    /* senders whose flow completed in this callback */
+	cvec nicwait;     /* senders whose data waits for a full port */
+	uint32_t full;    /* usable ports that cannot take one more packet (the
+			   * engine's planes_full) */
 	uint64_t late_pkts; /* packets for a retired connection, dropped */
 	uint64_t visits;  /* connections the host loop took up (sim_mrp_host_visits) */
 	uint64_t dump;    /* transport.metaroce.dump */
@@ -123,7 +136,7 @@ static int get_opts(sim *s, mh_opts *o)
 	    sim_opt_bytes(s, "msg_size", 1 << 20, &o->msg_size) < 0 ||
 	    sim_opt_u64(s, "burst", 4, &o->burst) < 0 ||
 	    sim_opt_u64(s, "ack_every", 4, &o->ack_every) < 0 ||
-	    sim_opt_bytes(s, "nic_queue", 128 << 10, &o->nic_queue) < 0 ||
+	    sim_opt_bytes(s, "nic_queue", 64 << 10, &o->nic_queue) < 0 ||
 	    sim_opt_time(s, "ack_delay", 8000, &o->ack_delay_ns) < 0 ||
 	    sim_opt_time(s, "rto_min", 100000, &o->rto_min_ns) < 0 ||
 	    sim_opt_time(s, "rto_init", 1000000, &o->rto_init_ns) < 0 ||
@@ -288,6 +301,7 @@ static void mh_host_del(void *hs)
 	free(m->heap.v);
 	free(m->dirty.v);
 	free(m->retiring.v);
+	free(m->nicwait.v);
 	free(m->slots);
 	free(m);
 }
@@ -550,6 +564,7 @@ static int engine_new(mconn *mc, uint64_t now)
 	for (unsigned pl = 0; pl < p.nplanes && pl < SIM_MAX_PLANES; pl++)
 		p.plane_rtt_hint_ns[pl] = m->rtt_hint[pl];
 	p.probe_idle_ns = 0;
+	p.planes_full = &m->full;
 	p.rh = (!sender && o.rate_hints) ? &m->rh : NULL;
 	if (o.admit && o.rate_hints) {
 		p.caps |= MRP_CAP_ADMIT;
@@ -786,32 +801,55 @@ static uint64_t nic_limit(mh *m, unsigned plane)
 	return m->o.nic_queue < cap ? m->o.nic_queue : cap;
 }
 
-/* The first usable port that cannot take one more packet of the largest
- * size, or -1 if every one can (the engine picks the plane: the host cannot
- * know which before asking). */
-static int nic_full_port(mh *m)
+/* The usable ports that cannot take one more packet of the largest size
+ * below nic_limit(), as a mask; *usable: the ports that are up; *hard: those
+ * of them that cannot take one below the link's own capacity (a packet the
+ * engine sent there anyway, a control packet or a tail-loss probe, would be
+ * dropped). */
+static uint32_t nic_full_mask(mh *m, uint32_t *usable, uint32_t *hard)
 {
-	for (unsigned p = 0; p < sim_planes(m->s); p++)
-		if (sim_port_up(m->s, m->h, p) &&
-		    sim_port_queue_bytes(m->s, m->h, p) + m->pkt_max > nic_limit(m, p))
-			return (int)p;
-	return -1;
+	uint32_t full = 0, up = 0, over = 0;
+	for (unsigned p = 0; p < sim_planes(m->s); p++) {
+		if (!sim_port_up(m->s, m->h, p))
+			continue;
+		up |= 1u << p;
+		uint64_t q = sim_port_queue_bytes(m->s, m->h, p) + m->pkt_max;
+		if (q > nic_limit(m, p))
+			full |= 1u << p;
+		if (q > sim_port_queue_bytes(m->s, m->h, p) + sim_port_room(m->s, m->h, p))
+			over |= 1u << p;
+	}
+	*usable = up;
+	*hard = over;
+	return full;
 }
 
-/* 1 if the NIC has room for a packet; otherwise asks the core for on_nic()
- * once the full port has drained half way (or just enough for one packet,
- * if its limit is below two) and returns 0. nic_limit() >= pkt_max (checked
- * in host_new() and by the scenario's queue minimum), so a full port always
- * holds more than the level asked for. */
-static int nic_room(mh *m)
+/* Ask for on_nic() once port p has drained half way (or just enough for
+ * one packet, if its limit is below two). */
+static void nic_notify(mh *m, unsigned p)
 {
-	int p = nic_full_port(m);
-	if (p < 0)
-		return 1;
-	uint64_t limit = nic_limit(m, (unsigned)p), resume = limit / 2;
+	uint64_t limit = nic_limit(m, p), resume = limit / 2;
 	if (resume > limit - m->pkt_max)
 		resume = limit - m->pkt_max;
-	sim_port_notify(m->s, m->h, (unsigned)p, resume);
+	sim_port_notify(m->s, m->h, p, resume);
+}
+
+/* 1 if some usable port has room for a packet below nic_queue (or none is
+ * up: the engine then finds no path) and every one has room below its link's
+ * capacity; the ports full below nic_queue are m->full, the engine's
+ * planes_full, so that its data goes on the others. Otherwise asks the core
+ * for on_nic() once the full ports have drained half way and returns 0.
+ * nic_limit() >= pkt_max (checked in host_new() and by the scenario's queue
+ * minimum), so a full port always holds more than the level asked for. */
+static int nic_room(mh *m)
+{
+	uint32_t up, hard, full = nic_full_mask(m, &up, &hard);
+	m->full = full;
+	if (!hard && (full != up || !up))
+		return 1;
+	for (unsigned p = 0; p < sim_planes(m->s); p++)
+		if ((hard ? hard : full) >> p & 1u)
+			nic_notify(m, p);
 	return 0;
 }
 
@@ -882,6 +920,16 @@ static void serve(mh *m, uint64_t now)
 					      (unsigned long long)now);
 				mc->deadline = now + 1;
 			}
+		}
+		/* (its data waited for a full port: it is served again when
+		 * one drains, which its deadline does not say) */
+		if (!sent && mc->c && mrp_conn_nic_blocked(mc->c) && !mc->nicwait) {
+			mc->nicwait = 1;
+			if (cvec_push(&m->nicwait, mc) < 0)
+				sim_violation(m->s, "host %u: out of memory", m->h->id);
+			for (unsigned p = 0; p < sim_planes(m->s); p++)
+				if (m->full >> p & 1u)
+					nic_notify(m, p);
 		}
 		if (sent) {
 			make_ready(mc); /* back of the line */
@@ -983,10 +1031,19 @@ static void mh_on_timer(void *hs, uint64_t now)
 	finish(m, now);
 }
 
-/* A port drained: serve the FIFO again. */
+/* A port drained: the connections that waited for a full port join the
+ * FIFO, and it is served again. */
 static void mh_on_nic(void *hs, unsigned plane, uint64_t now)
 {
+	mh *m = hs;
 	(void)plane;
+	for (size_t i = 0; i < m->nicwait.n; i++) {
+		mconn *mc = m->nicwait.v[i];
+		mc->nicwait = 0;
+		if (!mc->retired && mc->c)
+			make_ready(mc);
+	}
+	m->nicwait.n = 0;
 	finish(hs, now);
 }
 
@@ -1050,14 +1107,15 @@ static void mh_on_steer(void *hs, const sim_steer *st, uint64_t now)
  * The connections this event touched (the dirty list) have their engine
  * invariants checked; the others have not changed. The host's own
  * structures are checked too: a ready connection is never in the heap, the
- * heap is ordered, and nothing ready waits while the NIC has room.
+ * heap is ordered, and nothing ready waits while a usable port has room.
  */
 static int mh_check(void *hs, char *err, size_t errlen)
 {
 	mh *m = hs;
 	int rc = 0;
-	if (m->ready_head && nic_full_port(m) < 0) {
-		snprintf(err, errlen, "flow %u waits to send while the NIC has room",
+	uint32_t up_ports, hard_ports, full_ports = nic_full_mask(m, &up_ports, &hard_ports);
+	if (m->ready_head && !hard_ports && (full_ports != up_ports || !up_ports)) {
+		snprintf(err, errlen, "flow %u waits to send while a port has room",
 			 m->ready_head->f->id);
 		rc = -1;
 	}

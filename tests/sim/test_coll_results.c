@@ -123,7 +123,8 @@ static void test_oversubscribed(void **state)
  * is the bottleneck; 1020: within 2 %, its bar where latency alone
  * bounds every transport).
  */
-static void audit(const char *label, const char *yaml, const char *coll, unsigned lim_pm)
+static void audit2(const char *label, const char *yaml, const char *coll, unsigned roce_pm,
+		   unsigned pfc_pm)
 {
 	char doc[1024];
 	sim_config cfg;
@@ -140,10 +141,15 @@ static void audit(const char *label, const char *yaml, const char *coll, unsigne
 			      label, sim_coll_name(cfg.colls[0].type), cfg.colls[0].sizes[k],
 			      (double)t[0] / 1e3, (double)t[1] / 1e3, (double)t[2] / 1e3,
 			      (double)t[2] / (double)t[0], (double)t[2] / (double)t[1]);
-		assert_true(t[2] * 1000 <= t[0] * lim_pm);
-		assert_true(t[2] * 1000 <= t[1] * lim_pm);
+		assert_true(t[2] * 1000 <= t[0] * roce_pm);
+		assert_true(t[2] * 1000 <= t[1] * pfc_pm);
 	}
 	sim_config_free(&cfg);
+}
+
+static void audit(const char *label, const char *yaml, const char *coll, unsigned lim_pm)
+{
+	audit2(label, yaml, coll, lim_pm, lim_pm);
 }
 
 /*
@@ -301,6 +307,38 @@ static void test_other_algorithms(void **state)
 	      "{type: allreduce_rd, channels: 8, sizes: [2MiB]}", 860);
 }
 
+/*
+ * Rings whose steps are bound by the hosts' links (256 KiB steps: 16 ranks,
+ * 8 MiB, 2 channels): every step of both channels runs at once, so there is
+ * no idle capacity for spraying to use, and MetaRoCE's packets are 1.3 %
+ * longer than RoCEv2's. The issue's bar (at most both baselines' time) is
+ * not met against lossy RoCEv2 here; what is asserted is the header's cost
+ * and little more: at most 1.04x lossy RoCEv2, at most RoCEv2 with PFC's
+ * time. When the host served its connections only while every NIC port had
+ * room, below a 128 KiB nic_queue, two channels' steps starting at line rate
+ * each stood a 128 KiB queue in front of every step's last packet: 1.08-1.14x
+ * (ring) and 1.11-1.20x (all-gather, 1.13x RoCEv2 with PFC) (bench/README.md,
+ * "Rings with large steps: the host's own queue").
+ */
+static void test_ring_large_steps(void **state)
+{
+	(void)state;
+	static const char *const fab[] = {
+		"seed: 1\nhosts: 16\nplanes: 2\n"
+		"fabric: {type: leafspine, leaves: 2, spines: 8, hosts_per_leaf: 8}\n"
+		"link: {rate: 100Gbps, delay: 1us, queue: 1MB, ecn_threshold: 100KB}\n",
+		"seed: 2\nhosts: 16\nplanes: 2\n"
+		"fabric: {type: leafspine, leaves: 2, spines: 8, hosts_per_leaf: 8}\n"
+		"link: {rate: 100Gbps, delay: 1us, queue: 1MB, ecn_threshold: 100KB}\n",
+	};
+	for (size_t i = 0; i < sizeof(fab) / sizeof(fab[0]); i++) {
+		audit2("16 ranks, 1:1, 256 KiB steps", fab[i],
+		       "{type: allreduce_ring, channels: 2, sizes: [8MiB]}", 1040, 1000);
+		audit2("16 ranks, 1:1, 256 KiB steps", fab[i],
+		       "{type: allgather, channels: 2, sizes: [8MiB]}", 1040, 1000);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +346,7 @@ int main(void)
 		cmocka_unit_test(test_oversubscribed),
 		cmocka_unit_test(test_new_fabrics),
 		cmocka_unit_test(test_other_algorithms),
+		cmocka_unit_test(test_ring_large_steps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

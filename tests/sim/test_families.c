@@ -199,13 +199,12 @@ static void test_incast(void **state)
  *
  * churn_8planes_pair is the one that tells the host's NIC model apart: eight
  * connections on one host, each paced at its share (~98 % of the planes
- * that are up), share its ports, and the host asks a connection for a
- * packet only while every port has room (the engine picks the plane). With
- * a 64 KiB nic_queue (15 packets of 4 KB) a port that a few connections hit
- * together filled often enough to hold the seven others back: 0.939 after
- * plane 2 came back, and with admission on (its grants start the senders at
- * other points of their pacing intervals) 0.919 after plane 2 went down.
- * With the 128 KiB default: >= 0.98 in every window.
+ * that are up), share its ports. When the host asked a connection for a
+ * packet only while every port had room, a 64 KiB nic_queue (15 packets of
+ * 4 KB) let a port that a few connections hit together hold the seven
+ * others back: 0.939 after plane 2 came back, and 0.919 after plane 2 went
+ * down with admission on. Now the engine is told which ports are full and
+ * sends on the others (planes_full): >= 0.98 in every window at 64 KiB.
  */
 typedef struct churn_event {
 	uint64_t at_ns;

@@ -69,7 +69,7 @@ static void run_nic(const char *yaml, const sim_transport_ops *ops, nic_outcome 
 /*
  * 24 hosts all-to-all on two planes (23 sending and 23 receiving
  * connections per host), host queues of 48 KB: far less than 23 windows.
- * MetaRoCE's nic_queue is left at its default (128 KiB, above the link's 48
+ * MetaRoCE's nic_queue is left at its default (64 KiB, above the link's 48
  * KB: the link's capacity is the limit). No packet is dropped at a sender's
  * NIC, by either transport.
  */
