@@ -4998,7 +4998,6 @@ static ssize_t write_data(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t buf
 {
 	c->pace_blocked = 0;
 	c->plane_wait_at = NEVER;
-	c->nic_blocked = 0;
 	if (c->cc.pacing_bps && c->pace_at > now) {
 		c->pace_blocked = 1;
 		return 0;
@@ -5175,6 +5174,7 @@ ssize_t mrp_conn_write_pkt(mrp_conn *c, mrp_tx_info *ti, uint8_t *buf, size_t bu
 	if (buflen < (size_t)MRP_DATA_HDR_LEN + c->p.mtu)
 		return MRP_ERR_NOBUF;
 	memset(ti, 0, sizeof(*ti));
+	c->nic_blocked = 0; /* (this call's, whatever it writes) */
 	ssize_t n;
 	while (c->nakq_len)
 		if ((n = write_nak(c, ti, buf, buflen, now)) != 0)

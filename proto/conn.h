@@ -440,7 +440,7 @@ typedef struct mrp_event {
  * first event and grows with use). */
 int mrp_conn_poll_event(mrp_conn *conn, mrp_event *ev);
 
-/* Whether the data the last mrp_conn_write_pkt() looked for a path for met
+/* Whether the last mrp_conn_write_pkt() looked for a path for data and met
  * a plane the caller's planes_full named. When that call wrote no packet,
  * the caller calls again once such a plane has room: nothing in the
  * connection's deadline says when. */

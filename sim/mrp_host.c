@@ -881,6 +881,18 @@ static int send_one(mh *m, mconn *mc, uint64_t now)
 	return 1;
 }
 
+/* The connections that waited for a full port join the FIFO. */
+static void nicwait_release(mh *m)
+{
+	for (size_t i = 0; i < m->nicwait.n; i++) {
+		mconn *mc = m->nicwait.v[i];
+		mc->nicwait = 0;
+		if (!mc->retired && mc->c)
+			make_ready(mc);
+	}
+	m->nicwait.n = 0;
+}
+
 /*
  * Serve the ready connections round-robin, one packet each, while the NIC
  * has room. A connection that has nothing to send leaves the FIFO for the
@@ -923,7 +935,7 @@ static void serve(mh *m, uint64_t now)
 		}
 		/* (its data waited for a full port: it is served again when
 		 * one drains, which its deadline does not say) */
-		if (!sent && mc->c && mrp_conn_nic_blocked(mc->c) && !mc->nicwait) {
+		if (!sent && m->full && mc->c && mrp_conn_nic_blocked(mc->c) && !mc->nicwait) {
 			mc->nicwait = 1;
 			if (cvec_push(&m->nicwait, mc) < 0)
 				sim_violation(m->s, "host %u: out of memory", m->h->id);
@@ -1037,13 +1049,7 @@ static void mh_on_nic(void *hs, unsigned plane, uint64_t now)
 {
 	mh *m = hs;
 	(void)plane;
-	for (size_t i = 0; i < m->nicwait.n; i++) {
-		mconn *mc = m->nicwait.v[i];
-		mc->nicwait = 0;
-		if (!mc->retired && mc->c)
-			make_ready(mc);
-	}
-	m->nicwait.n = 0;
+	nicwait_release(m);
 	finish(hs, now);
 }
 
