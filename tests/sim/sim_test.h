@@ -6,6 +6,7 @@
 #ifndef SIM_TEST_H
 #define SIM_TEST_H
 
+#include <fnmatch.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,44 @@
 
 #include "scenario.h"
 #include "sim.h"
+
+/*
+ * Runs the tests of a group that the environment selects: TEST_FILTER, one
+ * glob that cmocka applies, and TEST_SKIP, names (globs) separated by commas
+ * that are left out here (cmocka takes one pattern). meson runs the long
+ * tests of a group as tests of their own this way, so that none outgrows
+ * its timeout under ASan.
+ */
+#define SIM_TESTS_MAX 64
+static inline int sim_run_selected(const char *group, const struct CMUnitTest *tests, size_t nt)
+{
+	struct CMUnitTest sel[SIM_TESTS_MAX];
+	size_t n = 0;
+	const char *skip = getenv("TEST_SKIP");
+
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	if (nt > SIM_TESTS_MAX) {
+		fprintf(stderr, "%s: %zu tests, at most %d\n", group, nt, SIM_TESTS_MAX);
+		return 1;
+	}
+	for (size_t i = 0; i < nt; i++) {
+		int skipped = 0;
+		for (const char *p = skip; p && *p && !skipped;) {
+			size_t len = strcspn(p, ",");
+			char pat[64];
+			if (len < sizeof(pat)) {
+				memcpy(pat, p, len);
+				pat[len] = 0;
+				skipped = fnmatch(pat, tests[i].name, 0) == 0;
+			}
+			p += len + (p[len] == ',');
+		}
+		if (!skipped)
+			sel[n++] = tests[i];
+	}
+	return _cmocka_run_group_tests(group, sel, n, NULL, NULL);
+}
 
 /* Parses a scenario held in a string; fails the test with the message. */
 static inline void cfg_from(sim_config *cfg, const char *yaml)

@@ -348,5 +348,7 @@ int main(void)
 		cmocka_unit_test(test_other_algorithms),
 		cmocka_unit_test(test_ring_large_steps),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	/* (meson runs test_other_algorithms and test_ring_large_steps apart:
+	 * TEST_SKIP) */
+	return sim_run_selected("sim/coll_results", tests, sizeof(tests) / sizeof(tests[0]));
 }

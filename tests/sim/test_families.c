@@ -15,7 +15,6 @@
  */
 #include "families.h"
 
-#include <fnmatch.h>
 #include <stdlib.h>
 
 #include "roce.h"
@@ -1128,29 +1127,7 @@ int main(void)
 		cmocka_unit_test(test_blackhole_one_way),
 		cmocka_unit_test(test_short_beside_bulk),
 	};
-	enum { NT = sizeof(tests) / sizeof(tests[0]) };
-	if (getenv("TEST_FILTER"))
-		cmocka_set_test_filter(getenv("TEST_FILTER"));
-	/* TEST_SKIP: names (globs) separated by commas; meson runs
-	 * test_reordering_planes and test_startup apart (cmocka takes one
-	 * pattern, so the list is applied here) */
-	struct CMUnitTest sel[NT];
-	size_t n = 0;
-	const char *skip = getenv("TEST_SKIP");
-	for (size_t i = 0; i < NT; i++) {
-		int skipped = 0;
-		for (const char *p = skip; p && *p && !skipped;) {
-			size_t len = strcspn(p, ",");
-			char pat[64];
-			if (len < sizeof(pat)) {
-				memcpy(pat, p, len);
-				pat[len] = 0;
-				skipped = fnmatch(pat, tests[i].name, 0) == 0;
-			}
-			p += len + (p[len] == ',');
-		}
-		if (!skipped)
-			sel[n++] = tests[i];
-	}
-	return _cmocka_run_group_tests("sim/families", sel, n, NULL, NULL);
+	/* (meson runs test_reordering_planes, test_startup and test_plane_churn
+	 * apart: TEST_SKIP, TEST_FILTER) */
+	return sim_run_selected("sim/families", tests, sizeof(tests) / sizeof(tests[0]));
 }
