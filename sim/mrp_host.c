@@ -813,10 +813,9 @@ static uint32_t nic_full_mask(mh *m, uint32_t *usable, uint32_t *hard)
 		if (!sim_port_up(m->s, m->h, p))
 			continue;
 		up |= 1u << p;
-		uint64_t q = sim_port_queue_bytes(m->s, m->h, p) + m->pkt_max;
-		if (q > nic_limit(m, p))
+		if (sim_port_queue_bytes(m->s, m->h, p) + m->pkt_max > nic_limit(m, p))
 			full |= 1u << p;
-		if (q > sim_port_queue_bytes(m->s, m->h, p) + sim_port_room(m->s, m->h, p))
+		if (m->pkt_max > sim_port_room(m->s, m->h, p))
 			over |= 1u << p;
 	}
 	*usable = up;
@@ -824,14 +823,18 @@ static uint32_t nic_full_mask(mh *m, uint32_t *usable, uint32_t *hard)
 	return full;
 }
 
-/* Ask for on_nic() once port p has drained half way (or just enough for
- * one packet, if its limit is below two). */
-static void nic_notify(mh *m, unsigned p)
+/* Ask for on_nic() once each port of the mask has drained half way (or
+ * just enough for one packet, if its limit is below two). */
+static void nic_notify(mh *m, uint32_t ports)
 {
-	uint64_t limit = nic_limit(m, p), resume = limit / 2;
-	if (resume > limit - m->pkt_max)
-		resume = limit - m->pkt_max;
-	sim_port_notify(m->s, m->h, p, resume);
+	for (unsigned p = 0; p < sim_planes(m->s); p++) {
+		if (!(ports >> p & 1u))
+			continue;
+		uint64_t limit = nic_limit(m, p), resume = limit / 2;
+		if (resume > limit - m->pkt_max)
+			resume = limit - m->pkt_max;
+		sim_port_notify(m->s, m->h, p, resume);
+	}
 }
 
 /* 1 if some usable port has room for a packet below nic_queue (or none is
@@ -847,9 +850,7 @@ static int nic_room(mh *m)
 	m->full = full;
 	if (!hard && (full != up || !up))
 		return 1;
-	for (unsigned p = 0; p < sim_planes(m->s); p++)
-		if ((hard ? hard : full) >> p & 1u)
-			nic_notify(m, p);
+	nic_notify(m, hard ? hard : full);
 	return 0;
 }
 
@@ -939,9 +940,7 @@ static void serve(mh *m, uint64_t now)
 			mc->nicwait = 1;
 			if (cvec_push(&m->nicwait, mc) < 0)
 				sim_violation(m->s, "host %u: out of memory", m->h->id);
-			for (unsigned p = 0; p < sim_planes(m->s); p++)
-				if (m->full >> p & 1u)
-					nic_notify(m, p);
+			nic_notify(m, m->full);
 		}
 		if (sent) {
 			make_ready(mc); /* back of the line */
