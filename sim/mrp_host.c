@@ -129,17 +129,45 @@ static const char *const mh_options[] = {
 
 
 
+/*
+ * Defaults for the distance (sim_base_rtt_max(), the longest round trip of
+ * the fabric as built), as a deployment sets its timers and path budget
+ * for its network: the initial timeout at least 3 of those round trips
+ * (1 ms in a data centre; a 4 ms scale-across link timed out its whole
+ * first window at 1 ms and sent it again for nothing), and room for 1.25
+ * bandwidth-delay products of a host's links over paths of at most 255
+ * packets in flight (a path's SACK span, SPEC 6.2), at least 64 paths. A
+ * scenario's own values win.
+ */
+static void distance_defaults(sim *s, uint64_t *rto_init, uint64_t *max_paths)
+{
+	uint64_t rtt = sim_base_rtt_max(s), rate[SIM_MAX_PLANES] = {0}, sum = 0;
+	for (size_t i = 0; i < sim_link_count(s); i++) {
+		const sim_link *l = sim_link_get(s, i);
+		if (l->from.kind == SIM_NODE_HOST && l->plane < SIM_MAX_PLANES && l->rate_bps > rate[l->plane])
+			rate[l->plane] = l->rate_bps;
+	}
+	for (unsigned p = 0; p < SIM_MAX_PLANES; p++)
+		sum += rate[p];
+	*rto_init = rtt < 1000000 / 3 ? 1000000 : 3 * rtt;
+	double pkt = (double)(sim_mtu(s) + MRP_DATA_HDR_LEN) * 8;
+	double need = 1.25 * (double)sum * ((double)rtt / 1e9) / pkt / (MRP_SACK_BITS - 1);
+	*max_paths = need < 64 ? 64 : need >= MRP_MAX_PATHS ? MRP_MAX_PATHS : (uint64_t)need + 1;
+}
+
 static int get_opts(sim *s, mh_opts *o)
 {
+	uint64_t rto_init, max_paths;
+	distance_defaults(s, &rto_init, &max_paths);
 	if (sim_opt_u64(s, "paths_per_plane", 4, &o->paths_per_plane) < 0 ||
-	    sim_opt_u64(s, "max_paths", 64, &o->max_paths) < 0 ||
+	    sim_opt_u64(s, "max_paths", max_paths, &o->max_paths) < 0 ||
 	    sim_opt_bytes(s, "msg_size", 1 << 20, &o->msg_size) < 0 ||
 	    sim_opt_u64(s, "burst", 4, &o->burst) < 0 ||
 	    sim_opt_u64(s, "ack_every", 4, &o->ack_every) < 0 ||
 	    sim_opt_bytes(s, "nic_queue", 64 << 10, &o->nic_queue) < 0 ||
 	    sim_opt_time(s, "ack_delay", 8000, &o->ack_delay_ns) < 0 ||
 	    sim_opt_time(s, "rto_min", 100000, &o->rto_min_ns) < 0 ||
-	    sim_opt_time(s, "rto_init", 1000000, &o->rto_init_ns) < 0 ||
+	    sim_opt_time(s, "rto_init", rto_init, &o->rto_init_ns) < 0 ||
 	    sim_opt_u64(s, "rate_hints", 1, &o->rate_hints) < 0 ||
 	    sim_opt_u64(s, "admit", 1, &o->admit) < 0 ||
 	    sim_opt_bytes(s, "admit_budget", 0, &o->admit_budget) < 0 ||

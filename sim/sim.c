@@ -79,6 +79,7 @@ struct sim {
 	uint32_t nhosts;
 	sim_link *links;
 	size_t nlinks;
+	uint64_t base_rtt_max; /* sim_base_rtt_max(), once asked (0: not yet) */
 	sim_flow *flows;
 	size_t nflows, flows_left;
 	sim_link **evlink; /* per scenario event: the cable it names, or NULL */
@@ -1289,6 +1290,66 @@ size_t sim_link_count(const sim *s)
 sim_link *sim_link_get(const sim *s, size_t i)
 {
 	return i < s->nlinks ? &s->links[i] : NULL;
+}
+
+/*
+ * The longest round trip between two hosts over the cables as the scenario
+ * built them (their delays, before any set_link event; no queueing, no
+ * serialization, no jitter): a host's cable both ways at each end, and
+ * between two leaves the slowest spine each way. What a handshake between
+ * the two farthest hosts would measure on an idle network, and what a
+ * deployment sets its timers for (sim/README.md, "transport").
+ */
+uint64_t sim_base_rtt_max(sim *s)
+{
+	if (s->base_rtt_max)
+		return s->base_rtt_max;
+	uint64_t host = 0, fabric = 0;
+	uint32_t nleaf = 0, nspine = 0;
+	for (size_t i = 0; i < s->nlinks; i++) {
+		const sim_link *l = &s->links[i];
+		if (l->from.kind == SIM_NODE_HOST && l->peer)
+			host = host > l->delay_ns + l->peer->delay_ns ? host
+								      : l->delay_ns + l->peer->delay_ns;
+		if (l->from.kind == SIM_NODE_LEAF && l->to.kind == SIM_NODE_SPINE) {
+			nleaf = l->from.index + 1 > nleaf ? l->from.index + 1 : nleaf;
+			nspine = l->to.index + 1 > nspine ? l->to.index + 1 : nspine;
+		}
+	}
+	/* leaf a to leaf b (a != b) over the slowest spine, there and back,
+	 * plane by plane: up[a][s] leaf a to spine s, down[s][b] back down */
+	uint64_t *up = nleaf && nspine ? calloc((size_t)nleaf * nspine * 2, sizeof(*up)) : NULL;
+	for (unsigned p = 0; up && p < s->nplanes; p++) {
+		uint64_t *down = up + (size_t)nleaf * nspine;
+		memset(up, 0, (size_t)nleaf * nspine * 2 * sizeof(*up));
+		for (size_t i = 0; i < s->nlinks; i++) {
+			const sim_link *l = &s->links[i];
+			if (l->plane != p)
+				continue;
+			if (l->from.kind == SIM_NODE_LEAF && l->to.kind == SIM_NODE_SPINE)
+				up[(size_t)l->from.index * nspine + l->to.index] = l->delay_ns;
+			else if (l->from.kind == SIM_NODE_SPINE && l->to.kind == SIM_NODE_LEAF)
+				down[(size_t)l->to.index * nspine + l->from.index] = l->delay_ns;
+		}
+		for (uint32_t a = 0; a < nleaf; a++)
+			for (uint32_t b = a + 1; b < nleaf; b++) {
+				uint64_t ab = 0, ba = 0;
+				for (uint32_t sp = 0; sp < nspine; sp++) {
+					uint64_t x = up[(size_t)a * nspine + sp] +
+						     down[(size_t)b * nspine + sp];
+					uint64_t y = up[(size_t)b * nspine + sp] +
+						     down[(size_t)a * nspine + sp];
+					ab = x > ab ? x : ab;
+					ba = y > ba ? y : ba;
+				}
+				fabric = ab + ba > fabric ? ab + ba : fabric;
+			}
+	}
+	free(up);
+	s->base_rtt_max = 2 * host + fabric;
+	if (!s->base_rtt_max)
+		s->base_rtt_max = 1;
+	return s->base_rtt_max;
 }
 
 sim_link *sim_link_find(const sim *s, const char *name)

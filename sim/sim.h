@@ -424,6 +424,10 @@ size_t sim_flow_count(const sim *s);
 sim_flow *sim_flow_get(const sim *s, size_t id); /* NULL if out of range */
 size_t sim_link_count(const sim *s);
 sim_link *sim_link_get(const sim *s, size_t i);
+/* The longest round trip between two hosts on the idle network as built
+ * (cable delays only), at least 1 ns: what a transport's defaults for its
+ * timers and window take the distance to be. */
+uint64_t sim_base_rtt_max(sim *s);
 /* The link named name (sim_link_name()), or NULL. */
 sim_link *sim_link_find(const sim *s, const char *name);
 

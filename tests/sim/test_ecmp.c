@@ -218,6 +218,41 @@ static void test_addresses(void **state)
 	sim_config_free(&cfg);
 }
 
+/* The longest round trip of the fabric as built: host cables both ways at
+ * each end, and between two leaves the slowest spine each way; a cable of
+ * the same leaf never counts (no route climbs to a spine there). */
+static void test_base_rtt_max(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *yaml;
+		uint64_t rtt_ns;
+	} t[] = {
+		/* one switch: 4 host cables' crossings */
+		{ "hosts: 2\nlink: {delay: 1ms}\n", 4000000 },
+		/* 2 leaves, the far spine 100 us away from leaf1 only: 2 + 2
+		 * + 100 + 2 each way (not 100 + 100: a route from leaf1 to
+		 * itself does not climb) */
+		{ "hosts: 4\nfabric: {type: leafspine, leaves: 2, spines: 2}\n"
+		  "link: {delay: 2us}\n"
+		  "links:\n  - {plane: 0, switch: spine1, port: leaf1, delay: 100us}\n",
+		  212000 },
+		/* the slower of two planes; a slower host cable on one host */
+		{ "hosts: 4\nplanes:\n  - {link: {delay: 1us}}\n  - {link: {delay: 5us}}\n"
+		  "fabric: {type: leafspine, leaves: 2, spines: 4}\n"
+		  "links:\n  - {plane: 0, host: 3, delay: 30us}\n",
+		  2 * (30000 + 30000) + 4 * 5000 },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		sim_config cfg;
+		cfg_from(&cfg, t[i].yaml);
+		sim *s = sim_from(&cfg, &probe_ops);
+		assert_int_equal(sim_base_rtt_max(s), t[i].rtt_ns);
+		sim_del(s);
+		sim_config_free(&cfg);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -229,6 +264,7 @@ int main(void)
 		cmocka_unit_test(test_down_cable_leaves_ecmp),
 		cmocka_unit_test(test_blackhole_stays_in_ecmp),
 		cmocka_unit_test(test_addresses),
+		cmocka_unit_test(test_base_rtt_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
