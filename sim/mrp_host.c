@@ -144,7 +144,8 @@ static void distance_defaults(sim *s, uint64_t *rto_init, uint64_t *max_paths)
 	uint64_t rtt = sim_base_rtt_max(s), rate[SIM_MAX_PLANES] = {0}, sum = 0;
 	for (size_t i = 0; i < sim_link_count(s); i++) {
 		const sim_link *l = sim_link_get(s, i);
-		if (l->from.kind == SIM_NODE_HOST && l->plane < SIM_MAX_PLANES && l->rate_bps > rate[l->plane])
+		if (l->from.kind == SIM_NODE_HOST && l->plane < SIM_MAX_PLANES &&
+		    l->rate_bps > rate[l->plane])
 			rate[l->plane] = l->rate_bps;
 	}
 	for (unsigned p = 0; p < SIM_MAX_PLANES; p++)

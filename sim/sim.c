@@ -1308,9 +1308,9 @@ uint64_t sim_base_rtt_max(sim *s)
 	uint32_t nleaf = 0, nspine = 0;
 	for (size_t i = 0; i < s->nlinks; i++) {
 		const sim_link *l = &s->links[i];
-		if (l->from.kind == SIM_NODE_HOST && l->peer)
-			host = host > l->delay_ns + l->peer->delay_ns ? host
-								      : l->delay_ns + l->peer->delay_ns;
+		uint64_t both = l->peer ? l->delay_ns + l->peer->delay_ns : 0;
+		if (l->from.kind == SIM_NODE_HOST && both > host)
+			host = both;
 		if (l->from.kind == SIM_NODE_LEAF && l->to.kind == SIM_NODE_SPINE) {
 			nleaf = l->from.index + 1 > nleaf ? l->from.index + 1 : nleaf;
 			nspine = l->to.index + 1 > nspine ? l->to.index + 1 : nspine;
