@@ -181,8 +181,9 @@ struct sim_link {
 
 	/* link model state */
 	uint8_t ge_bad;          /* Gilbert-Elliott chain in its bad state */
-	uint8_t ge_steps;        /* the chain has taken its first step */
-	uint64_t ge_last_ns;     /* ... at this time (it steps in time: wire_lost()) */
+	uint8_t ge_started;      /* its timeline is drawn up to ge_until */
+	uint64_t ge_until;       /* the current period ends then (wire_lost()) */
+	sim_rng ge_rng;          /* the timeline's own stream */
 	uint64_t last_arrive_ns; /* a later packet never arrives before this */
 	uint64_t win_max_qbytes; /* largest queue since the last time-series sample */
 	uint64_t ts_tx_bytes;    /* tx_bytes at the last time-series sample */

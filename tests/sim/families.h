@@ -155,8 +155,9 @@ static inline void reorder_load_run(run *rn, const char *name, uint64_t seed, ui
 
 /* The goodput of a bursty-loss file (its one bursty cable): burst > 0 its
  * mean burst, 0 the same file without loss; aggregate: over every flow,
- * else the first flow's. */
-static inline double burst_goodput(const char *name, double burst, uint64_t seed, int aggregate)
+ * else the first flow's; *lost (if not NULL): packets lost on the wire. */
+static inline double burst_goodput_lost(const char *name, double burst, uint64_t seed,
+					int aggregate, uint64_t *lost)
 {
 	run rn;
 
@@ -170,8 +171,18 @@ static inline double burst_goodput(const char *name, double burst, uint64_t seed
 	rn.s = sim_from(&rn.cfg, &sim_mrp_ops);
 	run_finish(&rn, sim_run(rn.s, SIM_NEVER));
 	double g = aggregate ? rn.r.agg_goodput_bps : rn.r.flows[0].goodput_bps;
+	if (lost) {
+		*lost = 0;
+		for (size_t i = 0; i < sim_link_count(rn.s); i++)
+			*lost += sim_link_get(rn.s, i)->drops[SIM_DROP_LOSS];
+	}
 	run_free(&rn);
 	return g;
+}
+
+static inline double burst_goodput(const char *name, double burst, uint64_t seed, int aggregate)
+{
+	return burst_goodput_lost(name, burst, seed, aggregate, NULL);
 }
 
 /* One plane event's window (churn_measure()). */

@@ -79,9 +79,12 @@ static void audit(void **state)
 		double b = strtod(g_argv[3], NULL);
 		uint64_t seed = strtoull(g_argv[4], NULL, 10);
 		assert_true(b > 0);
-		double g0 = burst_goodput(g_argv[2], 0, 1, 1), g = burst_goodput(g_argv[2], b, seed, 1);
-		printf("%s burst %g seed %llu: %.1f Gbit/s, %.3f of lossless (%.1f)\n", g_argv[2], b,
-		       (unsigned long long)seed, g / 1e9, g / g0, g0 / 1e9);
+		uint64_t lost;
+		double g0 = burst_goodput(g_argv[2], 0, 1, 1),
+		       g = burst_goodput_lost(g_argv[2], b, seed, 1, &lost);
+		printf("%s burst %g seed %llu: %.1f Gbit/s, %.3f of lossless (%.1f), %llu packets "
+		       "lost on the wire\n", g_argv[2], b, (unsigned long long)seed, g / 1e9, g / g0,
+		       g0 / 1e9, (unsigned long long)lost);
 	} else if (argc == 6 && !strcmp(g_argv[1], "blackhole")) {
 		blackhole_result b = blackhole_one_way_measure(
 			g_argv[2], (unsigned)strtoul(g_argv[3], NULL, 10),

@@ -730,7 +730,11 @@ static void test_scale_loss(void **state)
 /*
  * Bursty loss: the sender's cable (plane 0, both directions) loses 1 % of
  * the time in bursts of 2, 10 and 40 us on average (loss_burst 6, 30, 120),
- * one flow of 32 MB over 1 and 2 planes, two seeds: MetaRoCE keeps >= 0.95
+ * one flow of 32 MB over 1 and 2 planes, the first two seeds whose run met
+ * a burst, 16 packets lost on the wire or more (a 32 MB flow lasts about 3
+ * ms, and the bursts come 0.2-4 ms apart: some seeds meet none, or hit a
+ * few ACKs only, and such a run shows nothing; every run taken is
+ * asserted, met or not): MetaRoCE keeps >= 0.95
  * of its goodput on the same fabric without loss (issue 11 asks for 0.9,
  * and for RoCEv2's goodput or more: see bench/README.md, "Bursty loss", for
  * the comparison with RoCEv2 and where it falls short). What it takes:
@@ -747,15 +751,21 @@ static void test_bursty_loss(void **state)
 	static const double bursts[] = { 6, 30, 120 };
 	for (unsigned i = 0; i < 2; i++) {
 		double g0 = burst_goodput(fam[i], 0, 1, 0);
-		for (unsigned b = 0; b < 3; b++)
-			for (uint64_t seed = 1; seed <= 2; seed++) {
-				double g = burst_goodput(fam[i], bursts[b], seed, 0);
-				print_message("%-13s burst %3.0f seed %llu: %.1f Gbit/s, %.3f of "
-					      "lossless (%.1f)\n",
+		for (unsigned b = 0; b < 3; b++) {
+			unsigned met = 0;
+			for (uint64_t seed = 1; seed <= 20 && met < 2; seed++) {
+				uint64_t lost;
+				double g = burst_goodput_lost(fam[i], bursts[b], seed, 0, &lost);
+				print_message("%-13s burst %3.0f seed %2llu: %.1f Gbit/s, %.3f of "
+					      "lossless (%.1f), %llu packets lost\n",
 					      fam[i], bursts[b], (unsigned long long)seed, g / 1e9,
-					      g / g0, g0 / 1e9);
+					      g / g0, g0 / 1e9, (unsigned long long)lost);
 				assert_true(g >= 0.95 * g0);
+				met += lost >= 16;
 			}
+			assert_int_equal(met, 2); /* two runs that met a burst (16 packets
+						   * lost or more: not only a probe's) */
+		}
 	}
 }
 
