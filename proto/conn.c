@@ -1647,7 +1647,7 @@ static int ring_grow(mrp_conn *c, path *pa)
  * all has come back from the peer for longer than an ACK can be due --
  * twice the connection's largest recent RTT and the ACK delay, as a
  * tail-loss probe waits -- with data in flight all that time: the hinted
- * rate for the silence past that, up to the timeout's floor. On one plane
+ * rate for the silence past that, up to silence_max(). On one plane
  * a loss burst on the ACK direction of the sender's cable (the two
  * directions burst apart) stopped a 200 Gbit/s sender two round trips
  * into it while its data still arrived, until its timeout 100 us on (one
@@ -1662,16 +1662,25 @@ static int ring_grow(mrp_conn *c, path *pa)
  * spines 1 and 50 us away met it between its first ACKs, and one of four
  * seeds ran 10 % slower.)
  */
+/* How long a silence silence_allowance() covers: the timeout's floor, and at
+ * most 16 of the connection's largest recent round trips (a daemon's floor,
+ * 5 ms, is many of its round trips: a peer descheduled that long would get
+ * the hinted rate's worth of it into its socket buffer). */
+static uint64_t silence_max(const mrp_conn *c)
+{
+	return min64(c->p.rto_min_ns, 16 * c->max_rtt_ns);
+}
+
 static uint64_t silence_allowance(const mrp_conn *c, uint64_t now)
 {
 	uint64_t rtt = c->max_rtt_ns, hint = c->cc.rate_hint_bps;
 	uint64_t since = max64(c->last_rx_ns, c->busy_since);
 	if (!rtt || !hint || !c->total_inflight)
 		return 0;
-	rtt = 2 * rtt + c->p.ack_delay_ns; /* (an ACK is due within it: path_pto()) */
-	if (now <= since + rtt)
+	uint64_t due = 2 * rtt + c->p.ack_delay_ns; /* (an ACK is due within it: path_pto()) */
+	if (now <= since + due)
 		return 0;
-	uint64_t s = min64(now - since - rtt, c->p.rto_min_ns);
+	uint64_t s = min64(now - since - due, silence_max(c));
 	return mrp_mul_div(hint, s, 8000000000ull);
 }
 
@@ -1684,7 +1693,7 @@ static void silence_wake_arm(mrp_conn *c, uint32_t bytes, uint64_t now)
 	if (!rtt || !hint || !c->total_inflight)
 		return;
 	uint64_t start = max64(c->last_rx_ns, c->busy_since) + 2 * rtt + c->p.ack_delay_ns;
-	uint64_t end = start + c->p.rto_min_ns;
+	uint64_t end = start + silence_max(c);
 	if (now >= end)
 		return;
 	uint64_t step = max64(mrp_mul_div(bytes, 8000000000ull, hint), rtt / 8);
