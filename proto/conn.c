@@ -1671,17 +1671,23 @@ static uint64_t silence_max(const mrp_conn *c)
 	return min64(c->p.rto_min_ns, 16 * c->max_rtt_ns);
 }
 
+/* When the allowance starts growing: an ACK is overdue (path_pto()'s
+ * wait) since the last packet from the peer or since data went in flight;
+ * NEVER without data in flight, a hint or an RTT sample. */
+static uint64_t silence_start(const mrp_conn *c)
+{
+	if (!c->max_rtt_ns || !c->cc.rate_hint_bps || !c->total_inflight)
+		return NEVER;
+	return max64(c->last_rx_ns, c->busy_since) + 2 * c->max_rtt_ns + c->p.ack_delay_ns;
+}
+
 static uint64_t silence_allowance(const mrp_conn *c, uint64_t now)
 {
-	uint64_t rtt = c->max_rtt_ns, hint = c->cc.rate_hint_bps;
-	uint64_t since = max64(c->last_rx_ns, c->busy_since);
-	if (!rtt || !hint || !c->total_inflight)
+	uint64_t start = silence_start(c);
+	if (now <= start)
 		return 0;
-	uint64_t due = 2 * rtt + c->p.ack_delay_ns; /* (an ACK is due within it: path_pto()) */
-	if (now <= since + due)
-		return 0;
-	uint64_t s = min64(now - since - due, silence_max(c));
-	return mrp_mul_div(hint, s, 8000000000ull);
+	uint64_t s = min64(now - start, silence_max(c));
+	return mrp_mul_div(c->cc.rate_hint_bps, s, 8000000000ull);
 }
 
 /* Data of `bytes` found no path with room: while the silence allowance
@@ -1689,15 +1695,12 @@ static uint64_t silence_allowance(const mrp_conn *c, uint64_t now)
  * eighth of the RTT apart), as nothing else would (no ACK comes). */
 static void silence_wake_arm(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
-	uint64_t rtt = c->max_rtt_ns, hint = c->cc.rate_hint_bps;
-	if (!rtt || !hint || !c->total_inflight)
+	uint64_t start = silence_start(c);
+	if (start == NEVER || now >= start + silence_max(c))
 		return;
-	uint64_t start = max64(c->last_rx_ns, c->busy_since) + 2 * rtt + c->p.ack_delay_ns;
-	uint64_t end = start + silence_max(c);
-	if (now >= end)
-		return;
-	uint64_t step = max64(mrp_mul_div(bytes, 8000000000ull, hint), rtt / 8);
-	c->silence_wake = min64(max64(now, start) + step, end);
+	uint64_t step = max64(mrp_mul_div(bytes, 8000000000ull, c->cc.rate_hint_bps),
+			      c->max_rtt_ns / 8);
+	c->silence_wake = min64(max64(now, start) + step, start + silence_max(c));
 }
 
 /* Bytes path pa may put in flight now (0 when it may not carry data). A

@@ -150,7 +150,7 @@ static void distance_defaults(sim *s, uint64_t *rto_init, uint64_t *max_paths)
 	}
 	for (unsigned p = 0; p < SIM_MAX_PLANES; p++)
 		sum += rate[p];
-	*rto_init = rtt < 1000000 / 3 ? 1000000 : 3 * rtt;
+	*rto_init = sim_rto_default(s);
 	double pkt = (double)(sim_mtu(s) + MRP_DATA_HDR_LEN) * 8;
 	double need = 1.25 * (double)sum * ((double)rtt / 1e9) / pkt / (MRP_SACK_BITS - 1);
 	*max_paths = need < 64 ? 64 : need >= MRP_MAX_PATHS ? MRP_MAX_PATHS : (uint64_t)need + 1;

@@ -135,9 +135,9 @@ static void *roce_host_new(sim *s, sim_host *h)
 	rh->mtu = sim_mtu(s);
 
 	roce_opts *o = &rh->o;
-	/* (the QP's timeout an operator sets for the distance: at least 3 of
-	 * the fabric's longest round trips, as MetaRoCE's initial timeout) */
-	uint64_t rtt = sim_base_rtt_max(s), rto = rtt < 1000000 / 3 ? 1000000 : 3 * rtt;
+	/* (the QP's timeout an operator sets for the distance, as MetaRoCE's
+	 * initial timeout) */
+	uint64_t rto = sim_rto_default(s);
 
 	if (sim_opt_u64(s, "ack_every", 4, &o->ack_every) || sim_opt_time(s, "rto", rto, &o->rto_ns) ||
 	    sim_opt_time(s, "cnp_interval", 50000, &o->cnp_interval_ns) ||

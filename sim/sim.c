@@ -1363,6 +1363,12 @@ uint64_t sim_base_rtt_max(sim *s)
 	return s->base_rtt_max;
 }
 
+uint64_t sim_rto_default(sim *s)
+{
+	uint64_t rtt = sim_base_rtt_max(s);
+	return rtt < 1000000 / 3 ? 1000000 : 3 * rtt;
+}
+
 sim_link *sim_link_find(const sim *s, const char *name)
 {
 	char buf[64];

@@ -429,6 +429,10 @@ sim_link *sim_link_get(const sim *s, size_t i);
  * (cable delays only), at least 1 ns: what a transport's defaults for its
  * timers and window take the distance to be. */
 uint64_t sim_base_rtt_max(sim *s);
+/* A transport's default retransmission timeout before its first RTT
+ * sample: 1 ms (a data centre), or 3 of sim_base_rtt_max()'s round trips
+ * when that is longer (as a deployment sets its timers for its distance). */
+uint64_t sim_rto_default(sim *s);
 /* The link named name (sim_link_name()), or NULL. */
 sim_link *sim_link_find(const sim *s, const char *name);
 
