@@ -1880,6 +1880,14 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
 	return 0;
 }
 
+int mrp_conn_set_rto_init(mrp_conn *c, uint64_t rto_init_ns)
+{
+	if (!rto_init_ns)
+		return MRP_ERR_INVAL;
+	c->p.rto_init_ns = rto_init_ns;
+	return 0;
+}
+
 static void free_rxmsgs(mrp_conn *c)
 {
 	for (uint32_t i = 0; i < c->rxh_cap; i++) {

@@ -245,6 +245,14 @@ int mrp_conn_new(mrp_conn **pconn, const mrp_conn_params *params,
  * completions: call mrp_conn_close() first to get them). */
 void mrp_conn_del(mrp_conn *conn);
 
+/* Change the initial timeout (mrp_conn_params.rto_init_ns) of a connection
+ * that has sent nothing yet, for a caller that learns how far its peer is
+ * only after creating it (the daemon's acceptor: the round trip of its
+ * ACCEPT, known when the initiator's first packet arrives). Timers already
+ * armed keep the value they were armed with. Returns 0, or MRP_ERR_INVAL
+ * for 0. */
+int mrp_conn_set_rto_init(mrp_conn *conn, uint64_t rto_init_ns);
+
 /* Post a send-side work request. MRP_ERR_INVAL (bad opcode/stream/length),
  * MRP_ERR_STATE (closed), MRP_ERR_NOMEM. */
 int mrp_conn_post_send(mrp_conn *conn, const mrp_wr *wr, uint64_t now_ns);

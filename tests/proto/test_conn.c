@@ -3572,6 +3572,59 @@ static void test_tail_probe_after_lost_ack(void **state)
 	net_free(&n);
 }
 
+/* The initial timeout set after creation, before anything was sent (the
+ * daemon's acceptor learns how far its peer is only when the initiator's
+ * first packet confirms the connection): a path's first packets are timed
+ * from it. One path, a 10 ms round trip, rto_init 1 ms at creation and 30 ms
+ * set then: the first message completes with no timeout and no tail-loss
+ * probe (at 1 ms both would fire before the ACK comes back). */
+static void test_set_rto_init(void **state)
+{
+	(void)state;
+	const uint64_t R = 10000000;
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	for (int i = 0; i < 2; i++)
+		p[i].initial_paths = 1;
+	assert_true(p[0].rto_init_ns < R);
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	assert_int_equal(mrp_conn_set_rto_init(n.c[0], 0), MRP_ERR_INVAL);
+	assert_int_equal(mrp_conn_set_rto_init(n.c[0], 3 * R), 0);
+	static uint8_t src[4096];
+	static rpkt d, a, q;
+	fill_pattern(src, sizeof(src), 16);
+	mrp_wr w = { .wr_id = 1, .opcode = MRP_WR_WRITE, .local = src, .len = sizeof(src),
+		     .remote_addr = b_addr(&n, 0), .rkey = n.mr[1].rkey };
+	/* (from 1 ms: a timestamp of 0 is none) */
+	const uint64_t t0 = 1000000;
+	n.now = t0;
+	assert_int_equal(mrp_conn_post_send(n.c[0], &w, n.now), 0);
+	assert_true(grab(&n, 0, &d) > 0);
+	assert_int_equal(grab(&n, 0, &q), 0);
+	/* nothing is due before the ACK can be back */
+	assert_true(mrp_conn_deadline(n.c[0]) > t0 + R + p[1].ack_delay_ns);
+	n.now = t0 + R / 2;
+	give(&n, 0, &d);
+	n.now += p[1].ack_delay_ns;
+	mrp_conn_handle_timeout(n.c[1], n.now);
+	assert_true(grab(&n, 1, &a) > 0);
+	n.now = t0 + R + p[1].ack_delay_ns;
+	give(&n, 1, &a);
+	cqlog log[2] = { 0 };
+	poll_all(&n, log);
+	assert_int_equal(log[0].n, 1);
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n.mr[1].base, src, sizeof(src));
+	mrp_conn_stats st;
+	mrp_conn_get_stats(n.c[0], &st);
+	assert_int_equal(st.rto_count, 0);
+	assert_int_equal(st.tlp_count, 0);
+	assert_int_equal(st.retx_pkts, 0);
+	assert_int_equal(n.check_failures, 0);
+	net_free(&n);
+}
+
 /* Forge a SEND packet on stream 0 from A to B. */
 static int forge_send(net *n, uint32_t psn, uint32_t msn, uint32_t recv_idx,
 		      uint32_t msg_len, uint32_t offset)
@@ -5266,6 +5319,7 @@ int main(void)
 		cmocka_unit_test(test_rnr_copy_completes),
 		cmocka_unit_test(test_tlp_skips_acked_copy),
 		cmocka_unit_test(test_tail_probe_after_lost_ack),
+		cmocka_unit_test(test_set_rto_init),
 		cmocka_unit_test(test_two_messages_one_receive),
 		cmocka_unit_test(test_two_messages_one_receive_in_order),
 		cmocka_unit_test(test_small_messages),
