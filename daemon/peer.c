@@ -20,6 +20,8 @@ MRP_ERRNO_MAP(MRD_ERR_FITS)
 
 #define HS_TRIES 10                   /* CONNECT transmissions (SPEC 9.3) */
 #define HS_FIRST_NS 1000000ull        /* first retransmission after 1 ms */
+_Static_assert(MRD_HS_TIMEOUT_NS == HS_FIRST_NS * ((1ull << HS_TRIES) - 1),
+	       "MRD_HS_TIMEOUT_NS is not the CONNECT's last retransmission");
 #define HALF_OPEN_NS 3000000000ull    /* SPEC 9.4 */
 #define TOMB_NS 1000000000ull         /* SPEC 11.5 */
 #define MAX_CONNS 65536
@@ -688,6 +690,30 @@ static uint8_t *mr_resolve(void *ud, uint32_t rkey, uint64_t addr, uint64_t len,
 	return NULL;
 }
 
+uint64_t mrd_rto_initial(uint64_t rto_initial_ns, uint64_t rto_max_ns, uint64_t hs_rtt_ns)
+{
+	uint64_t rto = rto_initial_ns;
+	if (hs_rtt_ns && hs_rtt_ns <= MRD_HS_TIMEOUT_NS && 3 * hs_rtt_ns > rto)
+		rto = 3 * hs_rtt_ns;
+	return rto < rto_max_ns ? rto : rto_max_ns;
+}
+
+/* A handshake's round trip from then (hs_sent_ns) to now, 0 if now is not
+ * later (a time read at the start of a round of received batches may
+ * precede a send of the same round). */
+static uint64_t hs_since(uint64_t then, uint64_t now)
+{
+	return now > then ? now - then : 0;
+}
+
+/* The engine's initial timeout from the configuration and what the
+ * handshake measured (c->hs_rtt_ns). */
+static uint64_t conn_rto_init(const mrd_conn *c)
+{
+	const mrd *d = c->d;
+	return mrd_rto_initial(d->cfg.rto_initial_ns, d->cfg.rto_max_ns, c->hs_rtt_ns);
+}
+
 /* Create the engine with the negotiated parameters (SPEC 3.1). */
 static int conn_engine(mrd_conn *c, uint64_t now)
 {
@@ -709,6 +735,9 @@ static int conn_engine(mrd_conn *c, uint64_t now)
 		if (!mrd_sockaddr_same_ip(&c->pairs[i].raddr, &c->hs_addr))
 			cp.unproven_planes |= 1u << i;
 	cp.read = (c->caps & MRP_CAP_READ) != 0; /* SPEC 5.8 */
+	/* (the acceptor's is the configuration's until the confirmation:
+	 * confirm()) */
+	cp.rto_init_ns = c->rto_init_ns = conn_rto_init(c);
 	if (c->initiator && (c->caps & MRP_CAP_ADMIT)) {
 		/* the ACCEPT's credit; none: ask for a grant (SPEC 6.6) */
 		cp.admit = 1;
@@ -1027,6 +1056,8 @@ static void conn_service(mrd_conn *c, uint64_t now)
 				next = now;
 				break;
 			}
+			if (!c->hs_tries)
+				c->hs_sent_ns = now; /* the handshake's round trip */
 			send_connect(c);
 			c->hs_next_ns = now + (HS_FIRST_NS << c->hs_tries);
 			c->hs_tries++;
@@ -1233,6 +1264,19 @@ static void on_accept(mrd *d, mrd_conn *c, const mrp_pkt *pkt, unsigned plane, u
 		bad = "service id";
 	c->peer_id = pkt->hdr.src_conn_id;
 	c->peer_token = hs->hs_token;
+	/* The handshake's round trip, from the first transmission of the
+	 * CONNECT. The ACCEPT does not say which copy it answers, and the
+	 * copies leave 1, 3, 7 ... ms after the first: timed from the
+	 * latest, a round trip longer than 1 ms -- the networks this is
+	 * for -- would measure as a fraction of itself (and Karn's rule, no
+	 * sample after a retransmission, would take none on them). Timed
+	 * from the first it is exact without loss, and a lost CONNECT or
+	 * ACCEPT only lengthens it by the time to the next copy: a longer
+	 * initial timeout, within timers.rto_max. After a RETRY, the
+	 * smaller of its own round trip and this one (on_retry()). */
+	uint64_t rtt = hs_since(c->hs_sent_ns, now);
+	if (!c->hs_rtt_ns || (rtt && rtt < c->hs_rtt_ns))
+		c->hs_rtt_ns = rtt;
 	if (bad) {
 		/* SPEC 9.3: RESET PROTOCOL, the attempt fails. */
 		mrp_pkt k;
@@ -1300,6 +1344,19 @@ static void on_retry(mrd *d, mrd_conn *c, const mrp_pkt *pkt, uint64_t now)
 		return;
 	}
 	d->cnt.retries_rx++;
+	if (!c->hs_retries) {
+		/* The RETRY's round trip is a sample of the handshake's: the
+		 * acceptor answers at once, without building anything, from
+		 * the same socket its ACCEPT would leave. The CONNECT with
+		 * the cookie, sent now, times a second one (on_accept()),
+		 * which also holds the acceptor's building of the connection;
+		 * each errs only long (a lost packet adds the time to the
+		 * next copy), so the smaller is kept. Later RETRYs (to copies
+		 * sent before the first came back) start nothing: the
+		 * ACCEPT may answer the CONNECT sent now. */
+		c->hs_rtt_ns = hs_since(c->hs_sent_ns, now);
+		c->hs_sent_ns = now;
+	}
 	c->hs_retries++;
 	c->peer->cookie = pkt->u.retry.cookie;
 	c->peer->cookie_ns = now;
@@ -1498,6 +1555,7 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
 	}
 	c->hs_len = (uint16_t)n;
 	d->cnt.accepts_tx++;
+	c->hs_sent_ns = now; /* (confirm()) */
 	mrd_dp_send_now(d->dp, s, src, srclen, c->hs_pkt, c->hs_len);
 	mrd_timer_set(&d->timer, &c->tent, c->created_ns + HALF_OPEN_NS);
 	char buf[64];
@@ -1509,6 +1567,27 @@ static void on_connect(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t s
  * connection (SPEC 9.4). */
 static int confirm(mrd *d, mrd_conn *c, uint64_t now)
 {
+	/* The acceptor's handshake round trip: from its first ACCEPT to
+	 * this packet, which the initiator sends as soon as an ACCEPT
+	 * arrives (SPEC 9.3). (An ACCEPT sent again for a copy of the
+	 * CONNECT may be the one answered: timed from the first, the sample
+	 * errs only long, as the initiator's does.) The acceptor needs one
+	 * as much: its engine has no RTT sample before its own first
+	 * packets are answered -- a request arriving from the initiator
+	 * gives it none -- so on a far network the first window of its
+	 * reply would time out on timers.rto_initial as the initiator's
+	 * did. Not the host's per-plane RTT instead (plane_rtt_ns, given
+	 * to the engine as plane_rtt_hint_ns): it is the largest of every
+	 * peer's on the plane, so a far peer's would slow down the
+	 * recovery of every near peer's first packets, and a busy host
+	 * stretches it (a plane's RTTs at 80 ms on loopback beside a CPU
+	 * hog); the engine times only PROBEs from it, which cost only
+	 * themselves. A half-open connection has sent nothing, so every
+	 * timer of the engine starts from the new value. */
+	c->hs_rtt_ns = hs_since(c->hs_sent_ns, now);
+	uint64_t rto = conn_rto_init(c);
+	if (rto != c->rto_init_ns && mrp_conn_set_rto_init(c->eng, rto) == 0)
+		c->rto_init_ns = rto;
 	d->peers->nhalf--;
 	c->peer->nhalf--;
 	c->state = MRD_CONN_ESTABLISHED;

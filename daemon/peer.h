@@ -160,6 +160,12 @@ struct mrd_conn {
 	uint32_t hs_tries;
 	uint32_t hs_retries;   /* RETRYs taken for this attempt (SPEC 9.7) */
 	uint64_t hs_next_ns;
+	/* The handshake's round trip (mrd_rto_initial()): the first
+	 * transmission of the CONNECT (initiator; after a RETRY, of the one
+	 * with the cookie) or of the ACCEPT (acceptor) whose answer is
+	 * awaited; the round trip measured, 0 until then; the initial
+	 * timeout it gave the engine, once the engine exists. */
+	uint64_t hs_sent_ns, hs_rtt_ns, rto_init_ns;
 	uint64_t created_ns, established_ns, ended_ns;
 	uint64_t heard_ns;        /* last packet of the peer with our token */
 	int silenced;             /* ended for that silence (peer.c) */
@@ -232,6 +238,20 @@ void mrd_peers_set_hooks(mrd *d, const mrd_peer_hooks *hooks);
 /* Returns 0, or -1 when the registry is full. */
 int mrd_peers_add_service(mrd *d, mrd_service_fn fn, void *ud);
 void mrd_peers_free(mrd *d);
+
+/* How long a handshake may last: the initiator sends its CONNECT 10 times,
+ * 1, 2, 4 ... 512 ms apart (SPEC 9.3), then gives up. */
+#define MRD_HS_TIMEOUT_NS 1023000000ull
+
+/* The engine's initial retransmission timeout (mrp_conn_params.rto_init_ns)
+ * for a connection whose handshake took hs_rtt_ns: timers.rto_initial
+ * (rto_initial_ns), or three handshake round trips where that is longer
+ * (the first window of a new connection on a network further away than
+ * the configuration assumed, 4-10 ms between data centres, would
+ * otherwise time out before its first ACK could come back), at most
+ * timers.rto_max (rto_max_ns). A sample of 0 (none) or longer than a
+ * handshake may last is ignored. */
+uint64_t mrd_rto_initial(uint64_t rto_initial_ns, uint64_t rto_max_ns, uint64_t hs_rtt_ns);
 
 /* One datagram from the datapath, read at now (uv_hrtime()). */
 void mrd_peer_input(mrd *d, mrd_sock *s, const mrd_sockaddr *src, socklen_t srclen,
