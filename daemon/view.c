@@ -53,6 +53,11 @@ json_t *mrd_json_conn(const mrd_conn *c)
 	json_object_set_new(o, "max_paths", mrd_json_u64(c->max_paths));
 	json_object_set_new(o, "plane_pairs", mrd_json_u64(c->npairs));
 	json_object_set_new(o, "age_s", json_real(mrd_age_s(c->created_ns, now)));
+	/* the handshake's round trip (0: not measured yet) and the initial
+	 * retransmission timeout it gave the engine (mrd_rto_initial()) */
+	json_object_set_new(o, "handshake_rtt_us", json_real((double)c->hs_rtt_ns / 1e3));
+	if (mrd_conn_has_engine(c))
+		json_object_set_new(o, "rto_initial_us", json_real((double)c->rto_init_ns / 1e3));
 	if (c->end_reason[0])
 		json_object_set_new(o, "end_reason", json_string(c->end_reason));
 	json_t *drops = json_object();

@@ -31,6 +31,12 @@ mrtest.check(len(peers) == 1 and peers[0]["instance_id"] == b.ok("status")["inst
              "A knows B's instance id")
 conns_b = b.ok("show conns")
 mrtest.check(len(conns_b) == 1 and conns_b[0]["role"] == "acceptor", "B has the acceptor side")
+# the handshake's round trip and the initial timeout it gave each engine:
+# at least timers.rto_initial (default 5 ms; test_rto_initial.py: the rule)
+for name, c in (("initiator", r["conn"]), ("acceptor", conns_b[0])):
+    mrtest.check(c.get("handshake_rtt_us", 0) > 0 and c.get("rto_initial_us", 0) >= 5000,
+                 "%s: handshake_rtt_us %s, rto_initial_us %s" % (
+                     name, c.get("handshake_rtt_us"), c.get("rto_initial_us")))
 
 # show paths while a connection lives: run a short perf in the background
 # through a second control connection and look at the paths meanwhile.
