@@ -2747,7 +2747,7 @@ static int rx_data(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 	if (c->p.rh) {
 		/* HELD tells the allocator whether this sender is held back
 		 * by its share or sends what it has (SPEC 6.5). */
-		unsigned how = ce ? MRP_RH_CE : 0;
+		unsigned how = (ce ? MRP_RH_CE : 0) | (h->flags & MRP_F_RETX ? MRP_RH_RETX : 0);
 		if (c->p.caps & MRP_CAP_HELD)
 			how |= MRP_RH_SIGNALS | (h->flags & MRP_F_HELD ? MRP_RH_HELD : 0);
 		/* its first round trip, with more to come after it, or

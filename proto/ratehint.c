@@ -102,7 +102,9 @@ static void slot_start(mrp_rh *rh, mrp_rh_slot *s, uint64_t key, uint64_t now_ns
 
 #define CE_ONE 65536u    /* alpha 1.0 in Q16 */
 #define CE_GAIN_SHIFT 1 /* alpha gain 1/2 per epoch */
-#define CONTEND_PCT 98  /* share of capacity divided among 2+ senders */
+#define CONTEND_PCT 98  /* share of capacity divided among 2+ senders
+			 * while a queue is evident (queue_evident()) */
+#define QUEUE_EPOCHS 16 /* epochs a CE or RETX arrival keeps it evident */
 #define CE_CUT_SHIFT 3  /* marked arrivals take alpha/8 of the capacity off */
 #define ADM_MARGIN_SHIFT 1 /* over several queues, credits take half the budget */
 #define ADM_LONE_HOLD_SHIFT 2 /* a lone credit of a quarter of it holds it all */
@@ -208,10 +210,12 @@ static void epoch_tick(mrp_rh *rh, uint64_t now_ns)
 		s->epoch_bytes = 0;
 		s->epoch_held_bytes = 0;
 	}
-	/* alpha += (F - alpha) / 8, F the marked share of this epoch */
+	/* alpha += (F - alpha) / 2, F the marked share of this epoch */
 	uint64_t f = rh->epoch_bytes ? mrp_mul_div(rh->epoch_ce_bytes, CE_ONE, rh->epoch_bytes) : 0;
-	rh->ce_alpha_q16 = (uint32_t)(rh->ce_alpha_q16 - (rh->ce_alpha_q16 >> CE_GAIN_SHIFT) +
-				      (f >> CE_GAIN_SHIFT));
+	/* (the decay rounded up, so that alpha reaches 0 when nothing is
+	 * marked: rounded down it stayed at 1/65536, a cut forever) */
+	uint32_t decay = (uint32_t)((rh->ce_alpha_q16 + (1u << CE_GAIN_SHIFT) - 1) >> CE_GAIN_SHIFT);
+	rh->ce_alpha_q16 = (uint32_t)(rh->ce_alpha_q16 - decay + (f >> CE_GAIN_SHIFT));
 	rh->epoch_bytes = 0;
 	rh->epoch_ce_bytes = 0;
 	rh->epoch_start_ns = now_ns;
@@ -266,10 +270,19 @@ static uint64_t adm_queued(const mrp_rh *rh)
 
 /* What is divided among the senders: capacity_bps, less alpha/8 of it
  * while arrivals are CE-marked, 98 % of it when two or more senders
- * contend (so that what their pacing leaves over drains any queue in front
- * of the receiver), and, with credit set, less again while admission
+ * contend and a queue is evident (so that what their pacing leaves over
+ * drains the queue in front of the receiver), and, with credit set, less again while admission
  * credit sits in several queues (adm_queued()). A grant is a part of it
  * without that last cut (mrp_rh_grant()). */
+/* Whether an arrival in the last QUEUE_EPOCHS epochs (as of the last
+ * arrival) said a queue in front of us is marking or something on the way
+ * was lost. */
+static int queue_evident(const mrp_rh *rh)
+{
+	return rh->queue_ns &&
+	       elapsed_ns(rh->seen_ns, rh->queue_ns) < QUEUE_EPOCHS * epoch_len(rh);
+}
+
 static uint64_t divided_q(const mrp_rh *rh, int credit)
 {
 	uint64_t d = rh->capacity_bps -
@@ -279,7 +292,8 @@ static uint64_t divided_q(const mrp_rh *rh, int credit)
 	for (uint32_t i = 0; i < rh->hi && contenders < 2; i++)
 		contenders += rh->slots[i].key != 0;
 	if (contenders >= 2) {
-		d = mrp_mul_div(d, CONTEND_PCT, 100);
+		if (queue_evident(rh))
+			d = mrp_mul_div(d, CONTEND_PCT, 100);
 		uint64_t q = credit ? adm_queued(rh) : 0;
 		if (q)
 			d -= mrp_mul_div(d, q, 2 * rh->adm_budget);
@@ -473,6 +487,11 @@ int mrp_rh_arrival(mrp_rh *rh, uint32_t *pslot, uint64_t key, uint32_t bytes,
 	rh->epoch_bytes = sat_add(rh->epoch_bytes, bytes);
 	if (how & MRP_RH_CE)
 		rh->epoch_ce_bytes = sat_add(rh->epoch_ce_bytes, bytes);
+	if (how & (MRP_RH_CE | MRP_RH_RETX)) {
+		if (!queue_evident(rh))
+			rh->dirty = 1; /* the margin applies from now */
+		rh->queue_ns = now_ns ? now_ns : 1;
+	}
 	if (now_ns > s->last_ns)
 		s->last_ns = now_ns;
 	if (pslot)

@@ -74,6 +74,9 @@ typedef struct mrp_rh {
 	uint64_t epoch_bytes;   /* bytes that arrived in this epoch, all senders */
 	uint64_t epoch_ce_bytes; /* ... of which CE-marked */
 	uint32_t ce_alpha_q16;  /* EWMA of the CE-marked share (1.0 = 65536) */
+	uint64_t queue_ns;      /* the last arrival marked CE or RETX (a queue
+				 * in front of us, or a loss on the way); 0 =
+				 * none yet */
 	uint32_t max_pkt_bytes; /* largest arrival seen (sizes the epoch) */
 	uint64_t level_bps;     /* the water level of the last division; 0 when
 				 * every demand fitted */
@@ -135,6 +138,8 @@ void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
 			  * sender has more to send (no ACK_REQ) */
 #define MRP_RH_DRY 16u   /* sent on its admission credit with ACK_REQ: the
 			  * sender's last for now, its queues run dry */
+#define MRP_RH_RETX 32u  /* the packet retransmits data (RETX): something
+			  * on the way was lost, perhaps to a full queue */
 
 /*
  * Account bytes that arrived from sender key; how is a mask of MRP_RH_*.
@@ -154,7 +159,10 @@ void mrp_rh_set_capacity(mrp_rh *rh, uint64_t capacity_bps);
  * then reduced by alpha/8, alpha being the EWMA (gain 1/2 per epoch) of the
  * marked share of arriving bytes, so that a standing queue (left, say, by an
  * incast's first round trip) drains instead of being held at capacity. With
- * two or more senders, 98 % of the capacity is divided, for the same reason.
+ * two or more senders, 98 % of the capacity is divided while a queue is
+ * evident (an arrival marked CE or RETX in the last 16 epochs),
+ * for the same reason; with none, all of it: two senders paced to the whole
+ * link keep it busy and build no queue, where 98 % left it 2 % idle.
  * (A cut of alpha/2 drained more than the queue: hundreds of paced senders
  * arrive in bursts that mark now and then with no standing queue at all, and
  * the link ran 80 % busy.)
@@ -276,8 +284,8 @@ uint64_t mrp_rh_admit(mrp_rh *rh, uint32_t pkt_bytes, uint64_t want_bytes, uint6
  * takes a slot as on its first arrival (an equal share at once) and the
  * answer is its share, bit/s, but at most an equal part (1 / adm_conns)
  * of what the shares divide (98 % of the capacity among two or more
- * senders, less while arrivals are CE-marked; not less for credit still
- * out): requests that arrive together are answered before the later ones
+ * senders while a queue is evident, less while arrivals are CE-marked;
+ * not less for credit still out): requests that arrive together are answered before the later ones
  * are counted active, and the first would otherwise be given the whole
  * capacity, the second half of it, and so on. 0: no slot free. With wait_ns, the slot
  * then waits for the sender's data (above). */

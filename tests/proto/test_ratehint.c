@@ -14,9 +14,13 @@
 #define NSENDERS_MAX 64
 
 /* Sender keys are never 0 (0 marks a free slot). */
-/* What two or more contending senders share: 98 % of the capacity, so
- * that their pacing leaves a little over to drain queues (ratehint.h). */
-#define SHARED(cap) ((cap) * 98 / 100)
+/* What two or more contending senders share: all of the capacity while
+ * no arrival says a queue stands in front of the receiver (CE) or
+ * something was lost on the way (RETX); 98 % of it while one does
+ * (QUEUED), so that their pacing leaves a little over to drain the queue
+ * (ratehint.h). */
+#define SHARED(cap) (cap)
+#define QUEUED(cap) ((cap) * 98 / 100)
 
 static uint64_t key_of(unsigned i)
 {
@@ -542,7 +546,63 @@ static void test_ce_shrinks_allotment(void **state)
 				assert_true(mrp_rh_arrival(&rh, &cache[i], key_of(i), 4096, 0, now) >= 0);
 	uint64_t clean = mrp_rh_share(&rh, cache[0], key_of(0), now) +
 			 mrp_rh_share(&rh, cache[1], key_of(1), now);
-	assert_true(clean > 100000000000ull * 97 / 100);
+	/* (alpha back to 0, and no queue evident: all of it but the
+	 * rounding of the measured demands) */
+	assert_true(clean > 100000000000ull / 10000 * 9999);
+}
+
+/* x is all of d, but for the rounding of a division among a few senders */
+#define assert_all(x, d) assert_in_range((x), (d) - 8, (d))
+
+/* Drive two senders (one if n = 1) with unmarked 4,096-byte arrivals, ten
+ * per epoch each, for epochs epochs; the first arrival of sender 0 carries
+ * how. Returns the sum of their shares at the end. */
+static uint64_t margin_run(mrp_rh *rh, uint32_t *cache, unsigned n, unsigned how,
+			   unsigned epochs, uint64_t *now)
+{
+	for (unsigned e = 0; e < epochs; e++)
+		for (int k = 0; k < 10; k++, *now += rh->epoch_ns / 10)
+			for (unsigned i = 0; i < n; i++)
+				assert_true(mrp_rh_arrival(rh, &cache[i], key_of(i), 4096,
+							   e == 0 && k == 0 && i == 0 ? how : 0,
+							   *now) >= 0);
+	return sum_shares(rh, cache, n, *now);
+}
+
+/* Senders that contend share all of the capacity while nothing says a
+ * queue stands before the receiver, 98 % from the arrival of a
+ * retransmission (something on the way was lost) or of a CE mark for
+ * QUEUE_EPOCHS (16) epochs after the last one; a lone sender always all. */
+static void test_queue_margin(void **state)
+{
+	const uint64_t cap = 100 * GBPS;
+	mrp_rh rh;
+	mrp_rh_slot slots[4];
+	uint32_t cache[2];
+	uint64_t now = 0;
+
+	(void)state;
+	assert_int_equal(mrp_rh_init(&rh, slots, 4, cap, 0), 0);
+	cache_reset(cache, 2);
+	assert_all(margin_run(&rh, cache, 2, 0, 20, &now), cap);
+	/* a retransmission arrives: 98 % at once (before its epoch ends) */
+	assert_true(mrp_rh_arrival(&rh, &cache[1], key_of(1), 4096, MRP_RH_RETX, now) >= 0);
+	assert_all(sum_shares(&rh, cache, 2, now), QUEUED(cap));
+	/* 15 epochs on, the margin holds; after 17 it is gone */
+	assert_all(margin_run(&rh, cache, 2, 0, 15, &now), QUEUED(cap));
+	assert_all(margin_run(&rh, cache, 2, 0, 2, &now), cap);
+	/* another, and the clock starts again from it */
+	assert_all(margin_run(&rh, cache, 2, MRP_RH_RETX, 10, &now), QUEUED(cap));
+	assert_all(margin_run(&rh, cache, 2, 0, 10, &now), cap);
+	/* one CE mark: the margin (alpha decays to 0 within 17 epochs too) */
+	assert_true(margin_run(&rh, cache, 2, MRP_RH_CE, 1, &now) <= QUEUED(cap));
+	assert_all(margin_run(&rh, cache, 2, 0, 20, &now), cap);
+
+	/* alone: no margin, retransmission or not */
+	assert_int_equal(mrp_rh_init(&rh, slots, 4, cap, 0), 0);
+	cache_reset(cache, 1);
+	now = 0;
+	assert_int_equal(margin_run(&rh, cache, 1, MRP_RH_RETX, 2, &now), cap);
 }
 
 /*
@@ -1229,6 +1289,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ce_shrinks_allotment),
+		cmocka_unit_test(test_queue_margin),
 		cmocka_unit_test(test_epoch_sized_for_many_senders),
 		cmocka_unit_test(test_slow_senders_stay_active),
 		cmocka_unit_test(test_init_invalid),
