@@ -212,6 +212,8 @@ typedef struct path {
 	uint32_t snd_nxt, snd_una;
 	uint32_t ring_cap;
 	uint32_t rto_count;    /* consecutive RTOs / unanswered probes */
+	uint32_t route_rtos;   /* ... of them, those that came while another
+				* path of its plane worked (route_fail_rtos()) */
 	uint32_t rto_pending;  /* ENT_RTO entries not yet resolved */
 	uint32_t fails;        /* re-ports since the path last answered */
 	uint32_t fails_quick;  /* ... of them, those of an ACK-only path while
@@ -1542,6 +1544,7 @@ static void path_new_gen(mrp_conn *c, path *pa, uint64_t now)
 	pa->snd_nxt = pa->snd_una = 0;
 	pa->have_counts = 0;
 	pa->rto_count = 0;
+	pa->route_rtos = 0;
 	pa->probe_pending = 0;
 	pa->cold_probe = 0;
 	pa->own_sample = 0;
@@ -3038,6 +3041,7 @@ static void path_alive(mrp_conn *c, path *pa, int data, uint64_t now)
 {
 	if (data) {
 		pa->rto_count = 0;
+		pa->route_rtos = 0;
 		pa->fails = 0;
 		pa->fails_quick = 0;
 		pa->rp_fresh = 0;
@@ -5426,7 +5430,7 @@ static int plane_works_without(const mrp_conn *c, const path *pa, uint64_t now,
 		/* Answered in this generation (it has an RTT sample), active,
 		 * and answered lately or with nothing outstanding to answer. */
 		if (o->state == MRP_PATH_ACTIVE && o->cc.srtt_ns &&
-		    (!o->cc.inflight || now - o->last_ack_ns < base)) {
+		    ((!o->cc.inflight && !o->rto_pending) || now - o->last_ack_ns < base)) {
 			*others_out = others;
 			return 1;
 		}
@@ -5542,11 +5546,20 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	 * data (ack_only), and is probed the usual way, its waits doubling,
 	 * so a plane down at the peer costs one new route per path. */
 	int heard = !ack_only && !works && others && now - c->last_rx_ns < path_rto(c, pa);
+	/* (only the timeouts that came while the plane worked count for its
+	 * route: a silence of the whole connection -- a burst on the ACK
+	 * direction of our cable, the peer descheduled -- timed out every
+	 * path, and when it ends the others' ACKs come back before this
+	 * path's PROBE is answered again; taken as a failed route, it was
+	 * re-ported, and its timed-out packets, delivered, counted lost) */
+	if (works)
+		pa->route_rtos++;
 	/* (a path whose new route, taken by a re-path, times out before any
 	 * of its data there is acknowledged has nothing to prove on it: its
 	 * old route worked, so the new one may well be a hole) */
-	if ((pa->rto_count >= (works ? min64(ROUTE_FAIL_RTOS, c->p.suspect_rtos)
-				    : c->p.suspect_rtos) ||
+	int failed = works ? pa->route_rtos >= min64(ROUTE_FAIL_RTOS, c->p.suspect_rtos)
+			   : pa->rto_count >= c->p.suspect_rtos;
+	if ((failed ||
 	     (repathed && works) ||
 	     (ack_only && (pa->fails < ACK_REPORTS || (works && pa->fails < ACK_REPORTS_PROVEN)))) &&
 	    (works || others == 0 || heard)) {

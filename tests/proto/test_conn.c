@@ -2491,15 +2491,19 @@ static int ack_gap_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t
 	return ok;
 }
 
-static void ack_silence_run(uint64_t rto_min_ns, uint64_t quiet_ns, uint64_t silence_ns)
+/* The run of test_ack_silence_keeps_sending() (below) with B's allocator
+ * hinting cap_bps; counts: whether to assert the new packets' counts,
+ * which are those of a 10 Gbit/s hint. */
+static void ack_silence_run_at(uint64_t rto_min_ns, uint64_t quiet_ns, uint64_t silence_ns,
+			       uint64_t cap_bps, int counts)
 {
-	/* one plane, A at 10 Gbit/s, B's allocator hinting its 10 Gbit/s */
+	/* one plane, A at 10 Gbit/s, B's allocator hinting cap_bps */
 	static mrp_rh_slot slots[4];
 	mrp_rh rh;
 	mrp_conn_params p[2];
 	net n;
 	size_t len = 8u << 20;
-	assert_int_equal(mrp_rh_init(&rh, slots, 4, 10000000000ull, 0), 0);
+	assert_int_equal(mrp_rh_init(&rh, slots, 4, cap_bps, 0), 0);
 	pair_params(p, 1, 0);
 	p[0].cc.line_rate_bps = 10000000000ull;
 	p[0].rto_min_ns = rto_min_ns;
@@ -2514,12 +2518,22 @@ static void ack_silence_run(uint64_t rto_min_ns, uint64_t quiet_ns, uint64_t sil
 	write_completes(&n, src, len);
 	mrp_conn_stats st;
 	mrp_conn_get_stats(n.c[0], &st);
-	print_message("rto_min %llu us: new data packets: %llu in the 30 us before the silence, "
-		      "%llu in its [40, 100) us, %llu in [%llu, %llu) us; lost %llu\n",
-		      (unsigned long long)rto_min_ns / 1000, (unsigned long long)ack_gap_new[0],
-		      (unsigned long long)ack_gap_new[1], (unsigned long long)ack_gap_new[2],
-		      (unsigned long long)quiet_ns / 1000, (unsigned long long)silence_ns / 1000,
-		      (unsigned long long)st.lost_pkts);
+	print_message("rto_min %llu us, hint %.3f Gbit/s: new data packets: %llu in the 30 us "
+		      "before the silence, %llu in its [40, 100) us, %llu in [%llu, %llu) us; "
+		      "lost %llu, timeouts %llu (%llu undone), re-ports %llu\n",
+		      (unsigned long long)rto_min_ns / 1000, (double)cap_bps / 1e9,
+		      (unsigned long long)ack_gap_new[0], (unsigned long long)ack_gap_new[1],
+		      (unsigned long long)ack_gap_new[2], (unsigned long long)quiet_ns / 1000,
+		      (unsigned long long)silence_ns / 1000, (unsigned long long)st.lost_pkts,
+		      (unsigned long long)st.rto_count, (unsigned long long)st.rto_spurious,
+		      (unsigned long long)st.reports);
+	assert_int_equal(st.lost_pkts, 0);
+	assert_int_equal(n.check_failures, 0);
+	if (!counts) {
+		free(src);
+		net_free(&n);
+		return;
+	}
 	/* 10 Gbit/s is 9 packets in 30 us. In [40, 100) us of the silence
 	 * the hint's bound alone allowed none (0 when silence_allowance()
 	 * returns 0); with it, 12 here -- from a PTO of silence on (some 28
@@ -2528,10 +2542,13 @@ static void ack_silence_run(uint64_t rto_min_ns, uint64_t quiet_ns, uint64_t sil
 	assert_true(ack_gap_new[0] >= 6);
 	assert_true(ack_gap_new[1] >= 8);
 	assert_int_equal(ack_gap_new[2], 0);
-	assert_int_equal(st.lost_pkts, 0);
-	assert_int_equal(n.check_failures, 0);
 	free(src);
 	net_free(&n);
+}
+
+static void ack_silence_run(uint64_t rto_min_ns, uint64_t quiet_ns, uint64_t silence_ns)
+{
+	ack_silence_run_at(rto_min_ns, quiet_ns, silence_ns, 10000000000ull, 1);
 }
 
 /* A sender under its receiver's hint (10 Gbit/s) whose ACKs are all lost
@@ -2549,6 +2566,23 @@ static void test_ack_silence_keeps_sending(void **state)
 	(void)state;
 	ack_silence_run(100000, 150000, 300000);
 	ack_silence_run(5000000, 400000, 600000);
+}
+
+/* The same silence under hints a little apart (the paths' timers and
+ * probes fall at other moments against the silence's end): every path
+ * times out in it, and when it ends the others' ACKs come back before a
+ * path's PROBE, sent in the silence, is answered again. Its timeouts came
+ * while nothing of the plane worked: its route is not taken as failed,
+ * and its timed-out packets, delivered, are not counted lost. (It was
+ * re-ported, and 9 or 10 packets counted lost, at 9.8, 9.9, 9.98, 9.99
+ * and 9.995 Gbit/s: path_new_gen() resolves what a path still has timed
+ * out as lost, the ACKs of its old generation being stale.) */
+static void test_ack_silence_no_false_route_failure(void **state)
+{
+	(void)state;
+	static const uint64_t mbps[] = { 9800, 9900, 9950, 9980, 9990, 9995, 9998, 10000 };
+	for (size_t i = 0; i < sizeof(mbps) / sizeof(mbps[0]); i++)
+		ack_silence_run_at(100000, 150000, 300000, mbps[i] * 1000000ull, 0);
 }
 
 /* Paths of c in service (open, not disabled) on plane pl, or on every
@@ -5299,6 +5333,7 @@ int main(void)
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_planes_full),
 		cmocka_unit_test(test_ack_silence_keeps_sending),
+		cmocka_unit_test(test_ack_silence_no_false_route_failure),
 		cmocka_unit_test(test_plane_down_replaces_paths),
 		cmocka_unit_test(test_plane_drain_replaces_paths),
 		cmocka_unit_test(test_plane_down_paths_capped),
