@@ -213,7 +213,7 @@ typedef struct path {
 	uint32_t ring_cap;
 	uint32_t rto_count;    /* consecutive RTOs / unanswered probes */
 	uint32_t route_rtos;   /* ... of them, those that came while another
-				* path of its plane worked (route_fail_rtos()) */
+				* path of its plane worked (path_timeout()) */
 	uint32_t rto_pending;  /* ENT_RTO entries not yet resolved */
 	uint32_t fails;        /* re-ports since the path last answered */
 	uint32_t fails_quick;  /* ... of them, those of an ACK-only path while

@@ -268,12 +268,6 @@ static uint64_t adm_queued(const mrp_rh *rh)
 	return mrp_mul_div(q, rh->adm_ttl_ns - age, rh->adm_ttl_ns);
 }
 
-/* What is divided among the senders: capacity_bps, less alpha/8 of it
- * while arrivals are CE-marked, 98 % of it when two or more senders
- * contend and a queue is evident (so that what their pacing leaves over
- * drains the queue in front of the receiver), and, with credit set, less again while admission
- * credit sits in several queues (adm_queued()). A grant is a part of it
- * without that last cut (mrp_rh_grant()). */
 /* Whether an arrival in the last QUEUE_EPOCHS epochs (as of the last
  * arrival) said a queue in front of us is marking or something on the way
  * was lost. */
@@ -283,6 +277,12 @@ static int queue_evident(const mrp_rh *rh)
 	       elapsed_ns(rh->seen_ns, rh->queue_ns) < QUEUE_EPOCHS * epoch_len(rh);
 }
 
+/* What is divided among the senders: capacity_bps, less alpha/8 of it
+ * while arrivals are CE-marked, 98 % of it when two or more senders
+ * contend and a queue is evident (so that what their pacing leaves over
+ * drains the queue in front of the receiver), and, with credit set, less
+ * again while admission credit sits in several queues (adm_queued()). A
+ * grant is a part of it without that last cut (mrp_rh_grant()). */
 static uint64_t divided_q(const mrp_rh *rh, int credit)
 {
 	uint64_t d = rh->capacity_bps -
