@@ -122,6 +122,21 @@ static void *grow_ptrs(void *arr, size_t n, size_t *cap)
 	return nv;
 }
 
+/*
+ * A RoCEv2 QP's path MTU is one of InfiniBand's five (256, 512, 1,024,
+ * 2,048 or 4,096 bytes of payload), whatever the Ethernet MTU under it: on
+ * a jumbo-frame fabric (mtu above 4,096) the baseline's packets carry 4,096
+ * bytes. MetaRoCE, on UDP, carries the scenario's mtu.
+ */
+static uint32_t roce_path_mtu(uint32_t mtu)
+{
+	uint32_t ib = 256;
+
+	while (ib < 4096 && ib * 2 <= mtu)
+		ib *= 2;
+	return ib;
+}
+
 static void *roce_host_new(sim *s, sim_host *h)
 {
 	roce_host *rh = calloc(1, sizeof(*rh));
@@ -132,7 +147,7 @@ static void *roce_host_new(sim *s, sim_host *h)
 	}
 	rh->s = s;
 	rh->h = h;
-	rh->mtu = sim_mtu(s);
+	rh->mtu = roce_path_mtu(sim_mtu(s));
 
 	roce_opts *o = &rh->o;
 	/* (the QP's timeout an operator sets for the distance, as MetaRoCE's

@@ -239,6 +239,32 @@ static void test_ack_coalescing(void **state)
 	run_free(&r);
 }
 
+/* The baseline's packets carry one of InfiniBand's path MTUs, the largest
+ * that the scenario's mtu holds: 4,096 bytes on a jumbo-frame fabric, 2,048
+ * under an mtu of 3,000, and the mtu itself where it is one of them. */
+static void test_path_mtu(void **state)
+{
+	static const struct {
+		const char *mtu;
+		uint64_t pkts;
+	} cases[] = { { "9000", 1000 }, { "8192", 1000 }, { "4096", 1000 }, { "4095", 2000 },
+		      { "3000", 2000 }, { "1500", 4000 }, { "256", 16000 } };
+	char yaml[160];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		run r;
+		snprintf(yaml, sizeof(yaml),
+			 "hosts: 2\nmtu: %s\nflows:\n  - {src: 0, dst: 1, bytes: 4096000}\n",
+			 cases[i].mtu);
+		run_yaml(&r, yaml);
+		assert_clean(&r);
+		assert_int_equal(sim_flow_get(r.s, 0)->retx_pkts, 0);
+		assert_int_equal(link_named(r.s, "p0:host0->switch")->tx_pkts, cases[i].pkts);
+		run_free(&r);
+	}
+}
+
 /* DCQCN: marks make the senders slow down (CNPs flow back, the bottleneck
  * queue stays below its capacity), and without ECN they do not. */
 static void test_rate_cut_on_ce(void **state)
@@ -275,6 +301,7 @@ int main(void)
 		cmocka_unit_test(test_blackhole_needs_timeout),
 		cmocka_unit_test(test_reroute_moves_path),
 		cmocka_unit_test(test_ack_coalescing),
+		cmocka_unit_test(test_path_mtu),
 		cmocka_unit_test(test_rate_cut_on_ce),
 	};
 
