@@ -4252,10 +4252,11 @@ static int host_delay_policy(net *n, int from, const mrp_tx_info *ti, const uint
 	return keep;
 }
 
-/* A's window (QWND) at 30 ms of a long WRITE to B, whose allocator hints
- * 10 Gbit/s, over two planes with host_delay_policy, and again 2 ms after
- * plane 0 is drained (*after); data verified when the WRITE ends. */
-static uint64_t drained_window(uint64_t *after)
+/* A's window (QWND) at drain_ns of a long WRITE to B, whose allocator
+ * hints 10 Gbit/s, over two planes with host_delay_policy, when plane 0 is
+ * drained; *after: the largest window in the 2 ms after the drain, looked
+ * at every 50 us; data verified when the WRITE ends. */
+static uint64_t drained_window(uint64_t drain_ns, uint64_t *after)
 {
 	static mrp_rh_slot slots[4];
 	mrp_rh rh;
@@ -4278,13 +4279,17 @@ static uint64_t drained_window(uint64_t *after)
 	assert_int_equal(mrp_conn_post_send(n.c[0], &wr, 0), 0);
 	want w = { log, 0, 1 };
 	mrp_conn_stats st;
-	assert_false(net_run_until(&n, have_cqes, &w, 30000000));
+	assert_false(net_run_until(&n, have_cqes, &w, drain_ns));
 	mrp_conn_get_stats(n.c[0], &st);
-	uint64_t before = st.qwnd;
+	uint64_t before = st.qwnd, t0 = n.now;
 	assert_int_equal(mrp_conn_plane_event(n.c[0], 0, MRP_PLANE_DRAIN, n.now), 0);
-	assert_false(net_run_until(&n, have_cqes, &w, n.now + 2000000));
-	mrp_conn_get_stats(n.c[0], &st);
-	*after = st.qwnd;
+	*after = 0;
+	for (uint64_t t = 50000; t <= 2000000; t += 50000) {
+		assert_false(net_run_until(&n, have_cqes, &w, t0 + t));
+		mrp_conn_get_stats(n.c[0], &st);
+		if (st.qwnd > *after)
+			*after = st.qwnd;
+	}
 	assert_true(net_run_until(&n, have_cqes, &w, n.now + 10000000000ull));
 	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
 	assert_memory_equal(n.mr[1].base, src, len);
@@ -4303,16 +4308,27 @@ static uint64_t drained_window(uint64_t *after)
  * the drained plane's paths leave theirs to the other plane's (set_state()).
  * Before, the other plane's paths kept their own half and regrew the
  * rest by additive increase alone (integration drill beside a CPU hog:
- * 0.6-2.3 s to carry the rate again, or never within the 3 s drill). Two
- * ms after the drain, the window must be at least 0.9 of what it was.
+ * 0.6-2.3 s to carry the rate again, or never within the 3 s drill). In
+ * the 2 ms after the drain, the window must come back to at least 0.9 of
+ * what it was, drained at seven points of the WRITE. The largest window of
+ * the 2 ms, not the window at their end: the host delay reorders packets
+ * past the loss detection, and a plane's cut for those losses can land in
+ * them (drained at 26 or 28 ms, this engine had 0.29 and 0.65 of its
+ * window 2 ms after: the cut's doing, not the drain's; with the largest,
+ * 1.15-1.48 at the seven points). Without the hand-over (set_state()
+ * leaving fs_left alone), 0.76-0.89 at six of the seven (0.92 at 29 ms).
  */
 static void test_drain_keeps_far_short_window(void **state)
 {
 	(void)state;
-	uint64_t after, before = drained_window(&after);
-	print_message("window %llu bytes before the drain, %llu after\n",
-		      (unsigned long long)before, (unsigned long long)after);
-	assert_true(after >= before / 10 * 9);
+	for (uint64_t ms = 20; ms <= 38; ms += 3) {
+		uint64_t after, before = drained_window(ms * 1000000, &after);
+		print_message("drained at %llu ms: window %llu bytes before, at most %llu in the "
+			      "2 ms after\n",
+			      (unsigned long long)ms, (unsigned long long)before,
+			      (unsigned long long)after);
+		assert_true(after >= before / 10 * 9);
+	}
 }
 
 /* ---- first-round-trip admission (SPEC 6.6) -------------------------------- */
