@@ -1681,14 +1681,27 @@ static struct {
 	int lost_path;
 	uint64_t lost_at, probe_at;
 	unsigned plane1_data;
+	int drop_probe, drop_answer; /* the first PROBE of the path, or its answer */
+	unsigned probes, answers;
 } cp;
 
 static int cold_plane_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
 			     uint64_t *delay, int *ce)
 {
 	int ok = default_policy(n, from, ti, pkt, delay, ce);
+	if (from == 1 && pkt[1] == MRP_OP_PROBE_ACK && cp.probe_at) {
+		/* (answers to the lost path's PROBEs: B sends nothing else
+		 * after them but ACKs) */
+		if (cp.answers++ == 0 && cp.drop_answer)
+			return 0;
+	}
 	if (from != 0 || ti->plane != 1)
 		return ok;
+	if (pkt[1] == MRP_OP_PROBE && (int)ti->path_id == cp.lost_path &&
+	    cp.probes++ == 0 && cp.drop_probe) {
+		cp.probe_at = n->now;
+		return 0;
+	}
 	if (ti->is_data && !cp.probe_at)
 		cp.plane1_data++;
 	if (ti->is_data && cp.lost_path < 0) {
@@ -1701,24 +1714,18 @@ static int cold_plane_policy(net *n, int from, const mrp_tx_info *ti, const uint
 	return ok;
 }
 
-/* A fresh 2-plane connection's short message (5 packets: a burst of 4 on
- * plane 0, 1 on plane 1) loses its one packet on plane 1. Plane 1 never
- * gets an RTT sample, so nothing re-times that path's timers from its own
- * plane (rearm_unsampled()), and its tail-loss probe would wait rto_init /
- * 2 (500 us). Instead the path sends a PROBE the timeout's floor (100 us)
- * after the packet, as plane 0's RTT is known (cold_probe_arm()); its
- * answer shows the packet unacknowledged, and it goes again: complete
- * within 200 us, no tail-loss probe, no timeout, no data sent on plane 1
- * before the PROBE but the lost packet. */
-static void test_cold_plane_lone_loss(void **state)
+/* A fresh 2-plane connection's 20 KiB WRITE (5 packets: a burst of 4 on
+ * plane 0, 1 on plane 1) with cold_plane_policy: plane 1's one packet is
+ * lost, and the path's first PROBE (drop_probe) or its answer
+ * (drop_answer) too. Returns when it completed; data verified. */
+static uint64_t cold_plane_run(int drop_probe, int drop_answer, mrp_conn_stats *st)
 {
-	(void)state;
 	net n;
 	net_init_2planes(&n, cold_plane_policy);
-	mrp_conn_params d;
-	mrp_conn_params_default(&d);
 	memset(&cp, 0, sizeof(cp));
 	cp.lost_path = -1;
+	cp.drop_probe = drop_probe;
+	cp.drop_answer = drop_answer;
 	size_t len = 20 << 10;
 	n.now = 1000; /* (a timestamp of 0 gives no RTT sample) */
 	uint64_t t0 = n.now;
@@ -1729,23 +1736,65 @@ static void test_cold_plane_lone_loss(void **state)
 	uint64_t done = n.now - t0;
 	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
 	assert_memory_equal(n.mr[1].base, src, len);
+	mrp_conn_get_stats(n.c[0], st);
+	assert_true(cp.lost_path >= 0);
+	assert_int_equal(n.check_failures, 0);
+	free(src);
+	net_free(&n);
+	return done;
+}
+
+/* Plane 1's one packet lost. Plane 1 never gets an RTT sample, so nothing
+ * re-times that path's timers from its own plane (rearm_unsampled()), and
+ * its tail-loss probe would wait rto_init / 2 (500 us). Instead the path
+ * sends a PROBE the timeout's floor (100 us) after the packet, as plane 0's
+ * RTT is known (cold_probe_arm()); its answer shows the packet
+ * unacknowledged, and it goes again: complete within 200 us, no tail-loss
+ * probe, no timeout, no data sent on plane 1 before the PROBE but the lost
+ * packet. */
+static void test_cold_plane_lone_loss(void **state)
+{
+	(void)state;
+	mrp_conn_params d;
+	mrp_conn_params_default(&d);
 	mrp_conn_stats st;
-	mrp_conn_get_stats(n.c[0], &st);
+	uint64_t done = cold_plane_run(0, 0, &st);
 	print_message("20 KiB WRITE over 2 planes, plane 1's one packet lost: PROBE %llu us "
 		      "after it, complete at %llu us, tail probes %llu, timeouts %llu\n",
 		      (unsigned long long)(cp.probe_at ? cp.probe_at - cp.lost_at : 0) / 1000,
 		      (unsigned long long)done / 1000, (unsigned long long)st.tlp_count,
 		      (unsigned long long)st.rto_count);
-	assert_true(cp.lost_path >= 0);
 	assert_int_equal(cp.plane1_data, 1);
 	assert_true(cp.probe_at && cp.probe_at >= cp.lost_at + d.rto_min_ns);
 	assert_true(done < 200000);
 	assert_int_equal(st.tlp_count, 0);
 	assert_int_equal(st.rto_count, 0);
 	assert_int_equal(st.lost_pkts, 1);
-	assert_int_equal(n.check_failures, 0);
-	free(src);
-	net_free(&n);
+}
+
+/* The same with the lost path's first PROBE, or its answer, lost too: the
+ * PROBE goes again one wait later (the timeout's floor: plane 1 has no
+ * RTT), and its answer shows the packet missing. Before, the path waited
+ * for its tail-loss probe, armed before any RTT at rto_init / 2: complete
+ * at ~510 us, one tail-loss probe. Now within 300 us, no tail-loss probe,
+ * no timeout, one packet lost. */
+static void test_cold_plane_probe_lost(void **state)
+{
+	(void)state;
+	for (int drop_probe = 1; drop_probe >= 0; drop_probe--) {
+		mrp_conn_stats st;
+		uint64_t done = cold_plane_run(drop_probe, !drop_probe, &st);
+		print_message("plane 1's one packet lost and its path's first %s: %u PROBEs, "
+			      "complete at %llu us, tail probes %llu, timeouts %llu\n",
+			      drop_probe ? "PROBE" : "PROBE's answer", cp.probes,
+			      (unsigned long long)done / 1000, (unsigned long long)st.tlp_count,
+			      (unsigned long long)st.rto_count);
+		assert_int_equal(cp.probes, 2);
+		assert_true(done < 300000);
+		assert_int_equal(st.tlp_count, 0);
+		assert_int_equal(st.rto_count, 0);
+		assert_int_equal(st.lost_pkts, 1);
+	}
 }
 
 /* A's first data packet is lost; recorded: when, and A's first PROBE after
@@ -5345,6 +5394,7 @@ int main(void)
 		cmocka_unit_test(test_burst_on_acks),
 		cmocka_unit_test(test_fresh_tail_loss),
 		cmocka_unit_test(test_cold_plane_lone_loss),
+		cmocka_unit_test(test_cold_plane_probe_lost),
 		cmocka_unit_test(test_rtt_hint_lone_loss),
 		cmocka_unit_test(test_plane_down),
 		cmocka_unit_test(test_planes_full),
