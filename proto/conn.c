@@ -4200,18 +4200,8 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 	 * on it) and may last: the others carry the plane's traffic, and the
 	 * waits between its probes double (a sender's path probed a black
 	 * hole every 38 us for 0.3 ms: 1-3 % of the cable's former packets
-	 * 3 RTO floors after the hole opened). */
-	if (pa->state == MRP_PATH_SUSPECT && pa->reprobe_n < REPROBE_MAX) {
-		uint64_t pto = path_pto(c, pa);
-		if (plane_alive_without(c, pa, now))
-			pto <<= pa->reprobe_n;
-		uint64_t next = now + pto;
-		if (next < pa->rto_at) {
-			pa->reprobe_n++;
-			pa->probe_at = next;
-		}
-	}
-	/* A cold path's PROBE (cold_probe_arm()) is repeated one wait later,
+	 * 3 RTO floors after the hole opened).
+	 * A cold path's PROBE (cold_probe_arm()) is repeated one wait later,
 	 * COLD_REPROBE_MAX times, while no answer comes: the PROBE and its
 	 * answer cross the same lossy links as the data, and a lost one left
 	 * a lost last packet to the tail-loss probe armed before the plane
@@ -4219,12 +4209,18 @@ COLD static ssize_t write_probe(mrp_conn *c, path *pa, mrp_tx_info *ti, uint8_t 
 	 * ranks at 0.1 % loss on every link: 3 of 236 such PROBEs or answers
 	 * lost, each a flow 500 us late and its collective 0.4 ms late;
 	 * bench/README.md, "A cold path's PROBE, repeated"). */
-	if (pa->cold_probe && pa->state == MRP_PATH_ACTIVE && pa->reprobe_n < COLD_REPROBE_MAX) {
-		uint64_t next = now + cold_wait(c, pa);
-		if (next < pa->rto_at) {
-			pa->reprobe_n++;
-			pa->probe_at = next;
-		}
+	uint64_t gap = 0; /* until the repeat; 0 = none */
+	if (pa->state == MRP_PATH_SUSPECT && pa->reprobe_n < REPROBE_MAX) {
+		gap = path_pto(c, pa);
+		if (plane_alive_without(c, pa, now))
+			gap <<= pa->reprobe_n;
+	} else if (pa->cold_probe && pa->state == MRP_PATH_ACTIVE &&
+		   pa->reprobe_n < COLD_REPROBE_MAX) {
+		gap = cold_wait(c, pa);
+	}
+	if (gap && now + gap < pa->rto_at) {
+		pa->reprobe_n++;
+		pa->probe_at = now + gap;
 	}
 	return encode_ctl(c, &k, ti, pa, buf, buflen, now);
 }

@@ -1714,6 +1714,26 @@ static int cold_plane_policy(net *n, int from, const mrp_tx_info *ti, const uint
 	return ok;
 }
 
+/* A WRITE of len bytes from A (post_write()) on n, run until it completes
+ * (within 1 s of simulated time): how long it took; its data verified, A's
+ * stats in *st, n freed. */
+static uint64_t fresh_write_run(net *n, size_t len, uint32_t seed, mrp_conn_stats *st)
+{
+	uint64_t t0 = n->now;
+	uint8_t *src = post_write(n, len, seed, n->now);
+	cqlog log[2] = { 0 };
+	want w = { log, 0, 1 };
+	assert_true(net_run_until(n, have_cqes, &w, 1000000000ull));
+	uint64_t done = n->now - t0;
+	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
+	assert_memory_equal(n->mr[1].base, src, len);
+	mrp_conn_get_stats(n->c[0], st);
+	assert_int_equal(n->check_failures, 0);
+	free(src);
+	net_free(n);
+	return done;
+}
+
 /* A fresh 2-plane connection's 20 KiB WRITE (5 packets: a burst of 4 on
  * plane 0, 1 on plane 1) with cold_plane_policy: plane 1's one packet is
  * lost, and the path's first PROBE (drop_probe) or its answer
@@ -1726,21 +1746,9 @@ static uint64_t cold_plane_run(int drop_probe, int drop_answer, mrp_conn_stats *
 	cp.lost_path = -1;
 	cp.drop_probe = drop_probe;
 	cp.drop_answer = drop_answer;
-	size_t len = 20 << 10;
 	n.now = 1000; /* (a timestamp of 0 gives no RTT sample) */
-	uint64_t t0 = n.now;
-	uint8_t *src = post_write(&n, len, 23, n.now);
-	cqlog log[2] = { 0 };
-	want w = { log, 0, 1 };
-	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
-	uint64_t done = n.now - t0;
-	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
-	assert_memory_equal(n.mr[1].base, src, len);
-	mrp_conn_get_stats(n.c[0], st);
+	uint64_t done = fresh_write_run(&n, 20 << 10, 23, st);
 	assert_true(cp.lost_path >= 0);
-	assert_int_equal(n.check_failures, 0);
-	free(src);
-	net_free(&n);
 	return done;
 }
 
@@ -1832,19 +1840,7 @@ static uint64_t lone_loss_run(uint64_t hint, mrp_conn_stats *st)
 	n.policy = first_data_lost_policy;
 	memset(&rh1, 0, sizeof(rh1));
 	n.now = 1000;
-	uint64_t t0 = n.now;
-	uint8_t *src = post_write(&n, 64, 29, n.now);
-	cqlog log[2] = { 0 };
-	want w = { log, 0, 1 };
-	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
-	uint64_t done = n.now - t0;
-	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
-	assert_memory_equal(n.mr[1].base, src, 64);
-	mrp_conn_get_stats(n.c[0], st);
-	assert_int_equal(n.check_failures, 0);
-	free(src);
-	net_free(&n);
-	return done;
+	return fresh_write_run(&n, 64, 29, st);
 }
 
 /* A one-packet message on a fresh connection whose packet is lost has no
