@@ -1174,7 +1174,7 @@ static int acked_lately(const path *pa, uint64_t now)
  * CPU hog) left every path smoothed RTTs of that size on a 10 ms route; the
  * samples after it came back at 10 ms, but the average took dozens of them
  * to follow, and the paths that then went idle (at a low pacing rate, each
- * packet goes to the path with the most room) kept theirs: the connection
+ * packet goes to the emptiest path) kept theirs: the connection
  * was paced at a fifth of its plane for a second or more
  * (netns/multiplane_scaling; the simulator's stall_* scenarios: 1.6-7.3
  * times the stalls' length lost, now 0.9-1.6). */
@@ -4477,18 +4477,25 @@ static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 	return 1;
 }
 
-/* The active path with the most room for `bytes` on a plane whose link is
- * free, round robin on ties; but a path with nothing in flight comes
- * first. When the connection is held back by its pacing rate rather than by
- * windows, every path has room, and "most room" alone gives everything to
- * the path with the largest window for ever: the others' windows grow only
- * with the ACKs of data they carry, so they would never get the chance
+/* The active path with room for `bytes` on a plane whose link is free
+ * that has the largest share of its window still free (room / cwnd), round
+ * robin on ties; but a path with nothing in flight comes first. When the
+ * connection is held back by its pacing rate rather than by windows, every
+ * path has room, and the most room in bytes gave everything to the path
+ * with the largest window for ever: the others' windows grow only with the
+ * ACKs of data they carry, so they would never get the chance
  * (tests/netns/FINDINGS.md, finding 2). An idle path gets its window's
- * worth each round trip and grows from there. */
+ * worth each round trip and grows from there. Weighed against its window,
+ * a paced connection keeps each path equally full: weighed in bytes, a
+ * path that a loss had cut carried 4-6 packets a round trip while the
+ * others had 350-660 KB of room, so it never filled its window to regrow
+ * it, and learnt of its last packets' loss only by a timeout, which cut it
+ * to one packet (8 MiB at 5 % random loss, hint 9.99 Gbit/s: 3.2-3.6 MB of
+ * window against 4.27; bench/README.md, "The starved path's fix, landed"). */
 static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
 	path *best = NULL;
-	uint64_t best_room = 0, best_load = 0;
+	uint64_t best_rel = 0, best_load = 0;
 	int best_idle = 0;
 	uint32_t n = c->path_hi;
 	uint32_t i = c->burst_path < 0 ? 0 : (uint32_t)c->burst_path + 1;
@@ -4536,6 +4543,7 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 		if (room < bytes)
 			continue;
 		int idle = pa->cc.inflight == 0;
+		uint64_t rel = mrp_mul_div(room, 65536u, pa->cc.cwnd ? pa->cc.cwnd : 1);
 		uint64_t pl = planes ? load[pa->plane] : 0; /* (the plane's standing, above) */
 		int better;
 		if (!best)
@@ -4550,10 +4558,10 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 			 * connection has little in flight */
 			better = c->plane_pace_at[pa->plane] < c->plane_pace_at[best->plane];
 		else
-			better = idle > best_idle || (idle == best_idle && room > best_room);
+			better = idle > best_idle || (idle == best_idle && rel > best_rel);
 		if (better && !plane_paced(c, pa, now)) {
 			best = pa;
-			best_room = room;
+			best_rel = rel;
 			best_idle = idle;
 			best_load = pl;
 		}
@@ -4772,14 +4780,17 @@ static int raise_how(const mrp_conn *c, const path *pa, const uint64_t *base, ui
  * held under half its hint stayed capped (spines 4 and 100 us away at
  * 400G, two flows: 448-573 Gbit/s over 4 seeds, 512-569 without the cap;
  * bench/README.md, "The hint's window where every plane marks"). Instead,
- * each path's window there is its equal part of the hint over twice its
- * own smoothed RTT (the cap's "twice", per route), at most the equal part
- * of the target: equal windows over the slowest route's RTT gave the paths
- * on the near spine ten times their part of the rate, and that spine's
- * uplink queue filled from 8 KB to 2 MB while the far one idled
- * (reorder_25x_start_400g seed 8: 0.163 % of the packets sent again for
- * nothing, seed 14: 808 drops; bench/README.md, "Each path's part of the
- * hint over its own RTT"). */
+ * each path's window there is its equal part of the hint over its own
+ * smoothed RTT, at most the equal part of the target: equal windows over
+ * the slowest route's RTT gave the paths on the near spine ten times their
+ * part of the rate, and that spine's uplink queue filled from 8 KB to 2 MB
+ * while the far one idled (reorder_25x_start_400g seed 8: 0.163 % of the
+ * packets sent again for nothing, seed 14: 808 drops; bench/README.md,
+ * "Each path's part of the hint over its own RTT"). Over twice its own RTT
+ * (the cap's "twice", per route) the near paths had twice their part, which
+ * did no harm while the scheduler filled the path with the most room in
+ * bytes first; once it keeps every path equally full (best_path()) that
+ * part is sent, and the same file dropped 297 packets (seed 14). */
 #define HINT_BASE_MULT 2
 /* Every plane with an active path has one whose marked share (alpha) is
  * above zero. */
@@ -4894,7 +4905,7 @@ static void hint_window(mrp_conn *c, uint64_t now)
 		uint64_t shares = (uint64_t)nplanes * on_plane[pa->plane];
 		uint64_t w = min64(target / shares, ceiling);
 		if (own_rtt && pa->cc.srtt_ns)
-			w = min64(w, mrp_mul_div(hint / shares, HINT_BASE_MULT * pa->cc.srtt_ns,
+			w = min64(w, mrp_mul_div(hint / shares, pa->cc.srtt_ns,
 						 8000000000ull));
 		if (pa->cc.cwnd >= w)
 			continue;
