@@ -1699,14 +1699,18 @@ static uint64_t silence_allowance(const mrp_conn *c, uint64_t now)
 
 /* Data of `bytes` found no path with room: while the silence allowance
  * still grows, come back when it has grown by about a packet (at least an
- * eighth of the RTT apart), as nothing else would (no ACK comes). */
+ * eighth of the RTT apart, and at least 1 ns: with an RTT under 8 ns and a
+ * packet's time under 1 ns both round to 0, and a wake at `now` is a busy
+ * loop -- tests/fuzz/fuzz_conn found it), as nothing else would (no ACK
+ * comes). */
 static void silence_wake_arm(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
 	uint64_t start = silence_start(c);
 	if (start == NEVER || now >= start + silence_max(c))
 		return;
-	uint64_t step = max64(mrp_mul_div(bytes, 8000000000ull, c->cc.rate_hint_bps),
-			      c->max_rtt_ns / 8);
+	uint64_t step = max64(max64(mrp_mul_div(bytes, 8000000000ull, c->cc.rate_hint_bps),
+				    c->max_rtt_ns / 8),
+			      1);
 	c->silence_wake = min64(max64(now, start) + step, start + silence_max(c));
 }
 
