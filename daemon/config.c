@@ -168,6 +168,7 @@ static const key transport_keys[] = {
 	C_KEY("admit_budget", V_SIZE, admit_budget, S_KI * 16, S_GI, F_LIVE | F_ZERO),
 	C_KEY("expedite_dscp", V_UINT, expedite_dscp, 1, 63, F_LIVE | F_ZERO),
 	C_KEY("expedite_max", V_SIZE, expedite_max, S_KI, 16 * S_MI, F_LIVE),
+	C_KEY("expedite_budget", V_SIZE, expedite_budget, S_KI, S_GI, F_LIVE),
 	END,
 };
 
@@ -298,6 +299,7 @@ void mrd_config_defaults(mrd_config *c)
 	c->max_conns_per_addr = 4096;
 	c->admit_budget = 256 * S_KI;
 	c->expedite_max = 256 * S_KI;
+	c->expedite_budget = S_MI;
 	c->app_max_contexts = 16;
 	c->app_max_regions = 1024;
 	c->app_max_region_bytes = 64 * S_GI;
@@ -1643,6 +1645,7 @@ void mrd_config_conn_params(const mrd_config *c, mrp_conn_params *p)
 	p->suspect_rtos = c->suspect_rtos;
 	/* the expedited class (SPEC 6.7) only where the network has one */
 	p->expedite_max = c->expedite_dscp ? (uint32_t)c->expedite_max : 0;
+	p->expedite_budget = (uint32_t)c->expedite_budget;
 }
 
 /* ---- dump --------------------------------------------------------------------------- */

@@ -127,6 +127,8 @@ typedef struct mrd_config {
 	uint32_t expedite_dscp;  /* the expedited class's DSCP (SPEC 6.7): its
 				  * packets are sent with it; 0 = one class */
 	uint64_t expedite_max;   /* ... messages of at most this many bytes */
+	uint64_t expedite_budget; /* ... and at most this many bytes of them
+				   * outstanding per connection */
 
 	/* services (the daemon's own, svcpolicy.h): */
 	int services_perf;       /* PERF answers CONNECTs (it hands out an rkey) */

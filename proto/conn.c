@@ -411,6 +411,7 @@ struct mrp_conn {
 				  * sender is going idle, SPEC 6.3) */
 	uint64_t tx_outstanding; /* messages posted and not yet completed */
 	uint64_t tx_exp_out;    /* ... of which expedited (txmsg.exp) */
+	uint64_t tx_exp_bytes;  /* ... and their bytes (expedite_budget) */
 	uint64_t rx_exp_until;  /* the last data that arrived was of a message of
 				 * at most expedite_max, rto_min before this: our
 				 * ACKs go in the expedited class (SPEC 6.7) */
@@ -546,6 +547,7 @@ void mrp_conn_params_default(mrp_conn_params *p)
 	p->rd_max = 16;
 	p->admit_ttl_ns = 100000;
 	p->rd_dest_max = 64;
+	p->expedite_budget = 1u << 20;
 }
 
 /* Doubles a ring of len entries from head (cap 0 or a power of two, at
@@ -852,6 +854,7 @@ static void stream_complete_tx(mrp_conn *c, stream *s)
 		s->outstanding--;
 		c->tx_outstanding--;
 		c->tx_exp_out -= m->exp;
+		c->tx_exp_bytes -= m->exp ? m->len : 0;
 		/* Done while waiting out an RNR NAK (another copy of the
 		 * NAK'd segment got through): off the wait list before it can
 		 * be freed. */
@@ -974,10 +977,14 @@ int mrp_conn_post_send(mrp_conn *c, const mrp_wr *wr, uint64_t now_ns)
 	/* Expedited (SPEC 6.7): a short message, behind none that is not. A
 	 * path's packets in two classes would overtake each other: a bulk
 	 * flow's last short message sent ahead of its queued packets reads
-	 * as their loss. */
+	 * as their loss. And within the connection's budget: a queue of
+	 * short messages is bulk, and once one of them is not expedited,
+	 * none after it is until it completes. */
 	m->exp = c->p.expedite_max && wr->len <= c->p.expedite_max &&
-		 c->tx_exp_out == c->tx_outstanding;
+		 c->tx_exp_out == c->tx_outstanding &&
+		 (!c->tx_exp_out || c->tx_exp_bytes + wr->len <= c->p.expedite_budget);
 	c->tx_exp_out += m->exp;
+	c->tx_exp_bytes += m->exp ? wr->len : 0;
 	if (npkts == 1)
 		m->segs[0] = 0;
 	else
@@ -5965,12 +5972,13 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 		return fail(err, errlen, "connection inflight disagrees with its paths");
 	if (c->credit_inflight > c->total_inflight)
 		return fail(err, errlen, "connection credit inflight exceeds its inflight");
-	uint64_t nexp = 0;
+	uint64_t nexp = 0, nexp_bytes = 0;
 	for (uint32_t i = 0; i < c->nstreams; i++) {
 		uint32_t n = 0;
 		for (const txmsg *m = c->streams[i].head; m; m = m->snext) {
 			n++;
 			nexp += m->exp;
+			nexp_bytes += m->exp ? m->len : 0;
 			if (m->nacked > m->npkts || m->next_seg > m->npkts)
 				return fail(err, errlen, "message acked or sent beyond its length");
 			if (m->done || m->npkts > 65536)
@@ -5999,8 +6007,10 @@ int mrp_conn_check(const mrp_conn *c, char *err, size_t errlen)
 	nmsgs += nresp;
 	if (nmsgs != c->tx_outstanding)
 		return fail(err, errlen, "connection outstanding count disagrees with its streams");
-	if (nexp != c->tx_exp_out)
+	if (nexp != c->tx_exp_out || nexp_bytes != c->tx_exp_bytes)
 		return fail(err, errlen, "expedited messages outstanding disagree with their count");
+	if (nexp > 1 && nexp_bytes > c->p.expedite_budget)
+		return fail(err, errlen, "expedited messages outstanding beyond expedite_budget");
 	uint64_t unsent = 0;
 	for (const txmsg *m = c->sq_head; m; m = m->qnext)
 		unsent += m->npkts - m->next_seg;

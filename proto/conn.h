@@ -229,6 +229,12 @@ typedef struct mrp_conn_params {
 	 * admission credit also ends when its sender's first data without
 	 * GRANT arrives (mrp_rh_admit_end()). Default 0: off, one class. */
 	uint32_t expedite_max;
+	/* ... and the bytes of expedited messages a connection may have
+	 * outstanding (posted, not completed), the new one counted; one
+	 * message alone may always be. A queue of short messages is bulk:
+	 * the message past the budget, and every one posted while it is
+	 * outstanding, go in the default class. Default 1 MiB. */
+	uint32_t expedite_budget;
 } mrp_conn_params;
 
 /* Fill p with the defaults above. */

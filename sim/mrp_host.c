@@ -82,7 +82,7 @@ struct mconn {
 typedef struct mh_opts {
 	uint64_t paths_per_plane, max_paths, msg_size, burst, ack_every, nic_queue;
 	uint64_t ack_delay_ns, rto_min_ns, rto_init_ns, rate_hints;
-	uint64_t admit, admit_budget, admit_lone, expedite;
+	uint64_t admit, admit_budget, admit_lone, expedite, expedite_budget;
 	const char *cc;
 } mh_opts;
 
@@ -124,7 +124,8 @@ struct mh {
 static const char *const mh_options[] = {
 	"paths_per_plane", "max_paths", "cc", "msg_size", "burst", "ack_every",
 	"ack_delay", "rto_min", "rto_init", "nic_queue", "rate_hints", "flow_paths",
-	"dump", "admit", "admit_budget", "admit_lone", "expedite", NULL,
+	"dump", "admit", "admit_budget", "admit_lone", "expedite",
+	"expedite_budget", NULL,
 };
 
 
@@ -173,10 +174,12 @@ static int get_opts(sim *s, mh_opts *o)
 	    sim_opt_u64(s, "admit", 1, &o->admit) < 0 ||
 	    sim_opt_bytes(s, "admit_budget", 0, &o->admit_budget) < 0 ||
 	    sim_opt_u64(s, "admit_lone", 1, &o->admit_lone) < 0 ||
-	    sim_opt_bytes(s, "expedite", 262144, &o->expedite) < 0)
+	    sim_opt_bytes(s, "expedite", 262144, &o->expedite) < 0 ||
+	    sim_opt_bytes(s, "expedite_budget", 1 << 20, &o->expedite_budget) < 0)
 		return -1;
-	if (o->expedite > UINT32_MAX) {
-		sim_set_error(s, "transport.metaroce.expedite: at most %u bytes", UINT32_MAX);
+	if (o->expedite > UINT32_MAX || o->expedite_budget > UINT32_MAX) {
+		sim_set_error(s, "transport.metaroce.%s: at most %u bytes",
+			      o->expedite > UINT32_MAX ? "expedite" : "expedite_budget", UINT32_MAX);
 		return -1;
 	}
 	o->cc = sim_opt_get(s, "cc");
@@ -588,6 +591,7 @@ static int engine_new(mconn *mc, uint64_t now)
 	p.ack_every = (uint32_t)o.ack_every;
 	p.ack_delay_ns = o.ack_delay_ns;
 	p.expedite_max = (uint32_t)o.expedite;
+	p.expedite_budget = (uint32_t)o.expedite_budget;
 	p.rto_min_ns = o.rto_min_ns;
 	p.rto_init_ns = o.rto_init_ns;
 	for (unsigned pl = 0; pl < p.nplanes && pl < SIM_MAX_PLANES; pl++)

@@ -120,6 +120,8 @@ static void test_defaults(void **state)
 	assert_int_equal(c.suspect_rtos, p.suspect_rtos);
 	assert_int_equal(c.expedite_dscp, 0); /* one class unless the network has two */
 	assert_int_equal(c.expedite_max, 256 << 10);
+	assert_int_equal(c.expedite_budget, 1 << 20);
+	assert_int_equal(c.expedite_budget, p.expedite_budget); /* the engine's default */
 	assert_int_equal(c.telemetry_interval_ns, 1000000000ull);
 	assert_int_equal(c.telemetry_retention_ns, 24 * 3600 * 1000000000ull);
 	assert_int_equal(c.app_max_sessions, 256);
@@ -222,6 +224,7 @@ static const char full_yaml[] =
 	"  admit_budget: 0\n"
 	"  expedite_dscp: 46\n"
 	"  expedite_max: 64KiB\n"
+	"  expedite_budget: 128KiB\n"
 	"telemetry:\n"
 	"  interval: 100ms\n"
 	"  retention: 7d\n"
@@ -292,6 +295,7 @@ static void test_every_key(void **state)
 	assert_true(c.address_memory_share == 40);
 	assert_true(c.admit_budget == 0); /* off, not the 256 KiB default */
 	assert_true(c.expedite_dscp == 46 && c.expedite_max == 64 << 10);
+	assert_true(c.expedite_budget == 128 << 10);
 	assert_int_equal(c.services_perf, 1);
 	assert_string_equal(c.perf_peers, "10.0.0.0/8, fd00::/64");
 	assert_string_equal(c.echo_peers, "127.0.0.1");
@@ -926,6 +930,10 @@ static void test_transport_telemetry_errors(void **state)
 		  NAME ":5: transport.expedite_max: 512 is out of range (1KiB-16MiB)" },
 		{ P0 "transport:\n  expedite_max: 0\n",
 		  NAME ":5: transport.expedite_max: 0 is out of range (1KiB-16MiB)" },
+		{ P0 "transport:\n  expedite_budget: 1000\n",
+		  NAME ":5: transport.expedite_budget: 1000 is out of range (1KiB-1GiB)" },
+		{ P0 "transport:\n  expedite_budget: 2GiB\n",
+		  NAME ":5: transport.expedite_budget: 2GiB is out of range (1KiB-1GiB)" },
 		{ P0 "services:\n  perf: maybe\n",
 		  NAME ":5: services.perf: 'maybe' is not true or false" },
 		{ P0 "services:\n  perf_peers: 10.0.0.0/33\n",
@@ -1399,6 +1407,7 @@ static void test_dump(void **state)
 		"  admit_budget: 0\n"
 		"  expedite_dscp: 46\n"
 		"  expedite_max: 64KiB\n"
+		"  expedite_budget: 128KiB\n"
 		"telemetry:\n"
 		"  interval: 100ms\n"
 		"  retention: 7d\n"
@@ -1470,6 +1479,7 @@ static void test_conn_params(void **state)
 	assert_int_equal(p.rnr_retry_max, 0);
 	assert_int_equal(p.suspect_rtos, 2);
 	assert_int_equal(p.expedite_max, 64 << 10);
+	assert_int_equal(p.expedite_budget, 128 << 10);
 	assert_int_equal(mrp_cc_conn_init(&cc, p.cc_name, &p.cc), 0);
 
 	/* a plane without a link speed override: the daemon measures it */
@@ -1529,7 +1539,7 @@ static void test_keys_documented(void **state)
 		if (!strstr(man, want))
 			fail_msg("%s is not in %s", k, man_page);
 	}
-	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 14 + 5 + 7 + 3);
+	assert_int_equal(i, 7 + 6 + 2 + 1 + 7 + 7 + 15 + 5 + 7 + 3);
 	assert_int_equal(mrd_config_key(0, k, sizeof(k)), 0);
 	assert_string_equal(k, "service.port");
 	assert_int_equal(mrd_config_key(7, k, sizeof(k)), 0);

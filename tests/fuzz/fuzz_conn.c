@@ -2,7 +2,8 @@
  * libFuzzer harness for the engine's receive path (proto/conn.c).
  *
  * Per input: two connections A and B (2 planes, 8 paths, 16 streams, MTU 256
- * so messages span several packets), each with a registered memory region
+ * so messages span several packets; the expedited class on: messages up to
+ * 1 KiB, 1.5 KiB of them outstanding), each with a registered memory region
  * and a pool of receive buffers inside one arena with guard zones around
  * every buffer; B posts a few receives and A a few sends. The rest of the
  * input is a program of operations:
@@ -999,6 +1000,8 @@ static int setup(fz *f)
 		p.read = 1;
 		p.rd_max = 4;
 		p.rd_dest_max = 2 + 6 * i; /* A serves few READs at once, B more */
+		p.expedite_max = 1024;     /* the expedited class (SPEC 6.7): some */
+		p.expedite_budget = 1536;  /* messages, not all queued ones */
 		mrp_mem mem = { f_alloc, f_free, f };
 		mrp_rng rng = { f_rng, &s->seed };
 		mrp_mr_ops mr = { mr_resolve, s };

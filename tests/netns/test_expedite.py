@@ -1,7 +1,8 @@
 """The expedited class on real links (proto/SPEC.md 6.7, transport.expedite_dscp).
 
 Two daemons joined by two planes (tc tbf at MR_PLANE_RATE, default
-250mbit), both configured with expedite_dscp 46 and expedite_max 64KiB.
+250mbit), both configured with expedite_dscp 46, expedite_max 64KiB and
+expedite_budget 128KiB.
 nftables counters in each namespace count the UDP packets that arrive
 from the other host, with DSCP 46 and without. Asserted:
 
@@ -10,6 +11,10 @@ from the other host, with DSCP 46 and without. Asserted:
   carries DSCP 46;
 - a verified perf of 1 MiB messages: at most 2 % does either way (a bulk
   transfer and its ACKs stay in the default class);
+- a verified perf of 16 KiB messages, short but kept queued 16 deep (256 KiB,
+  past the budget): at most 2 % of A's packets to B carries it (a queue of
+  short messages is bulk; B's ACKs follow the messages' length, which is all
+  B sees, and are not asserted);
 - every byte of both runs verified.
 
 The rest of the short run's packets (about 1 %) include the handshakes,
@@ -28,7 +33,9 @@ RATE = os.environ.get("MR_PLANE_RATE", "250mbit")
 PERF_SECONDS = 2
 DSCP = 46
 TABLE = "mrexp"
-CONF = "transport:\n  expedite_dscp: %d\n  expedite_max: 64KiB\n" % DSCP
+PERF_WINDOW = 16  # daemon/perf.c's WINDOW: perf messages outstanding
+CONF = ("transport:\n  expedite_dscp: %d\n  expedite_max: 64KiB\n  expedite_budget: 128KiB\n"
+        % DSCP)
 
 
 def nft(f, host, *args):
@@ -92,6 +99,11 @@ try:
             % (100 * frac["b"]))
     f.check(frac["a"] <= 0.02, "1 MiB messages: %.2f %% of B's packets to A in the class"
             % (100 * frac["a"]))
+    # 4 KiB x 16 fits the budget (above), 16 KiB x 16 does not
+    assert 4096 * PERF_WINDOW <= 128 << 10 < 16384 * PERF_WINDOW
+    res, frac = run(f, 16384)
+    f.check(frac["b"] <= 0.02, "16 KiB messages queued past the budget: %.2f %% of A's packets "
+            "to B in the class" % (100 * frac["b"]))
     f.stop("a")
     f.stop("b")
 finally:

@@ -743,7 +743,7 @@ static void exp_run(net *n, const uint32_t *len, uint8_t *src)
  * A short message and its connection's control packets go in the expedited
  * class; a bulk message does not, nor a short one posted behind it (a path's
  * packets in two classes would overtake each other); with expedite_max 0
- * nothing does.
+ * nothing does. A queue of short messages past expedite_budget is bulk.
  */
 static void test_expedited_class(void **state)
 {
@@ -754,6 +754,7 @@ static void test_expedited_class(void **state)
 		mrp_conn_params p[2];
 		pair_params(p, 1, 0);
 		p[0].expedite_max = p[1].expedite_max = on ? 65536 : 0;
+		p[0].expedite_budget = p[1].expedite_budget = 131072;
 		net n;
 		net_init(&n, &p[0], &p[1]);
 		n.policy = exp_policy;
@@ -797,8 +798,40 @@ static void test_expedited_class(void **state)
 		assert_int_equal(exp_count[0][1][1], 0);
 		assert_int_equal(exp_count[0][1][0], 17);
 		assert_int_equal(exp_count[1][0][1], 0);
+
+		/* the budget (128 KiB): a queue of twelve 16 KiB messages is
+		 * bulk past its eighth; the ninth and all posted while it is
+		 * outstanding go in the default class */
+		static const uint32_t queue[] = { 16384, 16384, 16384, 16384, 16384, 16384,
+						  16384, 16384, 16384, 16384, 16384, 16384, 0 };
+		exp_run(&n, queue, src);
+		assert_int_equal(exp_count[0][1][1], 8 * 4);
+		assert_int_equal(exp_count[0][1][0], 4 * 4);
+		/* and once they completed, the budget is whole again */
+		exp_run(&n, one_short, src);
+		assert_int_equal(exp_count[0][1][1], 4);
+		assert_int_equal(exp_count[0][1][0], 0);
 		net_free(&n);
 	}
+
+	/* a budget under expedite_max: a message alone is expedited
+	 * whatever its length, a second one beside it is not */
+	mrp_conn_params p[2];
+	pair_params(p, 1, 0);
+	p[0].expedite_max = p[1].expedite_max = 65536;
+	p[0].expedite_budget = p[1].expedite_budget = 1024;
+	net n;
+	net_init(&n, &p[0], &p[1]);
+	n.policy = exp_policy;
+	static const uint32_t limit_alone[] = { 65536, 0 };
+	static const uint32_t two_short[] = { 768, 768, 0 };
+	exp_run(&n, limit_alone, src);
+	assert_int_equal(exp_count[0][1][1], 16);
+	assert_int_equal(exp_count[0][1][0], 0);
+	exp_run(&n, two_short, src);
+	assert_int_equal(exp_count[0][1][1], 1);
+	assert_int_equal(exp_count[0][1][0], 1);
+	net_free(&n);
 }
 
 static uint64_t by_ref_run(int by_ref, uint64_t *ref_pkts)
