@@ -4488,6 +4488,80 @@ static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
 	return 1;
 }
 
+/* How far path pa's plane is: the smallest RTT of any of the connection's
+ * routes there (its own route's until the plane has one). */
+static uint64_t path_base_rtt(const path *pa)
+{
+	return pa->cc.plane_rtt_ns ? pa->cc.plane_rtt_ns : pa->cc.min_rtt_ns;
+}
+
+/* A near path counts towards what the near paths carry while under this
+ * share of its bytes is marked (alpha, 1/65536): an eighth. */
+#define ECF_ALPHA_MAX 8192
+
+/*
+ * Earliest completion first at the end of a transfer (SPEC 6.4): the base
+ * RTT above which a path waits, or 0 when none does. A path's base RTT is its
+ * plane's: the smallest RTT of any of the connection's routes there. Only
+ * once what is left to send -- queued new data and retransmissions -- is at
+ * most what the connection sends in its largest RTT. The near paths are
+ * those whose base RTT is within twice the smallest; a path waits when its
+ * base RTT is above both that and the near paths' largest plus the time
+ * they need for what is left (their windows over their smoothed RTTs, only
+ * those under ECF_ALPHA_MAX marked, at most the pacing rate and the near
+ * planes' links): a packet sent on it would arrive after they had delivered
+ * everything. Four 200G planes 1-50 us apart: two 64 MB flows done 6-7 %
+ * sooner, the far planes' last round trip no longer the transfer's tail.
+ * The plane's base RTT, not the path's smoothed one nor its route's
+ * smallest: the smoothed RTTs of one plane's routes differ by their queues,
+ * and a tail sent on the routes that looked shorter a round trip ago
+ * overflowed one spine's queue; and a route whose first samples crossed a
+ * queue keeps that queue as its smallest RTT (bench/README.md).
+ */
+static uint64_t ecf_threshold(const mrp_conn *c)
+{
+	/* (the connection's rate: its pacing, its hint, or its window over
+	 * the slowest plane's base RTT) */
+	uint64_t rate = c->cc.pacing_bps ? c->cc.pacing_bps : c->cc.rate_hint_bps;
+	if (!rate && c->base_rtt_ns)
+		rate = mrp_mul_div(c->cc.qwnd, 8000000000ull, c->base_rtt_ns);
+	if (!rate || !c->max_rtt_ns)
+		return 0;
+	uint64_t left = (c->sq_unsent + c->rq.len + c->aq.len) * (MRP_DATA_HDR_LEN + c->p.mtu);
+	if (left > mrp_mul_div(rate, c->max_rtt_ns, 8000000000ull))
+		return 0;
+	uint64_t lo = UINT64_MAX;
+	for (uint32_t k = 0; k < c->path_hi; k++) {
+		const path *pa = c->paths[k];
+		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE && path_base_rtt(pa) &&
+		    pa->cc.srtt_ns)
+			lo = min64(lo, path_base_rtt(pa));
+	}
+	if (lo == UINT64_MAX)
+		return 0;
+	uint64_t fast = 0, hi = 0, links = 0;
+	uint32_t planes = 0;
+	for (uint32_t k = 0; k < c->path_hi; k++) {
+		const path *pa = c->paths[k];
+		if (pa && pa->open && pa->state == MRP_PATH_ACTIVE && path_base_rtt(pa) &&
+		    pa->cc.srtt_ns && path_base_rtt(pa) <= 2 * lo) {
+			if (pa->cc.alpha_q16 < ECF_ALPHA_MAX) {
+				fast += mrp_mul_div(pa->cc.cwnd, 8000000000ull, pa->cc.srtt_ns);
+				planes |= 1u << pa->plane;
+			}
+			hi = max64(hi, path_base_rtt(pa));
+		}
+	}
+	for (uint32_t p = 0; p < c->p.nplanes; p++)
+		if (planes >> p & 1)
+			links = c->p.plane_rate_bps[p] && links != UINT64_MAX
+					? links + c->p.plane_rate_bps[p] : UINT64_MAX;
+	fast = min64(min64(fast, rate), links);
+	if (!fast)
+		return 0;
+	return max64(2 * lo, hi + mrp_mul_div(left, 8000000000ull, fast));
+}
+
 /* The active path with room for `bytes` on a plane whose link is free
  * that has the largest share of its window still free (room / cwnd), round
  * robin on ties; but a path with nothing in flight comes first. When the
@@ -4502,7 +4576,9 @@ static int plane_paced(mrp_conn *c, const path *pa, uint64_t now)
  * others had 350-660 KB of room, so it never filled its window to regrow
  * it, and learnt of its last packets' loss only by a timeout, which cut it
  * to one packet (8 MiB at 5 % random loss, hint 9.99 Gbit/s: 3.2-3.6 MB of
- * window against 4.27; bench/README.md, "The starved path's fix, landed"). */
+ * window against 4.27; bench/README.md, "The starved path's fix, landed").
+ * At the end of a transfer a path far beyond the near ones waits
+ * (ecf_threshold()). */
 static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 {
 	path *best = NULL;
@@ -4546,10 +4622,13 @@ static path *best_path(mrp_conn *c, uint32_t bytes, uint64_t now)
 			load[p] = mrp_mul_div(pl, 65536u + 32u * (uint64_t)mark[p], 65536u);
 		}
 	}
+	uint64_t ecf_cut = ecf_threshold(c);
 	for (uint32_t k = 0; k < n; k++, i++) {
 		if (i >= n) /* (no division: this runs for every burst) */
 			i = 0;
 		path *pa = c->paths[i];
+		if (ecf_cut && pa && path_base_rtt(pa) > ecf_cut)
+			continue;
 		uint64_t room = path_room(c, pa, now);
 		if (room < bytes)
 			continue;
