@@ -214,6 +214,18 @@ static void net_init_2planes(net *n, policy_fn pol)
 	n->policy = pol;
 }
 
+/* Two planes paced at plane_bps each, the connection at line_bps, and the
+ * policy pol. */
+static void net_init_2planes_paced(net *n, policy_fn pol, uint64_t line_bps, uint64_t plane_bps)
+{
+	mrp_conn_params p[2];
+	pair_params(p, 2, 0);
+	p[0].cc.line_rate_bps = line_bps;
+	p[0].plane_rate_bps[0] = p[0].plane_rate_bps[1] = plane_bps;
+	net_init(n, &p[0], &p[1]);
+	n->policy = pol;
+}
+
 static void net_free(net *n)
 {
 	for (int i = 0; i < 2; i++) {
@@ -2816,13 +2828,8 @@ static int alternate_policy(net *n, int from, const mrp_tx_info *ti, const uint8
 static void test_spaced_packets_take_planes_in_turn(void **state)
 {
 	(void)state;
-	mrp_conn_params p[2];
-	pair_params(p, 2, 0);
-	p[0].cc.line_rate_bps = 200000000ull;
-	p[0].plane_rate_bps[0] = p[0].plane_rate_bps[1] = 100000000000ull;
 	net n;
-	net_init(&n, &p[0], &p[1]);
-	n.policy = alternate_policy;
+	net_init_2planes_paced(&n, alternate_policy, 200000000ull, 100000000000ull);
 	alt_last_plane = -1;
 	alt_run = alt_max_run = 0;
 	alt_data[0] = alt_data[1] = 0;
@@ -2833,7 +2840,7 @@ static void test_spaced_packets_take_planes_in_turn(void **state)
 	assert_true(net_run_until(&n, have_cqes, &w, 1000000000ull));
 	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
 	assert_memory_equal(n.mr[1].base, src, len);
-	assert_true(alt_data[0] + alt_data[1] >= len / p[0].mtu);
+	assert_true(alt_data[0] + alt_data[1] >= len / MRP_MTU_DEFAULT);
 	assert_true(alt_max_run <= 2);
 	assert_true(alt_data[0] <= alt_data[1] + 2 && alt_data[1] <= alt_data[0] + 2);
 	assert_int_equal(n.check_failures, 0);
@@ -2884,14 +2891,9 @@ static uint64_t far_write(net *n, size_t len, uint32_t seed)
 static void test_tail_off_far_plane(void **state)
 {
 	(void)state;
-	mrp_conn_params p[2];
-	pair_params(p, 2, 0);
 	/* two 10 Gbit/s links: a bulk transfer needs both */
-	p[0].cc.line_rate_bps = 20000000000ull;
-	p[0].plane_rate_bps[0] = p[0].plane_rate_bps[1] = 10000000000ull;
 	net n;
-	net_init(&n, &p[0], &p[1]);
-	n.policy = far_plane_policy;
+	net_init_2planes_paced(&n, far_plane_policy, 20000000000ull, 10000000000ull);
 	/* both planes measured (the last ACKs of plane 1 come after the
 	 * transfer completed on plane 0) */
 	far_write(&n, 1 << 20, 21);
@@ -2911,7 +2913,7 @@ static void test_tail_off_far_plane(void **state)
 	 * payload and header: 1,024 x 4,168 bytes at 20 Gbit/s, 1,707 us);
 	 * 100 us on: 1,807 us (the engine without this rule: 1,827). Moved
 	 * to plane 0, the last 100 KB arrive sooner (1,781). */
-	uint64_t both = 1024ull * (p[0].mtu + MRP_DATA_HDR_LEN) * 8 / 20; /* ns at 20 Gbit/s */
+	uint64_t both = 1024ull * (MRP_MTU_DEFAULT + MRP_DATA_HDR_LEN) * 8 / 20; /* ns at 20 Gbit/s */
 	assert_true(t + 20000 < both + 100000);
 	assert_int_equal(n.check_failures, 0);
 	net_free(&n);
