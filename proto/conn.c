@@ -390,6 +390,8 @@ struct mrp_conn {
 	uint64_t plane_min_rtt_ns[MRP_MAX_PLANES]; /* the smallest RTT sample there in
 						    * the connection's life, whatever
 						    * the route (0 = none yet) */
+	uint64_t plane_rx_ns[MRP_MAX_PLANES]; /* last valid packet from the peer
+					       * that arrived there (0: none) */
 	uint64_t route_fail_ns[MRP_MAX_PLANES]; /* a path there last failed while
 						 * the peer answered (0: never) */
 	/* losses behind a bottleneck, counted per plane (plane_loss()) */
@@ -3137,6 +3139,25 @@ static void cold_probe_arm(mrp_conn *c, path *pa, uint64_t now)
 	c->dl_valid = 0;
 }
 
+/* A path without an RTT sample, with packets in flight, armed its timeout
+ * on the initial one (rto_init: an unknown network), and its PROBEs ask
+ * after its packets (cold_probe_arm()); where its route is a hole, the
+ * PROBEs go unanswered and its packets waited for that timeout (two of a
+ * flow's 8 routes in a hole from its start: 256 KiB in 1.1 ms where its
+ * other paths took 20 us; a plane whose only spine dropped everything
+ * from the sender's leaf: 1 MiB in 1.0 ms). Its timeout comes once its
+ * PROBEs have had their waits instead: not before, as its route, or its
+ * plane, may be far slower than those that answered. */
+static void cold_rto_cap(mrp_conn *c, path *pa, uint64_t now)
+{
+	uint64_t rto = max64(oldest_inflight_ns(pa, now) +
+				     (COLD_REPROBE_MAX + 1) * cold_wait(c, pa), now);
+	if (rto < pa->rto_at) {
+		pa->rto_at = rto;
+		c->dl_valid = 0;
+	}
+}
+
 /* The first RTT sample on a plane: paths of that plane that sent before it
  * armed their timers (cold_timers) on the initial timeout for an unknown network (rto_init, its
  * tail-loss probe at half that); those still without a sample of their own
@@ -3150,7 +3171,9 @@ static void cold_probe_arm(mrp_conn *c, path *pa, uint64_t now)
  * probe (2 MiB ring all-reduce, 64 ranks, 0.1 % loss per link: 3.43 ms,
  * now 1.02). Only on an ACK without marks or losses: in an incast the first
  * round trip overflows the queue, and probes sooner there put copies into
- * it (r7_incast: 10 drops after the first round trip, where none may be). */
+ * it (r7_incast: 10 drops after the first round trip, where none may be).
+ * Their timeouts come sooner too (cold_rto_cap()), and so do those of paths
+ * on a plane that has no sample yet. */
 static void rearm_unsampled(mrp_conn *c, uint64_t now)
 {
 	if (!c->cold_timers || !c->max_rtt_ns)
@@ -3165,11 +3188,14 @@ static void rearm_unsampled(mrp_conn *c, uint64_t now)
 			 * PROBE asks for one */
 			c->cold_timers = 1;
 			cold_probe_arm(c, pa, now);
+			if (pa->open && !pa->cc.srtt_ns && pa->cc.inflight)
+				cold_rto_cap(c, pa, now);
 			continue;
 		}
 		pa->cold_timers = 0;
 		if (!pa->open || pa->cc.srtt_ns || !pa->cc.inflight)
 			continue;
+		cold_rto_cap(c, pa, now);
 		if (start_unsampled(c, pa)) {
 			cold_probe_arm(c, pa, now);
 			continue;
@@ -3877,7 +3903,7 @@ int mrp_conn_read_pkt(mrp_conn *c, const mrp_pkt *pkt, unsigned plane, int ce,
 	 * carries none (SPEC 13.2 step 3), whether it ends the connection or
 	 * is dropped below for a wrong token_echo. */
 	if (!unknown_conn_nak)
-		c->last_rx_ns = now_ns;
+		c->last_rx_ns = c->plane_rx_ns[plane] = now_ns;
 	int rv = 0;
 	if (h->opcode == MRP_OP_RESET) {
 		if (c->state != CONN_CLOSED || c->close_pending == 1) {
@@ -5699,6 +5725,16 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	 * data (ack_only), and is probed the usual way, its waits doubling,
 	 * so a plane down at the peer costs one new route per path. */
 	int heard = !ack_only && !works && others && now - c->last_rx_ns < path_rto(c, pa);
+	/* An ACK-only path whose plane has no path that works, while the
+	 * peer's packets still reach us on that plane: the peer and our
+	 * cable there work, and what fails is the way back, our routes (a
+	 * hole in one spine's cable took all 4 return routes of a receiver
+	 * one time in 256: its sender heard nothing and sent its 4 KiB again
+	 * and again for the whole 200 ms run, the receiver's paths probing
+	 * the hole, their waits doubling). It re-ports like a path whose
+	 * plane works, up to ACK_REPORTS_PROVEN times. */
+	int peer_here = ack_only && !works && others && c->plane_rx_ns[pa->plane] &&
+			now - c->plane_rx_ns[pa->plane] < path_rto(c, pa);
 	/* (only the timeouts that came while the plane worked count for its
 	 * route: a silence of the whole connection -- a burst on the ACK
 	 * direction of our cable, the peer descheduled -- timed out every
@@ -5714,8 +5750,9 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 			   : pa->rto_count >= c->p.suspect_rtos;
 	if ((failed ||
 	     (repathed && works) ||
-	     (ack_only && (pa->fails < ACK_REPORTS || (works && pa->fails < ACK_REPORTS_PROVEN)))) &&
-	    (works || others == 0 || heard)) {
+	     (ack_only && (pa->fails < ACK_REPORTS ||
+			   ((works || peer_here) && pa->fails < ACK_REPORTS_PROVEN)))) &&
+	    (works || others == 0 || heard || peer_here)) {
 		if (works || heard)
 			c->route_fail_ns[pa->plane] = now ? now : 1;
 		set_state(c, pa, MRP_PATH_FAILED, now);
