@@ -4121,6 +4121,16 @@ static ssize_t encode_ctl(const mrp_conn *c, const mrp_pkt *k, mrp_tx_info *ti,
 		default:
 			ti->expedite = rx || c->tx_exp_out;
 		}
+		/* A request for a grant and its answer, whatever the
+		 * connection carries: while they wait, the connection sends
+		 * nothing, and in the default class they waited behind the
+		 * expedited data of the host's other connections (a 4-host
+		 * all-to-all of 256 KiB: every host's credit data filled the
+		 * class at its line rate, and the answers to the other
+		 * connections' requests came 65 us late) */
+		if ((k->hdr.opcode == MRP_OP_PROBE || k->hdr.opcode == MRP_OP_PROBE_ACK) &&
+		    (k->hdr.flags & MRP_F_GRANT) && c->p.expedite_max)
+			ti->expedite = 1;
 	}
 	return n;
 }
