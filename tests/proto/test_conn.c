@@ -2276,17 +2276,18 @@ static void test_ack_path_reports_held(void **state)
 	net_free(&n);
 }
 
-/* Routes that lead into a hole: bh_n source ports, of A's (from A to B) or
- * of B's (from B to A), and the packets sent into it. */
+/* Routes that lead into a hole from the start: bh_n source ports of end
+ * bh_from's (0: A's, from A to B; 1: B's, from B to A), and the packets
+ * sent into it. */
 static uint16_t bh_sport[16];
 static unsigned bh_n;
+static int bh_from;
 static uint64_t bh_sent;
 
-/* Two of A's four routes lead into a hole from the start, A to B only. */
-static int a_routes_hole_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
-				uint64_t *delay, int *ce)
+static int start_hole_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
+			     uint64_t *delay, int *ce)
 {
-	if (from == 0)
+	if (from == bh_from)
 		for (unsigned i = 0; i < bh_n; i++)
 			if (ti->sport == bh_sport[i]) {
 				bh_sent++;
@@ -2306,7 +2307,8 @@ static void test_cold_paths_in_hole_time_out(void **state)
 	(void)state;
 	net n;
 	net_init(&n, NULL, NULL);
-	n.policy = a_routes_hole_policy;
+	n.policy = start_hole_policy;
+	bh_from = 0; /* two of A's four routes */
 	bh_n = 0;
 	bh_sent = 0;
 	for (uint16_t id = 1; id < 16 && bh_n < 2; id += 2) {
@@ -2332,20 +2334,6 @@ static void test_cold_paths_in_hole_time_out(void **state)
 	net_free(&n);
 }
 
-/* Every route B had at the start leads into a hole, B to A only: A's data
- * and probes reach B, nothing of B's reaches A. */
-static int b_routes_hole_policy(net *n, int from, const mrp_tx_info *ti, const uint8_t *pkt,
-				uint64_t *delay, int *ce)
-{
-	if (from == 1)
-		for (unsigned i = 0; i < bh_n; i++)
-			if (ti->sport == bh_sport[i]) {
-				bh_sent++;
-				return 0;
-			}
-	return default_policy(n, from, ti, pkt, delay, ce);
-}
-
 /* A receiver all of whose routes back lead into one hole (one spine's cable
  * took all 4 return routes of a receiver one time in 256 in the
  * simulator): it hears nothing, but A's packets keep arriving on that
@@ -2358,7 +2346,9 @@ static void test_ack_routes_all_in_hole(void **state)
 	(void)state;
 	net n;
 	net_init(&n, NULL, NULL);
-	n.policy = b_routes_hole_policy;
+	n.policy = start_hole_policy;
+	bh_from = 1; /* every route of B's: A's data and probes reach B, nothing
+		      * of B's reaches A */
 	bh_n = 0;
 	bh_sent = 0;
 	for (uint16_t id = 0; id < 16; id++) {
