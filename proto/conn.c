@@ -3146,12 +3146,17 @@ static void cold_probe_arm(mrp_conn *c, path *pa, uint64_t now)
  * flow's 8 routes in a hole from its start: 256 KiB in 1.1 ms where its
  * other paths took 20 us; a plane whose only spine dropped everything
  * from the sender's leaf: 1 MiB in 1.0 ms). Its timeout comes once its
- * PROBEs have had their waits instead: not before, as its route, or its
- * plane, may be far slower than those that answered. */
+ * PROBEs have had their waits instead, and not before half the initial
+ * timeout: that is set for the longest round trip the network may have
+ * (the simulator's: 3 of its longest), and its route, or its plane, may be
+ * far slower than those that answered (two planes, round trips of about
+ * 10 and 500 us: at the PROBEs' waits alone, 300 us, the far plane's first
+ * window timed out, and a 32 MB flow sent 56 packets again for nothing;
+ * 1 with this bound, as before the cap). */
 static void cold_rto_cap(mrp_conn *c, path *pa, uint64_t now)
 {
-	uint64_t rto = max64(oldest_inflight_ns(pa, now) +
-				     (COLD_REPROBE_MAX + 1) * cold_wait(c, pa), now);
+	uint64_t wait = max64((COLD_REPROBE_MAX + 1) * cold_wait(c, pa), c->p.rto_init_ns / 2);
+	uint64_t rto = max64(oldest_inflight_ns(pa, now) + wait, now);
 	if (rto < pa->rto_at) {
 		pa->rto_at = rto;
 		c->dl_valid = 0;
@@ -5742,9 +5747,15 @@ static void path_timeout(mrp_conn *c, path *pa, uint64_t now)
 	 * one time in 256: its sender heard nothing and sent its 4 KiB again
 	 * and again for the whole 200 ms run, the receiver's paths probing
 	 * the hole, their waits doubling). It re-ports like a path whose
-	 * plane works, up to ACK_REPORTS_PROVEN times. */
+	 * plane works, up to ACK_REPORTS_PROVEN times -- once it has been
+	 * silent for half the initial timeout, which is set for the longest
+	 * round trip the network may have: a far route's probe is answered
+	 * before that (spines 2 and 160 us away: re-ported at their first
+	 * timeouts, the receiver's new routes moved its ACKs between near and
+	 * far spines, and a 32 MB flow lost 15 % of its goodput). */
 	int peer_here = ack_only && !works && others && c->plane_rx_ns[pa->plane] &&
-			now - c->plane_rx_ns[pa->plane] < path_rto(c, pa);
+			now - c->plane_rx_ns[pa->plane] < path_rto(c, pa) &&
+			now - pa->last_ack_ns >= c->p.rto_init_ns / 2;
 	/* (only the timeouts that came while the plane worked count for its
 	 * route: a silence of the whole connection -- a burst on the ACK
 	 * direction of our cable, the peer descheduled -- timed out every

@@ -2301,7 +2301,8 @@ static int start_hole_policy(net *n, int from, const mrp_tx_info *ti, const uint
  * unknown network) and their PROBEs go unanswered, so their first window
  * waited that long, while the other paths' ACKs had timed the plane in
  * their first round trip. Their timeout now comes once their PROBEs have
- * had their waits: a 256 KiB WRITE completes at 0.41 ms (1.11 ms before). */
+ * had their waits, and half the initial timeout: a 256 KiB WRITE completes
+ * at 0.61 ms (1.11 ms before). */
 static void test_cold_paths_in_hole_time_out(void **state)
 {
 	(void)state;
@@ -2324,7 +2325,7 @@ static void test_cold_paths_in_hole_time_out(void **state)
 	assert_true(net_run_until(&n, have_cqes, &w, 100000000ull));
 	print_message("256 KiB, 2 of 4 routes in a hole: %.3f ms, %llu packets into it\n",
 		      (double)n.now / 1e6, (unsigned long long)bh_sent);
-	assert_true(n.now < 600000);
+	assert_true(n.now < 800000);
 	assert_true(bh_sent > 0);
 	assert_int_equal(log[0].e[0].status, MRP_WC_SUCCESS);
 	assert_memory_equal(n.mr[1].base, src, len);
