@@ -3139,7 +3139,8 @@ static void cold_probe_arm(mrp_conn *c, path *pa, uint64_t now)
 	c->dl_valid = 0;
 }
 
-/* A path without an RTT sample, with packets in flight, armed its timeout
+/* A path without an RTT sample, with packets in flight (others: nothing to
+ * do), armed its timeout
  * on the initial one (rto_init: an unknown network), and its PROBEs ask
  * after its packets (cold_probe_arm()); where its route is a hole, the
  * PROBEs go unanswered and its packets waited for that timeout (two of a
@@ -3155,6 +3156,8 @@ static void cold_probe_arm(mrp_conn *c, path *pa, uint64_t now)
  * 1 with this bound, as before the cap). */
 static void cold_rto_cap(mrp_conn *c, path *pa, uint64_t now)
 {
+	if (!pa->open || pa->cc.srtt_ns || !pa->cc.inflight)
+		return;
 	uint64_t wait = max64((COLD_REPROBE_MAX + 1) * cold_wait(c, pa), c->p.rto_init_ns / 2);
 	uint64_t rto = max64(oldest_inflight_ns(pa, now) + wait, now);
 	if (rto < pa->rto_at) {
@@ -3193,8 +3196,7 @@ static void rearm_unsampled(mrp_conn *c, uint64_t now)
 			 * PROBE asks for one */
 			c->cold_timers = 1;
 			cold_probe_arm(c, pa, now);
-			if (pa->open && !pa->cc.srtt_ns && pa->cc.inflight)
-				cold_rto_cap(c, pa, now);
+			cold_rto_cap(c, pa, now);
 			continue;
 		}
 		pa->cold_timers = 0;
